@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# ucx-crypt quick start on a fresh Debian 12 machine.
+#
+#   contrib/quickstart.sh          install dependencies, build, install into
+#                                  _build/install, run the main job
+#   contrib/quickstart.sh build    install dependencies and build only
+#   contrib/quickstart.sh check    build, then run every test; prints
+#                                  "N passed, N failed, N skipped" last
+#   contrib/quickstart.sh bench    build, then run the benchmarks in test/perf
+#
+# Re-running is cheap: nothing is re-fetched, re-configured or rebuilt that is
+# up to date. Everything lands in _build/ (sources of UCX, objects, install,
+# test and benchmark results).
+set -euo pipefail
+
+top=$(cd "$(dirname "$0")/.." && pwd)
+build="$top/_build"
+obj="$build/obj"
+prefix="$build/install"
+results="$build/results"
+jobs=$(nproc 2>/dev/null || echo 2)
+
+log() { printf '\n== %s\n' "$*"; }
+
+do_build() {
+    log "dependencies"
+    "$top/contrib/install-deps.sh"
+
+    log "UCX source tree matching the installed UCX"
+    ucx_src=$("$top/contrib/fetch-ucx-src.sh" "$build/src" | tail -n 1)
+    echo "$ucx_src"
+
+    if [ ! -x "$top/configure" ] || [ "$top/configure.ac" -nt "$top/configure" ] ||
+       [ "$top/Makefile.am" -nt "$top/configure" ]; then
+        log "autogen"
+        "$top/autogen.sh"
+    fi
+
+    mkdir -p "$obj"
+    if [ ! -f "$obj/config.status" ] || [ "$top/configure" -nt "$obj/config.status" ]; then
+        log "configure"
+        (cd "$obj" && "$top/configure" --prefix="$prefix" --with-ucx=/usr \
+                                       --with-ucx-src="$ucx_src")
+    fi
+
+    log "build and install into $prefix"
+    make -C "$obj" -j"$jobs" --no-print-directory
+    make -C "$obj" install --no-print-directory >/dev/null
+}
+
+# Run one GoogleTest binary with a JUnit XML report; the summary is added up
+# from all reports at the end, so that one binary failing does not hide the
+# others.
+run_gtest() {
+    local name=$1
+    shift
+    log "test: $name"
+    "$@" --gtest_output="xml:$results/$name.xml" || true
+    if [ ! -s "$results/$name.xml" ]; then
+        # the binary died before writing its report: count it as a failure
+        printf '<testsuites tests="1" failures="1" errors="0" disabled="0">\n' \
+            >"$results/$name.xml"
+        printf '<testcase name="%s" result="crashed"/></testsuites>\n' "$name" \
+            >>"$results/$name.xml"
+    fi
+}
+
+summarize() {
+    local tests=0 failures=0 errors=0 skipped=0 f t
+    for f in "$results"/*.xml; do
+        t=$(grep -m1 -o '<testsuites [^>]*>' "$f")
+        tests=$((tests + $(sed -n 's/.* tests="\([0-9]*\)".*/\1/p' <<<"$t")))
+        failures=$((failures + $(sed -n 's/.* failures="\([0-9]*\)".*/\1/p' <<<"$t")))
+        errors=$((errors + $(sed -n 's/.* errors="\([0-9]*\)".*/\1/p' <<<"$t")))
+        skipped=$((skipped + $(grep -c 'result="skipped"' "$f" || true)))
+    done
+    local failed=$((failures + errors))
+    local passed=$((tests - failed - skipped))
+    log "summary"
+    grep -h -B0 -A0 '<failure' "$results"/*.xml | sed 's/^/  /' | head -50 || true
+    echo "$passed passed, $failed failed, $skipped skipped"
+    [ "$failed" -eq 0 ] && [ "$tests" -gt 0 ]
+}
+
+do_check() {
+    rm -rf "$results"
+    mkdir -p "$results"
+    log "build tests"
+    make -C "$obj" -j"$jobs" --no-print-directory check TESTS=
+    run_gtest core "$obj/test/gtest/gtest_core"
+    summarize
+}
+
+do_bench() {
+    mkdir -p "$results"
+    log "crypto engine benchmark (single thread, ours vs the raw library call)"
+    "$obj/test/perf/crypt_engine_bench" --csv "$results/crypt_engine_bench.csv"
+}
+
+case "${1:-all}" in
+all)
+    do_build
+    do_bench
+    ;;
+build)
+    do_build
+    ;;
+check)
+    do_build
+    do_check
+    ;;
+bench)
+    do_build
+    do_bench
+    ;;
+*)
+    echo "usage: $0 [build|check|bench]" >&2
+    exit 2
+    ;;
+esac

@@ -1,0 +1,179 @@
+/*
+ * ucx-crypt crypto core: AES-GCM records and stream segments.
+ *
+ * One narrow call per operation, in the manner of ipsec-mb and libsodium.
+ * Two backends sit behind it, chosen once at init: Intel ipsec-mb (the data
+ * path) and OpenSSL EVP (portable fallback and cross-check). Nothing here
+ * knows about UCX; nothing here invents cryptography: every primitive is a
+ * call into one of those two libraries.
+ *
+ * Thread model: crypt_aead_init() once per process; a crypt_aead_key_t may be
+ * used by one thread at a time (the OpenSSL backend keeps a cipher context in
+ * it). Give each thread its own key object for parallel sealing.
+ */
+#ifndef UCX_CRYPT_AEAD_H
+#define UCX_CRYPT_AEAD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum {
+    CRYPT_AEAD_TAG_LEN          = 16, /* full GCM tag, SP 800-38D §5.2.1.2 */
+    CRYPT_AEAD_NONCE_LEN        = 12, /* 96-bit IV, SP 800-38D §8.2 */
+    CRYPT_AEAD_KEY_LEN_128      = 16,
+    CRYPT_AEAD_KEY_LEN_256      = 32,
+    CRYPT_AEAD_KEY_LEN_MAX      = 32,
+
+    /* Record nonce: 4-byte fixed field || 8-byte big-endian sequence number.
+     * This is the "deterministic construction" of SP 800-38D §8.2.1 and
+     * RFC 5116 §3.2: uniqueness by construction, no birthday bound. */
+    CRYPT_RECORD_NONCE_PREFIX_LEN = 4,
+
+    /* Stream nonce: 7-byte per-message prefix || 4-byte big-endian segment
+     * index || 1-byte last-segment flag. The STREAM construction of Hoang,
+     * Reyhanitabar, Rogaway and Vizar, "Online Authenticated-Encryption and
+     * its Nonce-Reuse Misuse-Resistance", CRYPTO 2015, §7 (nonce-based OAE2);
+     * the same layout as Tink's AES-GCM streaming AEAD. The index stops
+     * reordering and dropping, the flag stops truncation and extension. */
+    CRYPT_STREAM_NONCE_PREFIX_LEN = 7,
+    CRYPT_STREAM_MAX_SEGMENTS     = 0x7fffffff
+};
+
+typedef enum {
+    CRYPT_AEAD_OK         = 0,
+    CRYPT_AEAD_ERR_AUTH   = -1, /* tag mismatch: forged, corrupted or misplaced */
+    CRYPT_AEAD_ERR_PARAM  = -2, /* bad key length, NULL buffer, ... */
+    CRYPT_AEAD_ERR_BACKEND= -3, /* the library refused (should not happen) */
+    CRYPT_AEAD_ERR_ORDER  = -4  /* stream used out of order (see reader) */
+} crypt_aead_status_t;
+
+typedef enum {
+    CRYPT_AEAD_BACKEND_AUTO    = 0, /* ipsec-mb if built in, else OpenSSL */
+    CRYPT_AEAD_BACKEND_IPSEC_MB,
+    CRYPT_AEAD_BACKEND_OPENSSL,
+    CRYPT_AEAD_BACKEND_LAST
+} crypt_aead_backend_t;
+
+/* An expanded AES-GCM key for one backend. Opaque; sized for the largest
+ * backend state (ipsec-mb's struct gcm_key_data is 64-byte aligned). */
+typedef struct crypt_aead_key {
+    crypt_aead_backend_t backend;
+    unsigned             key_len;
+    void                 *impl;  /* backend state, allocated by key_init */
+} crypt_aead_key_t;
+
+/* Process-wide init of a backend (ipsec-mb: CPU dispatch). Idempotent and
+ * thread-safe. Returns CRYPT_AEAD_ERR_PARAM if the backend is not built in. */
+crypt_aead_status_t crypt_aead_init(crypt_aead_backend_t backend);
+
+/* AUTO resolved to a concrete backend, and names for logs. */
+crypt_aead_backend_t crypt_aead_backend_resolve(crypt_aead_backend_t backend);
+const char *crypt_aead_backend_name(crypt_aead_backend_t backend);
+/* Parse "auto", "ipsec-mb", "openssl"; returns CRYPT_AEAD_BACKEND_LAST if
+ * the name is unknown. */
+crypt_aead_backend_t crypt_aead_backend_from_name(const char *name);
+/* The code path the backend runs on this CPU: "avx512", "avx2", "sse",
+ * "no-aesni" for ipsec-mb, the OpenSSL version string for OpenSSL. */
+const char *crypt_aead_backend_arch(crypt_aead_backend_t backend);
+
+/* Expand a raw 16- or 32-byte key for `backend`. The raw key is not kept. */
+crypt_aead_status_t crypt_aead_key_init(crypt_aead_key_t *key,
+                                        crypt_aead_backend_t backend,
+                                        const uint8_t *raw, size_t raw_len);
+/* Wipe and free the expanded key. Safe on a zeroed or cleaned-up key. */
+void crypt_aead_key_cleanup(crypt_aead_key_t *key);
+
+/* AEAD with associated data: out = AES-GCM(key, nonce, aad, in), tag.
+ * `out` may equal `in` (in place). `len` may be 0. */
+crypt_aead_status_t crypt_aead_seal(crypt_aead_key_t *key,
+                                    const uint8_t nonce[CRYPT_AEAD_NONCE_LEN],
+                                    const void *aad, size_t aad_len,
+                                    const void *in, size_t len, void *out,
+                                    uint8_t tag[CRYPT_AEAD_TAG_LEN]);
+
+/* Verify and decrypt. On CRYPT_AEAD_ERR_AUTH, `out` is zeroed so that no
+ * unauthenticated plaintext survives the call. Tags compare in constant
+ * time. */
+crypt_aead_status_t crypt_aead_open(crypt_aead_key_t *key,
+                                    const uint8_t nonce[CRYPT_AEAD_NONCE_LEN],
+                                    const void *aad, size_t aad_len,
+                                    const void *in, size_t len, void *out,
+                                    const uint8_t tag[CRYPT_AEAD_TAG_LEN]);
+
+/* ---- records: one AEAD message per transport message ------------------- */
+
+void crypt_record_nonce(uint8_t nonce[CRYPT_AEAD_NONCE_LEN],
+                        const uint8_t prefix[CRYPT_RECORD_NONCE_PREFIX_LEN],
+                        uint64_t sequence);
+
+crypt_aead_status_t crypt_record_seal(crypt_aead_key_t *key,
+                                      const uint8_t prefix[CRYPT_RECORD_NONCE_PREFIX_LEN],
+                                      uint64_t sequence,
+                                      const void *aad, size_t aad_len,
+                                      const void *in, size_t len, void *out,
+                                      uint8_t tag[CRYPT_AEAD_TAG_LEN]);
+
+crypt_aead_status_t crypt_record_open(crypt_aead_key_t *key,
+                                      const uint8_t prefix[CRYPT_RECORD_NONCE_PREFIX_LEN],
+                                      uint64_t sequence,
+                                      const void *aad, size_t aad_len,
+                                      const void *in, size_t len, void *out,
+                                      const uint8_t tag[CRYPT_AEAD_TAG_LEN]);
+
+/* ---- streams: one large message as a chain of segments ----------------- */
+
+void crypt_stream_nonce(uint8_t nonce[CRYPT_AEAD_NONCE_LEN],
+                        const uint8_t prefix[CRYPT_STREAM_NONCE_PREFIX_LEN],
+                        uint32_t segment_index, int is_last);
+
+/* Segments may be sealed in any order and in parallel (each is independent
+ * given its index); the index and the last flag bind its position. */
+crypt_aead_status_t crypt_stream_seal_segment(crypt_aead_key_t *key,
+                                              const uint8_t prefix[CRYPT_STREAM_NONCE_PREFIX_LEN],
+                                              uint32_t segment_index, int is_last,
+                                              const void *aad, size_t aad_len,
+                                              const void *in, size_t len, void *out,
+                                              uint8_t tag[CRYPT_AEAD_TAG_LEN]);
+
+crypt_aead_status_t crypt_stream_open_segment(crypt_aead_key_t *key,
+                                              const uint8_t prefix[CRYPT_STREAM_NONCE_PREFIX_LEN],
+                                              uint32_t segment_index, int is_last,
+                                              const void *aad, size_t aad_len,
+                                              const void *in, size_t len, void *out,
+                                              const uint8_t tag[CRYPT_AEAD_TAG_LEN]);
+
+/* A receiver that opens segments strictly in order and knows whether the
+ * stream ended properly. The caller says where it believes a segment sits
+ * (is_last from its framing); a lie about that fails authentication. */
+typedef struct crypt_stream_reader {
+    crypt_aead_key_t *key;
+    uint8_t          prefix[CRYPT_STREAM_NONCE_PREFIX_LEN];
+    uint32_t         next_index;
+    int              finished;  /* the last segment was opened */
+    int              failed;    /* any failure poisons the stream */
+} crypt_stream_reader_t;
+
+void crypt_stream_reader_init(crypt_stream_reader_t *reader,
+                              crypt_aead_key_t *key,
+                              const uint8_t prefix[CRYPT_STREAM_NONCE_PREFIX_LEN]);
+
+/* Open the next segment. ERR_ORDER once the stream is finished or failed. */
+crypt_aead_status_t crypt_stream_reader_open(crypt_stream_reader_t *reader,
+                                             int is_last,
+                                             const void *aad, size_t aad_len,
+                                             const void *in, size_t len, void *out,
+                                             const uint8_t tag[CRYPT_AEAD_TAG_LEN]);
+
+/* OK only if the last segment was opened and nothing failed; a stream that
+ * ends without its last segment was truncated. */
+crypt_aead_status_t crypt_stream_reader_finish(const crypt_stream_reader_t *reader);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

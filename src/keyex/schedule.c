@@ -1,0 +1,287 @@
+/*
+ * X25519 and the HKDF-SHA256 key schedule described in keyex.h.
+ * Primitives come from OpenSSL 3 (EVP_PKEY X25519, EVP_KDF HKDF).
+ */
+#ifdef HAVE_CONFIG_H
+#include "ucx_crypt_config.h"
+#endif
+
+#include "keyex.h"
+
+#include <openssl/core_names.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/kdf.h>
+#include <openssl/params.h>
+#include <string.h>
+
+#define KEYEX_LABEL_PREFIX "ucx-crypt v1 "
+
+/* ---- X25519 ------------------------------------------------------------- */
+
+static keyex_status_t keyex_keypair_export_public(keyex_keypair_t *keypair)
+{
+    size_t len = KEYEX_PUBLIC_KEY_LEN;
+
+    if ((EVP_PKEY_get_raw_public_key(keypair->pkey, keypair->public_key,
+                                     &len) != 1) ||
+        (len != KEYEX_PUBLIC_KEY_LEN)) {
+        keyex_keypair_cleanup(keypair);
+        return KEYEX_ERR_CRYPTO;
+    }
+    return KEYEX_OK;
+}
+
+keyex_status_t keyex_keypair_generate(keyex_keypair_t *keypair)
+{
+    memset(keypair, 0, sizeof(*keypair));
+    /* private scalar from OpenSSL's DRBG, clamped per RFC 7748 §5 */
+    keypair->pkey = EVP_PKEY_Q_keygen(NULL, NULL, "X25519");
+    if (keypair->pkey == NULL) {
+        return KEYEX_ERR_CRYPTO;
+    }
+    return keyex_keypair_export_public(keypair);
+}
+
+keyex_status_t keyex_keypair_from_private(keyex_keypair_t *keypair,
+                                          const uint8_t private_key[KEYEX_PRIVATE_KEY_LEN])
+{
+    memset(keypair, 0, sizeof(*keypair));
+    keypair->pkey = EVP_PKEY_new_raw_private_key(EVP_PKEY_X25519, NULL,
+                                                 private_key,
+                                                 KEYEX_PRIVATE_KEY_LEN);
+    if (keypair->pkey == NULL) {
+        return KEYEX_ERR_CRYPTO;
+    }
+    return keyex_keypair_export_public(keypair);
+}
+
+void keyex_keypair_cleanup(keyex_keypair_t *keypair)
+{
+    EVP_PKEY_free(keypair->pkey);
+    memset(keypair, 0, sizeof(*keypair));
+}
+
+keyex_status_t keyex_x25519(const keyex_keypair_t *local,
+                            const uint8_t peer_public[KEYEX_PUBLIC_KEY_LEN],
+                            uint8_t shared[KEYEX_SECRET_LEN])
+{
+    static const uint8_t all_zero[KEYEX_SECRET_LEN] = {0};
+    keyex_status_t status = KEYEX_ERR_CRYPTO;
+    EVP_PKEY_CTX *ctx     = NULL;
+    EVP_PKEY *peer;
+    size_t len = KEYEX_SECRET_LEN;
+
+    peer = EVP_PKEY_new_raw_public_key(EVP_PKEY_X25519, NULL, peer_public,
+                                       KEYEX_PUBLIC_KEY_LEN);
+    if (peer == NULL) {
+        return KEYEX_ERR_CRYPTO;
+    }
+
+    ctx = EVP_PKEY_CTX_new_from_pkey(NULL, local->pkey, NULL);
+    /* OpenSSL's derive refuses an all-zero output itself; the explicit
+     * check below keeps RFC 7748 §6.1's requirement visible here. */
+    if ((ctx != NULL) && (EVP_PKEY_derive_init(ctx) == 1) &&
+        (EVP_PKEY_derive_set_peer(ctx, peer) == 1) &&
+        (EVP_PKEY_derive(ctx, shared, &len) == 1) &&
+        (len == KEYEX_SECRET_LEN) &&
+        (CRYPTO_memcmp(shared, all_zero, KEYEX_SECRET_LEN) != 0)) {
+        status = KEYEX_OK;
+    } else {
+        OPENSSL_cleanse(shared, KEYEX_SECRET_LEN);
+    }
+
+    EVP_PKEY_CTX_free(ctx);
+    EVP_PKEY_free(peer);
+    return status;
+}
+
+/* ---- HKDF --------------------------------------------------------------- */
+
+static keyex_status_t keyex_hkdf(int mode, const uint8_t *salt,
+                                 size_t salt_len, const uint8_t *key,
+                                 size_t key_len, const uint8_t *info,
+                                 size_t info_len, uint8_t *out, size_t out_len)
+{
+    OSSL_PARAM params[6], *p = params;
+    keyex_status_t status = KEYEX_ERR_CRYPTO;
+    EVP_KDF_CTX *ctx;
+    EVP_KDF *kdf;
+
+    kdf = EVP_KDF_fetch(NULL, "HKDF", NULL);
+    if (kdf == NULL) {
+        return KEYEX_ERR_CRYPTO;
+    }
+    ctx = EVP_KDF_CTX_new(kdf);
+    EVP_KDF_free(kdf);
+    if (ctx == NULL) {
+        return KEYEX_ERR_CRYPTO;
+    }
+
+    *p++ = OSSL_PARAM_construct_utf8_string(OSSL_KDF_PARAM_DIGEST,
+                                            (char*)"SHA256", 0);
+    *p++ = OSSL_PARAM_construct_int(OSSL_KDF_PARAM_MODE, &mode);
+    *p++ = OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_KEY, (void*)key,
+                                             key_len);
+    if (salt_len > 0) {
+        *p++ = OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_SALT,
+                                                 (void*)salt, salt_len);
+    }
+    if (info_len > 0) {
+        *p++ = OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_INFO,
+                                                 (void*)info, info_len);
+    }
+    *p = OSSL_PARAM_construct_end();
+
+    if (EVP_KDF_derive(ctx, out, out_len, params) == 1) {
+        status = KEYEX_OK;
+    }
+    EVP_KDF_CTX_free(ctx); /* cleanses its copies of key, salt, info */
+    return status;
+}
+
+keyex_status_t keyex_hkdf_extract(const uint8_t *salt, size_t salt_len,
+                                  const uint8_t *ikm, size_t ikm_len,
+                                  uint8_t prk[KEYEX_SECRET_LEN])
+{
+    /* An absent salt is HashLen zero bytes (RFC 5869 §2.2); OpenSSL does
+     * that itself when no salt parameter is given. */
+    return keyex_hkdf(EVP_KDF_HKDF_MODE_EXTRACT_ONLY, salt, salt_len, ikm,
+                      ikm_len, NULL, 0, prk, KEYEX_SECRET_LEN);
+}
+
+keyex_status_t keyex_hkdf_expand(const uint8_t prk[KEYEX_SECRET_LEN],
+                                 const uint8_t *info, size_t info_len,
+                                 uint8_t *okm, size_t okm_len)
+{
+    if ((okm_len == 0) || (okm_len > 255 * KEYEX_SECRET_LEN)) {
+        return KEYEX_ERR_PARAM; /* RFC 5869 §2.3: L <= 255*HashLen */
+    }
+    return keyex_hkdf(EVP_KDF_HKDF_MODE_EXPAND_ONLY, NULL, 0, prk,
+                      KEYEX_SECRET_LEN, info, info_len, okm, okm_len);
+}
+
+static keyex_status_t keyex_expand_label(const uint8_t secret[KEYEX_SECRET_LEN],
+                                         const char *label, uint8_t *out,
+                                         size_t out_len)
+{
+    char info[64];
+    int len = snprintf(info, sizeof(info), KEYEX_LABEL_PREFIX "%s", label);
+
+    return keyex_hkdf_expand(secret, (const uint8_t*)info, (size_t)len, out,
+                             out_len);
+}
+
+/* ---- the schedule -------------------------------------------------------- */
+
+const char *keyex_purpose_name(keyex_purpose_t purpose)
+{
+    switch (purpose) {
+    case KEYEX_PURPOSE_RECORD:     return "record";
+    case KEYEX_PURPOSE_BULK:       return "bulk";
+    case KEYEX_PURPOSE_COLLECTIVE: return "collective";
+    default:                       return NULL;
+    }
+}
+
+keyex_status_t keyex_derive_pair_secret(const keyex_keypair_t *local,
+                                        const uint8_t peer_public[KEYEX_PUBLIC_KEY_LEN],
+                                        const uint8_t *job_secret,
+                                        uint8_t pair_secret[KEYEX_SECRET_LEN])
+{
+    uint8_t dh[KEYEX_SECRET_LEN];
+    keyex_status_t status;
+
+    status = keyex_x25519(local, peer_public, dh);
+    if (status == KEYEX_OK) {
+        status = keyex_hkdf_extract(job_secret,
+                                    job_secret ? KEYEX_JOB_SECRET_LEN : 0, dh,
+                                    sizeof(dh), pair_secret);
+    }
+    OPENSSL_cleanse(dh, sizeof(dh));
+    return status;
+}
+
+/* key and nonce prefix of the current generation, from keys->secret */
+static keyex_status_t keyex_expand_traffic(keyex_traffic_keys_t *keys)
+{
+    keyex_status_t status;
+
+    status = keyex_expand_label(keys->secret, "key", keys->key, keys->key_len);
+    if (status == KEYEX_OK) {
+        status = keyex_expand_label(keys->secret, "iv", keys->nonce_prefix,
+                                    KEYEX_NONCE_PREFIX_LEN);
+    }
+    return status;
+}
+
+keyex_status_t keyex_derive_flow_keys(const uint8_t pair_secret[KEYEX_SECRET_LEN],
+                                      keyex_purpose_t purpose,
+                                      const uint8_t sender_public[KEYEX_PUBLIC_KEY_LEN],
+                                      const uint8_t receiver_public[KEYEX_PUBLIC_KEY_LEN],
+                                      uint64_t flow_id, unsigned key_len,
+                                      keyex_traffic_keys_t *keys)
+{
+    uint8_t info[64 + 2 * KEYEX_PUBLIC_KEY_LEN + 8];
+    const char *purpose_name = keyex_purpose_name(purpose);
+    keyex_status_t status;
+    size_t info_len;
+    int i;
+
+    if ((purpose_name == NULL) || ((key_len != 16) && (key_len != 32))) {
+        return KEYEX_ERR_PARAM;
+    }
+
+    info_len = (size_t)snprintf((char*)info, 64, KEYEX_LABEL_PREFIX "%s",
+                                purpose_name);
+    memcpy(info + info_len, sender_public, KEYEX_PUBLIC_KEY_LEN);
+    info_len += KEYEX_PUBLIC_KEY_LEN;
+    memcpy(info + info_len, receiver_public, KEYEX_PUBLIC_KEY_LEN);
+    info_len += KEYEX_PUBLIC_KEY_LEN;
+    for (i = 7; i >= 0; --i) {
+        info[info_len++] = (uint8_t)(flow_id >> (8 * i));
+    }
+
+    memset(keys, 0, sizeof(*keys));
+    keys->key_len = key_len;
+    status = keyex_hkdf_expand(pair_secret, info, info_len, keys->secret,
+                               KEYEX_SECRET_LEN);
+    if (status == KEYEX_OK) {
+        status = keyex_expand_traffic(keys);
+    }
+    if (status != KEYEX_OK) {
+        OPENSSL_cleanse(keys, sizeof(*keys));
+    }
+    return status;
+}
+
+keyex_status_t keyex_update_flow_keys(keyex_traffic_keys_t *keys)
+{
+    uint8_t next[KEYEX_SECRET_LEN];
+    keyex_status_t status;
+
+    status = keyex_expand_label(keys->secret, "key update", next, sizeof(next));
+    if (status != KEYEX_OK) {
+        return status;
+    }
+    memcpy(keys->secret, next, sizeof(next));
+    OPENSSL_cleanse(next, sizeof(next));
+    OPENSSL_cleanse(keys->key, sizeof(keys->key));
+    ++keys->generation;
+    return keyex_expand_traffic(keys);
+}
+
+keyex_usage_t keyex_usage_check(uint64_t records_done, uint64_t bytes_done,
+                                uint64_t bytes)
+{
+    if ((records_done >= KEYEX_MAX_RECORDS_PER_KEY) ||
+        (bytes > KEYEX_MAX_BYTES_PER_KEY) ||
+        (bytes_done > KEYEX_MAX_BYTES_PER_KEY - bytes)) {
+        return KEYEX_USAGE_EXHAUSTED;
+    }
+    if ((records_done + 1 >= KEYEX_REKEY_RECORDS) ||
+        (bytes_done + bytes >= KEYEX_REKEY_BYTES)) {
+        return KEYEX_USAGE_REKEY;
+    }
+    return KEYEX_USAGE_OK;
+}
