@@ -1,0 +1,83 @@
+/*
+ * What crosses the network for the crypt transport, declared once.
+ *
+ * Record (one per active message the inner transport carries):
+ *
+ *   0        1        2        4                12               20
+ *   +--------+--------+--------+----------------+----------------+
+ *   | type   | keygen | zero   | flow id (LE64) | sequence (LE64)|
+ *   +--------+--------+--------+----------------+----------------+
+ *   [ sender X25519 public key, 32 bytes: HELLO records only     ]
+ *   [ ciphertext of the AM payload as UCP gave it (for am_short:  ]
+ *   [ the 8-byte header first), same length as the plaintext     ]
+ *   [ GCM tag, 16 bytes                                          ]
+ *
+ * The cleartext part is authenticated as associated data together with
+ * the AM id and the payload length (crypt_record_aad_t), so none of it can
+ * be changed, and a record cannot be moved to another AM id.
+ *
+ * The flow id names the sending endpoint: UCT does not tell an AM handler
+ * who sent a message, so the record must (like IPsec's SPI). The first
+ * record of a flow is a HELLO carrying the sender's public key, from which
+ * the receiver derives the flow's keys; later records are DATA.
+ *
+ * Addresses: the crypt iface address is crypt_iface_addr_t followed by the
+ * inner iface address; the crypt ep address (connect-to-ep inners such as
+ * rc) is the public key followed by the inner ep address.
+ */
+#ifndef UCT_CRYPT_WIRE_H
+#define UCT_CRYPT_WIRE_H
+
+#include "aead/aead.h"
+#include "keyex/keyex.h"
+
+#include <stdint.h>
+
+enum {
+    CRYPT_WIRE_VERSION    = 1,
+
+    CRYPT_RECORD_DATA     = 1,
+    CRYPT_RECORD_HELLO    = 2,
+
+    CRYPT_RECORD_HDR_LEN  = 20,
+    CRYPT_HELLO_EXTRA_LEN = KEYEX_PUBLIC_KEY_LEN,
+    /* most a record adds to a payload: HELLO header, public key, tag */
+    CRYPT_RECORD_OVERHEAD_MAX = CRYPT_RECORD_HDR_LEN + CRYPT_HELLO_EXTRA_LEN +
+                                CRYPT_AEAD_TAG_LEN,
+
+    CRYPT_IFACE_ADDR_FLAG_JOB_SECRET = 1  /* the sender uses a job secret */
+};
+
+typedef struct crypt_record_hdr {
+    uint8_t  type;
+    uint8_t  key_generation; /* low 8 bits of the flow's key generation */
+    uint16_t reserved;       /* zero */
+    uint64_t flow_id;
+    uint64_t sequence;
+} __attribute__((packed)) crypt_record_hdr_t;
+
+/* associated data of a record */
+typedef struct crypt_record_aad {
+    crypt_record_hdr_t hdr;
+    uint8_t            am_id;
+    uint8_t            reserved[3];
+    uint32_t           length;   /* plaintext length */
+} __attribute__((packed)) crypt_record_aad_t;
+
+typedef struct crypt_iface_addr {
+    uint8_t version;
+    uint8_t flags;
+    uint8_t key_bits_div8;   /* 16 or 32: both sides must agree */
+    uint8_t public_key[KEYEX_PUBLIC_KEY_LEN];
+    /* inner iface address follows */
+} __attribute__((packed)) crypt_iface_addr_t;
+
+typedef struct crypt_ep_addr {
+    uint8_t public_key[KEYEX_PUBLIC_KEY_LEN];
+    /* inner ep address follows */
+} __attribute__((packed)) crypt_ep_addr_t;
+
+_Static_assert(sizeof(crypt_record_hdr_t) == CRYPT_RECORD_HDR_LEN,
+               "record header layout");
+
+#endif

@@ -1,0 +1,193 @@
+/*
+ * The crypt UCT transport: shared definitions of md, iface, ep and flows.
+ */
+#ifndef UCT_CRYPT_H
+#define UCT_CRYPT_H
+
+#include "crypt_wire.h"
+#include "uct_crypt_stats.h"
+
+#include <uct/base/uct_iface.h>
+#include <uct/base/uct_md.h>
+#include <ucs/datastruct/khash.h>
+#include <ucs/datastruct/list.h>
+
+#define UCT_CRYPT_NAME        "crypt"
+#define UCT_CRYPT_CONFIG_PREFIX "CRYPT_"
+#define UCT_CRYPT_INNER_MAX   8
+
+/* Process-wide configuration (UCX_CRYPT_*), read once. */
+typedef struct uct_crypt_global_config {
+    int                   enable;
+    char                  *tls;           /* inner transports, "" = from UCX_TLS */
+    char                  *key_file;
+    unsigned              key_bits;
+    char                  *backend;
+    int                   stats;
+    unsigned long         rekey_records;  /* 0: keyex default */
+    char                  *fault;         /* test-only fault injection */
+    unsigned long         fault_after;
+} uct_crypt_global_config_t;
+
+typedef struct uct_crypt_md_config {
+    uct_md_config_t           super;
+    uct_crypt_global_config_t global;
+} uct_crypt_md_config_t;
+
+typedef struct uct_crypt_iface_config {
+    uct_iface_config_t super;
+} uct_crypt_iface_config_t;
+
+/* A crypt md wraps one (inner md, inner tl) pair. */
+typedef struct uct_crypt_md {
+    uct_md_t          super;
+    uct_component_h   inner_component;
+    uct_md_h          inner_md;
+    char              inner_tl[UCT_TL_NAME_MAX];
+} uct_crypt_md_t;
+
+/* Fault injection, for the tamper tests (sender side only). */
+typedef enum {
+    UCT_CRYPT_FAULT_NONE = 0,
+    UCT_CRYPT_FAULT_FLIP_HEADER,
+    UCT_CRYPT_FAULT_FLIP_CIPHERTEXT,
+    UCT_CRYPT_FAULT_FLIP_TAG,
+    UCT_CRYPT_FAULT_TRUNCATE,
+    UCT_CRYPT_FAULT_REPLAY,
+    UCT_CRYPT_FAULT_REORDER,
+    UCT_CRYPT_FAULT_DROP,
+    UCT_CRYPT_FAULT_INJECT,
+    UCT_CRYPT_FAULT_LAST
+} uct_crypt_fault_t;
+
+/* Sending half of a flow: one per crypt ep. */
+typedef struct uct_crypt_tx_flow {
+    uint64_t             flow_id;
+    uint64_t             next_sequence;
+    uint64_t             records_this_key;
+    uint64_t             bytes_this_key;
+    int                  hello_done;      /* the peer has our HELLO */
+    keyex_traffic_keys_t *keys;           /* secure memory */
+    crypt_aead_key_t     aead;
+} uct_crypt_tx_flow_t;
+
+/* Receiving half of a flow, found by flow id. */
+typedef struct uct_crypt_rx_flow {
+    uint64_t             flow_id;
+    uint64_t             next_sequence;
+    int                  failed;
+    uint8_t              peer_public[KEYEX_PUBLIC_KEY_LEN];
+    keyex_traffic_keys_t *keys;
+    crypt_aead_key_t     aead;
+} uct_crypt_rx_flow_t;
+
+KHASH_MAP_INIT_INT64(uct_crypt_rx_flows, uct_crypt_rx_flow_t*);
+
+typedef struct uct_crypt_iface uct_crypt_iface_t;
+
+typedef struct uct_crypt_am_ctx {
+    uct_crypt_iface_t *iface;
+    uint8_t           am_id;
+} uct_crypt_am_ctx_t;
+
+struct uct_crypt_iface {
+    uct_base_iface_t          super;
+    uct_iface_h               inner;
+    uct_iface_attr_t          inner_attr;
+    uct_crypt_am_ctx_t        am_ctx[UCT_AM_ID_MAX];
+    keyex_keypair_t           keypair;        /* ephemeral, per iface */
+    crypt_aead_backend_t      backend;
+    unsigned                  key_len;
+    size_t                    inner_iface_addr_len;
+    size_t                    inner_ep_addr_len;
+    uint8_t                   *scratch;       /* records for am_short */
+    size_t                    scratch_len;
+    khash_t(uct_crypt_rx_flows) rx_flows;
+    ucs_list_link_t           eps;            /* uct_crypt_ep_t */
+    keyex_traffic_keys_t      *trial_keys;    /* receiver's next generation */
+    uct_worker_cb_id_t        fail_cb_id;
+    int                       fail_pending;
+    /* fault injection (tests) */
+    uct_crypt_fault_t         fault;
+    unsigned long             fault_after;
+    unsigned long             records_sent;
+    uint8_t                   *held_record;   /* replay/reorder */
+    size_t                    held_length;
+    uint8_t                   held_am_id;
+};
+
+typedef struct uct_crypt_ep {
+    uct_base_ep_t             super;
+    uct_ep_h                  inner;
+    ucs_list_link_t           list;
+    uint8_t                   peer_public[KEYEX_PUBLIC_KEY_LEN];
+    int                       peer_known;     /* connect-to-ep: after connect */
+    int                       failed;
+    uct_crypt_tx_flow_t       tx;
+} uct_crypt_ep_t;
+
+extern uct_component_t uct_crypt_component;
+extern uct_tl_t uct_crypt_tl;
+extern uct_crypt_global_config_t uct_crypt_global;
+extern uint8_t *uct_crypt_job_secret;  /* NULL: none configured */
+
+extern uct_crypt_stats_t uct_crypt_process_stats;
+#define UCT_CRYPT_STAT_ADD(_field, _n) \
+    __atomic_fetch_add(&uct_crypt_process_stats._field, (_n), __ATOMIC_RELAXED)
+
+/* md */
+ucs_status_t uct_crypt_global_init(void);
+ucs_status_t uct_crypt_query_tl_devices(uct_md_h tl_md,
+                                        uct_tl_device_resource_t **devices_p,
+                                        unsigned *num_devices_p);
+
+/* iface */
+ucs_status_t uct_crypt_iface_inner_err(void *arg, uct_ep_h inner_ep,
+                                       ucs_status_t status);
+
+/* ep */
+UCS_CLASS_DECLARE_NEW_FUNC(uct_crypt_ep_t, uct_ep_t, const uct_ep_params_t*);
+UCS_CLASS_DECLARE_DELETE_FUNC(uct_crypt_ep_t, uct_ep_t);
+ucs_status_t uct_crypt_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t header,
+                                   const void *payload, unsigned length);
+ssize_t uct_crypt_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
+                              uct_pack_callback_t pack_cb, void *arg,
+                              unsigned flags);
+ucs_status_t uct_crypt_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id, const void *header,
+                                   unsigned header_length, const uct_iov_t *iov,
+                                   size_t iovcnt, unsigned flags,
+                                   uct_completion_t *comp);
+ucs_status_t uct_crypt_ep_get_address(uct_ep_h tl_ep, uct_ep_addr_t *addr);
+ucs_status_t uct_crypt_ep_connect_to_ep(uct_ep_h tl_ep,
+                                        const uct_device_addr_t *dev_addr,
+                                        const uct_ep_addr_t *ep_addr);
+
+/* record layer */
+ucs_status_t uct_crypt_tx_flow_init(uct_crypt_iface_t *iface,
+                                    uct_crypt_tx_flow_t *tx,
+                                    const uint8_t peer_public[KEYEX_PUBLIC_KEY_LEN]);
+void uct_crypt_tx_flow_cleanup(uct_crypt_tx_flow_t *tx);
+size_t uct_crypt_record_header_len(const uct_crypt_tx_flow_t *tx);
+/* Seal `payload_len` bytes at record + header_len in place, write the header
+ * in front and the tag behind, under the flow's next sequence number;
+ * returns the record length or a negative status. */
+ssize_t uct_crypt_record_seal(uct_crypt_iface_t *iface, uct_crypt_tx_flow_t *tx,
+                              uint8_t am_id, uint8_t *record, size_t payload_len);
+/* The inner transport took the record: consume its sequence number, count
+ * it, and update the key when its usage limit is near. */
+void uct_crypt_record_commit(uct_crypt_iface_t *iface, uct_crypt_tx_flow_t *tx,
+                             size_t payload_len);
+ucs_status_t uct_crypt_record_am_handler(void *arg, void *data, size_t length,
+                                         unsigned flags);
+void uct_crypt_rx_flows_cleanup(uct_crypt_iface_t *iface);
+/* After a record left: apply the test-only fault, if configured. Returns 1
+ * if the caller must not send `record` (it is held or dropped). */
+int uct_crypt_fault_apply(uct_crypt_iface_t *iface, uct_crypt_ep_t *ep,
+                          uint8_t am_id, uint8_t *record, size_t *length);
+void uct_crypt_fault_init(uct_crypt_iface_t *iface);
+
+#define uct_crypt_log_peer_fmt "peer %02x%02x%02x%02x flow 0x%016" PRIx64
+#define uct_crypt_log_peer_arg(_pub, _flow) \
+    (_pub)[0], (_pub)[1], (_pub)[2], (_pub)[3], (uint64_t)(_flow)
+
+#endif

@@ -1,0 +1,263 @@
+/*
+ * crypt ep: one inner ep and the sending half of one flow. Every AM is
+ * sealed into one record; a sequence number is consumed only once the inner
+ * transport has accepted the record, so a NO_RESOURCE retry neither skips
+ * nor reuses a nonce.
+ */
+#include "uct_crypt.h"
+
+#include <uct/base/uct_iov.inl>
+
+static UCS_CLASS_INIT_FUNC(uct_crypt_ep_t, const uct_ep_params_t *params)
+{
+    uct_crypt_iface_t *iface = ucs_derived_of(params->iface, uct_crypt_iface_t);
+    const crypt_iface_addr_t *crypt_addr;
+    uct_ep_params_t inner_params;
+    ucs_status_t status;
+
+    UCS_CLASS_CALL_SUPER_INIT(uct_base_ep_t, &iface->super);
+
+    /* UCS classes are not zero-filled */
+    memset(&self->tx, 0, sizeof(self->tx));
+    self->peer_known = 0;
+    self->failed     = 0;
+    self->inner      = NULL;
+
+    inner_params       = *params;
+    inner_params.iface = iface->inner;
+    if (params->field_mask & UCT_EP_PARAM_FIELD_IFACE_ADDR) {
+        crypt_addr = (const crypt_iface_addr_t*)params->iface_addr;
+        if (crypt_addr->version != CRYPT_WIRE_VERSION) {
+            ucs_error("crypt: peer speaks wire version %u, not %u",
+                      crypt_addr->version, CRYPT_WIRE_VERSION);
+            return UCS_ERR_UNREACHABLE;
+        }
+        inner_params.iface_addr = (const uct_iface_addr_t*)(crypt_addr + 1);
+        memcpy(self->peer_public, crypt_addr->public_key, KEYEX_PUBLIC_KEY_LEN);
+        self->peer_known = 1;
+    }
+
+    status = uct_ep_create(&inner_params, &self->inner);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    if (self->peer_known) {
+        status = uct_crypt_tx_flow_init(iface, &self->tx, self->peer_public);
+        if (status != UCS_OK) {
+            uct_ep_destroy(self->inner);
+            return status;
+        }
+    }
+    ucs_list_add_tail(&iface->eps, &self->list);
+    return UCS_OK;
+}
+
+static UCS_CLASS_CLEANUP_FUNC(uct_crypt_ep_t)
+{
+    ucs_list_del(&self->list);
+    uct_ep_destroy(self->inner);
+    uct_crypt_tx_flow_cleanup(&self->tx);
+}
+
+UCS_CLASS_DEFINE(uct_crypt_ep_t, uct_base_ep_t);
+UCS_CLASS_DEFINE_NEW_FUNC(uct_crypt_ep_t, uct_ep_t, const uct_ep_params_t*);
+UCS_CLASS_DEFINE_DELETE_FUNC(uct_crypt_ep_t, uct_ep_t);
+
+ucs_status_t uct_crypt_ep_get_address(uct_ep_h tl_ep, uct_ep_addr_t *addr)
+{
+    uct_crypt_ep_t *ep       = ucs_derived_of(tl_ep, uct_crypt_ep_t);
+    uct_crypt_iface_t *iface = ucs_derived_of(tl_ep->iface, uct_crypt_iface_t);
+    crypt_ep_addr_t *crypt_addr = (crypt_ep_addr_t*)addr;
+
+    memcpy(crypt_addr->public_key, iface->keypair.public_key,
+           KEYEX_PUBLIC_KEY_LEN);
+    return uct_ep_get_address(ep->inner, (uct_ep_addr_t*)(crypt_addr + 1));
+}
+
+ucs_status_t uct_crypt_ep_connect_to_ep(uct_ep_h tl_ep,
+                                        const uct_device_addr_t *dev_addr,
+                                        const uct_ep_addr_t *ep_addr)
+{
+    uct_crypt_ep_t *ep       = ucs_derived_of(tl_ep, uct_crypt_ep_t);
+    uct_crypt_iface_t *iface = ucs_derived_of(tl_ep->iface, uct_crypt_iface_t);
+    const crypt_ep_addr_t *crypt_addr = (const crypt_ep_addr_t*)ep_addr;
+    ucs_status_t status;
+
+    memcpy(ep->peer_public, crypt_addr->public_key, KEYEX_PUBLIC_KEY_LEN);
+    status = uct_crypt_tx_flow_init(iface, &ep->tx, ep->peer_public);
+    if (status != UCS_OK) {
+        return status;
+    }
+    ep->peer_known = 1;
+    return uct_ep_connect_to_ep(ep->inner, dev_addr,
+                                (const uct_ep_addr_t*)(crypt_addr + 1));
+}
+
+static ucs_status_t uct_crypt_ep_check_sendable(uct_crypt_ep_t *ep)
+{
+    if (ucs_unlikely(ep->failed)) {
+        return UCS_ERR_CONNECTION_RESET;
+    }
+    if (ucs_unlikely(!ep->peer_known)) {
+        return UCS_ERR_NOT_CONNECTED;
+    }
+    return UCS_OK;
+}
+
+static ucs_status_t uct_crypt_ep_send_short(uct_crypt_iface_t *iface,
+                                            uct_crypt_ep_t *ep, uint8_t id,
+                                            uint8_t *record, size_t length)
+{
+    uint64_t first8;
+
+    memcpy(&first8, record, sizeof(first8));
+    return uct_ep_am_short(ep->inner, id, first8, record + sizeof(first8),
+                           (unsigned)(length - sizeof(first8)));
+}
+
+ucs_status_t uct_crypt_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t header,
+                                   const void *payload, unsigned length)
+{
+    uct_crypt_ep_t *ep       = ucs_derived_of(tl_ep, uct_crypt_ep_t);
+    uct_crypt_iface_t *iface = ucs_derived_of(tl_ep->iface, uct_crypt_iface_t);
+    size_t hdr_len           = uct_crypt_record_header_len(&ep->tx);
+    size_t payload_len       = sizeof(header) + length;
+    uint8_t *record          = iface->scratch;
+    ucs_status_t status;
+    ssize_t record_len;
+
+    status = uct_crypt_ep_check_sendable(ep);
+    if (status != UCS_OK) {
+        return status;
+    }
+    UCT_CHECK_AM_ID(id);
+    UCT_CHECK_LENGTH(hdr_len + payload_len + CRYPT_AEAD_TAG_LEN, 0,
+                     iface->scratch_len, "am_short");
+
+    memcpy(record + hdr_len, &header, sizeof(header));
+    memcpy(record + hdr_len + sizeof(header), payload, length);
+    record_len = uct_crypt_record_seal(iface, &ep->tx, id, record, payload_len);
+    if (record_len < 0) {
+        return (ucs_status_t)record_len;
+    }
+
+    /* The test-only fault hook acts on short records alone: it may send
+     * extra records, which it must not do from inside an inner pack
+     * callback. */
+    if (ucs_unlikely(iface->fault != UCT_CRYPT_FAULT_NONE) &&
+        uct_crypt_fault_apply(iface, ep, id, record, (size_t*)&record_len)) {
+        uct_crypt_record_commit(iface, &ep->tx, payload_len);
+        return UCS_OK; /* held back or dropped by the test hook */
+    }
+
+    status = uct_crypt_ep_send_short(iface, ep, id, record, record_len);
+    if (status == UCS_OK) {
+        uct_crypt_record_commit(iface, &ep->tx, payload_len);
+    }
+    return status;
+}
+
+typedef struct {
+    uct_crypt_iface_t   *iface;
+    uct_crypt_ep_t      *ep;
+    uint8_t             am_id;
+    /* where the plaintext comes from: a UCP pack callback or an iov */
+    uct_pack_callback_t pack_cb;
+    void                *pack_arg;
+    const void          *header;
+    unsigned            header_length;
+    const uct_iov_t     *iov;
+    size_t              iovcnt;
+    size_t              payload_len;   /* out */
+} uct_crypt_bcopy_ctx_t;
+
+/* Called by the inner transport once it has committed to sending: write
+ * the plaintext after our header, seal it in place, add the tag. */
+static size_t uct_crypt_bcopy_pack(void *dest, void *arg)
+{
+    uct_crypt_bcopy_ctx_t *ctx = arg;
+    size_t hdr_len = uct_crypt_record_header_len(&ctx->ep->tx);
+    uint8_t *plain = (uint8_t*)dest + hdr_len;
+    ucs_iov_iter_t iov_iter;
+    ssize_t record_len;
+
+    if (ctx->pack_cb != NULL) {
+        ctx->payload_len = ctx->pack_cb(plain, ctx->pack_arg);
+    } else {
+        memcpy(plain, ctx->header, ctx->header_length);
+        ucs_iov_iter_init(&iov_iter);
+        ctx->payload_len = ctx->header_length +
+                           uct_iov_to_buffer(ctx->iov, ctx->iovcnt, &iov_iter,
+                                             plain + ctx->header_length, SIZE_MAX);
+    }
+
+    record_len = uct_crypt_record_seal(ctx->iface, &ctx->ep->tx, ctx->am_id,
+                                       dest, ctx->payload_len);
+    ucs_assert_always(record_len > 0);
+    uct_crypt_record_commit(ctx->iface, &ctx->ep->tx, ctx->payload_len);
+
+    return record_len;
+}
+
+static ssize_t uct_crypt_ep_bcopy(uct_crypt_bcopy_ctx_t *ctx)
+{
+    ssize_t packed;
+
+    packed = uct_ep_am_bcopy(ctx->ep->inner, ctx->am_id, uct_crypt_bcopy_pack,
+                             ctx, 0);
+    /* UCP wants its own payload length back, not the record's */
+    return (packed < 0) ? packed : (ssize_t)ctx->payload_len;
+}
+
+ssize_t uct_crypt_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
+                              uct_pack_callback_t pack_cb, void *arg,
+                              unsigned flags)
+{
+    uct_crypt_ep_t *ep = ucs_derived_of(tl_ep, uct_crypt_ep_t);
+    uct_crypt_bcopy_ctx_t ctx = {
+        .iface    = ucs_derived_of(tl_ep->iface, uct_crypt_iface_t),
+        .ep       = ep,
+        .am_id    = id,
+        .pack_cb  = pack_cb,
+        .pack_arg = arg
+    };
+    ucs_status_t status;
+
+    status = uct_crypt_ep_check_sendable(ep);
+    if (status != UCS_OK) {
+        return status;
+    }
+    UCT_CHECK_AM_ID(id);
+    return uct_crypt_ep_bcopy(&ctx);
+}
+
+/* Zero-copy from UCP's point of view: the cipher reads the user's iov once
+ * and writes the record into the inner's send buffer, so the operation is
+ * complete on return and `comp` is never needed. */
+ucs_status_t uct_crypt_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id, const void *header,
+                                   unsigned header_length, const uct_iov_t *iov,
+                                   size_t iovcnt, unsigned flags,
+                                   uct_completion_t *comp)
+{
+    uct_crypt_ep_t *ep = ucs_derived_of(tl_ep, uct_crypt_ep_t);
+    uct_crypt_bcopy_ctx_t ctx = {
+        .iface         = ucs_derived_of(tl_ep->iface, uct_crypt_iface_t),
+        .ep            = ep,
+        .am_id         = id,
+        .header        = header,
+        .header_length = header_length,
+        .iov           = iov,
+        .iovcnt        = iovcnt
+    };
+    ucs_status_t status;
+    ssize_t packed;
+
+    status = uct_crypt_ep_check_sendable(ep);
+    if (status != UCS_OK) {
+        return status;
+    }
+    UCT_CHECK_AM_ID(id);
+    packed = uct_crypt_ep_bcopy(&ctx);
+    return (packed < 0) ? (ucs_status_t)packed : UCS_OK;
+}

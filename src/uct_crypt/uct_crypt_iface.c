@@ -1,0 +1,409 @@
+/*
+ * crypt iface: opens the inner network iface, takes over its AM handlers,
+ * and shows UCP the inner's capabilities minus everything that would move
+ * plaintext (RMA, atomics, tag offload) and minus the record overhead.
+ */
+#include "uct_crypt.h"
+
+#include <ucs/sys/string.h>
+
+static ucs_config_field_t uct_crypt_iface_config_table[] = {
+    {"", "", NULL, ucs_offsetof(uct_crypt_iface_config_t, super),
+     UCS_CONFIG_TYPE_TABLE(uct_iface_config_table)},
+
+    {NULL}
+};
+
+static uct_iface_ops_t uct_crypt_iface_ops;
+
+/* Capabilities passed through from the inner transport; everything else,
+ * notably PUT/GET/ATOMIC and TAG offload, would let plaintext bypass the
+ * record layer and is never advertised. */
+#define UCT_CRYPT_IFACE_FLAGS \
+    (UCT_IFACE_FLAG_AM_SHORT | UCT_IFACE_FLAG_AM_BCOPY | UCT_IFACE_FLAG_PENDING | \
+     UCT_IFACE_FLAG_CB_SYNC | UCT_IFACE_FLAG_CONNECT_TO_IFACE | \
+     UCT_IFACE_FLAG_CONNECT_TO_EP | UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE | \
+     UCT_IFACE_FLAG_EP_CHECK | UCT_IFACE_FLAG_EP_KEEPALIVE)
+
+/* UCP's own headers in am_zcopy: a few dozen bytes in 1.13 */
+#define UCT_CRYPT_AM_ZCOPY_MAX_HDR 128
+
+static ucs_status_t uct_crypt_iface_query(uct_iface_h tl_iface,
+                                          uct_iface_attr_t *attr)
+{
+    uct_crypt_iface_t *iface   = ucs_derived_of(tl_iface, uct_crypt_iface_t);
+    const uct_iface_attr_t *in = &iface->inner_attr;
+
+    *attr = *in;
+    attr->cap.flags       = in->cap.flags & UCT_CRYPT_IFACE_FLAGS;
+    attr->cap.event_flags = in->cap.event_flags & ~UCT_IFACE_FLAG_EVENT_ASYNC_CB;
+    memset(&attr->cap.put, 0, sizeof(attr->cap.put));
+    memset(&attr->cap.get, 0, sizeof(attr->cap.get));
+    memset(&attr->cap.tag, 0, sizeof(attr->cap.tag));
+    memset(&attr->cap.atomic32, 0, sizeof(attr->cap.atomic32));
+    memset(&attr->cap.atomic64, 0, sizeof(attr->cap.atomic64));
+
+    /* A record adds at most CRYPT_RECORD_OVERHEAD_MAX bytes; the inner's
+     * max_short already counts its own 8-byte header, which carries the
+     * first 8 bytes of our record. */
+    attr->cap.am.max_short = (in->cap.flags & UCT_IFACE_FLAG_AM_SHORT) ?
+            ucs_max((ssize_t)in->cap.am.max_short - CRYPT_RECORD_OVERHEAD_MAX, 0) : 0;
+    if (attr->cap.am.max_short < sizeof(uint64_t)) {
+        attr->cap.flags       &= ~UCT_IFACE_FLAG_AM_SHORT;
+        attr->cap.am.max_short = 0;
+    }
+    attr->cap.am.max_bcopy = in->cap.am.max_bcopy - CRYPT_RECORD_OVERHEAD_MAX;
+
+    /* Zero-copy AM: the payload is read once, by the cipher, straight into
+     * an inner bcopy buffer (see uct_crypt_ep_am_zcopy). */
+    if (attr->cap.am.max_bcopy > 2 * UCT_CRYPT_AM_ZCOPY_MAX_HDR) {
+        attr->cap.flags          |= UCT_IFACE_FLAG_AM_ZCOPY;
+        attr->cap.am.max_hdr      = UCT_CRYPT_AM_ZCOPY_MAX_HDR;
+        attr->cap.am.min_zcopy    = 0;
+        attr->cap.am.max_zcopy    = attr->cap.am.max_bcopy -
+                                    UCT_CRYPT_AM_ZCOPY_MAX_HDR;
+        attr->cap.am.opt_zcopy_align = 1;
+        attr->cap.am.align_mtu    = 1;
+        attr->cap.am.max_iov      = 16;
+    } else {
+        attr->cap.am.max_hdr   = 0;
+        attr->cap.am.min_zcopy = 0;
+        attr->cap.am.max_zcopy = 0;
+        attr->cap.am.max_iov   = 1;
+    }
+
+    attr->iface_addr_len = sizeof(crypt_iface_addr_t) + iface->inner_iface_addr_len;
+    attr->ep_addr_len    = iface->inner_ep_addr_len ?
+                           sizeof(crypt_ep_addr_t) + iface->inner_ep_addr_len : 0;
+    /* sealing and opening cost about 2x 50 ns per small record here */
+    attr->overhead      += 100e-9;
+    return UCS_OK;
+}
+
+static ucs_status_t uct_crypt_iface_get_address(uct_iface_h tl_iface,
+                                                uct_iface_addr_t *addr)
+{
+    uct_crypt_iface_t *iface = ucs_derived_of(tl_iface, uct_crypt_iface_t);
+    crypt_iface_addr_t *crypt_addr = (crypt_iface_addr_t*)addr;
+
+    crypt_addr->version       = CRYPT_WIRE_VERSION;
+    crypt_addr->flags         = uct_crypt_job_secret ?
+                                CRYPT_IFACE_ADDR_FLAG_JOB_SECRET : 0;
+    crypt_addr->key_bits_div8 = (uint8_t)iface->key_len;
+    memcpy(crypt_addr->public_key, iface->keypair.public_key,
+           KEYEX_PUBLIC_KEY_LEN);
+    return uct_iface_get_address(iface->inner,
+                                 (uct_iface_addr_t*)(crypt_addr + 1));
+}
+
+static ucs_status_t uct_crypt_iface_get_device_address(uct_iface_h tl_iface,
+                                                       uct_device_addr_t *addr)
+{
+    uct_crypt_iface_t *iface = ucs_derived_of(tl_iface, uct_crypt_iface_t);
+
+    return uct_iface_get_device_address(iface->inner, addr);
+}
+
+static int uct_crypt_iface_is_reachable(const uct_iface_h tl_iface,
+                                        const uct_device_addr_t *dev_addr,
+                                        const uct_iface_addr_t *iface_addr)
+{
+    uct_crypt_iface_t *iface = ucs_derived_of(tl_iface, uct_crypt_iface_t);
+    const crypt_iface_addr_t *crypt_addr = (const crypt_iface_addr_t*)iface_addr;
+    int have_secret = (uct_crypt_job_secret != NULL);
+
+    if (crypt_addr == NULL) {
+        return 0;
+    }
+    if ((crypt_addr->version != CRYPT_WIRE_VERSION) ||
+        (crypt_addr->key_bits_div8 != iface->key_len) ||
+        (!!(crypt_addr->flags & CRYPT_IFACE_ADDR_FLAG_JOB_SECRET) != have_secret)) {
+        ucs_debug("crypt: peer unreachable: wire version %u/%u, key %u/%u "
+                  "bytes, job secret %d/%d (peer/local)", crypt_addr->version,
+                  CRYPT_WIRE_VERSION, crypt_addr->key_bits_div8, iface->key_len,
+                  !!(crypt_addr->flags & CRYPT_IFACE_ADDR_FLAG_JOB_SECRET),
+                  have_secret);
+        return 0;
+    }
+    return uct_iface_is_reachable(iface->inner, dev_addr,
+                                  (const uct_iface_addr_t*)(crypt_addr + 1));
+}
+
+static ucs_status_t uct_crypt_iface_flush(uct_iface_h tl_iface, unsigned flags,
+                                          uct_completion_t *comp)
+{
+    return uct_iface_flush(ucs_derived_of(tl_iface, uct_crypt_iface_t)->inner,
+                           flags, comp);
+}
+
+static ucs_status_t uct_crypt_iface_fence(uct_iface_h tl_iface, unsigned flags)
+{
+    return uct_iface_fence(ucs_derived_of(tl_iface, uct_crypt_iface_t)->inner,
+                           flags);
+}
+
+static void uct_crypt_iface_progress_enable(uct_iface_h tl_iface, unsigned flags)
+{
+    uct_iface_progress_enable(ucs_derived_of(tl_iface, uct_crypt_iface_t)->inner,
+                              flags);
+}
+
+static void uct_crypt_iface_progress_disable(uct_iface_h tl_iface, unsigned flags)
+{
+    uct_iface_progress_disable(ucs_derived_of(tl_iface, uct_crypt_iface_t)->inner,
+                               flags);
+}
+
+static unsigned uct_crypt_iface_progress(uct_iface_h tl_iface)
+{
+    return uct_iface_progress(ucs_derived_of(tl_iface, uct_crypt_iface_t)->inner);
+}
+
+static ucs_status_t uct_crypt_iface_event_fd_get(uct_iface_h tl_iface, int *fd_p)
+{
+    return uct_iface_event_fd_get(
+            ucs_derived_of(tl_iface, uct_crypt_iface_t)->inner, fd_p);
+}
+
+static ucs_status_t uct_crypt_iface_event_arm(uct_iface_h tl_iface,
+                                              unsigned events)
+{
+    return uct_iface_event_arm(ucs_derived_of(tl_iface, uct_crypt_iface_t)->inner,
+                               events);
+}
+
+/* The inner transport reports a failed endpoint: fail ours with it. */
+ucs_status_t uct_crypt_iface_inner_err(void *arg, uct_ep_h inner_ep,
+                                       ucs_status_t status)
+{
+    uct_crypt_iface_t *iface = arg;
+    uct_crypt_ep_t *ep;
+
+    ucs_list_for_each(ep, &iface->eps, list) {
+        if (ep->inner == inner_ep) {
+            return uct_iface_handle_ep_err(&iface->super.super,
+                                           &ep->super.super, status);
+        }
+    }
+    return status;
+}
+
+static UCS_CLASS_INIT_FUNC(uct_crypt_iface_t, uct_md_h tl_md, uct_worker_h worker,
+                           const uct_iface_params_t *params,
+                           const uct_iface_config_t *tl_config)
+{
+    uct_crypt_md_t *md = ucs_derived_of(tl_md, uct_crypt_md_t);
+    uct_iface_config_t *inner_config;
+    uct_iface_params_t inner_params;
+    ucs_status_t status;
+    unsigned id;
+
+    UCT_CHECK_PARAM(params->field_mask & UCT_IFACE_PARAM_FIELD_OPEN_MODE,
+                    "UCT_IFACE_PARAM_FIELD_OPEN_MODE is not defined");
+    if (!(params->open_mode & UCT_IFACE_OPEN_MODE_DEVICE)) {
+        ucs_error("crypt: only UCT_IFACE_OPEN_MODE_DEVICE is supported "
+                  "(client/server sockaddr connections are not wrapped)");
+        return UCS_ERR_UNSUPPORTED;
+    }
+
+    UCS_CLASS_CALL_SUPER_INIT(uct_base_iface_t, &uct_crypt_iface_ops,
+                              &uct_base_iface_internal_ops, tl_md, worker,
+                              params, tl_config
+                              UCS_STATS_ARG(params->stats_root)
+                              UCS_STATS_ARG(UCT_CRYPT_NAME));
+
+    /* UCS classes are not zero-filled */
+    self->inner        = NULL;
+    self->scratch      = NULL;
+    self->trial_keys   = NULL;
+    self->held_record  = NULL;
+    self->held_length  = 0;
+    self->records_sent = 0;
+    self->fail_pending = 0;
+    ucs_list_head_init(&self->eps);
+    kh_init_inplace(uct_crypt_rx_flows, &self->rx_flows);
+    self->backend = crypt_aead_backend_resolve(
+            crypt_aead_backend_from_name(uct_crypt_global.backend));
+    self->key_len = uct_crypt_global.key_bits / 8;
+    self->fail_cb_id = UCS_CALLBACKQ_ID_NULL;
+    uct_crypt_fault_init(self);
+
+    /* a fresh key pair per iface: forward secrecy for the process lifetime */
+    if (keyex_keypair_generate(&self->keypair) != KEYEX_OK) {
+        ucs_error("crypt: cannot generate an X25519 key pair");
+        status = UCS_ERR_NO_RESOURCE;
+        goto err;
+    }
+
+    status = uct_md_iface_config_read(md->inner_md, md->inner_tl, NULL, NULL,
+                                      &inner_config);
+    if (status != UCS_OK) {
+        goto err_keypair;
+    }
+
+    inner_params = *params;
+    inner_params.mode.device.tl_name = md->inner_tl;
+    inner_params.err_handler         = uct_crypt_iface_inner_err;
+    inner_params.err_handler_arg     = self;
+    inner_params.err_handler_flags   = 0;
+    inner_params.field_mask         |= UCT_IFACE_PARAM_FIELD_ERR_HANDLER |
+                                       UCT_IFACE_PARAM_FIELD_ERR_HANDLER_ARG |
+                                       UCT_IFACE_PARAM_FIELD_ERR_HANDLER_FLAGS;
+    /* no tag offload (it would move plaintext), and no alignment request:
+     * the inner's payload is our record, not UCP's data */
+    inner_params.field_mask &= ~(UCT_IFACE_PARAM_FIELD_HW_TM_EAGER_CB |
+                                 UCT_IFACE_PARAM_FIELD_HW_TM_EAGER_ARG |
+                                 UCT_IFACE_PARAM_FIELD_HW_TM_RNDV_CB |
+                                 UCT_IFACE_PARAM_FIELD_HW_TM_RNDV_ARG |
+                                 UCT_IFACE_PARAM_FIELD_AM_ALIGNMENT |
+                                 UCT_IFACE_PARAM_FIELD_AM_ALIGN_OFFSET);
+
+    status = uct_iface_open(md->inner_md, worker, &inner_params, inner_config,
+                            &self->inner);
+    uct_config_release(inner_config);
+    if (status != UCS_OK) {
+        ucs_error("crypt: cannot open inner transport %s on %s: %s",
+                  md->inner_tl, params->mode.device.dev_name,
+                  ucs_status_string(status));
+        goto err_keypair;
+    }
+
+    status = uct_iface_query(self->inner, &self->inner_attr);
+    if (status != UCS_OK) {
+        goto err_inner;
+    }
+    if (!(self->inner_attr.cap.flags & UCT_IFACE_FLAG_AM_BCOPY) ||
+        (self->inner_attr.cap.am.max_bcopy <= 4 * CRYPT_RECORD_OVERHEAD_MAX)) {
+        ucs_error("crypt: inner transport %s has no usable am_bcopy",
+                  md->inner_tl);
+        status = UCS_ERR_UNSUPPORTED;
+        goto err_inner;
+    }
+    self->inner_iface_addr_len = self->inner_attr.iface_addr_len;
+    self->inner_ep_addr_len    = self->inner_attr.ep_addr_len;
+    if (sizeof(crypt_iface_addr_t) + self->inner_iface_addr_len > 63) {
+        /* UCP's address format has 6 bits for an iface address */
+        ucs_error("crypt: inner %s iface address (%zu bytes) leaves no room "
+                  "for the public key", md->inner_tl, self->inner_iface_addr_len);
+        status = UCS_ERR_UNSUPPORTED;
+        goto err_inner;
+    }
+
+    self->scratch_len = self->inner_attr.cap.am.max_short + CRYPT_RECORD_OVERHEAD_MAX;
+    self->scratch     = ucs_malloc(self->scratch_len, "crypt scratch");
+    if (self->scratch == NULL) {
+        status = UCS_ERR_NO_MEMORY;
+        goto err_inner;
+    }
+
+    /* Every AM the inner delivers goes through the record layer first;
+     * sync delivery (from progress) where the inner can do it. */
+    for (id = 0; id < UCT_AM_ID_MAX; ++id) {
+        self->am_ctx[id].iface = self;
+        self->am_ctx[id].am_id = (uint8_t)id;
+        status = uct_iface_set_am_handler(
+                self->inner, id, uct_crypt_record_am_handler, &self->am_ctx[id],
+                (self->inner_attr.cap.flags & UCT_IFACE_FLAG_CB_SYNC) ?
+                0 : UCT_CB_FLAG_ASYNC);
+        if (status != UCS_OK) {
+            goto err_scratch;
+        }
+    }
+
+    ucs_debug("crypt: iface %p over %s/%s, AES-%u-GCM on %s", self,
+              md->inner_tl, params->mode.device.dev_name, self->key_len * 8,
+              crypt_aead_backend_name(self->backend));
+    return UCS_OK;
+
+err_scratch:
+    ucs_free(self->scratch);
+err_inner:
+    uct_iface_close(self->inner);
+err_keypair:
+    keyex_keypair_cleanup(&self->keypair);
+err:
+    return status;
+}
+
+static UCS_CLASS_CLEANUP_FUNC(uct_crypt_iface_t)
+{
+    uct_worker_progress_unregister_safe(&self->super.worker->super,
+                                        &self->fail_cb_id);
+    uct_iface_close(self->inner);
+    uct_crypt_rx_flows_cleanup(self);
+    kh_destroy_inplace(uct_crypt_rx_flows, &self->rx_flows);
+    keyex_keypair_cleanup(&self->keypair);
+    ucs_free(self->held_record);
+    ucs_free(self->scratch);
+}
+
+UCS_CLASS_DEFINE(uct_crypt_iface_t, uct_base_iface_t);
+static UCS_CLASS_DEFINE_NEW_FUNC(uct_crypt_iface_t, uct_iface_t, uct_md_h,
+                                 uct_worker_h, const uct_iface_params_t*,
+                                 const uct_iface_config_t*);
+static UCS_CLASS_DEFINE_DELETE_FUNC(uct_crypt_iface_t, uct_iface_t);
+
+/* ---- ep ops that only forward --------------------------------------------- */
+
+#define UCT_CRYPT_INNER_EP(_tl_ep) (ucs_derived_of(_tl_ep, uct_crypt_ep_t)->inner)
+
+static ucs_status_t uct_crypt_ep_pending_add(uct_ep_h tl_ep, uct_pending_req_t *req,
+                                             unsigned flags)
+{
+    return uct_ep_pending_add(UCT_CRYPT_INNER_EP(tl_ep), req, flags);
+}
+
+static void uct_crypt_ep_pending_purge(uct_ep_h tl_ep,
+                                       uct_pending_purge_callback_t cb, void *arg)
+{
+    uct_ep_pending_purge(UCT_CRYPT_INNER_EP(tl_ep), cb, arg);
+}
+
+static ucs_status_t uct_crypt_ep_flush(uct_ep_h tl_ep, unsigned flags,
+                                       uct_completion_t *comp)
+{
+    return uct_ep_flush(UCT_CRYPT_INNER_EP(tl_ep), flags, comp);
+}
+
+static ucs_status_t uct_crypt_ep_fence(uct_ep_h tl_ep, unsigned flags)
+{
+    return uct_ep_fence(UCT_CRYPT_INNER_EP(tl_ep), flags);
+}
+
+static ucs_status_t uct_crypt_ep_check(uct_ep_h tl_ep, unsigned flags,
+                                       uct_completion_t *comp)
+{
+    return uct_ep_check(UCT_CRYPT_INNER_EP(tl_ep), flags, comp);
+}
+
+static uct_iface_ops_t uct_crypt_iface_ops = {
+    .ep_am_short              = uct_crypt_ep_am_short,
+    .ep_am_short_iov          = uct_base_ep_am_short_iov,
+    .ep_am_bcopy              = uct_crypt_ep_am_bcopy,
+    .ep_am_zcopy              = uct_crypt_ep_am_zcopy,
+    .ep_pending_add           = uct_crypt_ep_pending_add,
+    .ep_pending_purge         = uct_crypt_ep_pending_purge,
+    .ep_flush                 = uct_crypt_ep_flush,
+    .ep_fence                 = uct_crypt_ep_fence,
+    .ep_check                 = uct_crypt_ep_check,
+    .ep_create                = UCS_CLASS_NEW_FUNC_NAME(uct_crypt_ep_t),
+    .ep_destroy               = UCS_CLASS_DELETE_FUNC_NAME(uct_crypt_ep_t),
+    .ep_get_address           = uct_crypt_ep_get_address,
+    .ep_connect_to_ep         = uct_crypt_ep_connect_to_ep,
+    .iface_flush              = uct_crypt_iface_flush,
+    .iface_fence              = uct_crypt_iface_fence,
+    .iface_progress_enable    = uct_crypt_iface_progress_enable,
+    .iface_progress_disable   = uct_crypt_iface_progress_disable,
+    .iface_progress           = uct_crypt_iface_progress,
+    .iface_event_fd_get       = uct_crypt_iface_event_fd_get,
+    .iface_event_arm          = uct_crypt_iface_event_arm,
+    .iface_close              = UCS_CLASS_DELETE_FUNC_NAME(uct_crypt_iface_t),
+    .iface_query              = uct_crypt_iface_query,
+    .iface_get_device_address = uct_crypt_iface_get_device_address,
+    .iface_get_address        = uct_crypt_iface_get_address,
+    .iface_is_reachable       = uct_crypt_iface_is_reachable
+};
+
+UCT_TL_DEFINE_ENTRY(&uct_crypt_component, crypt, uct_crypt_query_tl_devices,
+                    uct_crypt_iface_t, UCT_CRYPT_CONFIG_PREFIX,
+                    uct_crypt_iface_config_table, uct_crypt_iface_config_t);

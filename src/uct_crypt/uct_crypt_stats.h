@@ -1,0 +1,43 @@
+/*
+ * Counters of the crypt transport, readable by tests through
+ * uct_crypt_stats_read() and printed at exit with UCX_CRYPT_STATS=y.
+ * This header is the public one: no UCX includes.
+ */
+#ifndef UCT_CRYPT_STATS_H
+#define UCT_CRYPT_STATS_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum {
+    UCT_CRYPT_FAIL_AUTH = 0,    /* tag mismatch: forged or corrupted */
+    UCT_CRYPT_FAIL_REPLAY,      /* sequence number already seen */
+    UCT_CRYPT_FAIL_REORDER,     /* sequence number ahead: dropped or reordered */
+    UCT_CRYPT_FAIL_UNKNOWN_FLOW,/* DATA for a flow with no HELLO */
+    UCT_CRYPT_FAIL_MALFORMED,   /* too short, bad type or reserved bits */
+    UCT_CRYPT_FAIL_HANDSHAKE,   /* HELLO refused (bad key, repeated flow) */
+    UCT_CRYPT_FAIL_FLOW_FAILED, /* record on a flow that already failed */
+    UCT_CRYPT_FAIL_LAST
+} uct_crypt_fail_reason_t;
+
+typedef struct uct_crypt_stats {
+    uint64_t records_sealed;
+    uint64_t bytes_sealed;
+    uint64_t records_opened;
+    uint64_t bytes_opened;
+    uint64_t rekeys;
+    uint64_t failures[UCT_CRYPT_FAIL_LAST];
+} uct_crypt_stats_t;
+
+/* Sum over every crypt iface of the process, open or closed. */
+void uct_crypt_stats_read(uct_crypt_stats_t *stats);
+const char *uct_crypt_fail_reason_name(uct_crypt_fail_reason_t reason);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
