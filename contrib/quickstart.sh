@@ -2,11 +2,12 @@
 # ucx-crypt quick start on a fresh Debian 12 machine.
 #
 #   contrib/quickstart.sh          install dependencies, build, install into
-#                                  _build/install, run the main job
+#                                  _build/install, run the main job: the
+#                                  encrypted two-host ping-pong vs plaintext
 #   contrib/quickstart.sh build    install dependencies and build only
 #   contrib/quickstart.sh check    build, then run every test; prints
 #                                  "N passed, N failed, N skipped" last
-#   contrib/quickstart.sh bench    build, then run the benchmarks in test/perf
+#   contrib/quickstart.sh bench    build, then run the crypto engine benchmark
 #
 # Re-running is cheap: nothing is re-fetched, re-configured or rebuilt that is
 # up to date. Everything lands in _build/ (sources of UCX, objects, install,
@@ -88,6 +89,8 @@ do_check() {
     log "build tests"
     make -C "$obj" -j"$jobs" --no-print-directory check TESTS=
     run_gtest core "$obj/test/gtest/gtest_core"
+    log "test: integration (crypt transport, two processes, two emulated hosts)"
+    "$top/test/integration/run.sh" "$obj" "$prefix" "$results"
     summarize
 }
 
@@ -97,10 +100,16 @@ do_bench() {
     "$obj/test/perf/crypt_engine_bench" --csv "$results/crypt_engine_bench.csv"
 }
 
+do_demo() {
+    mkdir -p "$results"
+    log "encrypted ping-pong between two emulated hosts, next to plaintext"
+    "$top/test/perf/two_host_perftest.sh" "$prefix" "$results"
+}
+
 case "${1:-all}" in
 all)
     do_build
-    do_bench
+    do_demo
     ;;
 build)
     do_build

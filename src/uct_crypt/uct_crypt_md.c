@@ -286,15 +286,13 @@ static void uct_crypt_inner_tls(char *out, size_t max)
     free(copy);
 }
 
-static int uct_crypt_tl_selected(const char *selected, const char *tl_name)
+/* Is `tl_name` in the comma-led list `list` (",a,b")? */
+static int uct_crypt_tl_in_list(const char *list, const char *tl_name)
 {
     char pattern[UCT_TL_NAME_MAX + 2];
 
-    if (selected[0] == '\0') {
-        return 1; /* nothing named: every network transport */
-    }
     ucs_snprintf_zero(pattern, sizeof(pattern), ",%s", tl_name);
-    for (const char *p = strstr(selected, pattern); p != NULL;
+    for (const char *p = strstr(list, pattern); p != NULL;
          p = strstr(p + 1, pattern)) {
         char next = p[strlen(pattern)];
         if ((next == ',') || (next == '\0')) {
@@ -302,6 +300,12 @@ static int uct_crypt_tl_selected(const char *selected, const char *tl_name)
         }
     }
     return 0;
+}
+
+static int uct_crypt_tl_selected(const char *selected, const char *tl_name)
+{
+    /* nothing named: every network transport */
+    return (selected[0] == '\0') || uct_crypt_tl_in_list(selected, tl_name);
 }
 
 static void uct_crypt_md_name(char *name, const char *inner_md, const char *tl)
@@ -380,7 +384,7 @@ static void uct_crypt_foreach_inner(uct_crypt_inner_cb_t cb, void *arg,
         unmatched[0] = '\0';
         for (word = strtok_r(selected, ",", &save); word != NULL;
              word = strtok_r(NULL, ",", &save)) {
-            if (!uct_crypt_tl_selected(seen, word)) {
+            if (!uct_crypt_tl_in_list(seen, word)) {
                 uct_crypt_strcat(unmatched, " ", unmatched_max);
                 uct_crypt_strcat(unmatched, word, unmatched_max);
             }
@@ -421,7 +425,9 @@ uct_crypt_query_md_resources(uct_component_t *component,
 
     uct_crypt_foreach_inner(uct_crypt_add_resource, &list, unmatched,
                             sizeof(unmatched));
-    if (unmatched[0] != '\0') {
+    /* An alias names several transports, of which a host has some: only
+     * when nothing at all matched is the configuration wrong. */
+    if ((list.count == 0) && (unmatched[0] != '\0')) {
         /* misconfiguration: say so, loudly, and offer nothing for it */
         ucs_error("crypt: inner transport(s)%s not available on this host; "
                   "set UCX_CRYPT_TLS (or the network transports in UCX_TLS) "
@@ -676,7 +682,49 @@ static void uct_crypt_hide_network_components(void)
     }
 }
 
-static void UCS_F_CTOR uct_crypt_init(void)
+/*
+ * UCX_TLS=crypt,tcp is the user's syntax: 'tcp' there names the wire crypt
+ * encrypts over. UCP would find no tl named tcp (we hide it) and warn, so
+ * hand those names to UCX_CRYPT_TLS (unless it is set) and leave UCP only
+ * the names it can resolve. Runs before UCP reads its configuration.
+ */
+static void uct_crypt_take_inner_from_ucx_tls(void)
+{
+    char *copy, *word, *save = NULL, keep[512] = "", inner[512] = "";
+    const char *env = getenv("UCX_TLS");
+    int has_crypt   = 0;
+
+    if ((env == NULL) || (env[0] == '^')) {
+        return;
+    }
+    copy = strdup(env);
+    if (copy == NULL) {
+        return;
+    }
+    for (word = strtok_r(copy, ",", &save); word != NULL;
+         word = strtok_r(NULL, ",", &save)) {
+        char name[64];
+
+        ucs_strncpy_zero(name, word + (word[0] == '\\'), sizeof(name));
+        name[strcspn(name, ":")] = '\0';
+        has_crypt |= !strcmp(name, UCT_CRYPT_NAME);
+        if (uct_crypt_word_in(name, uct_crypt_not_inner_tls)) {
+            uct_crypt_strcat(keep, keep[0] ? "," : "", sizeof(keep));
+            uct_crypt_strcat(keep, word, sizeof(keep));
+        } else {
+            uct_crypt_strcat(inner, inner[0] ? "," : "", sizeof(inner));
+            uct_crypt_strcat(inner, name, sizeof(inner));
+        }
+    }
+    free(copy);
+
+    if (has_crypt && (inner[0] != '\0')) {
+        setenv("UCX_CRYPT_TLS", inner, 0);
+        setenv("UCX_TLS", keep, 1);
+    }
+}
+
+static void uct_crypt_read_config(void)
 {
     ucs_status_t status;
 
@@ -688,12 +736,22 @@ static void UCS_F_CTOR uct_crypt_init(void)
                 "'ucx_info -c -f' documents them\n", ucs_status_string(status));
         _exit(1);
     }
+}
 
+static void UCS_F_CTOR uct_crypt_init(void)
+{
+    uct_crypt_read_config();
     if (!uct_crypt_global.enable) {
         ucs_warn("crypt: disabled by UCX_CRYPT_ENABLE=n: network traffic is "
                  "NOT encrypted");
         return;
     }
+
+    /* may set UCX_CRYPT_TLS: read the configuration again */
+    uct_crypt_take_inner_from_ucx_tls();
+    ucs_config_parser_release_opts(&uct_crypt_global,
+                                   uct_crypt_global_config_table);
+    uct_crypt_read_config();
 
     uct_crypt_check_ucx_version();
     uct_crypt_hide_network_components();

@@ -1,0 +1,262 @@
+/*
+ * ucp_check: a UCP ping-pong that verifies every byte, for the integration
+ * tests. The server echoes each tagged message; the client checks that what
+ * comes back is the pattern it sent. The pattern is a marker string the wire
+ * test looks for in packet captures.
+ *
+ *   ucp_check -l PORT                     server (one client, then exit)
+ *   ucp_check -c HOST -p PORT [-s SIZES]  client; SIZES comma separated
+ *   -n ITERS   round trips per size (default 3)
+ *
+ * Worker addresses are exchanged over a plain TCP socket (metadata only,
+ * like ucx_perftest's). Exit status 0 only if every message matched.
+ */
+#include <ucp/api/ucp.h>
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define MARKER "UCXCRYPT-MARKER-"
+
+static ucp_context_h context;
+static ucp_worker_h worker;
+
+static void die(const char *what, ucs_status_t status)
+{
+    fprintf(stderr, "ucp_check: %s: %s\n", what, ucs_status_string(status));
+    exit(2);
+}
+
+static void fill(uint8_t *buf, size_t len, unsigned round)
+{
+    size_t i;
+    for (i = 0; i < len; ++i) {
+        buf[i] = (uint8_t)MARKER[i % (sizeof(MARKER) - 1)];
+    }
+    if (len > 0) {
+        buf[len - 1] = (uint8_t)round; /* each round differs */
+    }
+}
+
+static ucs_status_t wait_req(void *req)
+{
+    ucs_status_t status;
+
+    if (req == NULL) {
+        return UCS_OK;
+    }
+    if (UCS_PTR_IS_ERR(req)) {
+        return UCS_PTR_STATUS(req);
+    }
+    do {
+        ucp_worker_progress(worker);
+        status = ucp_request_check_status(req);
+    } while (status == UCS_INPROGRESS);
+    ucp_request_free(req);
+    return status;
+}
+
+static ucs_status_t send_msg(ucp_ep_h ep, void *buf, size_t len)
+{
+    ucp_request_param_t param = {0};
+    return wait_req(ucp_tag_send_nbx(ep, buf, len, 1, &param));
+}
+
+static ucs_status_t recv_msg(void *buf, size_t len)
+{
+    ucp_request_param_t param = {0};
+    return wait_req(ucp_tag_recv_nbx(worker, buf, len, 1, (ucp_tag_t)-1, &param));
+}
+
+static int full_io(int fd, void *buf, size_t len, int writing)
+{
+    size_t done = 0;
+    while (done < len) {
+        ssize_t n = writing ? write(fd, (char*)buf + done, len - done) :
+                              read(fd, (char*)buf + done, len - done);
+        if (n <= 0) {
+            return -1;
+        }
+        done += (size_t)n;
+    }
+    return 0;
+}
+
+/* swap worker addresses over `fd`; returns the peer's ep */
+static ucp_ep_h connect_peer(int fd)
+{
+    ucp_address_t *addr, *peer_addr;
+    ucp_ep_params_t ep_params;
+    size_t addr_len;
+    uint64_t len64;
+    ucs_status_t status;
+    ucp_ep_h ep;
+
+    status = ucp_worker_get_address(worker, &addr, &addr_len);
+    if (status != UCS_OK) {
+        die("ucp_worker_get_address", status);
+    }
+    len64 = addr_len;
+    if (full_io(fd, &len64, sizeof(len64), 1) || full_io(fd, addr, addr_len, 1) ||
+        full_io(fd, &len64, sizeof(len64), 0)) {
+        fprintf(stderr, "ucp_check: address exchange failed\n");
+        exit(2);
+    }
+    peer_addr = malloc(len64);
+    if (full_io(fd, peer_addr, len64, 0)) {
+        fprintf(stderr, "ucp_check: address exchange failed\n");
+        exit(2);
+    }
+    ucp_worker_release_address(worker, addr);
+
+    ep_params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
+    ep_params.address    = peer_addr;
+    status = ucp_ep_create(worker, &ep_params, &ep);
+    free(peer_addr);
+    if (status != UCS_OK) {
+        die("ucp_ep_create", status);
+    }
+    return ep;
+}
+
+int main(int argc, char **argv)
+{
+    const char *host = NULL, *sizes = "0,1,8,1000,8192,65536,1048576";
+    int port = 0, listen_port = 0, iters = 3, opt, fd, mismatches = 0;
+    ucp_params_t params = {0};
+    ucp_worker_params_t wparams = {0};
+    ucs_status_t status;
+    ucp_ep_h ep;
+
+    while ((opt = getopt(argc, argv, "l:c:p:s:n:")) != -1) {
+        switch (opt) {
+        case 'l': listen_port = atoi(optarg); break;
+        case 'c': host = optarg; break;
+        case 'p': port = atoi(optarg); break;
+        case 's': sizes = optarg; break;
+        case 'n': iters = atoi(optarg); break;
+        default:
+            fprintf(stderr, "usage: %s -l PORT | -c HOST -p PORT [-s SIZES] [-n N]\n",
+                    argv[0]);
+            return 2;
+        }
+    }
+
+    params.field_mask = UCP_PARAM_FIELD_FEATURES;
+    params.features   = UCP_FEATURE_TAG;
+    status = ucp_init(&params, NULL, &context);
+    if (status != UCS_OK) {
+        die("ucp_init", status);
+    }
+    wparams.field_mask  = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+    wparams.thread_mode = UCS_THREAD_MODE_SINGLE;
+    status = ucp_worker_create(context, &wparams, &worker);
+    if (status != UCS_OK) {
+        die("ucp_worker_create", status);
+    }
+
+    if (listen_port) {
+        struct sockaddr_in sa = {.sin_family = AF_INET,
+                                 .sin_port = htons(listen_port),
+                                 .sin_addr.s_addr = INADDR_ANY};
+        int lfd = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+        setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+        if (bind(lfd, (struct sockaddr*)&sa, sizeof(sa)) || listen(lfd, 1)) {
+            perror("ucp_check: bind/listen");
+            return 2;
+        }
+        fd = accept(lfd, NULL, NULL);
+        close(lfd);
+    } else {
+        struct addrinfo *ai, hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM};
+        char port_str[16];
+        snprintf(port_str, sizeof(port_str), "%d", port);
+        if (!host || getaddrinfo(host, port_str, &hints, &ai)) {
+            fprintf(stderr, "ucp_check: cannot resolve %s\n", host ? host : "(none)");
+            return 2;
+        }
+        fd = socket(AF_INET, SOCK_STREAM, 0);
+        for (int tries = 0; connect(fd, ai->ai_addr, ai->ai_addrlen); ++tries) {
+            if (tries > 100) {
+                perror("ucp_check: connect");
+                return 2;
+            }
+            usleep(50000);
+        }
+        freeaddrinfo(ai);
+    }
+    ep = connect_peer(fd);
+
+    /* the size list travels from client to server over the socket */
+    char size_list[1024];
+    uint32_t list_len;
+    if (!listen_port) {
+        snprintf(size_list, sizeof(size_list), "%s", sizes);
+        list_len = (uint32_t)strlen(size_list) + 1;
+        full_io(fd, &list_len, sizeof(list_len), 1);
+        full_io(fd, size_list, list_len, 1);
+        full_io(fd, &iters, sizeof(iters), 1);
+    } else {
+        full_io(fd, &list_len, sizeof(list_len), 0);
+        if (list_len > sizeof(size_list) || full_io(fd, size_list, list_len, 0)) {
+            return 2;
+        }
+        full_io(fd, &iters, sizeof(iters), 0);
+    }
+
+    char *save = NULL;
+    for (char *tok = strtok_r(size_list, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        size_t len = strtoull(tok, NULL, 0);
+        uint8_t *buf = malloc(len ? len : 1), *expect = malloc(len ? len : 1);
+        for (int i = 0; i < iters; ++i) {
+            fill(expect, len, (unsigned)i);
+            if (listen_port) {
+                status = recv_msg(buf, len);
+                if (status == UCS_OK) {
+                    status = send_msg(ep, buf, len);
+                }
+            } else {
+                status = send_msg(ep, expect, len);
+                if (status == UCS_OK) {
+                    memset(buf, 0, len);
+                    status = recv_msg(buf, len);
+                }
+            }
+            if (status != UCS_OK) {
+                fprintf(stderr, "ucp_check: size %zu: %s\n", len, ucs_status_string(status));
+                return 1;
+            }
+            if (memcmp(buf, expect, len)) {
+                fprintf(stderr, "ucp_check: size %zu round %d: DATA MISMATCH\n", len, i);
+                ++mismatches;
+            }
+        }
+        if (!listen_port) {
+            printf("size %zu: %d round trips %s\n", len, iters,
+                   mismatches ? "MISMATCH" : "ok");
+        }
+        free(buf);
+        free(expect);
+    }
+
+    /* end-of-run handshake on the socket, so neither side tears down early */
+    char done = 'd';
+    full_io(fd, &done, 1, 1);
+    full_io(fd, &done, 1, 0);
+    close(fd);
+
+    ucp_request_param_t cparam = {0};
+    wait_req(ucp_ep_close_nbx(ep, &cparam));
+    ucp_worker_destroy(worker);
+    ucp_cleanup(context);
+    if (!listen_port) {
+        printf("%s\n", mismatches ? "DATA MISMATCH" : "DATA OK");
+    }
+    return mismatches ? 1 : 0;
+}

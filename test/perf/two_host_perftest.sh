@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# The main demo: ucx_perftest between two emulated hosts, over crypt and over
+# plaintext tcp in the same run, as a table (and CSV beside it).
+#
+#   test/perf/two_host_perftest.sh PREFIX RESULTS_DIR [ITERATIONS]
+#
+#   netns ucxc-d1 (10.78.0.1, ucxcd-v1) <--veth--> netns ucxc-d2 (10.78.0.2, ucxcd-v2)
+#
+# Each side also gets its own pid/ipc namespaces, so nothing goes through
+# shared memory. This machine is shared and noisy: read the ratios, not the
+# absolute numbers. Benchmarks are not tests: nothing here asserts.
+set -uo pipefail
+
+prefix=${1:?usage: $0 PREFIX RESULTS_DIR [ITERATIONS]}
+results=${2:?}
+iters=${3:-2000}
+plugin="$prefix/lib/libuct_crypt.so"
+work=$(mktemp -d /tmp/ucx-crypt-demo.XXXXXX)
+port=$((30000 + RANDOM % 20000))
+mkdir -p "$results"
+csv="$results/two_host_perftest.csv"
+
+cleanup() {
+    ip netns del ucxc-d1 2>/dev/null
+    ip netns del ucxc-d2 2>/dev/null
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+ip netns add ucxc-d1 && ip netns add ucxc-d2 &&
+ip link add ucxcd-v1 type veth peer name ucxcd-v2 &&
+ip link set ucxcd-v1 netns ucxc-d1 && ip link set ucxcd-v2 netns ucxc-d2 &&
+ip -n ucxc-d1 addr add 10.78.0.1/24 dev ucxcd-v1 &&
+ip -n ucxc-d2 addr add 10.78.0.2/24 dev ucxcd-v2 &&
+ip -n ucxc-d1 link set ucxcd-v1 up && ip -n ucxc-d2 link set ucxcd-v2 up &&
+ip -n ucxc-d1 link set lo up && ip -n ucxc-d2 link set lo up || {
+    echo "cannot create network namespaces (needs root)" >&2; exit 1; }
+
+"$prefix/bin/ucx-crypt-keygen" "$work/job.key"
+
+on_host() { # ns dev env... command
+    local ns=$1 dev=$2; shift 2
+    ip netns exec "$ns" unshare --pid --ipc --fork env UCX_NET_DEVICES="$dev" "$@"
+}
+
+# prints the median latency (us) and the average bandwidth (MB/s) of one test
+run_pair() { # mode test size
+    local mode=$1 test=$2 size=$3 envs
+    if [ "$mode" = crypt ]; then
+        envs=(LD_PRELOAD="$plugin" UCX_TLS=crypt,tcp UCX_CRYPT_KEY_FILE="$work/job.key")
+    else
+        envs=(UCX_TLS=tcp)
+    fi
+    port=$((port + 1))
+    on_host ucxc-d1 ucxcd-v1 "${envs[@]}" timeout 120 ucx_perftest -p $port \
+        >"$work/srv.log" 2>&1 &
+    local srv=$!
+    sleep 0.5
+    local n=$iters
+    [ "$size" -ge 1048576 ] && n=$((iters / 10 + 10))
+    on_host ucxc-d2 ucxcd-v2 "${envs[@]}" timeout 120 ucx_perftest 10.78.0.1 -p $port \
+        -t "$test" -s "$size" -n "$n" >"$work/cli.log" 2>&1
+    wait $srv
+    # Final: iters 50%ile avg overall bw_avg bw_overall ...
+    awk '/^Final:/ {print $3, $6}' "$work/cli.log"
+}
+
+printf '# host %s, %s cpus, %s\n' "$(hostname)" "$(nproc)" \
+    "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')" | tee "$csv"
+echo "test,size,plain_lat_us,crypt_lat_us,plain_bw_MBs,crypt_bw_MBs,bw_ratio" >>"$csv"
+printf '\n%-8s %9s %12s %12s %12s %12s %9s %9s\n' test size "plain us" "crypt us" \
+       "plain MB/s" "crypt MB/s" "+us" "bw ratio"
+for spec in "tag_lat 8" "tag_lat 1024" "tag_bw 65536" "tag_bw 1048576" "tag_bw 4194304"; do
+    set -- $spec
+    read -r plat pbw < <(run_pair plain "$1" "$2")
+    read -r clat cbw < <(run_pair crypt "$1" "$2")
+    if [ -z "${plat:-}" ] || [ -z "${clat:-}" ]; then
+        printf '%-8s %9s   run failed (see logs)\n' "$1" "$2"
+        continue
+    fi
+    ratio=$(awk -v c="$cbw" -v p="$pbw" 'BEGIN {printf "%.3f", c / p}')
+    delta=$(awk -v c="$clat" -v p="$plat" 'BEGIN {printf "%+.2f", c - p}')
+    printf '%-8s %9s %12s %12s %12s %12s %9s %9s\n' "$1" "$2" "$plat" "$clat" "$pbw" "$cbw" \
+           "$delta" "$ratio"
+    echo "$1,$2,$plat,$clat,$pbw,$cbw,$ratio" >>"$csv"
+done
+echo
+echo "CSV: $csv"
