@@ -28,9 +28,10 @@ work=$(mktemp -d /tmp/ucx-crypt-it.XXXXXX)
 port_base=$((20000 + RANDOM % 20000))
 declare -a names=() outcomes=() reasons=()
 
+. "$(dirname "$0")/../netns.sh"
+
 cleanup() {
-    ip netns del ucxc-h1 2>/dev/null
-    ip netns del ucxc-h2 2>/dev/null
+    netns_down ucxc-h1 ucxc-h2
     pkill -f "$check" 2>/dev/null
     rm -rf "$work"
 }
@@ -209,21 +210,6 @@ test_plaintext_peer() {
 }
 
 # ---- the wire: two hosts, capture, marker ------------------------------------
-netns_up() {
-    ip netns add ucxc-h1 && ip netns add ucxc-h2 &&
-    ip link add ucxc-v1 type veth peer name ucxc-v2 &&
-    ip link set ucxc-v1 netns ucxc-h1 && ip link set ucxc-v2 netns ucxc-h2 &&
-    ip -n ucxc-h1 addr add 10.77.0.1/24 dev ucxc-v1 &&
-    ip -n ucxc-h2 addr add 10.77.0.2/24 dev ucxc-v2 &&
-    ip -n ucxc-h1 link set ucxc-v1 up && ip -n ucxc-h2 link set ucxc-v2 up &&
-    ip -n ucxc-h1 link set lo up && ip -n ucxc-h2 link set lo up
-}
-
-on_host() { # host dev env... -- command
-    local ns=$1 dev=$2; shift 2
-    ip netns exec "$ns" unshare --pid --ipc --fork env UCX_NET_DEVICES="$dev" "$@"
-}
-
 wire_run() { # label crypt(0|1) -> prints marker count in the capture
     local label=$1 crypt=$2 port; port=$(next_port)
     local envs=(UCX_TLS=tcp)
@@ -248,7 +234,7 @@ wire_run() { # label crypt(0|1) -> prints marker count in the capture
 }
 
 test_wire() {
-    if ! netns_up; then
+    if ! netns_up ucxc-h1 ucxc-h2 ucxc-v1 ucxc-v2 10.77.0.1 10.77.0.2; then
         record wire_setup fail "cannot create network namespaces"
         return
     fi

@@ -20,28 +20,18 @@ port=$((30000 + RANDOM % 20000))
 mkdir -p "$results"
 csv="$results/two_host_perftest.csv"
 
+. "$(dirname "$0")/../netns.sh"
+
 cleanup() {
-    ip netns del ucxc-d1 2>/dev/null
-    ip netns del ucxc-d2 2>/dev/null
+    netns_down ucxc-d1 ucxc-d2
     rm -rf "$work"
 }
 trap cleanup EXIT
 
-ip netns add ucxc-d1 && ip netns add ucxc-d2 &&
-ip link add ucxcd-v1 type veth peer name ucxcd-v2 &&
-ip link set ucxcd-v1 netns ucxc-d1 && ip link set ucxcd-v2 netns ucxc-d2 &&
-ip -n ucxc-d1 addr add 10.78.0.1/24 dev ucxcd-v1 &&
-ip -n ucxc-d2 addr add 10.78.0.2/24 dev ucxcd-v2 &&
-ip -n ucxc-d1 link set ucxcd-v1 up && ip -n ucxc-d2 link set ucxcd-v2 up &&
-ip -n ucxc-d1 link set lo up && ip -n ucxc-d2 link set lo up || {
+netns_up ucxc-d1 ucxc-d2 ucxcd-v1 ucxcd-v2 10.78.0.1 10.78.0.2 || {
     echo "cannot create network namespaces (needs root)" >&2; exit 1; }
 
 "$prefix/bin/ucx-crypt-keygen" "$work/job.key"
-
-on_host() { # ns dev env... command
-    local ns=$1 dev=$2; shift 2
-    ip netns exec "$ns" unshare --pid --ipc --fork env UCX_NET_DEVICES="$dev" "$@"
-}
 
 # prints the median latency (us) and the average bandwidth (MB/s) of one test
 run_pair() { # mode test size

@@ -4,6 +4,7 @@
  */
 #include "ucx_crypt_config.h"
 #include "aead/aead.h"
+#include "common/aead_backends.h"
 #include "common/test_util.h"
 
 #include <gtest/gtest.h>
@@ -178,20 +179,9 @@ TEST_P(aead_stream, nonce_layout_is_prefix_index_flag)
     EXPECT_EQ("01020304050607" "00000005" "00", test_util::to_hex(nonce, sizeof(nonce)));
 }
 
-std::string backend_name(const ::testing::TestParamInfo<crypt_aead_backend_t> &info)
-{
-    return info.param == CRYPT_AEAD_BACKEND_OPENSSL ? "openssl" : "ipsec_mb";
-}
-
 } // namespace
 
-INSTANTIATE_TEST_SUITE_P(backends, aead_stream,
-                         ::testing::Values(
-#ifdef HAVE_IPSEC_MB
-                                 CRYPT_AEAD_BACKEND_IPSEC_MB,
-#endif
-                                 CRYPT_AEAD_BACKEND_OPENSSL),
-                         backend_name);
+CRYPT_TEST_ALL_BACKENDS(aead_stream);
 
 TEST(aead_record, nonce_is_prefix_then_big_endian_sequence)
 {

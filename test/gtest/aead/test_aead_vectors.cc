@@ -8,6 +8,7 @@
  */
 #include "ucx_crypt_config.h"
 #include "aead/aead.h"
+#include "common/aead_backends.h"
 #include "common/test_util.h"
 
 #include <gtest/gtest.h>
@@ -186,20 +187,9 @@ TEST_P(aead_vectors, rejects_bad_key_length)
     EXPECT_EQ(CRYPT_AEAD_ERR_PARAM, crypt_aead_key_init(&key, GetParam(), raw, 0));
 }
 
-std::string backend_name(const ::testing::TestParamInfo<crypt_aead_backend_t> &info)
-{
-    return info.param == CRYPT_AEAD_BACKEND_OPENSSL ? "openssl" : "ipsec_mb";
-}
-
 } // namespace
 
-INSTANTIATE_TEST_SUITE_P(backends, aead_vectors,
-                         ::testing::Values(
-#ifdef HAVE_IPSEC_MB
-                                 CRYPT_AEAD_BACKEND_IPSEC_MB,
-#endif
-                                 CRYPT_AEAD_BACKEND_OPENSSL),
-                         backend_name);
+CRYPT_TEST_ALL_BACKENDS(aead_vectors);
 
 TEST(aead_backend, names_round_trip_and_arch_is_reported)
 {

@@ -1,0 +1,31 @@
+# Two emulated hosts on one machine, sourced by the integration tests and
+# the benchmarks (style of WireGuard's src/tests/netns.sh):
+#
+#   netns NS1 (ADDR1 on DEV1) <--- veth ---> netns NS2 (ADDR2 on DEV2)
+#
+# `on_host NS DEV cmd...` runs cmd inside NS, in fresh pid and ipc
+# namespaces (so UCX cannot use shared memory across "hosts"), with
+# UCX_NET_DEVICES=DEV. The caller removes the namespaces (netns_down).
+
+netns_up() { # NS1 NS2 DEV1 DEV2 ADDR1 ADDR2 (addresses without prefix)
+    ip netns add "$1" && ip netns add "$2" &&
+    ip link add "$3" type veth peer name "$4" &&
+    ip link set "$3" netns "$1" && ip link set "$4" netns "$2" &&
+    ip -n "$1" addr add "$5/24" dev "$3" && ip -n "$2" addr add "$6/24" dev "$4" &&
+    ip -n "$1" link set "$3" up && ip -n "$2" link set "$4" up &&
+    ip -n "$1" link set lo up && ip -n "$2" link set lo up
+}
+
+netns_down() { # NS...
+    local ns
+    for ns in "$@"; do
+        ip netns del "$ns" 2>/dev/null
+    done
+    return 0
+}
+
+on_host() { # NS DEV command...
+    local ns=$1 dev=$2
+    shift 2
+    ip netns exec "$ns" unshare --pid --ipc --fork env UCX_NET_DEVICES="$dev" "$@"
+}
