@@ -167,33 +167,36 @@ void uct_crypt_record_commit(uct_crypt_iface_t *iface, uct_crypt_tx_flow_t *tx,
 static unsigned uct_crypt_fail_eps_progress(void *arg)
 {
     uct_crypt_iface_t *iface = arg;
-    uct_crypt_ep_t *ep, *tmp;
+    unsigned count = 0;
+    uct_crypt_ep_t *ep;
 
     iface->fail_pending = 0;
-    /* UCP may destroy eps from its error handler: walk a safe copy */
-    ucs_list_for_each_safe(ep, tmp, &iface->eps, list) {
+    iface->fail_cb_id   = UCS_CALLBACKQ_ID_NULL;
+restart:
+    ucs_list_for_each(ep, &iface->eps, list) {
         if (ep->failed == 1) {
             ep->failed = 2; /* reported */
+            ++count;
             uct_iface_handle_ep_err(&iface->super.super, &ep->super.super,
                                     UCS_ERR_CONNECTION_RESET);
-            return 1; /* the list may have changed: resume next time */
+            /* UCP may have destroyed eps from its error handler: walk the
+             * list again from its head, never touching `ep` after the call */
+            goto restart;
         }
     }
-    return 0;
+    return count;
 }
 
 static void uct_crypt_schedule_fail(uct_crypt_iface_t *iface)
 {
-    uct_crypt_ep_t *ep;
-
-    ucs_list_for_each(ep, &iface->eps, list) {
-        if (ep->failed == 1) {
-            uct_worker_progress_register_safe(&iface->super.worker->super,
-                                              uct_crypt_fail_eps_progress,
-                                              iface, UCS_CALLBACKQ_FLAG_ONESHOT,
-                                              &iface->fail_cb_id);
-            return;
-        }
+    /* Not from here: we are inside the inner transport's receive callback,
+     * and UCP's error handler may destroy the inner ep under it. */
+    if (!iface->fail_pending) {
+        iface->fail_pending = 1;
+        uct_worker_progress_register_safe(&iface->super.worker->super,
+                                          uct_crypt_fail_eps_progress, iface,
+                                          UCS_CALLBACKQ_FLAG_ONESHOT,
+                                          &iface->fail_cb_id);
     }
 }
 
