@@ -66,6 +66,22 @@ test_ucp_sizes_verified() {
     fi
 }
 
+# ---- key updates: both sides ratchet every 50 records, data stays intact ----
+test_key_update() {
+    local port; port=$(next_port)
+    "${crypt_env[@]}" UCX_CRYPT_REKEY_RECORDS=50 timeout 60 "$check" -l "$port" \
+        >"$work/s.log" 2>&1 &
+    local srv=$!
+    if "${crypt_env[@]}" UCX_CRYPT_REKEY_RECORDS=50 UCX_CRYPT_STATS=y timeout 60 "$check" \
+           -c 127.0.0.1 -p "$port" -s 8,1000,100000 -n 100 >"$work/c.log" 2>&1 &&
+       wait $srv && grep -q "DATA OK" "$work/c.log" &&
+       grep -q "key updates [1-9]" "$work/c.log"; then
+        record key_update_every_50_records_keeps_data_intact pass
+    else
+        record key_update_every_50_records_keeps_data_intact fail "$(tail -3 "$work/c.log")"
+    fi
+}
+
 # ---- ucx_perftest over crypt ------------------------------------------------
 test_perftest() {
     local t
@@ -255,6 +271,7 @@ test_wire() {
 }
 
 test_ucp_sizes_verified
+test_key_update
 test_perftest
 test_fail_closed
 test_misconfiguration
