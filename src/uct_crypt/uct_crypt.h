@@ -14,7 +14,6 @@
 
 #define UCT_CRYPT_NAME        "crypt"
 #define UCT_CRYPT_CONFIG_PREFIX "CRYPT_"
-#define UCT_CRYPT_INNER_MAX   8
 
 /* Process-wide configuration (UCX_CRYPT_*), read once. */
 typedef struct uct_crypt_global_config {

@@ -94,8 +94,9 @@ ucs_status_t uct_crypt_ep_connect_to_ep(uct_ep_h tl_ep,
                                 (const uct_ep_addr_t*)(crypt_addr + 1));
 }
 
-static ucs_status_t uct_crypt_ep_check_sendable(uct_crypt_ep_t *ep)
+static ucs_status_t uct_crypt_ep_check_sendable(uct_crypt_ep_t *ep, uint8_t id)
 {
+    UCT_CHECK_AM_ID(id);
     if (ucs_unlikely(ep->failed)) {
         return UCS_ERR_CONNECTION_RESET;
     }
@@ -105,8 +106,7 @@ static ucs_status_t uct_crypt_ep_check_sendable(uct_crypt_ep_t *ep)
     return UCS_OK;
 }
 
-static ucs_status_t uct_crypt_ep_send_short(uct_crypt_iface_t *iface,
-                                            uct_crypt_ep_t *ep, uint8_t id,
+static ucs_status_t uct_crypt_ep_send_short(uct_crypt_ep_t *ep, uint8_t id,
                                             uint8_t *record, size_t length)
 {
     uint64_t first8;
@@ -127,11 +127,10 @@ ucs_status_t uct_crypt_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t header,
     ucs_status_t status;
     ssize_t record_len;
 
-    status = uct_crypt_ep_check_sendable(ep);
+    status = uct_crypt_ep_check_sendable(ep, id);
     if (status != UCS_OK) {
         return status;
     }
-    UCT_CHECK_AM_ID(id);
     UCT_CHECK_LENGTH(hdr_len + payload_len + CRYPT_AEAD_TAG_LEN, 0,
                      iface->scratch_len, "am_short");
 
@@ -151,7 +150,7 @@ ucs_status_t uct_crypt_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t header,
         return UCS_OK; /* held back or dropped by the test hook */
     }
 
-    status = uct_crypt_ep_send_short(iface, ep, id, record, record_len);
+    status = uct_crypt_ep_send_short(ep, id, record, record_len);
     if (status == UCS_OK) {
         uct_crypt_record_commit(iface, &ep->tx, payload_len);
     }
@@ -200,10 +199,16 @@ static size_t uct_crypt_bcopy_pack(void *dest, void *arg)
     return record_len;
 }
 
+/* am_bcopy and am_zcopy: the inner's bcopy with our pack callback */
 static ssize_t uct_crypt_ep_bcopy(uct_crypt_bcopy_ctx_t *ctx)
 {
+    ucs_status_t status;
     ssize_t packed;
 
+    status = uct_crypt_ep_check_sendable(ctx->ep, ctx->am_id);
+    if (status != UCS_OK) {
+        return status;
+    }
     packed = uct_ep_am_bcopy(ctx->ep->inner, ctx->am_id, uct_crypt_bcopy_pack,
                              ctx, 0);
     /* UCP wants its own payload length back, not the record's */
@@ -214,21 +219,14 @@ ssize_t uct_crypt_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
                               uct_pack_callback_t pack_cb, void *arg,
                               unsigned flags)
 {
-    uct_crypt_ep_t *ep = ucs_derived_of(tl_ep, uct_crypt_ep_t);
     uct_crypt_bcopy_ctx_t ctx = {
         .iface    = ucs_derived_of(tl_ep->iface, uct_crypt_iface_t),
-        .ep       = ep,
+        .ep       = ucs_derived_of(tl_ep, uct_crypt_ep_t),
         .am_id    = id,
         .pack_cb  = pack_cb,
         .pack_arg = arg
     };
-    ucs_status_t status;
 
-    status = uct_crypt_ep_check_sendable(ep);
-    if (status != UCS_OK) {
-        return status;
-    }
-    UCT_CHECK_AM_ID(id);
     return uct_crypt_ep_bcopy(&ctx);
 }
 
@@ -240,24 +238,16 @@ ucs_status_t uct_crypt_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id, const void *heade
                                    size_t iovcnt, unsigned flags,
                                    uct_completion_t *comp)
 {
-    uct_crypt_ep_t *ep = ucs_derived_of(tl_ep, uct_crypt_ep_t);
     uct_crypt_bcopy_ctx_t ctx = {
         .iface         = ucs_derived_of(tl_ep->iface, uct_crypt_iface_t),
-        .ep            = ep,
+        .ep            = ucs_derived_of(tl_ep, uct_crypt_ep_t),
         .am_id         = id,
         .header        = header,
         .header_length = header_length,
         .iov           = iov,
         .iovcnt        = iovcnt
     };
-    ucs_status_t status;
-    ssize_t packed;
+    ssize_t packed = uct_crypt_ep_bcopy(&ctx);
 
-    status = uct_crypt_ep_check_sendable(ep);
-    if (status != UCS_OK) {
-        return status;
-    }
-    UCT_CHECK_AM_ID(id);
-    packed = uct_crypt_ep_bcopy(&ctx);
     return (packed < 0) ? (ucs_status_t)packed : UCS_OK;
 }

@@ -249,6 +249,13 @@ static int uct_crypt_word_in(const char *word, const char **list)
     return 0;
 }
 
+/* A UCX_TLS word without its strict-name '\\' and ":aux" decorations. */
+static void uct_crypt_tl_base_name(const char *word, char *name, size_t max)
+{
+    ucs_strncpy_zero(name, word + (word[0] == '\\'), max);
+    name[strcspn(name, ":")] = '\0';
+}
+
 /* The inner tl names, comma separated, into `out`. */
 static void uct_crypt_inner_tls(char *out, size_t max)
 {
@@ -269,19 +276,22 @@ static void uct_crypt_inner_tls(char *out, size_t max)
     }
     for (word = strtok_r(copy, ",", &save); word != NULL;
          word = strtok_r(NULL, ",", &save)) {
-        word += (word[0] == '\\');          /* strict name */
-        word[strcspn(word, ":")] = '\0';    /* ":aux" */
-        if (uct_crypt_word_in(word, uct_crypt_not_inner_tls)) {
+        char name[64];
+        const char *tls;
+
+        uct_crypt_tl_base_name(word, name, sizeof(name));
+        if (uct_crypt_word_in(name, uct_crypt_not_inner_tls)) {
             continue;
         }
+        tls = name;
         for (i = 0; uct_crypt_tl_aliases[i].alias != NULL; ++i) {
-            if (!strcmp(word, uct_crypt_tl_aliases[i].alias)) {
-                word = (char*)uct_crypt_tl_aliases[i].tls;
+            if (!strcmp(name, uct_crypt_tl_aliases[i].alias)) {
+                tls = uct_crypt_tl_aliases[i].tls;
                 break;
             }
         }
         uct_crypt_strcat(out, ",", max);
-        uct_crypt_strcat(out, word, max);
+        uct_crypt_strcat(out, tls, max);
     }
     free(copy);
 }
@@ -705,8 +715,7 @@ static void uct_crypt_take_inner_from_ucx_tls(void)
          word = strtok_r(NULL, ",", &save)) {
         char name[64];
 
-        ucs_strncpy_zero(name, word + (word[0] == '\\'), sizeof(name));
-        name[strcspn(name, ":")] = '\0';
+        uct_crypt_tl_base_name(word, name, sizeof(name));
         has_crypt |= !strcmp(name, UCT_CRYPT_NAME);
         if (uct_crypt_word_in(name, uct_crypt_not_inner_tls)) {
             uct_crypt_strcat(keep, keep[0] ? "," : "", sizeof(keep));

@@ -51,35 +51,37 @@ next_port() { port_base=$((port_base + 1)); echo $port_base; }
 crypt_env=(env LD_PRELOAD="$plugin" UCX_TLS=crypt,tcp UCX_NET_DEVICES=lo
            UCX_CRYPT_KEY_FILE="$work/job.key" UCX_WARN_UNUSED_ENV_VARS=n)
 
-# ---- data integrity over crypt, loopback, two processes ---------------------
-test_ucp_sizes_verified() {
+# ---- data verified over crypt, loopback, two processes ----------------------
+# verified_pair NAME COUNTER_PATTERN [ENV...] -- CLIENT_ARGS...
+# Both sides get crypt_env plus ENV; passes if every byte came back and the
+# client's counters (UCX_CRYPT_STATS) match COUNTER_PATTERN.
+verified_pair() {
+    local name=$1 counter=$2 envs=()
+    shift 2
+    while [ "$1" != -- ]; do envs+=("$1"); shift; done
+    shift
     local port; port=$(next_port)
-    "${crypt_env[@]}" timeout 120 "$check" -l "$port" >"$work/s.log" 2>&1 &
+    "${crypt_env[@]}" "${envs[@]}" timeout 120 "$check" -l "$port" >"$work/s.log" 2>&1 &
     local srv=$!
-    if "${crypt_env[@]}" UCX_CRYPT_STATS=y timeout 120 "$check" -c 127.0.0.1 -p "$port" \
-           -s 0,1,7,8,1000,8124,8125,65536,1048577,4194304,67108864 -n 2 \
-           >"$work/c.log" 2>&1 && wait $srv && grep -q "DATA OK" "$work/c.log" &&
-       grep -q "records sealed [1-9]" "$work/c.log"; then
-        record ucp_tag_sizes_0_to_64MiB_verified_over_crypt pass
+    if "${crypt_env[@]}" "${envs[@]}" UCX_CRYPT_STATS=y timeout 120 "$check" \
+           -c 127.0.0.1 -p "$port" "$@" >"$work/c.log" 2>&1 && wait $srv &&
+       grep -q "DATA OK" "$work/c.log" && grep -q "$counter" "$work/c.log"; then
+        record "$name" pass
     else
-        record ucp_tag_sizes_0_to_64MiB_verified_over_crypt fail "$(tail -3 "$work/c.log" "$work/s.log")"
+        kill $srv 2>/dev/null; wait $srv 2>/dev/null
+        record "$name" fail "$(tail -3 "$work/c.log" "$work/s.log")"
     fi
 }
 
-# ---- key updates: both sides ratchet every 50 records, data stays intact ----
+test_ucp_sizes_verified() {
+    verified_pair ucp_tag_sizes_0_to_64MiB_verified_over_crypt "records sealed [1-9]" -- \
+        -s 0,1,7,8,1000,8124,8125,65536,1048577,4194304,67108864 -n 2
+}
+
+# key updates: both sides ratchet every 50 records, data stays intact
 test_key_update() {
-    local port; port=$(next_port)
-    "${crypt_env[@]}" UCX_CRYPT_REKEY_RECORDS=50 timeout 60 "$check" -l "$port" \
-        >"$work/s.log" 2>&1 &
-    local srv=$!
-    if "${crypt_env[@]}" UCX_CRYPT_REKEY_RECORDS=50 UCX_CRYPT_STATS=y timeout 60 "$check" \
-           -c 127.0.0.1 -p "$port" -s 8,1000,100000 -n 100 >"$work/c.log" 2>&1 &&
-       wait $srv && grep -q "DATA OK" "$work/c.log" &&
-       grep -q "key updates [1-9]" "$work/c.log"; then
-        record key_update_every_50_records_keeps_data_intact pass
-    else
-        record key_update_every_50_records_keeps_data_intact fail "$(tail -3 "$work/c.log")"
-    fi
+    verified_pair key_update_every_50_records_keeps_data_intact "key updates [1-9]" \
+        UCX_CRYPT_REKEY_RECORDS=50 -- -s 8,1000,100000 -n 100
 }
 
 # ---- ucx_perftest over crypt ------------------------------------------------
