@@ -4,7 +4,9 @@
 #   netns NS1 (ADDR1 on DEV1) <--- veth ---> netns NS2 (ADDR2 on DEV2)
 #
 # `on_host NS DEV cmd...` runs cmd inside NS, in fresh pid and ipc
-# namespaces (so UCX cannot use shared memory across "hosts"), with
+# namespaces (so UCX cannot use shared memory across "hosts") with their
+# own /proc (UCX looks itself up in /proc by pid: without --mount-proc it
+# finds the host's pid 11, and an MPI rank's endpoint to itself fails), with
 # UCX_NET_DEVICES=DEV. The caller removes the namespaces (netns_down).
 
 netns_up() { # NS1 NS2 DEV1 DEV2 ADDR1 ADDR2 (addresses without prefix)
@@ -27,5 +29,5 @@ netns_down() { # NS...
 on_host() { # NS DEV command...
     local ns=$1 dev=$2
     shift 2
-    ip netns exec "$ns" unshare --pid --ipc --fork env UCX_NET_DEVICES="$dev" "$@"
+    ip netns exec "$ns" unshare --pid --ipc --fork --mount-proc env UCX_NET_DEVICES="$dev" "$@"
 }

@@ -122,6 +122,8 @@ typedef struct uct_crypt_ep {
     uint8_t                   peer_public[KEYEX_PUBLIC_KEY_LEN];
     int                       peer_known;     /* connect-to-ep: after connect */
     int                       failed;
+    uct_crypt_fail_reason_t   fail_reason;    /* why, once failed */
+    uint64_t                  fail_flow_id;   /* the peer's flow that failed */
     uct_crypt_tx_flow_t       tx;
 } uct_crypt_ep_t;
 

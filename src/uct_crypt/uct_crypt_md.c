@@ -12,6 +12,7 @@
 #include "uct_crypt.h"
 
 #include <ucp/api/ucp.h>
+#include <ucs/datastruct/string_buffer.h>
 #include <ucs/sys/string.h>
 #include <openssl/crypto.h>
 #include <dlfcn.h>
@@ -147,20 +148,28 @@ const char *uct_crypt_fail_reason_name(uct_crypt_fail_reason_t reason)
 
 static void uct_crypt_stats_print(void)
 {
+    UCS_STRING_BUFFER_ONSTACK(line, 512);
     uct_crypt_stats_t s;
     int i;
 
     uct_crypt_stats_read(&s);
-    fprintf(stderr, "[ucx-crypt pid %d] records sealed %" PRIu64 " (%" PRIu64
-            " bytes), opened %" PRIu64 " (%" PRIu64 " bytes), key updates %"
-            PRIu64, getpid(), s.records_sealed, s.bytes_sealed,
-            s.records_opened, s.bytes_opened, s.rekeys);
+    ucs_string_buffer_appendf(&line, "[ucx-crypt pid %d] records sealed %"
+                              PRIu64 " (%" PRIu64 " bytes), opened %" PRIu64
+                              " (%" PRIu64 " bytes), key updates %" PRIu64,
+                              getpid(), s.records_sealed, s.bytes_sealed,
+                              s.records_opened, s.bytes_opened, s.rekeys);
     for (i = 0; i < UCT_CRYPT_FAIL_LAST; ++i) {
-        fprintf(stderr, ", %s %" PRIu64,
-                uct_crypt_fail_reason_name((uct_crypt_fail_reason_t)i),
-                s.failures[i]);
+        ucs_string_buffer_appendf(&line, ", %s %" PRIu64,
+                                  uct_crypt_fail_reason_name(
+                                          (uct_crypt_fail_reason_t)i),
+                                  s.failures[i]);
     }
-    fprintf(stderr, "\n");
+    ucs_string_buffer_appendf(&line, "\n");
+    /* one write: ranks of one job share stderr, lines must not interleave */
+    if (write(STDERR_FILENO, ucs_string_buffer_cstr(&line),
+              ucs_string_buffer_length(&line)) < 0) {
+        /* nothing sensible left to do at exit */
+    }
 }
 
 /* ---- process-wide init: job secret, backend ------------------------------ */

@@ -168,6 +168,10 @@ static unsigned uct_crypt_fail_eps_progress(void *arg)
 {
     uct_crypt_iface_t *iface = arg;
     unsigned count = 0;
+    uct_crypt_fail_reason_t reason;
+    uint8_t peer_public[KEYEX_PUBLIC_KEY_LEN];
+    uint64_t flow_id;
+    ucs_status_t status;
     uct_crypt_ep_t *ep;
 
     iface->fail_pending = 0;
@@ -177,8 +181,24 @@ restart:
         if (ep->failed == 1) {
             ep->failed = 2; /* reported */
             ++count;
-            uct_iface_handle_ep_err(&iface->super.super, &ep->super.super,
-                                    UCS_ERR_CONNECTION_RESET);
+            reason  = ep->fail_reason;
+            flow_id = ep->fail_flow_id;
+            memcpy(peer_public, ep->peer_public, sizeof(peer_public));
+            status  = uct_iface_handle_ep_err(&iface->super.super,
+                                              &ep->super.super,
+                                              UCS_ERR_CONNECTION_RESET);
+            if (status != UCS_OK) {
+                /* Nobody above handles endpoint errors (UCP error mode
+                 * "none", Open MPI's default): abort, as UCX's own rc and
+                 * cma transports do (uct_base_iface_failure_log_level),
+                 * rather than let the job wait forever for the data that
+                 * was dropped. */
+                ucs_fatal("crypt: endpoint to " uct_crypt_log_peer_fmt
+                          " failed (%s) and no error handler took it: "
+                          "aborting", uct_crypt_log_peer_arg(peer_public,
+                                                             flow_id),
+                          uct_crypt_fail_reason_name(reason));
+            }
             /* UCP may have destroyed eps from its error handler: walk the
              * list again from its head, never touching `ep` after the call */
             goto restart;
@@ -224,7 +244,9 @@ static ucs_status_t uct_crypt_record_reject(uct_crypt_iface_t *iface,
             if (ep->peer_known && !ep->failed &&
                 !CRYPTO_memcmp(ep->peer_public, peer_public,
                                KEYEX_PUBLIC_KEY_LEN)) {
-                ep->failed = 1;
+                ep->failed      = 1;
+                ep->fail_reason = reason;
+                ep->fail_flow_id = flow_id;
                 ++failed_eps;
             }
         }
