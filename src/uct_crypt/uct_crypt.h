@@ -24,8 +24,6 @@ typedef struct uct_crypt_global_config {
     char                  *backend;
     int                   stats;
     unsigned long         rekey_records;  /* 0: keyex default */
-    char                  *fault;         /* test-only fault injection */
-    unsigned long         fault_after;
 } uct_crypt_global_config_t;
 
 typedef struct uct_crypt_md_config {
@@ -33,8 +31,12 @@ typedef struct uct_crypt_md_config {
     uct_crypt_global_config_t global;
 } uct_crypt_md_config_t;
 
+/* Per iface (UCX_CRYPT_* too): only the test-only fault hook, per iface so
+ * that one process can hold a tampering and an honest iface (UCT tests). */
 typedef struct uct_crypt_iface_config {
     uct_iface_config_t super;
+    char               *fault;
+    unsigned long      fault_after;
 } uct_crypt_iface_config_t;
 
 /* A crypt md wraps one (inner md, inner tl) pair. */
@@ -185,7 +187,8 @@ void uct_crypt_rx_flows_cleanup(uct_crypt_iface_t *iface);
  * if the caller must not send `record` (it is held or dropped). */
 int uct_crypt_fault_apply(uct_crypt_iface_t *iface, uct_crypt_ep_t *ep,
                           uint8_t am_id, uint8_t *record, size_t *length);
-void uct_crypt_fault_init(uct_crypt_iface_t *iface);
+void uct_crypt_fault_init(uct_crypt_iface_t *iface,
+                          const uct_crypt_iface_config_t *config);
 
 #define uct_crypt_log_peer_fmt "peer %02x%02x%02x%02x flow 0x%016" PRIx64
 #define uct_crypt_log_peer_arg(_pub, _flow) \

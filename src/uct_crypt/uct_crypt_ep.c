@@ -131,8 +131,13 @@ ucs_status_t uct_crypt_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t header,
     if (status != UCS_OK) {
         return status;
     }
-    UCT_CHECK_LENGTH(hdr_len + payload_len + CRYPT_AEAD_TAG_LEN, 0,
-                     iface->scratch_len, "am_short");
+    UCT_CHECK_LENGTH(payload_len, 0, iface->inner_attr.cap.am.max_short -
+                     CRYPT_RECORD_OVERHEAD_MAX, "am_short");
+    /* memory safety does not depend on UCX's ENABLE_PARAMS_CHECK */
+    if (ucs_unlikely(hdr_len + payload_len + CRYPT_AEAD_TAG_LEN >
+                     iface->scratch_len)) {
+        return UCS_ERR_INVALID_PARAM;
+    }
 
     memcpy(record + hdr_len, &header, sizeof(header));
     memcpy(record + hdr_len + sizeof(header), payload, length);

@@ -11,6 +11,16 @@ static ucs_config_field_t uct_crypt_iface_config_table[] = {
     {"", "", NULL, ucs_offsetof(uct_crypt_iface_config_t, super),
      UCS_CONFIG_TYPE_TABLE(uct_iface_config_table)},
 
+    {"FAULT", "none",
+     "TESTING ONLY: tamper with this process's own outgoing records to check\n"
+     "that peers detect it: none, flip_header, flip_ciphertext, flip_tag,\n"
+     "truncate, replay, reorder, drop, inject.",
+     ucs_offsetof(uct_crypt_iface_config_t, fault), UCS_CONFIG_TYPE_STRING},
+
+    {"FAULT_AFTER", "100",
+     "TESTING ONLY: number of records sent intact before UCX_CRYPT_FAULT applies.",
+     ucs_offsetof(uct_crypt_iface_config_t, fault_after), UCS_CONFIG_TYPE_ULONG},
+
     {NULL}
 };
 
@@ -226,7 +236,8 @@ static UCS_CLASS_INIT_FUNC(uct_crypt_iface_t, uct_md_h tl_md, uct_worker_h worke
             crypt_aead_backend_from_name(uct_crypt_global.backend));
     self->key_len = uct_crypt_global.key_bits / 8;
     self->fail_cb_id = UCS_CALLBACKQ_ID_NULL;
-    uct_crypt_fault_init(self);
+    uct_crypt_fault_init(self, ucs_derived_of(tl_config,
+                                              uct_crypt_iface_config_t));
 
     /* a fresh key pair per iface: forward secrecy for the process lifetime */
     if (keyex_keypair_generate(&self->keypair) != KEYEX_OK) {

@@ -94,16 +94,6 @@ static ucs_config_field_t uct_crypt_global_config_table[] = {
      "src/keyex/keyex.h, 2^31). Lower values are for testing key updates.",
      ucs_offsetof(uct_crypt_global_config_t, rekey_records), UCS_CONFIG_TYPE_ULONG},
 
-    {"FAULT", "none",
-     "TESTING ONLY: tamper with this process's own outgoing records to check\n"
-     "that peers detect it: none, flip_header, flip_ciphertext, flip_tag,\n"
-     "truncate, replay, reorder, drop, inject.",
-     ucs_offsetof(uct_crypt_global_config_t, fault), UCS_CONFIG_TYPE_STRING},
-
-    {"FAULT_AFTER", "100",
-     "TESTING ONLY: number of records sent intact before UCX_CRYPT_FAULT applies.",
-     ucs_offsetof(uct_crypt_global_config_t, fault_after), UCS_CONFIG_TYPE_ULONG},
-
     {NULL}
 };
 

@@ -466,7 +466,8 @@ ucs_status_t uct_crypt_record_am_handler(void *arg, void *data, size_t length,
 
 /* ---- fault injection (tests) -------------------------------------------- */
 
-void uct_crypt_fault_init(uct_crypt_iface_t *iface)
+void uct_crypt_fault_init(uct_crypt_iface_t *iface,
+                          const uct_crypt_iface_config_t *config)
 {
     static const char *names[] = {
         [UCT_CRYPT_FAULT_NONE]            = "none",
@@ -482,15 +483,15 @@ void uct_crypt_fault_init(uct_crypt_iface_t *iface)
     int i;
 
     iface->fault       = UCT_CRYPT_FAULT_NONE;
-    iface->fault_after = uct_crypt_global.fault_after;
+    iface->fault_after = config->fault_after;
     for (i = 0; i < UCT_CRYPT_FAULT_LAST; ++i) {
-        if (!strcmp(uct_crypt_global.fault, names[i])) {
+        if (!strcmp(config->fault, names[i])) {
             iface->fault = (uct_crypt_fault_t)i;
         }
     }
     if (iface->fault != UCT_CRYPT_FAULT_NONE) {
         ucs_warn("crypt: TESTING: will '%s' outgoing record %lu",
-                 uct_crypt_global.fault, iface->fault_after);
+                 config->fault, iface->fault_after);
     }
 }
 
