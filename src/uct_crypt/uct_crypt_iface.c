@@ -198,6 +198,34 @@ ucs_status_t uct_crypt_iface_inner_err(void *arg, uct_ep_h inner_ep,
     return status;
 }
 
+/* Inner settings that suit records better than the inner's own defaults,
+ * applied unless the user set the variable. tcp sends every AM with its own
+ * system calls and caps AMs at TX_SEG_SIZE (8 KiB): each record then pays a
+ * syscall and a record header per 8 KiB. 64 KiB records measured 890 ->
+ * 1708 MB/s for 4 MiB tag_bw over loopback (src/uct_crypt/README.md). */
+static const struct {
+    const char *tl, *env, *field, *value;
+} uct_crypt_inner_defaults[] = {
+    {"tcp", "UCX_TCP_TX_SEG_SIZE", "TX_SEG_SIZE", "64k"},
+};
+
+static void uct_crypt_iface_tune_inner(const char *inner_tl,
+                                       uct_iface_config_t *inner_config)
+{
+    unsigned i;
+
+    for (i = 0; i < ucs_static_array_size(uct_crypt_inner_defaults); ++i) {
+        if (!strcmp(inner_tl, uct_crypt_inner_defaults[i].tl) &&
+            (getenv(uct_crypt_inner_defaults[i].env) == NULL) &&
+            (uct_config_modify(inner_config, uct_crypt_inner_defaults[i].field,
+                               uct_crypt_inner_defaults[i].value) != UCS_OK)) {
+            ucs_debug("crypt: cannot set %s=%s on inner %s",
+                      uct_crypt_inner_defaults[i].field,
+                      uct_crypt_inner_defaults[i].value, inner_tl);
+        }
+    }
+}
+
 static UCS_CLASS_INIT_FUNC(uct_crypt_iface_t, uct_md_h tl_md, uct_worker_h worker,
                            const uct_iface_params_t *params,
                            const uct_iface_config_t *tl_config)
@@ -251,6 +279,7 @@ static UCS_CLASS_INIT_FUNC(uct_crypt_iface_t, uct_md_h tl_md, uct_worker_h worke
     if (status != UCS_OK) {
         goto err_keypair;
     }
+    uct_crypt_iface_tune_inner(md->inner_tl, inner_config);
 
     inner_params = *params;
     inner_params.mode.device.tl_name = md->inner_tl;
