@@ -45,13 +45,20 @@ enum {
     CRYPT_RECORD_OVERHEAD_MAX = CRYPT_RECORD_HDR_LEN + CRYPT_HELLO_EXTRA_LEN +
                                 CRYPT_AEAD_TAG_LEN,
 
-    CRYPT_IFACE_ADDR_FLAG_JOB_SECRET = 1  /* the sender uses a job secret */
+    CRYPT_IFACE_ADDR_FLAG_JOB_SECRET = 1, /* the sender uses a job secret */
+
+    /* record header flags */
+    CRYPT_RECORD_FLAG_CONTROL = 1, /* payload is for crypt, not for UCP */
+
+    /* control record kinds (first payload byte) */
+    CRYPT_CONTROL_SEGMENT = 1,     /* a bulk segment was put: open it */
+    CRYPT_CONTROL_ACK     = 2      /* a bulk put was opened in full */
 };
 
 typedef struct crypt_record_hdr {
     uint8_t  type;
     uint8_t  key_generation; /* low 8 bits of the flow's key generation */
-    uint16_t reserved;       /* zero */
+    uint16_t flags;          /* CRYPT_RECORD_FLAG_*, others must be zero */
     uint64_t flow_id;
     uint64_t sequence;
 } __attribute__((packed)) crypt_record_hdr_t;
@@ -76,6 +83,46 @@ typedef struct crypt_ep_addr {
     uint8_t public_key[KEYEX_PUBLIC_KEY_LEN];
     /* inner ep address follows */
 } __attribute__((packed)) crypt_ep_addr_t;
+
+/*
+ * Bulk put (the bulk engine, uct_crypt_bulk.c). The initiator seals segment
+ * i of put P into a bounce buffer, puts the ciphertext with the inner
+ * transport to where the plaintext belongs, then sends a SEGMENT control
+ * record (sealed and sequenced like every record) with the segment's
+ * place and tag. The target opens the segment in place; after the last
+ * one it returns an ACK, and only then does the initiator complete the put.
+ *
+ * Segment AEAD: key = the flow's bulk key (purpose "bulk", separate from
+ * the record key), nonce = STREAM nonce with prefix = put id (7 low bytes,
+ * little endian), segment index and last flag (src/aead/aead.h), AAD =
+ * crypt_bulk_aad_t. The index and flag stop reordering, dropping and
+ * truncation inside a put; the put id in the nonce and AAD stops splicing
+ * between puts; the address and length in the AAD stop moving a segment.
+ */
+typedef struct crypt_bulk_segment {
+    uint8_t  kind;           /* CRYPT_CONTROL_SEGMENT */
+    uint8_t  last;           /* 1 on the put's last segment */
+    uint16_t generation;     /* bulk key generation (updates between puts) */
+    uint32_t index;          /* segment index within the put */
+    uint64_t put_id;         /* per sending flow, from 0, no gaps */
+    uint64_t address;        /* target virtual address of this segment */
+    uint64_t length;         /* bytes of this segment */
+    uint8_t  tag[CRYPT_AEAD_TAG_LEN];
+} __attribute__((packed)) crypt_bulk_segment_t;
+
+typedef struct crypt_bulk_ack {
+    uint8_t  kind;           /* CRYPT_CONTROL_ACK */
+    uint8_t  reserved[7];
+    uint64_t flow_id;        /* the initiator's (sending) flow */
+    uint64_t put_id;
+} __attribute__((packed)) crypt_bulk_ack_t;
+
+typedef struct crypt_bulk_aad {
+    uint64_t flow_id;
+    uint64_t put_id;
+    uint64_t address;
+    uint64_t length;
+} __attribute__((packed)) crypt_bulk_aad_t;
 
 _Static_assert(sizeof(crypt_record_hdr_t) == CRYPT_RECORD_HDR_LEN,
                "record header layout");

@@ -37,6 +37,14 @@ typedef struct uct_crypt_iface_config {
     uct_iface_config_t super;
     char               *fault;
     unsigned long      fault_after;
+    /* the bulk engine (uct_crypt_bulk.c) */
+    int                bulk;            /* advertise encrypted put_zcopy */
+    char               *bulk_mode;      /* pipelined | naive */
+    size_t             bulk_segment;    /* bytes per segment (auto: profile) */
+    unsigned long      bulk_threads;    /* auto: profile, else min(T0-T1, 2) */
+    unsigned           bulk_depth;      /* bounce segments per iface */
+    unsigned           bulk_max_outstanding; /* above: seal inline (k=1) */
+    char               *profile;        /* calibration file, "" = none */
 } uct_crypt_iface_config_t;
 
 /* A crypt md wraps one (inner md, inner tl) pair. */
@@ -45,7 +53,19 @@ typedef struct uct_crypt_md {
     uct_component_h   inner_component;
     uct_md_h          inner_md;
     char              inner_tl[UCT_TL_NAME_MAX];
+    int               inner_reg;      /* the inner md registers memory */
 } uct_crypt_md_t;
+
+/* Memory handle: the inner md's handle for the same region. */
+typedef struct uct_crypt_memh {
+    uct_mem_h         inner;
+} uct_crypt_memh_t;
+
+/* Remote key: the inner component's key (rkey buffer = name || inner). */
+typedef struct uct_crypt_rkey {
+    uct_component_h   component;
+    uct_rkey_bundle_t inner;
+} uct_crypt_rkey_t;
 
 /* Fault injection, for the tamper tests (sender side only). */
 typedef enum {
@@ -58,6 +78,14 @@ typedef enum {
     UCT_CRYPT_FAULT_REORDER,
     UCT_CRYPT_FAULT_DROP,
     UCT_CRYPT_FAULT_INJECT,
+    /* on one bulk segment (UCX_CRYPT_FAULT_AFTER counts segments) */
+    UCT_CRYPT_FAULT_BULK_FLIP_CIPHERTEXT, /* a bit of the ciphertext put */
+    UCT_CRYPT_FAULT_BULK_FLIP_TAG,        /* a bit of the announced tag */
+    UCT_CRYPT_FAULT_BULK_DROP,            /* never announce the segment */
+    UCT_CRYPT_FAULT_BULK_REORDER,         /* announce it under the next index */
+    UCT_CRYPT_FAULT_BULK_TRUNCATE,        /* announce a last segment as not last */
+    UCT_CRYPT_FAULT_BULK_MOVE,            /* announce it 64 bytes further on */
+    UCT_CRYPT_FAULT_BULK_SPLICE,          /* announce it as part of another put */
     UCT_CRYPT_FAULT_LAST
 } uct_crypt_fault_t;
 
@@ -80,11 +108,23 @@ typedef struct uct_crypt_rx_flow {
     uint8_t              peer_public[KEYEX_PUBLIC_KEY_LEN];
     keyex_traffic_keys_t *keys;
     crypt_aead_key_t     aead;
+    /* bulk puts received on this flow (derived on first use) */
+    keyex_traffic_keys_t *bulk_keys;
+    crypt_aead_key_t     bulk_aead;
+    uint64_t             bulk_next_put;
+    uint32_t             bulk_next_segment;
 } uct_crypt_rx_flow_t;
 
 KHASH_MAP_INIT_INT64(uct_crypt_rx_flows, uct_crypt_rx_flow_t*);
 
 typedef struct uct_crypt_iface uct_crypt_iface_t;
+typedef struct uct_crypt_ep uct_crypt_ep_t;
+typedef struct uct_crypt_bulk uct_crypt_bulk_t;
+typedef struct uct_crypt_bulk_tx uct_crypt_bulk_tx_t;
+
+/* inner AM id that carries crypt's own control records: any id works (all
+ * are ours on the inner), the authenticated header flag tells them apart */
+#define UCT_CRYPT_CONTROL_AM_ID 0
 
 typedef struct uct_crypt_am_ctx {
     uct_crypt_iface_t *iface;
@@ -112,12 +152,14 @@ struct uct_crypt_iface {
     uct_crypt_fault_t         fault;
     unsigned long             fault_after;
     unsigned long             records_sent;
+    unsigned long             bulk_segments_sent;
     uint8_t                   *held_record;   /* replay/reorder */
     size_t                    held_length;
     uint8_t                   held_am_id;
+    uct_crypt_bulk_t          *bulk;          /* NULL: no encrypted put */
 };
 
-typedef struct uct_crypt_ep {
+struct uct_crypt_ep {
     uct_base_ep_t             super;
     uct_ep_h                  inner;
     ucs_list_link_t           list;
@@ -127,7 +169,8 @@ typedef struct uct_crypt_ep {
     uct_crypt_fail_reason_t   fail_reason;    /* why, once failed */
     uint64_t                  fail_flow_id;   /* the peer's flow that failed */
     uct_crypt_tx_flow_t       tx;
-} uct_crypt_ep_t;
+    uct_crypt_bulk_tx_t       *bulk;          /* puts of this ep, lazily */
+};
 
 extern uct_component_t uct_crypt_component;
 extern uct_tl_t uct_crypt_tl;
@@ -164,6 +207,36 @@ ucs_status_t uct_crypt_ep_get_address(uct_ep_h tl_ep, uct_ep_addr_t *addr);
 ucs_status_t uct_crypt_ep_connect_to_ep(uct_ep_h tl_ep,
                                         const uct_device_addr_t *dev_addr,
                                         const uct_ep_addr_t *ep_addr);
+ucs_status_t uct_crypt_ep_send_control(uct_crypt_ep_t *ep, const void *payload,
+                                       unsigned length);
+
+/* bulk engine (uct_crypt_bulk.c) */
+ucs_status_t uct_crypt_bulk_init(uct_crypt_iface_t *iface,
+                                 const uct_crypt_iface_config_t *config);
+void uct_crypt_bulk_cleanup(uct_crypt_iface_t *iface);
+void uct_crypt_bulk_iface_attr(uct_crypt_iface_t *iface, uct_iface_attr_t *attr);
+ucs_status_t uct_crypt_ep_put_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
+                                    size_t iovcnt, uint64_t remote_addr,
+                                    uct_rkey_t rkey, uct_completion_t *comp);
+/* UCS_OK: no put outstanding, flush the inner; else INPROGRESS (comp kept) */
+ucs_status_t uct_crypt_bulk_ep_flush(uct_crypt_ep_t *ep, unsigned flags,
+                                     uct_completion_t *comp);
+int uct_crypt_bulk_iface_busy(uct_crypt_iface_t *iface);
+/* ep going away or failed: wait for its jobs, complete its puts with status */
+void uct_crypt_bulk_ep_cancel(uct_crypt_ep_t *ep, ucs_status_t status);
+void uct_crypt_bulk_control(uct_crypt_iface_t *iface, uct_crypt_rx_flow_t *flow,
+                            uint8_t am_id, uint8_t *payload, size_t length);
+void uct_crypt_bulk_rx_flow_cleanup(uct_crypt_rx_flow_t *flow);
+ucs_status_t uct_crypt_bulk_keys(uct_crypt_iface_t *iface,
+                                 const uint8_t sender[KEYEX_PUBLIC_KEY_LEN],
+                                 const uint8_t receiver[KEYEX_PUBLIC_KEY_LEN],
+                                 const uint8_t peer[KEYEX_PUBLIC_KEY_LEN],
+                                 uint64_t flow_id, keyex_traffic_keys_t **keys_p);
+ucs_status_t uct_crypt_record_reject(uct_crypt_iface_t *iface,
+                                     uct_crypt_rx_flow_t *flow,
+                                     const uint8_t *peer_public,
+                                     uint64_t flow_id, uint8_t am_id,
+                                     uct_crypt_fail_reason_t reason);
 
 /* record layer */
 ucs_status_t uct_crypt_tx_flow_init(uct_crypt_iface_t *iface,
@@ -175,7 +248,8 @@ size_t uct_crypt_record_header_len(const uct_crypt_tx_flow_t *tx);
  * in front and the tag behind, under the flow's next sequence number;
  * returns the record length or a negative status. */
 ssize_t uct_crypt_record_seal(uct_crypt_iface_t *iface, uct_crypt_tx_flow_t *tx,
-                              uint8_t am_id, uint8_t *record, size_t payload_len);
+                              uint8_t am_id, uint16_t flags, uint8_t *record,
+                              size_t payload_len);
 /* The inner transport took the record: consume its sequence number, count
  * it, and update the key when its usage limit is near. */
 void uct_crypt_record_commit(uct_crypt_iface_t *iface, uct_crypt_tx_flow_t *tx,

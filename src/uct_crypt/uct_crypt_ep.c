@@ -22,6 +22,7 @@ static UCS_CLASS_INIT_FUNC(uct_crypt_ep_t, const uct_ep_params_t *params)
     self->peer_known = 0;
     self->failed     = 0;
     self->inner      = NULL;
+    self->bulk       = NULL;
 
     inner_params       = *params;
     inner_params.iface = iface->inner;
@@ -57,6 +58,8 @@ static UCS_CLASS_CLEANUP_FUNC(uct_crypt_ep_t)
 {
     ucs_list_del(&self->list);
     uct_ep_destroy(self->inner);
+    /* after the inner: no put completion can reach a freed segment */
+    uct_crypt_bulk_ep_cancel(self, UCS_ERR_CANCELED);
     uct_crypt_tx_flow_cleanup(&self->tx);
 }
 
@@ -141,7 +144,8 @@ ucs_status_t uct_crypt_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t header,
 
     memcpy(record + hdr_len, &header, sizeof(header));
     memcpy(record + hdr_len + sizeof(header), payload, length);
-    record_len = uct_crypt_record_seal(iface, &ep->tx, id, record, payload_len);
+    record_len = uct_crypt_record_seal(iface, &ep->tx, id, 0, record,
+                                       payload_len);
     if (record_len < 0) {
         return (ucs_status_t)record_len;
     }
@@ -166,6 +170,7 @@ typedef struct {
     uct_crypt_iface_t   *iface;
     uct_crypt_ep_t      *ep;
     uint8_t             am_id;
+    uint16_t            record_flags;  /* CRYPT_RECORD_FLAG_* */
     /* where the plaintext comes from: a UCP pack callback or an iov */
     uct_pack_callback_t pack_cb;
     void                *pack_arg;
@@ -197,7 +202,7 @@ static size_t uct_crypt_bcopy_pack(void *dest, void *arg)
     }
 
     record_len = uct_crypt_record_seal(ctx->iface, &ctx->ep->tx, ctx->am_id,
-                                       dest, ctx->payload_len);
+                                       ctx->record_flags, dest, ctx->payload_len);
     ucs_assert_always(record_len > 0);
     uct_crypt_record_commit(ctx->iface, &ctx->ep->tx, ctx->payload_len);
 
@@ -251,6 +256,27 @@ ucs_status_t uct_crypt_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id, const void *heade
         .header_length = header_length,
         .iov           = iov,
         .iovcnt        = iovcnt
+    };
+    ssize_t packed = uct_crypt_ep_bcopy(&ctx);
+
+    return (packed < 0) ? (ucs_status_t)packed : UCS_OK;
+}
+
+/* A control record for crypt itself (bulk segments and acknowledgements):
+ * sealed and sequenced in the same flow as UCP's AMs, flagged in the
+ * authenticated header so the peer never hands it to UCP. */
+ucs_status_t uct_crypt_ep_send_control(uct_crypt_ep_t *ep, const void *payload,
+                                       unsigned length)
+{
+    uct_crypt_bcopy_ctx_t ctx = {
+        .iface         = ucs_derived_of(ep->super.super.iface, uct_crypt_iface_t),
+        .ep            = ep,
+        .am_id         = UCT_CRYPT_CONTROL_AM_ID,
+        .record_flags  = CRYPT_RECORD_FLAG_CONTROL,
+        .header        = payload,
+        .header_length = length,
+        .iov           = NULL,
+        .iovcnt        = 0
     };
     ssize_t packed = uct_crypt_ep_bcopy(&ctx);
 

@@ -14,12 +14,52 @@ static ucs_config_field_t uct_crypt_iface_config_table[] = {
     {"FAULT", "none",
      "TESTING ONLY: tamper with this process's own outgoing records to check\n"
      "that peers detect it: none, flip_header, flip_ciphertext, flip_tag,\n"
-     "truncate, replay, reorder, drop, inject.",
+     "truncate, replay, reorder, drop, inject (am_short records); bulk_flip_ciphertext,\n"
+     "bulk_flip_tag, bulk_drop, bulk_reorder, bulk_truncate, bulk_move,\n"
+     "bulk_splice (bulk segments).",
      ucs_offsetof(uct_crypt_iface_config_t, fault), UCS_CONFIG_TYPE_STRING},
 
     {"FAULT_AFTER", "100",
-     "TESTING ONLY: number of records sent intact before UCX_CRYPT_FAULT applies.",
+     "TESTING ONLY: number of records (bulk faults: segments) sent intact\n"
+     "before UCX_CRYPT_FAULT applies.",
      ucs_offsetof(uct_crypt_iface_config_t, fault_after), UCS_CONFIG_TYPE_ULONG},
+
+    {"BULK", "y",
+     "Offer encrypted put_zcopy (the bulk engine), which gives UCP its RMA\n"
+     "rendezvous back: segments sealed in parallel, put by the inner transport,\n"
+     "opened in place by the target. With 'n' large messages go as AM fragments.",
+     ucs_offsetof(uct_crypt_iface_config_t, bulk), UCS_CONFIG_TYPE_BOOL},
+
+    {"BULK_MODE", "pipelined",
+     "pipelined: segments sealed by the worker pool and sent as each is ready.\n"
+     "naive: the whole put sealed by one thread, then sent, then opened (the\n"
+     "CryptMPI paper's baseline, for benchmarks).",
+     ucs_offsetof(uct_crypt_iface_config_t, bulk_mode), UCS_CONFIG_TYPE_STRING},
+
+    {"BULK_SEGMENT", "auto",
+     "Bytes per bulk segment. auto: from UCX_CRYPT_PROFILE, else 256k.",
+     ucs_offsetof(uct_crypt_iface_config_t, bulk_segment), UCS_CONFIG_TYPE_MEMUNITS},
+
+    {"BULK_THREADS", "auto",
+     "Crypto worker threads per iface. auto: from UCX_CRYPT_PROFILE, else 2,\n"
+     "in both cases capped by the PUs the node has left (CryptMPI's\n"
+     "min(T0 - T1, t)); a number is taken as is.",
+     ucs_offsetof(uct_crypt_iface_config_t, bulk_threads), UCS_CONFIG_TYPE_ULUNITS},
+
+    {"BULK_DEPTH", "16",
+     "Bounce segments per iface, registered with the inner md once; puts wait\n"
+     "(never fail) when all are in flight.",
+     ucs_offsetof(uct_crypt_iface_config_t, bulk_depth), UCS_CONFIG_TYPE_UINT},
+
+    {"BULK_MAX_OUTSTANDING", "8",
+     "Puts in flight on an iface above which a new put is sealed by the\n"
+     "progress thread instead of the pool (CryptMPI's k = 1 rule).",
+     ucs_offsetof(uct_crypt_iface_config_t, bulk_max_outstanding), UCS_CONFIG_TYPE_UINT},
+
+    {"PROFILE", "",
+     "Calibration profile written by test/perf/crypt_calibrate (segment size,\n"
+     "threads, model parameters). Empty: built-in defaults.",
+     ucs_offsetof(uct_crypt_iface_config_t, profile), UCS_CONFIG_TYPE_STRING},
 
     {NULL}
 };
@@ -87,6 +127,7 @@ static ucs_status_t uct_crypt_iface_query(uct_iface_h tl_iface,
                            sizeof(crypt_ep_addr_t) + iface->inner_ep_addr_len : 0;
     /* sealing and opening cost about 2x 50 ns per small record here */
     attr->overhead      += 100e-9;
+    uct_crypt_bulk_iface_attr(iface, attr);
     return UCS_OK;
 }
 
@@ -142,8 +183,13 @@ static int uct_crypt_iface_is_reachable(const uct_iface_h tl_iface,
 static ucs_status_t uct_crypt_iface_flush(uct_iface_h tl_iface, unsigned flags,
                                           uct_completion_t *comp)
 {
-    return uct_iface_flush(ucs_derived_of(tl_iface, uct_crypt_iface_t)->inner,
-                           flags, comp);
+    uct_crypt_iface_t *iface = ucs_derived_of(tl_iface, uct_crypt_iface_t);
+
+    if (uct_crypt_bulk_iface_busy(iface)) {
+        /* like tcp: no completion for an iface flush, poll instead */
+        return (comp == NULL) ? UCS_INPROGRESS : UCS_ERR_UNSUPPORTED;
+    }
+    return uct_iface_flush(iface->inner, flags, comp);
 }
 
 static ucs_status_t uct_crypt_iface_fence(uct_iface_h tl_iface, unsigned flags)
@@ -257,6 +303,7 @@ static UCS_CLASS_INIT_FUNC(uct_crypt_iface_t, uct_md_h tl_md, uct_worker_h worke
     self->held_record  = NULL;
     self->held_length  = 0;
     self->records_sent = 0;
+    self->bulk_segments_sent = 0;
     self->fail_pending = 0;
     ucs_list_head_init(&self->eps);
     kh_init_inplace(uct_crypt_rx_flows, &self->rx_flows);
@@ -350,6 +397,12 @@ static UCS_CLASS_INIT_FUNC(uct_crypt_iface_t, uct_md_h tl_md, uct_worker_h worke
         }
     }
 
+    status = uct_crypt_bulk_init(self, ucs_derived_of(tl_config,
+                                                      uct_crypt_iface_config_t));
+    if (status != UCS_OK) {
+        goto err_scratch;
+    }
+
     ucs_debug("crypt: iface %p over %s/%s, AES-%u-GCM on %s", self,
               md->inner_tl, params->mode.device.dev_name, self->key_len * 8,
               crypt_aead_backend_name(self->backend));
@@ -369,6 +422,7 @@ static UCS_CLASS_CLEANUP_FUNC(uct_crypt_iface_t)
 {
     uct_worker_progress_unregister_safe(&self->super.worker->super,
                                         &self->fail_cb_id);
+    uct_crypt_bulk_cleanup(self);
     uct_iface_close(self->inner);
     uct_crypt_rx_flows_cleanup(self);
     kh_destroy_inplace(uct_crypt_rx_flows, &self->rx_flows);
@@ -402,6 +456,14 @@ static void uct_crypt_ep_pending_purge(uct_ep_h tl_ep,
 static ucs_status_t uct_crypt_ep_flush(uct_ep_h tl_ep, unsigned flags,
                                        uct_completion_t *comp)
 {
+    /* bulk puts first (they complete when the target acknowledges), then
+     * whatever the inner still holds */
+    ucs_status_t status = uct_crypt_bulk_ep_flush(
+            ucs_derived_of(tl_ep, uct_crypt_ep_t), flags, comp);
+
+    if (status != UCS_OK) {
+        return status;
+    }
     return uct_ep_flush(UCT_CRYPT_INNER_EP(tl_ep), flags, comp);
 }
 
@@ -421,6 +483,7 @@ static uct_iface_ops_t uct_crypt_iface_ops = {
     .ep_am_short_iov          = uct_base_ep_am_short_iov,
     .ep_am_bcopy              = uct_crypt_ep_am_bcopy,
     .ep_am_zcopy              = uct_crypt_ep_am_zcopy,
+    .ep_put_zcopy             = uct_crypt_ep_put_zcopy,
     .ep_pending_add           = uct_crypt_ep_pending_add,
     .ep_pending_purge         = uct_crypt_ep_pending_purge,
     .ep_flush                 = uct_crypt_ep_flush,

@@ -131,7 +131,8 @@ const char *uct_crypt_fail_reason_name(uct_crypt_fail_reason_t reason)
         [UCT_CRYPT_FAIL_UNKNOWN_FLOW] = "record of an unknown flow",
         [UCT_CRYPT_FAIL_MALFORMED]    = "malformed record",
         [UCT_CRYPT_FAIL_HANDSHAKE]    = "handshake refused",
-        [UCT_CRYPT_FAIL_FLOW_FAILED]  = "record on a failed flow"
+        [UCT_CRYPT_FAIL_FLOW_FAILED]  = "record on a failed flow",
+        [UCT_CRYPT_FAIL_BULK_ORDER]   = "bulk segment out of order"
     };
     return (reason < UCT_CRYPT_FAIL_LAST) ? names[reason] : "unknown";
 }
@@ -145,9 +146,11 @@ static void uct_crypt_stats_print(void)
     uct_crypt_stats_read(&s);
     ucs_string_buffer_appendf(&line, "[ucx-crypt pid %d] records sealed %"
                               PRIu64 " (%" PRIu64 " bytes), opened %" PRIu64
-                              " (%" PRIu64 " bytes), key updates %" PRIu64,
+                              " (%" PRIu64 " bytes), key updates %" PRIu64
+                              ", bulk bytes sealed %" PRIu64 " opened %" PRIu64,
                               getpid(), s.records_sealed, s.bytes_sealed,
-                              s.records_opened, s.bytes_opened, s.rekeys);
+                              s.records_opened, s.bytes_opened, s.rekeys,
+                              s.bulk_bytes_sealed, s.bulk_bytes_opened);
     for (i = 0; i < UCT_CRYPT_FAIL_LAST; ++i) {
         ucs_string_buffer_appendf(&line, ", %s %" PRIu64,
                                   uct_crypt_fail_reason_name(
@@ -468,32 +471,78 @@ static ucs_status_t uct_crypt_md_query(uct_md_h tl_md, uct_md_attr_t *attr)
         return status;
     }
 
-    /* Registration is a formality: crypt copies every payload through the
-     * cipher, so zero-copy AM needs no real memory handle, and no remote
-     * key ever leaves this process (no RMA is advertised). */
-    attr->cap.flags            = UCT_MD_FLAG_REG;
+    /* Registration goes through to the inner md: the bulk engine's inner
+     * put writes ciphertext into the target's registered buffer, where it
+     * is opened in place. The remote key is the inner's, behind the inner
+     * component's name (uct_crypt_rkey_unpack). AM zero-copy ignores the
+     * handle: the cipher copies every payload anyway. */
+    attr->cap.flags            = UCT_MD_FLAG_REG | UCT_MD_FLAG_NEED_RKEY;
     attr->cap.reg_mem_types    = UCS_BIT(UCS_MEMORY_TYPE_HOST);
     attr->cap.alloc_mem_types  = 0;
     attr->cap.access_mem_types = UCS_BIT(UCS_MEMORY_TYPE_HOST);
     attr->cap.detect_mem_types = 0;
     attr->cap.max_alloc        = 0;
-    attr->cap.max_reg          = ULONG_MAX;
-    attr->rkey_packed_size     = 0;
-    attr->reg_cost             = ucs_linear_func_make(0, 0);
+    attr->rkey_packed_size    += UCT_COMPONENT_NAME_MAX;
     return UCS_OK;
 }
 
-static ucs_status_t uct_crypt_mem_reg(uct_md_h md, void *address, size_t length,
-                                      unsigned flags, uct_mem_h *memh_p)
+static ucs_status_t uct_crypt_mem_reg(uct_md_h tl_md, void *address,
+                                      size_t length, unsigned flags,
+                                      uct_mem_h *memh_p)
 {
-    *memh_p = (uct_mem_h)0x1; /* not dereferenced: see uct_crypt_md_query */
+    uct_crypt_md_t *md = ucs_derived_of(tl_md, uct_crypt_md_t);
+    uct_crypt_memh_t *memh;
+    ucs_status_t status;
+
+    memh = ucs_malloc(sizeof(*memh), "crypt memh");
+    if (memh == NULL) {
+        return UCS_ERR_NO_MEMORY;
+    }
+    memh->inner = UCT_MEM_HANDLE_NULL;
+    if (md->inner_reg) {
+        status = uct_md_mem_reg(md->inner_md, address, length, flags,
+                                &memh->inner);
+        if (status != UCS_OK) {
+            ucs_free(memh);
+            return status;
+        }
+    }
+    *memh_p = memh;
     return UCS_OK;
 }
 
-static ucs_status_t uct_crypt_mem_dereg(uct_md_h md,
+static ucs_status_t uct_crypt_mem_dereg(uct_md_h tl_md,
                                         const uct_md_mem_dereg_params_t *params)
 {
-    return UCS_OK;
+    uct_crypt_md_t *md     = ucs_derived_of(tl_md, uct_crypt_md_t);
+    uct_crypt_memh_t *memh = params->memh;
+    ucs_status_t status    = UCS_OK;
+
+    if (memh->inner != UCT_MEM_HANDLE_NULL) {
+        status = uct_md_mem_dereg(md->inner_md, memh->inner);
+    }
+    ucs_free(memh);
+    return status;
+}
+
+static ucs_status_t uct_crypt_mkey_pack(uct_md_h tl_md, uct_mem_h tl_memh,
+                                        const uct_md_mkey_pack_params_t *params,
+                                        void *rkey_buffer)
+{
+    uct_crypt_md_t *md     = ucs_derived_of(tl_md, uct_crypt_md_t);
+    uct_crypt_memh_t *memh = tl_memh;
+    uct_component_attr_t attr;
+
+    attr.field_mask = UCT_COMPONENT_ATTR_FIELD_NAME;
+    uct_component_query(md->inner_component, &attr);
+    memset(rkey_buffer, 0, UCT_COMPONENT_NAME_MAX);
+    ucs_strncpy_zero(rkey_buffer, attr.name, UCT_COMPONENT_NAME_MAX);
+    if (memh->inner == UCT_MEM_HANDLE_NULL) {
+        return UCS_OK; /* the inner needs no key (tcp) */
+    }
+    return uct_md_mkey_pack(md->inner_md, memh->inner,
+                            UCS_PTR_BYTE_OFFSET(rkey_buffer,
+                                                UCT_COMPONENT_NAME_MAX));
 }
 
 static uct_md_ops_t uct_crypt_md_ops = {
@@ -501,7 +550,7 @@ static uct_md_ops_t uct_crypt_md_ops = {
     .query                  = uct_crypt_md_query,
     .mem_reg                = uct_crypt_mem_reg,
     .mem_dereg              = uct_crypt_mem_dereg,
-    .mkey_pack              = ucs_empty_function_return_success,
+    .mkey_pack              = uct_crypt_mkey_pack,
     .is_sockaddr_accessible = ucs_empty_function_return_zero_int,
     .detect_memory_type     = ucs_empty_function_return_unsupported
 };
@@ -531,6 +580,12 @@ static int uct_crypt_md_open_inner(void *arg, uct_component_h component,
     open_arg->status = uct_md_open(component, md_name, md_config,
                                    &open_arg->md->inner_md);
     uct_config_release(md_config);
+    if (open_arg->status == UCS_OK) {
+        uct_md_attr_t attr;
+        open_arg->md->inner_reg = (uct_md_query(open_arg->md->inner_md,
+                                                &attr) == UCS_OK) &&
+                                  (attr.cap.flags & UCT_MD_FLAG_REG);
+    }
     open_arg->md->inner_component = component;
     ucs_strncpy_zero(open_arg->md->inner_tl, tl_name,
                      sizeof(open_arg->md->inner_tl));
@@ -614,13 +669,57 @@ uct_crypt_query_tl_devices(uct_md_h tl_md, uct_tl_device_resource_t **devices_p,
     return UCS_OK;
 }
 
+/* The rkey names the inner component: unpack with it, keep the bundle. */
 static ucs_status_t uct_crypt_rkey_unpack(uct_component_t *component,
                                           const void *rkey_buffer,
                                           uct_rkey_t *rkey_p, void **handle_p)
 {
-    *rkey_p   = 0;
-    *handle_p = NULL;
+    char name[UCT_COMPONENT_NAME_MAX + 1];
+    uct_crypt_rkey_t *rkey;
+    uct_component_attr_t attr;
+    ucs_status_t status;
+    unsigned i;
+
+    ucs_strncpy_zero(name, rkey_buffer, sizeof(name));
+    for (i = 0; i < uct_crypt_num_inner_components; ++i) {
+        attr.field_mask = UCT_COMPONENT_ATTR_FIELD_NAME;
+        uct_component_query(uct_crypt_inner_components[i], &attr);
+        if (!strcmp(attr.name, name)) {
+            break;
+        }
+    }
+    if (i == uct_crypt_num_inner_components) {
+        ucs_error("crypt: remote key for unknown inner component '%s'", name);
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    rkey = ucs_malloc(sizeof(*rkey), "crypt rkey");
+    if (rkey == NULL) {
+        return UCS_ERR_NO_MEMORY;
+    }
+    rkey->component = uct_crypt_inner_components[i];
+    status = uct_rkey_unpack(rkey->component,
+                             UCS_PTR_BYTE_OFFSET(rkey_buffer,
+                                                 UCT_COMPONENT_NAME_MAX),
+                             &rkey->inner);
+    if (status != UCS_OK) {
+        ucs_free(rkey);
+        return status;
+    }
+    *rkey_p   = (uintptr_t)rkey;
+    *handle_p = rkey;
     return UCS_OK;
+}
+
+static ucs_status_t uct_crypt_rkey_release(uct_component_t *component,
+                                           uct_rkey_t tl_rkey, void *handle)
+{
+    uct_crypt_rkey_t *rkey = handle;
+    ucs_status_t status;
+
+    status = uct_rkey_release(rkey->component, &rkey->inner);
+    ucs_free(rkey);
+    return status;
 }
 
 uct_component_t uct_crypt_component = {
@@ -629,7 +728,7 @@ uct_component_t uct_crypt_component = {
     .cm_open            = ucs_empty_function_return_unsupported,
     .rkey_unpack        = uct_crypt_rkey_unpack,
     .rkey_ptr           = ucs_empty_function_return_unsupported,
-    .rkey_release       = ucs_empty_function_return_success,
+    .rkey_release       = uct_crypt_rkey_release,
     .name               = UCT_CRYPT_NAME,
     .md_config          = {
         .name           = "Crypt memory domain",

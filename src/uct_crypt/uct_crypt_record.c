@@ -25,6 +25,7 @@ static ucs_status_t uct_crypt_flow_keys(uct_crypt_iface_t *iface,
                                         const uint8_t receiver[KEYEX_PUBLIC_KEY_LEN],
                                         const uint8_t peer[KEYEX_PUBLIC_KEY_LEN],
                                         uint64_t flow_id,
+                                        keyex_purpose_t purpose,
                                         keyex_traffic_keys_t **keys_p,
                                         crypt_aead_key_t *aead)
 {
@@ -42,19 +43,31 @@ static ucs_status_t uct_crypt_flow_keys(uct_crypt_iface_t *iface,
     kstatus = keyex_derive_pair_secret(&iface->keypair, peer,
                                        uct_crypt_job_secret, pair_secret);
     if (kstatus == KEYEX_OK) {
-        kstatus = keyex_derive_flow_keys(pair_secret, KEYEX_PURPOSE_RECORD,
+        kstatus = keyex_derive_flow_keys(pair_secret, purpose,
                                          sender, receiver, flow_id,
                                          iface->key_len, keys);
     }
     OPENSSL_cleanse(pair_secret, sizeof(pair_secret));
     if ((kstatus != KEYEX_OK) ||
-        (crypt_aead_key_init(aead, iface->backend, keys->key, keys->key_len) !=
-         CRYPT_AEAD_OK)) {
+        ((aead != NULL) &&
+         (crypt_aead_key_init(aead, iface->backend, keys->key, keys->key_len) !=
+          CRYPT_AEAD_OK))) {
         keyex_secure_free(keys, sizeof(*keys));
         return UCS_ERR_INVALID_PARAM;
     }
     *keys_p = keys;
     return UCS_OK;
+}
+
+/* The bulk keys of a flow, on first use (the bulk engine) */
+ucs_status_t uct_crypt_bulk_keys(uct_crypt_iface_t *iface,
+                                 const uint8_t sender[KEYEX_PUBLIC_KEY_LEN],
+                                 const uint8_t receiver[KEYEX_PUBLIC_KEY_LEN],
+                                 const uint8_t peer[KEYEX_PUBLIC_KEY_LEN],
+                                 uint64_t flow_id, keyex_traffic_keys_t **keys_p)
+{
+    return uct_crypt_flow_keys(iface, sender, receiver, peer, flow_id,
+                               KEYEX_PURPOSE_BULK, keys_p, NULL);
 }
 
 ucs_status_t uct_crypt_tx_flow_init(uct_crypt_iface_t *iface,
@@ -70,7 +83,8 @@ ucs_status_t uct_crypt_tx_flow_init(uct_crypt_iface_t *iface,
     }
     tx->flow_id |= 1; /* flow 0 is never valid */
     return uct_crypt_flow_keys(iface, iface->keypair.public_key, peer_public,
-                               peer_public, tx->flow_id, &tx->keys, &tx->aead);
+                               peer_public, tx->flow_id, KEYEX_PURPOSE_RECORD,
+                               &tx->keys, &tx->aead);
 }
 
 void uct_crypt_tx_flow_cleanup(uct_crypt_tx_flow_t *tx)
@@ -100,7 +114,8 @@ static void uct_crypt_record_aad(crypt_record_aad_t *aad,
 /* ---- sending ------------------------------------------------------------- */
 
 ssize_t uct_crypt_record_seal(uct_crypt_iface_t *iface, uct_crypt_tx_flow_t *tx,
-                              uint8_t am_id, uint8_t *record, size_t payload_len)
+                              uint8_t am_id, uint16_t flags, uint8_t *record,
+                              size_t payload_len)
 {
     size_t hdr_len = uct_crypt_record_header_len(tx);
     crypt_record_hdr_t hdr;
@@ -109,7 +124,7 @@ ssize_t uct_crypt_record_seal(uct_crypt_iface_t *iface, uct_crypt_tx_flow_t *tx,
 
     hdr.type           = tx->hello_done ? CRYPT_RECORD_DATA : CRYPT_RECORD_HELLO;
     hdr.key_generation = (uint8_t)tx->keys->generation;
-    hdr.reserved       = 0;
+    hdr.flags          = htole16(flags);
     hdr.flow_id        = htole64(tx->flow_id);
     hdr.sequence       = htole64(tx->next_sequence);
     memcpy(record, &hdr, sizeof(hdr));
@@ -183,6 +198,8 @@ restart:
             ++count;
             reason  = ep->fail_reason;
             flow_id = ep->fail_flow_id;
+            /* UCP's puts on this ep end with the error, not with a hang */
+            uct_crypt_bulk_ep_cancel(ep, UCS_ERR_CONNECTION_RESET);
             memcpy(peer_public, ep->peer_public, sizeof(peer_public));
             status  = uct_iface_handle_ep_err(&iface->super.super,
                                               &ep->super.super,
@@ -220,7 +237,7 @@ static void uct_crypt_schedule_fail(uct_crypt_iface_t *iface)
     }
 }
 
-static ucs_status_t uct_crypt_record_reject(uct_crypt_iface_t *iface,
+ucs_status_t uct_crypt_record_reject(uct_crypt_iface_t *iface,
                                             uct_crypt_rx_flow_t *flow,
                                             const uint8_t *peer_public,
                                             uint64_t flow_id, uint8_t am_id,
@@ -266,6 +283,7 @@ static ucs_status_t uct_crypt_record_reject(uct_crypt_iface_t *iface,
 
 static void uct_crypt_rx_flow_free(uct_crypt_rx_flow_t *flow)
 {
+    uct_crypt_bulk_rx_flow_cleanup(flow);
     crypt_aead_key_cleanup(&flow->aead);
     keyex_secure_free(flow->keys, sizeof(*flow->keys));
     ucs_free(flow);
@@ -296,8 +314,8 @@ uct_crypt_rx_flow_create(uct_crypt_iface_t *iface, uint64_t flow_id,
     flow->flow_id = flow_id;
     memcpy(flow->peer_public, sender_public, KEYEX_PUBLIC_KEY_LEN);
     if (uct_crypt_flow_keys(iface, sender_public, iface->keypair.public_key,
-                            sender_public, flow_id, &flow->keys,
-                            &flow->aead) != UCS_OK) {
+                            sender_public, flow_id, KEYEX_PURPOSE_RECORD,
+                            &flow->keys, &flow->aead) != UCS_OK) {
         ucs_free(flow);
         return NULL;
     }
@@ -379,7 +397,7 @@ ucs_status_t uct_crypt_record_am_handler(void *arg, void *data, size_t length,
         flow = kh_value(&iface->rx_flows, iter);
     }
 
-    if (hdr.reserved != 0) {
+    if (le16toh(hdr.flags) & ~CRYPT_RECORD_FLAG_CONTROL) {
         return uct_crypt_record_reject(iface, flow, NULL, flow_id, ctx->am_id,
                                        UCT_CRYPT_FAIL_MALFORMED);
     }
@@ -457,6 +475,11 @@ ucs_status_t uct_crypt_record_am_handler(void *arg, void *data, size_t length,
     UCT_CRYPT_STAT_ADD(records_opened, 1);
     UCT_CRYPT_STAT_ADD(bytes_opened, payload_len);
 
+    if (le16toh(hdr.flags) & CRYPT_RECORD_FLAG_CONTROL) {
+        uct_crypt_bulk_control(iface, flow, ctx->am_id, payload, payload_len);
+        return UCS_OK;
+    }
+
     /* UCP may keep the data only by copying it: the buffer is the inner's,
      * and our header sits where UCP's descriptor would go. */
     uct_iface_invoke_am(&iface->super, ctx->am_id, payload, (unsigned)payload_len,
@@ -478,7 +501,14 @@ void uct_crypt_fault_init(uct_crypt_iface_t *iface,
         [UCT_CRYPT_FAULT_REPLAY]          = "replay",
         [UCT_CRYPT_FAULT_REORDER]         = "reorder",
         [UCT_CRYPT_FAULT_DROP]            = "drop",
-        [UCT_CRYPT_FAULT_INJECT]          = "inject"
+        [UCT_CRYPT_FAULT_INJECT]          = "inject",
+        [UCT_CRYPT_FAULT_BULK_FLIP_CIPHERTEXT] = "bulk_flip_ciphertext",
+        [UCT_CRYPT_FAULT_BULK_FLIP_TAG]   = "bulk_flip_tag",
+        [UCT_CRYPT_FAULT_BULK_DROP]       = "bulk_drop",
+        [UCT_CRYPT_FAULT_BULK_REORDER]    = "bulk_reorder",
+        [UCT_CRYPT_FAULT_BULK_TRUNCATE]   = "bulk_truncate",
+        [UCT_CRYPT_FAULT_BULK_MOVE]       = "bulk_move",
+        [UCT_CRYPT_FAULT_BULK_SPLICE]     = "bulk_splice"
     };
     int i;
 
@@ -490,7 +520,7 @@ void uct_crypt_fault_init(uct_crypt_iface_t *iface,
         }
     }
     if (iface->fault != UCT_CRYPT_FAULT_NONE) {
-        ucs_warn("crypt: TESTING: will '%s' outgoing record %lu",
+        ucs_warn("crypt: TESTING: will '%s' outgoing record/segment %lu",
                  config->fault, iface->fault_after);
     }
 }
@@ -522,8 +552,9 @@ int uct_crypt_fault_apply(uct_crypt_iface_t *iface, uct_crypt_ep_t *ep,
     size_t hdr_len = CRYPT_RECORD_HDR_LEN;
     uint8_t forged[256];
 
-    if (((crypt_record_hdr_t*)record)->type == CRYPT_RECORD_HELLO) {
-        return 0; /* tamper with data records of an established flow */
+    if ((((crypt_record_hdr_t*)record)->type == CRYPT_RECORD_HELLO) ||
+        (iface->fault >= UCT_CRYPT_FAULT_BULK_FLIP_CIPHERTEXT)) {
+        return 0; /* data records of an established flow; bulk: elsewhere */
     }
 
     if (iface->held_record != NULL) {

@@ -20,6 +20,7 @@ typedef enum {
     UCT_CRYPT_FAIL_MALFORMED,   /* too short, bad type or reserved bits */
     UCT_CRYPT_FAIL_HANDSHAKE,   /* HELLO refused (bad key, repeated flow) */
     UCT_CRYPT_FAIL_FLOW_FAILED, /* record on a flow that already failed */
+    UCT_CRYPT_FAIL_BULK_ORDER,  /* bulk segment missing, reordered, truncated */
     UCT_CRYPT_FAIL_LAST
 } uct_crypt_fail_reason_t;
 
@@ -29,6 +30,8 @@ typedef struct uct_crypt_stats {
     uint64_t records_opened;
     uint64_t bytes_opened;
     uint64_t rekeys;
+    uint64_t bulk_bytes_sealed;   /* bulk puts acknowledged by the target */
+    uint64_t bulk_bytes_opened;   /* bulk segments opened in place */
     uint64_t failures[UCT_CRYPT_FAIL_LAST];
 } uct_crypt_stats_t;
 

@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include <uct/api/uct.h>
+#include "uct_crypt/uct_crypt_stats.h"
 #include <ucs/async/async_fwd.h>
 #include <ucs/sys/compiler_def.h>
 
@@ -160,11 +161,17 @@ protected:
         find_crypt_resource();
     }
 
-    void TearDown() override
+    void destroy_eps()
     {
         for (uct_ep_h ep : eps) {
             uct_ep_destroy(ep);
         }
+        eps.clear();
+    }
+
+    void TearDown() override
+    {
+        destroy_eps();
         for (side *s : {&a, &b}) {
             if (s->iface) {
                 uct_iface_close(s->iface);
@@ -207,7 +214,19 @@ protected:
         ASSERT_NE(component, nullptr) << "no crypt md wrapping tcp";
     }
 
+    typedef std::vector<std::pair<std::string, std::string>> settings_t;
+
     void open_side(side &s, const char *fault = nullptr, const char *fault_after = nullptr)
+    {
+        settings_t settings;
+        if (fault) {
+            settings.emplace_back("FAULT", fault);
+            settings.emplace_back("FAULT_AFTER", fault_after);
+        }
+        open_side_with(s, settings);
+    }
+
+    void open_side_with(side &s, const settings_t &settings)
     {
         uct_md_config_t *md_config;
         ASSERT_EQ(uct_md_config_read(component, NULL, NULL, &md_config), UCS_OK);
@@ -229,9 +248,9 @@ protected:
 
         uct_iface_config_t *config;
         ASSERT_EQ(uct_md_iface_config_read(s.md, "crypt", NULL, NULL, &config), UCS_OK);
-        if (fault) {
-            ASSERT_EQ(uct_config_modify(config, "FAULT", fault), UCS_OK);
-            ASSERT_EQ(uct_config_modify(config, "FAULT_AFTER", fault_after), UCS_OK);
+        for (auto &kv : settings) {
+            ASSERT_EQ(uct_config_modify(config, kv.first.c_str(), kv.second.c_str()), UCS_OK)
+                    << kv.first;
         }
         uct_iface_params_t params = {};
         params.field_mask = UCT_IFACE_PARAM_FIELD_OPEN_MODE |
@@ -274,10 +293,10 @@ protected:
         return ep;
     }
 
-    void open_pair()
+    void open_pair(const settings_t &settings_a = {}, const settings_t &settings_b = {})
     {
-        open_side(a);
-        open_side(b);
+        open_side_with(a, settings_a);
+        open_side_with(b, settings_b);
         ab = connect(a, b);
         ba = connect(b, a);
     }
@@ -360,11 +379,12 @@ protected:
 void *uct_crypt_test::plugin = nullptr;
 std::string uct_crypt_test::key_path;
 
-TEST_F(uct_crypt_test, capabilities_are_am_only_and_reduced_by_the_record_overhead)
+TEST_F(uct_crypt_test, capabilities_am_and_encrypted_put_only_reduced_by_the_overhead)
 {
     open_pair();
+    /* never: anything that moves plaintext or lets the peer read ours */
     uint64_t forbidden = UCT_IFACE_FLAG_PUT_SHORT | UCT_IFACE_FLAG_PUT_BCOPY |
-                         UCT_IFACE_FLAG_PUT_ZCOPY | UCT_IFACE_FLAG_GET_SHORT |
+                         UCT_IFACE_FLAG_GET_SHORT |
                          UCT_IFACE_FLAG_GET_BCOPY | UCT_IFACE_FLAG_GET_ZCOPY |
                          UCT_IFACE_FLAG_ATOMIC_CPU | UCT_IFACE_FLAG_ATOMIC_DEVICE |
                          UCT_IFACE_FLAG_TAG_EAGER_SHORT | UCT_IFACE_FLAG_TAG_EAGER_BCOPY |
@@ -377,6 +397,15 @@ TEST_F(uct_crypt_test, capabilities_are_am_only_and_reduced_by_the_record_overhe
     EXPECT_TRUE(a.attr.cap.flags & UCT_IFACE_FLAG_AM_ZCOPY);
     EXPECT_GT(a.attr.cap.am.max_short, sizeof(uint64_t));
     EXPECT_GT(a.attr.cap.am.max_bcopy, 1024u);
+    /* the bulk engine: contiguous puts, sealed */
+    EXPECT_TRUE(a.attr.cap.flags & UCT_IFACE_FLAG_PUT_ZCOPY);
+    EXPECT_EQ(a.attr.cap.put.max_iov, 1u);
+
+    side c;
+    open_side_with(c, {{"BULK", "n"}});
+    EXPECT_FALSE(c.attr.cap.flags & UCT_IFACE_FLAG_PUT_ZCOPY);
+    uct_iface_close(c.iface);
+    uct_md_close(c.md);
 }
 
 TEST_F(uct_crypt_test, am_short_every_size_content_checked)
@@ -640,3 +669,267 @@ TEST_F(uct_crypt_test, tampered_record_fails_the_endpoint_and_is_never_delivered
         expect_message(b.received[i], i, 64);
     }
 }
+
+/* ---- the bulk engine: encrypted put_zcopy ---------------------------------- */
+
+namespace {
+typedef void (*stats_read_t)(uct_crypt_stats_t*);
+}
+
+class uct_crypt_bulk_test : public uct_crypt_test {
+protected:
+    struct region {
+        std::vector<uint8_t> buffer;
+        uct_mem_h            memh = UCT_MEM_HANDLE_NULL;
+        uct_md_h             md   = nullptr;
+        ~region() { if (memh != UCT_MEM_HANDLE_NULL) uct_md_mem_dereg(md, memh); }
+    };
+
+    void reg(side &s, region &r, size_t len)
+    {
+        r.buffer.assign(len + 64, 0);
+        r.md = s.md;
+        ASSERT_EQ(uct_md_mem_reg(s.md, r.buffer.data(), r.buffer.size(),
+                                 UCT_MD_MEM_ACCESS_ALL, &r.memh), UCS_OK);
+    }
+
+    /* the target's key, as UCP ships it: packed at b, unpacked at a */
+    uct_rkey_bundle_t rkey_of(side &s, region &r)
+    {
+        uct_md_attr_t attr;
+        EXPECT_EQ(uct_md_query(s.md, &attr), UCS_OK);
+        EXPECT_TRUE(attr.cap.flags & UCT_MD_FLAG_NEED_RKEY);
+        std::vector<uint8_t> packed(attr.rkey_packed_size);
+        EXPECT_EQ(uct_md_mkey_pack(s.md, r.memh, packed.data()), UCS_OK);
+        uct_rkey_bundle_t bundle = {};
+        EXPECT_EQ(uct_rkey_unpack(component, packed.data(), &bundle), UCS_OK);
+        return bundle;
+    }
+
+    struct put_op;
+    struct put_completion {
+        uct_completion_t super;
+        int              done   = 0;
+        ucs_status_t     status = UCS_OK;
+        put_op           *op    = nullptr;
+    };
+
+    struct put_op {
+        put_completion       comp;
+        region               src, dst;
+        uct_rkey_bundle_t    rkey = {};
+        size_t               len  = 0;
+        uint64_t             seq  = 0;
+        /* what the target held when UCT reported completion */
+        std::vector<uint8_t> at_completion;
+        bool                 checked_at_completion = false;
+    };
+
+    static void put_done(uct_completion_t *self)
+    {
+        put_completion *c = ucs_container_of(self, put_completion, super);
+        put_op *op        = c->op;
+        c->done   = 1;
+        c->status = self->status;
+        op->at_completion.assign(op->dst.buffer.begin(), op->dst.buffer.begin() + op->len);
+        op->checked_at_completion = true;
+    }
+
+    /* puts live until the endpoints are gone: a cancelled put still
+     * completes (with an error) when its endpoint is destroyed */
+    std::vector<std::unique_ptr<put_op>> ops;
+
+    put_op &new_op()
+    {
+        ops.emplace_back(new put_op);
+        return *ops.back();
+    }
+
+    void TearDown() override
+    {
+        destroy_eps();
+        for (auto &op : ops) {
+            if (op->rkey.handle != nullptr || op->rkey.rkey != 0) {
+                uct_rkey_release(component, &op->rkey);
+            }
+        }
+        ops.clear(); /* deregisters while the mds are open */
+        uct_crypt_test::TearDown();
+    }
+
+    void post_put(uct_ep_h ep, side &from, side &to, put_op &op, size_t len, uint64_t seq)
+    {
+        op.len = len;
+        op.seq = seq;
+        reg(from, op.src, len);
+        reg(to, op.dst, len);
+        auto payload = make_payload(seq, len);
+        std::copy(payload.begin(), payload.end(), op.src.buffer.begin());
+        op.rkey              = rkey_of(to, op.dst);
+        op.comp.op           = &op;
+        op.comp.super.func   = put_done;
+        op.comp.super.count  = 1;
+        op.comp.super.status = UCS_OK;
+        uct_iov_t iov = {};
+        iov.buffer = op.src.buffer.data();
+        iov.length = len;
+        iov.memh   = op.src.memh;
+        iov.count  = 1;
+        ucs_status_t status = uct_ep_put_zcopy(ep, &iov, 1, (uint64_t)op.dst.buffer.data(),
+                                               op.rkey.rkey, &op.comp.super);
+        ASSERT_TRUE((status == UCS_OK) || (status == UCS_INPROGRESS))
+                << ucs_status_string(status);
+        if (status == UCS_OK) {
+            put_done(&op.comp.super);
+        }
+    }
+
+    void expect_put_delivered(put_op &op)
+    {
+        ASSERT_TRUE(op.comp.done);
+        ASSERT_EQ(op.comp.status, UCS_OK);
+        auto want = make_payload(op.seq, op.len);
+        /* complete only once the target opened everything in place */
+        ASSERT_TRUE(op.checked_at_completion);
+        ASSERT_EQ(op.at_completion, want) << "put of " << op.len << " bytes";
+        for (size_t i = op.len; i < op.dst.buffer.size(); ++i) {
+            ASSERT_EQ(op.dst.buffer[i], 0) << "wrote past the end, at " << i;
+        }
+    }
+
+    void check_sizes(const settings_t &settings)
+    {
+        open_pair(settings, settings);
+        const size_t seg = 4096;
+        std::vector<size_t> sizes = {0, 1, seg - 1, seg, seg + 1, 2 * seg,
+                                     3 * seg + 7, 10 * seg, (1 << 20) + 3};
+        for (size_t i = 0; i < sizes.size(); ++i) {
+            post_put(ab, a, b, new_op(), sizes[i], i);
+        }
+        progress_until([&] {
+            for (auto &op : ops) if (!op->comp.done) return false;
+            return true;
+        });
+        for (auto &op : ops) {
+            expect_put_delivered(*op);
+        }
+        flush(ab);
+    }
+
+    uint64_t failures(uct_crypt_fail_reason_t reason)
+    {
+        auto read = (stats_read_t)dlsym(plugin, "uct_crypt_stats_read");
+        EXPECT_NE(read, nullptr);
+        uct_crypt_stats_t stats = {};
+        read(&stats);
+        return stats.failures[reason];
+    }
+};
+
+TEST_F(uct_crypt_bulk_test, every_size_class_pipelined_on_two_threads)
+{
+    check_sizes({{"BULK_SEGMENT", "4k"}, {"BULK_THREADS", "2"}});
+}
+
+TEST_F(uct_crypt_bulk_test, every_size_class_sealed_inline)
+{
+    check_sizes({{"BULK_SEGMENT", "4k"}, {"BULK_THREADS", "0"}});
+}
+
+TEST_F(uct_crypt_bulk_test, every_size_class_k1_above_max_outstanding)
+{
+    check_sizes({{"BULK_SEGMENT", "4k"}, {"BULK_THREADS", "2"},
+                 {"BULK_MAX_OUTSTANDING", "1"}});
+}
+
+TEST_F(uct_crypt_bulk_test, every_size_class_naive)
+{
+    check_sizes({{"BULK_MODE", "naive"}});
+}
+
+TEST_F(uct_crypt_bulk_test, many_puts_on_many_endpoints_exhaust_the_bounce_pool)
+{
+    settings_t settings = {{"BULK_SEGMENT", "4k"}, {"BULK_DEPTH", "2"},
+                           {"BULK_THREADS", "2"}};
+    open_pair(settings, settings);
+    std::vector<uct_ep_h> eps_ab = {ab, connect(a, b), connect(a, b), connect(a, b)};
+    uint64_t seq = 0;
+    for (int round = 0; round < 8; ++round) {
+        for (uct_ep_h ep : eps_ab) {
+            post_put(ep, a, b, new_op(), 65536 + 13 * seq, seq);
+            ++seq;
+        }
+    }
+    progress_until([&] {
+        for (auto &op : ops) if (!op->comp.done) return false;
+        return true;
+    }, 60);
+    for (auto &op : ops) {
+        expect_put_delivered(*op);
+    }
+    for (uct_ep_h ep : eps_ab) {
+        flush(ep);
+    }
+}
+
+TEST_F(uct_crypt_bulk_test, flush_waits_for_the_targets_acknowledgement)
+{
+    settings_t settings = {{"BULK_SEGMENT", "4k"}, {"BULK_THREADS", "1"}};
+    open_pair(settings, settings);
+    put_op &op = new_op();
+    post_put(ab, a, b, op, 256 * 1024, 1);
+    flush(ab); /* returns only when the put has completed */
+    expect_put_delivered(op);
+}
+
+/* Each stream tamper case through the real transport: the target drops
+ * the segment, fails its endpoint, counts the reason, and the put never
+ * completes successfully at the initiator. */
+struct bulk_fault_case {
+    const char              *fault;
+    uct_crypt_fail_reason_t reason;
+};
+
+class uct_crypt_bulk_tamper_test : public uct_crypt_bulk_test,
+                                   public ::testing::WithParamInterface<bulk_fault_case> {
+};
+
+TEST_P(uct_crypt_bulk_tamper_test, detected_and_never_completed)
+{
+    const bulk_fault_case &fc = GetParam();
+    settings_t common = {{"BULK_SEGMENT", "4k"}, {"BULK_THREADS", "1"}};
+    settings_t tamper = common;
+    tamper.emplace_back("FAULT", fc.fault);
+    tamper.emplace_back("FAULT_AFTER", "3"); /* the third segment overall */
+    uint64_t before = failures(fc.reason);
+    open_pair(tamper, common);
+
+    put_op &op = new_op();
+    post_put(ab, a, b, op, 16 * 4096, 7);
+    progress_until([&] { return !b.failed_eps.empty(); });
+    for (int i = 0; i < 10000; ++i) {
+        uct_worker_progress(worker);
+    }
+    ASSERT_EQ(b.failed_eps.size(), 1u);
+    EXPECT_EQ(b.failed_eps[0], ba);
+    EXPECT_EQ(failures(fc.reason), before + 1) << fc.fault;
+    EXPECT_FALSE(op.comp.done && (op.comp.status == UCS_OK))
+            << "a tampered put completed successfully";
+    /* the third segment is not the plaintext at the target */
+    auto want = make_payload(op.seq, op.len);
+    EXPECT_NE(std::vector<uint8_t>(op.dst.buffer.begin() + 2 * 4096,
+                                   op.dst.buffer.begin() + 3 * 4096),
+              std::vector<uint8_t>(want.begin() + 2 * 4096, want.begin() + 3 * 4096));
+}
+
+INSTANTIATE_TEST_SUITE_P(stream, uct_crypt_bulk_tamper_test, ::testing::Values(
+        bulk_fault_case{"bulk_flip_ciphertext", UCT_CRYPT_FAIL_AUTH},
+        bulk_fault_case{"bulk_flip_tag",        UCT_CRYPT_FAIL_AUTH},
+        bulk_fault_case{"bulk_drop",            UCT_CRYPT_FAIL_BULK_ORDER},
+        bulk_fault_case{"bulk_reorder",         UCT_CRYPT_FAIL_BULK_ORDER},
+        bulk_fault_case{"bulk_truncate",        UCT_CRYPT_FAIL_AUTH},
+        bulk_fault_case{"bulk_move",            UCT_CRYPT_FAIL_AUTH},
+        bulk_fault_case{"bulk_splice",          UCT_CRYPT_FAIL_BULK_ORDER}),
+        [](const ::testing::TestParamInfo<bulk_fault_case> &info) {
+            return std::string(info.param.fault);
+        });

@@ -1,0 +1,81 @@
+/*
+ * A small pool of worker threads for the bulk engine: they run sealing and
+ * opening jobs and nothing else (no UCX call ever runs on them; UCT is
+ * single-threaded under UCP). One queue, FIFO; completion is a flag the
+ * submitting thread polls from its progress loop.
+ *
+ * Thread count: CryptMPI's min(T0 - T1, t) (Naser et al., "CryptMPI: A Fast
+ * Encrypted MPI Library", section IV-D): never more threads than the node
+ * has PUs left over once every process and every pool thread already
+ * registered on the node is counted. Processes register in a small file in
+ * /dev/shm (one line per pid, dead pids pruned), so ranks of one node share
+ * the spare PUs instead of each taking all of them.
+ *
+ * Placement: with hwloc, and when the process is bound to a subset of the
+ * machine (mpirun --bind-to core), threads are pinned to PUs outside that
+ * set, hyper-thread siblings of our own cores first, then the same NUMA
+ * node, then the rest. An unbound process is not pinned (pinning would only
+ * fight the scheduler).
+ */
+#ifndef UCX_CRYPT_POOL_H
+#define UCX_CRYPT_POOL_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum { CRYPT_POOL_MAX_THREADS = 64 };
+
+typedef struct crypt_pool crypt_pool_t;
+typedef struct crypt_pool_job crypt_pool_job_t;
+
+/* `worker` is 1..threads on pool threads, 0 when the submitter runs the job
+ * itself (pool of 0 threads): an index for per-thread state such as
+ * expanded keys. */
+typedef void (*crypt_pool_run_t)(crypt_pool_job_t *job, unsigned worker);
+
+struct crypt_pool_job {
+    crypt_pool_run_t run;
+    crypt_pool_job_t *next;  /* owned by the pool while queued */
+    int              done;   /* written once, with release, after run */
+};
+
+typedef struct crypt_pool_params {
+    unsigned   threads;       /* wanted; 0: none, jobs run inline */
+    int        pin;           /* pin with hwloc (if built in) */
+    const char *registry;     /* per-node registry file, NULL: do not count */
+    int        oversubscribe; /* benchmarks only: start `threads` threads
+                                 even if the node has no PU left for them */
+} crypt_pool_params_t;
+
+/* Returns 0, or -1 with a message in `error`. The pool may start fewer
+ * threads than asked for (see the top of this file); crypt_pool_size()
+ * says how many. */
+int crypt_pool_create(const crypt_pool_params_t *params, crypt_pool_t **pool_p,
+                      char *error, size_t error_len);
+/* Runs what is still queued, joins the threads, leaves the registry. */
+void crypt_pool_destroy(crypt_pool_t *pool);
+
+unsigned crypt_pool_size(const crypt_pool_t *pool);
+/* "pu 3,7" or "unpinned", for logs */
+const char *crypt_pool_placement(const crypt_pool_t *pool);
+
+/* Queue `job` (its run field set); with no threads it runs here and now. */
+void crypt_pool_submit(crypt_pool_t *pool, crypt_pool_job_t *job);
+
+static inline int crypt_pool_job_done(const crypt_pool_job_t *job)
+{
+    return __atomic_load_n(&job->done, __ATOMIC_ACQUIRE);
+}
+
+/* Threads the node can still give a new process that wants `wanted`
+ * (CryptMPI's min(T0 - T1, t)), read from `registry` without joining it. */
+unsigned crypt_pool_threads_available(const char *registry, unsigned wanted);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
