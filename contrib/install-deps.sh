@@ -15,11 +15,13 @@ PACKAGES=(
     # topology for the bulk engine, verbs/psm2 for inner transports at sites
     libhwloc-dev libnuma-dev libibverbs-dev libpsm2-dev
     # tests
-    googletest libgtest-dev
+    googletest libgtest-dev libtsan2
     # MPI libraries that run over UCX (Open MPI pml ucx, MPICH ch4:ucx)
     openmpi-bin libopenmpi-dev mpich libmpich-dev
     # two emulated hosts: namespaces, veth, captures
     iproute2 tcpdump util-linux procps
+    # benchmark plots (model vs measured)
+    python3 python3-matplotlib
 )
 
 missing=()

@@ -89,8 +89,8 @@ do_check() {
     log "build tests"
     make -C "$obj" -j"$jobs" --no-print-directory check TESTS=
     run_gtest core "$obj/test/gtest/gtest_core"
-    log "test: crypt transport at the UCT level (two ifaces, tcp loopback)"
     run_gtest uct "$obj/test/gtest/gtest_uct"
+    TSAN_OPTIONS="halt_on_error=1 exitcode=66" run_gtest pool_tsan "$obj/test/gtest/gtest_pool_tsan"
     log "test: integration (crypt transport, two processes, two emulated hosts)"
     "$top/test/integration/run.sh" "$obj" "$prefix" "$results"
     summarize
