@@ -82,8 +82,20 @@ verified_pair() {
 }
 
 test_ucp_sizes_verified() {
-    verified_pair ucp_tag_sizes_0_to_64MiB_verified_over_crypt "records sealed [1-9]" -- \
-        -s 0,1,7,8,1000,8124,8125,65536,1048577,4194304,67108864 -n 2
+    local sizes=0,1,7,8,1000,8124,8125,65536,1048577,4194304,67108864
+    # rendezvous through the bulk engine (encrypted put), pipelined and naive,
+    # and through AM fragments with the engine off
+    verified_pair ucp_tag_sizes_0_to_64MiB_verified_bulk_pipelined "bulk bytes sealed [1-9]" \
+        -- -s $sizes -n 2
+    verified_pair ucp_tag_sizes_0_to_64MiB_verified_bulk_naive "bulk bytes sealed [1-9]" \
+        UCX_CRYPT_BULK_MODE=naive -- -s $sizes -n 2
+    verified_pair ucp_tag_sizes_0_to_64MiB_verified_am_only "bulk bytes sealed 0 " \
+        UCX_CRYPT_BULK=n -- -s $sizes -n 2
+    verified_pair ucp_tag_iov_datatype_verified "records sealed [1-9]" \
+        -- -v -s 0,1,1000,65536,1048577,4194305 -n 2
+    verified_pair ucp_tag_small_segments_many_threads_verified "bulk bytes sealed [1-9]" \
+        UCX_CRYPT_BULK_SEGMENT=8k UCX_CRYPT_BULK_THREADS=2 UCX_CRYPT_BULK_DEPTH=3 \
+        -- -s 65536,65537,1048577 -n 3
 }
 
 # key updates: both sides ratchet every 50 records, data stays intact
@@ -182,6 +194,8 @@ tamper_case() { # fault expected-reason tool [client env...]
     if [ "$tool" = stream ]; then
         srv_cmd=(ucx_perftest -p "$port")
         cli_cmd=(ucx_perftest 127.0.0.1 -p "$port" -t tag_bw -s 8 -n 5000)
+    elif [ "$tool" = bulk ]; then
+        cli_cmd=("$check" -c 127.0.0.1 -p "$port" -s 1048576 -n 20)
     fi
     # in a subshell: the detecting server may abort (no UCP error handler),
     # and its shell would report that on the test's output
@@ -220,6 +234,15 @@ test_tamper() {
     tamper_case drop "reordered or dropped record" stream UCX_CRYPT_FAULT=drop "${f[@]}"
     tamper_case inject "authentication failed" pingpong UCX_CRYPT_FAULT=inject "${f[@]}"
     tamper_case wrong_job_secret "authentication failed" pingpong UCX_CRYPT_KEY_FILE="$work/other.key"
+    # bulk segments (encrypted put of a 1 MiB rendezvous, 256 KiB segments)
+    local b=(UCX_CRYPT_FAULT_AFTER=6)
+    tamper_case bulk_flip_ciphertext "authentication failed" bulk UCX_CRYPT_FAULT=bulk_flip_ciphertext "${b[@]}"
+    tamper_case bulk_flip_tag "authentication failed" bulk UCX_CRYPT_FAULT=bulk_flip_tag "${b[@]}"
+    tamper_case bulk_drop "bulk segment out of order" bulk UCX_CRYPT_FAULT=bulk_drop "${b[@]}"
+    tamper_case bulk_reorder "bulk segment out of order" bulk UCX_CRYPT_FAULT=bulk_reorder "${b[@]}"
+    tamper_case bulk_truncate "authentication failed" bulk UCX_CRYPT_FAULT=bulk_truncate "${b[@]}"
+    tamper_case bulk_move "authentication failed" bulk UCX_CRYPT_FAULT=bulk_move "${b[@]}"
+    tamper_case bulk_splice "bulk segment out of order" bulk UCX_CRYPT_FAULT=bulk_splice "${b[@]}"
 }
 
 test_plaintext_peer() {

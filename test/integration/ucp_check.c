@@ -7,6 +7,7 @@
  *   ucp_check -l PORT                     server (one client, then exit)
  *   ucp_check -c HOST -p PORT [-s SIZES]  client; SIZES comma separated
  *   -n ITERS   round trips per size (default 3)
+ *   -v         client side: buffers as a 3-piece UCP iov (non-contiguous)
  *
  * Worker addresses are exchanged over a plain TCP socket (metadata only,
  * like ucx_perftest's). Exit status 0 only if every message matched.
@@ -62,16 +63,45 @@ static ucs_status_t wait_req(void *req)
     return status;
 }
 
+static int use_iov; /* -v: the client's buffers as a 3-piece UCP iov */
+
+/* the buffer as three uneven pieces (non-contiguous datatype); returns the
+ * buffer/count to pass to UCP and sets the datatype */
+static void *as_iov(void *buf, size_t len, ucp_dt_iov_t iov[3], size_t *count,
+                    ucp_request_param_t *param)
+{
+    if (!use_iov) {
+        *count = len;
+        return buf;
+    }
+    iov[0].buffer = buf;
+    iov[0].length = len / 3;
+    iov[1].buffer = (char*)buf + len / 3;
+    iov[1].length = len / 2 - len / 3;
+    iov[2].buffer = (char*)buf + len / 2;
+    iov[2].length = len - len / 2;
+    param->op_attr_mask |= UCP_OP_ATTR_FIELD_DATATYPE;
+    param->datatype      = ucp_dt_make_iov();
+    *count               = 3;
+    return iov;
+}
+
 static ucs_status_t send_msg(ucp_ep_h ep, void *buf, size_t len)
 {
     ucp_request_param_t param = {0};
-    return wait_req(ucp_tag_send_nbx(ep, buf, len, 1, &param));
+    ucp_dt_iov_t iov[3];
+    size_t count;
+    void *what = as_iov(buf, len, iov, &count, &param);
+    return wait_req(ucp_tag_send_nbx(ep, what, count, 1, &param));
 }
 
 static ucs_status_t recv_msg(void *buf, size_t len)
 {
     ucp_request_param_t param = {0};
-    return wait_req(ucp_tag_recv_nbx(worker, buf, len, 1, (ucp_tag_t)-1, &param));
+    ucp_dt_iov_t iov[3];
+    size_t count;
+    void *what = as_iov(buf, len, iov, &count, &param);
+    return wait_req(ucp_tag_recv_nbx(worker, what, count, 1, (ucp_tag_t)-1, &param));
 }
 
 static int full_io(int fd, void *buf, size_t len, int writing)
@@ -134,13 +164,14 @@ int main(int argc, char **argv)
     ucs_status_t status;
     ucp_ep_h ep;
 
-    while ((opt = getopt(argc, argv, "l:c:p:s:n:")) != -1) {
+    while ((opt = getopt(argc, argv, "l:c:p:s:n:v")) != -1) {
         switch (opt) {
         case 'l': listen_port = atoi(optarg); break;
         case 'c': host = optarg; break;
         case 'p': port = atoi(optarg); break;
         case 's': sizes = optarg; break;
         case 'n': iters = atoi(optarg); break;
+        case 'v': use_iov = 1; break;
         default:
             fprintf(stderr, "usage: %s -l PORT | -c HOST -p PORT [-s SIZES] [-n N]\n",
                     argv[0]);
