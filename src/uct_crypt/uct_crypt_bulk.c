@@ -442,6 +442,8 @@ static int uct_crypt_bulk_tx_key_ready(uct_crypt_bulk_tx_t *tx, size_t length)
     return 1;
 }
 
+static unsigned uct_crypt_bulk_tx_send(uct_crypt_bulk_tx_t *tx);
+
 /* Start sealing segments while bounce space lasts. */
 static void uct_crypt_bulk_tx_seal(uct_crypt_bulk_tx_t *tx)
 {
@@ -504,10 +506,14 @@ static void uct_crypt_bulk_tx_seal(uct_crypt_bulk_tx_t *tx)
             seg->state   = UCT_CRYPT_SEG_SEALING;
             seg->job.run = uct_crypt_bulk_seal_job;
             ucs_list_add_tail(&tx->segments, &seg->list);
-            if (op->inline_seal || (bulk->pool == NULL)) {
+            if (op->inline_seal || (bulk->pool == NULL) ||
+                (crypt_pool_size(bulk->pool) == 0)) {
                 seg->job.done = 0;
                 uct_crypt_bulk_seal_job(&seg->job, 0);
                 seg->job.done = 1;
+                /* on this thread: send each segment as soon as it is
+                 * sealed, so the target opens it while we seal the next */
+                uct_crypt_bulk_tx_send(tx);
             } else {
                 crypt_pool_submit(bulk->pool, &seg->job);
             }
