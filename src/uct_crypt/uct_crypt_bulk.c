@@ -512,8 +512,15 @@ static void uct_crypt_bulk_tx_seal(uct_crypt_bulk_tx_t *tx)
                 uct_crypt_bulk_seal_job(&seg->job, 0);
                 seg->job.done = 1;
                 /* on this thread: send each segment as soon as it is
-                 * sealed, so the target opens it while we seal the next */
+                 * sealed, so the target opens it while we seal the next;
+                 * and do not seal ahead of a blocked inner (the wire would
+                 * idle while we do) */
                 uct_crypt_bulk_tx_send(tx);
+                if (!ucs_list_is_empty(&tx->segments) &&
+                    (ucs_list_tail(&tx->segments, uct_crypt_bulk_segment_t,
+                                   list)->state < UCT_CRYPT_SEG_PUT)) {
+                    return;
+                }
             } else {
                 crypt_pool_submit(bulk->pool, &seg->job);
             }
@@ -578,13 +585,14 @@ static unsigned uct_crypt_bulk_tx_send(uct_crypt_bulk_tx_t *tx)
                           seg->seal_status);
             }
             seg->state = UCT_CRYPT_SEG_SEALED;
-        }
-        if (seg->state == UCT_CRYPT_SEG_SEALED) {
+            /* once per segment, not per retry of its put */
             seg->tamper = uct_crypt_bulk_fault_due(tx->bulk->iface);
             if (seg->tamper && (seg->length > 0) &&
                 (tx->bulk->iface->fault == UCT_CRYPT_FAULT_BULK_FLIP_CIPHERTEXT)) {
                 seg->bounce[seg->length / 2] ^= 0x10;
             }
+        }
+        if (seg->state == UCT_CRYPT_SEG_SEALED) {
             if (seg->length == 0) {
                 seg->put_done = 1;
             } else {
@@ -946,6 +954,29 @@ static void uct_crypt_bulk_ack(uct_crypt_iface_t *iface,
     }
 }
 
+/* The bulk key of a received flow: derived on first use, or updated to
+ * the next generation. */
+static ucs_status_t uct_crypt_bulk_rx_key(uct_crypt_iface_t *iface,
+                                          uct_crypt_rx_flow_t *flow, int update)
+{
+    if (!update) {
+        if (uct_crypt_bulk_keys(iface, flow->peer_public,
+                                iface->keypair.public_key, flow->peer_public,
+                                flow->flow_id, &flow->bulk_keys) != UCS_OK) {
+            return UCS_ERR_INVALID_PARAM;
+        }
+    } else {
+        crypt_aead_key_cleanup(&flow->bulk_aead);
+        if (keyex_update_flow_keys(flow->bulk_keys) != KEYEX_OK) {
+            return UCS_ERR_INVALID_PARAM;
+        }
+    }
+    return (crypt_aead_key_init(&flow->bulk_aead, iface->backend,
+                                flow->bulk_keys->key,
+                                flow->bulk_keys->key_len) == CRYPT_AEAD_OK) ?
+           UCS_OK : UCS_ERR_INVALID_PARAM;
+}
+
 /* Open one announced segment in place. Everything here came in an
  * authenticated, in-sequence record of `flow`. */
 static void uct_crypt_bulk_open_segment(uct_crypt_iface_t *iface,
@@ -968,30 +999,15 @@ static void uct_crypt_bulk_open_segment(uct_crypt_iface_t *iface,
                                 UCT_CRYPT_FAIL_BULK_ORDER);
         return;
     }
-    if (flow->bulk_keys == NULL) {
-        if ((uct_crypt_bulk_keys(iface, flow->peer_public,
-                                 iface->keypair.public_key, flow->peer_public,
-                                 flow->flow_id, &flow->bulk_keys) != UCS_OK) ||
-            (crypt_aead_key_init(&flow->bulk_aead, iface->backend,
-                                 flow->bulk_keys->key,
-                                 flow->bulk_keys->key_len) != CRYPT_AEAD_OK)) {
-            uct_crypt_record_reject(iface, flow, NULL, flow->flow_id, am_id,
-                                    UCT_CRYPT_FAIL_HANDSHAKE);
-            return;
-        }
-    }
     /* the sender updates the bulk key between puts only */
-    if ((index == 0) &&
-        (generation == (uint16_t)(flow->bulk_keys->generation + 1))) {
-        crypt_aead_key_cleanup(&flow->bulk_aead);
-        if ((keyex_update_flow_keys(flow->bulk_keys) != KEYEX_OK) ||
-            (crypt_aead_key_init(&flow->bulk_aead, iface->backend,
-                                 flow->bulk_keys->key,
-                                 flow->bulk_keys->key_len) != CRYPT_AEAD_OK)) {
-            uct_crypt_record_reject(iface, flow, NULL, flow->flow_id, am_id,
-                                    UCT_CRYPT_FAIL_HANDSHAKE);
-            return;
-        }
+    if (((flow->bulk_keys == NULL) &&
+         (uct_crypt_bulk_rx_key(iface, flow, 0) != UCS_OK)) ||
+        ((index == 0) &&
+         (generation == (uint16_t)(flow->bulk_keys->generation + 1)) &&
+         (uct_crypt_bulk_rx_key(iface, flow, 1) != UCS_OK))) {
+        uct_crypt_record_reject(iface, flow, NULL, flow->flow_id, am_id,
+                                UCT_CRYPT_FAIL_HANDSHAKE);
+        return;
     }
     if (generation != (uint16_t)flow->bulk_keys->generation) {
         uct_crypt_record_reject(iface, flow, NULL, flow->flow_id, am_id,

@@ -224,25 +224,31 @@ tamper_case() { # fault expected-reason tool [client env...]
 }
 
 test_tamper() {
-    local f=(UCX_CRYPT_FAULT_AFTER=20)
-    tamper_case flip_header "authentication failed" pingpong UCX_CRYPT_FAULT=flip_header "${f[@]}"
-    tamper_case flip_ciphertext "authentication failed" pingpong UCX_CRYPT_FAULT=flip_ciphertext "${f[@]}"
-    tamper_case flip_tag "authentication failed" pingpong UCX_CRYPT_FAULT=flip_tag "${f[@]}"
-    tamper_case truncate "authentication failed" pingpong UCX_CRYPT_FAULT=truncate "${f[@]}"
-    tamper_case replay "replayed record" pingpong UCX_CRYPT_FAULT=replay "${f[@]}"
-    tamper_case reorder "reordered or dropped record" stream UCX_CRYPT_FAULT=reorder "${f[@]}"
-    tamper_case drop "reordered or dropped record" stream UCX_CRYPT_FAULT=drop "${f[@]}"
-    tamper_case inject "authentication failed" pingpong UCX_CRYPT_FAULT=inject "${f[@]}"
-    tamper_case wrong_job_secret "authentication failed" pingpong UCX_CRYPT_KEY_FILE="$work/other.key"
-    # bulk segments (encrypted put of a 1 MiB rendezvous, 256 KiB segments)
-    local b=(UCX_CRYPT_FAULT_AFTER=6)
-    tamper_case bulk_flip_ciphertext "authentication failed" bulk UCX_CRYPT_FAULT=bulk_flip_ciphertext "${b[@]}"
-    tamper_case bulk_flip_tag "authentication failed" bulk UCX_CRYPT_FAULT=bulk_flip_tag "${b[@]}"
-    tamper_case bulk_drop "bulk segment out of order" bulk UCX_CRYPT_FAULT=bulk_drop "${b[@]}"
-    tamper_case bulk_reorder "bulk segment out of order" bulk UCX_CRYPT_FAULT=bulk_reorder "${b[@]}"
-    tamper_case bulk_truncate "authentication failed" bulk UCX_CRYPT_FAULT=bulk_truncate "${b[@]}"
-    tamper_case bulk_move "authentication failed" bulk UCX_CRYPT_FAULT=bulk_move "${b[@]}"
-    tamper_case bulk_splice "bulk segment out of order" bulk UCX_CRYPT_FAULT=bulk_splice "${b[@]}"
+    local fault reason tool after
+    # fault                 expected reason             tool      FAULT_AFTER
+    while read -r fault reason tool after; do
+        tamper_case "$fault" "${reason//_/ }" "$tool" UCX_CRYPT_FAULT="$fault" \
+            UCX_CRYPT_FAULT_AFTER="$after"
+    done <<'EOT'
+flip_header             authentication_failed       pingpong  20
+flip_ciphertext         authentication_failed       pingpong  20
+flip_tag                authentication_failed       pingpong  20
+truncate                authentication_failed       pingpong  20
+replay                  replayed_record             pingpong  20
+reorder                 reordered_or_dropped_record stream    20
+drop                    reordered_or_dropped_record stream    20
+inject                  authentication_failed       pingpong  20
+bulk_flip_ciphertext    authentication_failed       bulk      6
+bulk_flip_tag           authentication_failed       bulk      6
+bulk_drop               bulk_segment_out_of_order   bulk      6
+bulk_reorder            bulk_segment_out_of_order   bulk      6
+bulk_truncate           authentication_failed       bulk      6
+bulk_move               authentication_failed       bulk      6
+bulk_splice             bulk_segment_out_of_order   bulk      6
+EOT
+    # (bulk: segments of the encrypted put of a 1 MiB rendezvous)
+    tamper_case wrong_job_secret "authentication failed" pingpong \
+        UCX_CRYPT_KEY_FILE="$work/other.key"
 }
 
 test_plaintext_peer() {

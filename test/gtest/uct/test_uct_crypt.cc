@@ -109,10 +109,19 @@ size_t pack_bcopy(void *dest, void *arg)
     return sizeof(a->header) + a->payload->size();
 }
 
+void completion_cb(uct_completion_t *self);
+
 struct completion {
     uct_completion_t super;
     int              done = 0;
     ucs_status_t     status = UCS_OK;
+
+    completion()
+    {
+        super.func   = completion_cb;
+        super.count  = 1;
+        super.status = UCS_OK;
+    }
 };
 
 void completion_cb(uct_completion_t *self)
@@ -325,9 +334,6 @@ protected:
     void flush(uct_ep_h ep)
     {
         completion comp;
-        comp.super.func   = completion_cb;
-        comp.super.count  = 1;
-        comp.super.status = UCS_OK;
         ucs_status_t status;
         deadline limit(20);
         while (((status = uct_ep_flush(ep, 0, &comp.super)) == UCS_ERR_NO_RESOURCE) &&
@@ -511,9 +517,6 @@ TEST_F(uct_crypt_test, am_zcopy_every_size_and_iov_count_content_checked)
                 off += part;
             }
             completion comp;
-            comp.super.func   = completion_cb;
-            comp.super.count  = 1;
-            comp.super.status = UCS_OK;
             ucs_status_t status;
             deadline limit(20);
             while (((status = uct_ep_am_zcopy(ab, kAmId, &seq, sizeof(seq), iov.data(),
