@@ -171,6 +171,24 @@ static void uct_crypt_bulk_read_profile(const char *path, size_t *segment,
     fclose(file);
 }
 
+/* Ranks of this job on this node, as MPI launchers announce them (Open
+ * MPI, MPICH/hydra, Slurm); 0 if unknown. CryptMPI's T1. */
+static unsigned uct_crypt_bulk_local_ranks(void)
+{
+    static const char *vars[] = {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS",
+                                 "SLURM_NTASKS_PER_NODE"};
+    const char *value;
+    unsigned i;
+
+    for (i = 0; i < ucs_static_array_size(vars); ++i) {
+        value = getenv(vars[i]);
+        if ((value != NULL) && (atoi(value) > 0)) {
+            return (unsigned)atoi(value);
+        }
+    }
+    return 0;
+}
+
 ucs_status_t uct_crypt_bulk_init(uct_crypt_iface_t *iface,
                                  const uct_crypt_iface_config_t *config)
 {
@@ -179,9 +197,9 @@ ucs_status_t uct_crypt_bulk_init(uct_crypt_iface_t *iface,
     unsigned long threads   = UCT_CRYPT_BULK_DEFAULT_THREADS;
     crypt_pool_params_t pool_params;
     char registry[64], error[128];
+    unsigned i, local_ranks, pus;
     uct_crypt_bulk_t *bulk;
     ucs_status_t status;
-    unsigned i;
 
     iface->bulk = NULL;
     if (!config->bulk ||
@@ -201,6 +219,12 @@ ucs_status_t uct_crypt_bulk_init(uct_crypt_iface_t *iface,
     }
     if (config->bulk_threads != UCS_ULUNITS_AUTO) {
         threads = config->bulk_threads;
+    } else if ((local_ranks = uct_crypt_bulk_local_ranks()) > 0) {
+        /* min(T0 - T1, t), the spare PUs shared evenly between the ranks
+         * (the registry below still guards against other jobs) */
+        pus     = (unsigned)sysconf(_SC_NPROCESSORS_ONLN);
+        threads = ucs_min(threads, (pus > local_ranks) ?
+                                   (pus - local_ranks) / local_ranks : 0);
     }
     if ((segment < 4096) || (segment > UCT_CRYPT_BULK_MAX_PUT)) {
         ucs_error("crypt: UCX_CRYPT_BULK_SEGMENT=%zu: between 4k and 1g", segment);

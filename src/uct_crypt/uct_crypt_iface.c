@@ -42,8 +42,10 @@ static ucs_config_field_t uct_crypt_iface_config_table[] = {
 
     {"BULK_THREADS", "auto",
      "Crypto worker threads per iface. auto: from UCX_CRYPT_PROFILE, else 2,\n"
-     "in both cases capped by the PUs the node has left (CryptMPI's\n"
-     "min(T0 - T1, t)); a number is taken as is.",
+     "capped by CryptMPI's min(T0 - T1, t): the node's spare PUs shared by the\n"
+     "job's ranks on it (OMPI_COMM_WORLD_LOCAL_SIZE, MPI_LOCALNRANKS or\n"
+     "SLURM_NTASKS_PER_NODE) and what other processes registered in\n"
+     "/dev/shm. A number is taken as is.",
      ucs_offsetof(uct_crypt_iface_config_t, bulk_threads), UCS_CONFIG_TYPE_ULUNITS},
 
     {"BULK_DEPTH", "16",

@@ -51,11 +51,15 @@ echo "== crypto side: thread scaling and calibration profile"
     --profile "$profile" ${quick:+--min-time 0.05 --threads 1,2}
 echo
 
+# Both emulated hosts share this machine's PUs: the spare PUs per rank
+# are (PUs - 2) / 2 (CryptMPI's T0 - T1), which the shim cannot see here
+spare=$(( ($(nproc) - 2) / 2 ))
+[ $spare -lt 0 ] && spare=0
 mode_env() { # mode -> env assignments for both sides
     case $1 in
     plain)     echo "UCX_TLS=tcp" ;;
-    pipelined) echo "LD_PRELOAD=$plugin UCX_TLS=crypt,tcp UCX_CRYPT_KEY_FILE=$work/job.key UCX_CRYPT_PROFILE=$profile" ;;
-    pipe64k)   echo "LD_PRELOAD=$plugin UCX_TLS=crypt,tcp UCX_CRYPT_KEY_FILE=$work/job.key UCX_CRYPT_PROFILE=$profile UCX_CRYPT_BULK_SEGMENT=64k" ;;
+    pipelined) echo "LD_PRELOAD=$plugin UCX_TLS=crypt,tcp UCX_CRYPT_KEY_FILE=$work/job.key UCX_CRYPT_PROFILE=$profile UCX_CRYPT_BULK_THREADS=$spare" ;;
+    pipe64k)   echo "LD_PRELOAD=$plugin UCX_TLS=crypt,tcp UCX_CRYPT_KEY_FILE=$work/job.key UCX_CRYPT_PROFILE=$profile UCX_CRYPT_BULK_THREADS=$spare UCX_CRYPT_BULK_SEGMENT=64k" ;;
     naive)     echo "LD_PRELOAD=$plugin UCX_TLS=crypt,tcp UCX_CRYPT_KEY_FILE=$work/job.key UCX_CRYPT_BULK_MODE=naive" ;;
     am)        echo "LD_PRELOAD=$plugin UCX_TLS=crypt,tcp UCX_CRYPT_KEY_FILE=$work/job.key UCX_CRYPT_BULK=n" ;;
     esac
