@@ -447,8 +447,11 @@ static int uct_crypt_bulk_tx_key_ready(uct_crypt_bulk_tx_t *tx, size_t length)
 {
     unsigned w;
 
-    if (keyex_usage_check(tx->segments_this_key, tx->bytes_this_key,
-                          length) == KEYEX_USAGE_OK) {
+    /* UCX_CRYPT_REKEY_RECORDS, when set, counts bulk segments too (tests) */
+    if ((keyex_usage_check(tx->segments_this_key, tx->bytes_this_key,
+                           length) == KEYEX_USAGE_OK) &&
+        ((uct_crypt_global.rekey_records == 0) ||
+         (tx->segments_this_key < uct_crypt_global.rekey_records))) {
         return 1;
     }
     if (!ucs_list_is_empty(&tx->segments)) {
@@ -462,7 +465,7 @@ static int uct_crypt_bulk_tx_key_ready(uct_crypt_bulk_tx_t *tx, size_t length)
     }
     tx->segments_this_key = 0;
     tx->bytes_this_key    = 0;
-    UCT_CRYPT_STAT_ADD(rekeys, 1);
+    UCT_CRYPT_STAT_ADD(bulk_rekeys, 1);
     return 1;
 }
 

@@ -90,8 +90,9 @@ static ucs_config_field_t uct_crypt_global_config_table[] = {
      ucs_offsetof(uct_crypt_global_config_t, stats), UCS_CONFIG_TYPE_BOOL},
 
     {"REKEY_RECORDS", "0",
-     "Update a flow's key after this many records (0: the limit of\n"
-     "src/keyex/keyex.h, 2^31). Lower values are for testing key updates.",
+     "Update a flow's key after this many records, and its bulk key after\n"
+     "this many bulk segments, at the next put (0: the limits of\n"
+     "src/keyex/keyex.h). Lower values are for testing key updates.",
      ucs_offsetof(uct_crypt_global_config_t, rekey_records), UCS_CONFIG_TYPE_ULONG},
 
     {NULL}
@@ -147,10 +148,12 @@ static void uct_crypt_stats_print(void)
     ucs_string_buffer_appendf(&line, "[ucx-crypt pid %d] records sealed %"
                               PRIu64 " (%" PRIu64 " bytes), opened %" PRIu64
                               " (%" PRIu64 " bytes), key updates %" PRIu64
-                              ", bulk bytes sealed %" PRIu64 " opened %" PRIu64,
+                              ", bulk bytes sealed %" PRIu64 " opened %" PRIu64
+                              ", bulk key updates %" PRIu64,
                               getpid(), s.records_sealed, s.bytes_sealed,
                               s.records_opened, s.bytes_opened, s.rekeys,
-                              s.bulk_bytes_sealed, s.bulk_bytes_opened);
+                              s.bulk_bytes_sealed, s.bulk_bytes_opened,
+                              s.bulk_rekeys);
     for (i = 0; i < UCT_CRYPT_FAIL_LAST; ++i) {
         ucs_string_buffer_appendf(&line, ", %s %" PRIu64,
                                   uct_crypt_fail_reason_name(

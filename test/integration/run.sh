@@ -101,7 +101,12 @@ test_ucp_sizes_verified() {
 # key updates: both sides ratchet every 50 records, data stays intact
 test_key_update() {
     verified_pair key_update_every_50_records_keeps_data_intact "key updates [1-9]" \
-        UCX_CRYPT_REKEY_RECORDS=50 -- -s 8,1000,100000 -n 100
+        UCX_CRYPT_REKEY_RECORDS=50 UCX_CRYPT_BULK=n -- -s 8,1000,100000 -n 100
+    # bulk keys: updated between puts once 3 segments went out under one
+    verified_pair bulk_key_update_every_3_segments_keeps_data_intact \
+        "bulk key updates [1-9]" \
+        UCX_CRYPT_REKEY_RECORDS=3 UCX_CRYPT_BULK_SEGMENT=64k -- \
+        -s 1048577,262144,4194304 -n 4
 }
 
 # ---- ucx_perftest over crypt ------------------------------------------------
@@ -435,16 +440,14 @@ test_wire() {
     fi
 }
 
-test_ucp_sizes_verified
-test_key_update
-test_perftest
-test_fail_closed
-test_misconfiguration
-test_tamper
-test_plaintext_peer
-test_mpi
-test_site_config_tool
-test_wire
+# IT_ONLY=REGEX runs only the test groups whose function name matches
+for group in test_ucp_sizes_verified test_key_update test_perftest test_fail_closed \
+             test_misconfiguration test_tamper test_plaintext_peer test_mpi \
+             test_site_config_tool test_wire; do
+    if [ -z "${IT_ONLY:-}" ] || [[ $group =~ $IT_ONLY ]]; then
+        $group
+    fi
+done
 
 # ---- report -------------------------------------------------------------------
 mkdir -p "$results"
