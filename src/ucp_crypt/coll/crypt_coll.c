@@ -1,0 +1,569 @@
+/*
+ * Encrypted all-gather, core layer (crypt_coll.h). Algorithm names and cost
+ * terms follow "Efficient Algorithms for Encrypted All-gather Operation",
+ * section IV and Table II.
+ *
+ * Frames: the block of rank `owner`, sealed by rank `sealer` under the
+ * team key with the record nonce of src/aead (4-byte prefix = sealer's
+ * rank, 8-byte counter of that sealer: unique per key by construction,
+ * SP 800-38D section 8.2.1). AAD = (collective number, owner, sealer,
+ * length): a frame cannot be replayed into another collective, moved to
+ * another block or cut short.
+ */
+#ifdef HAVE_CONFIG_H
+#include "ucx_crypt_config.h"
+#endif
+
+#include "ucp_crypt/coll/crypt_coll.h"
+#include "keyex/keyex.h"
+
+#include <openssl/crypto.h>
+#include <endian.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    uint64_t collective;
+    uint32_t owner;
+    uint32_t sealer;
+    uint64_t length;
+} __attribute__((packed)) crypt_coll_aad_t;
+
+/* ---- node maps -------------------------------------------------------------- */
+
+int crypt_coll_node_map(int size, int num_nodes, crypt_coll_mapping_t mapping,
+                        int *node_of)
+{
+    int base, extra, r, n, first;
+
+    if ((size <= 0) || (num_nodes <= 0) || (num_nodes > size)) {
+        return -1;
+    }
+    if (mapping == CRYPT_COLL_MAP_CYCLIC) {
+        for (r = 0; r < size; ++r) {
+            node_of[r] = r % num_nodes;
+        }
+        return 0;
+    }
+    base  = size / num_nodes;
+    extra = size % num_nodes;
+    for (n = 0, first = 0; n < num_nodes; ++n) {
+        int count = base + (n < extra);
+        for (r = first; r < first + count; ++r) {
+            node_of[r] = n;
+        }
+        first += count;
+    }
+    return 0;
+}
+
+int crypt_coll_node_map_from_env(int size, int *node_of, char *error,
+                                 size_t error_len)
+{
+    const char *value = getenv("UCX_CRYPT_COLL_NODES");
+    crypt_coll_mapping_t mapping = CRYPT_COLL_MAP_BLOCK;
+    char *end;
+    long nodes;
+
+    if (value == NULL) {
+        snprintf(error, error_len, "UCX_CRYPT_COLL_NODES is not set");
+        return -1;
+    }
+    nodes = strtol(value, &end, 10);
+    if (!strcmp(end, ":cyclic")) {
+        mapping = CRYPT_COLL_MAP_CYCLIC;
+    } else if ((*end != '\0') && strcmp(end, ":block")) {
+        end = NULL;
+    }
+    if ((end == NULL) || (nodes < 1) || (nodes > size)) {
+        snprintf(error, error_len, "UCX_CRYPT_COLL_NODES=%s: use N, N:block or "
+                 "N:cyclic with 1 <= N <= %d ranks", value, size);
+        return -1;
+    }
+    return crypt_coll_node_map(size, (int)nodes, mapping, node_of);
+}
+
+/* ---- team ------------------------------------------------------------------- */
+
+crypt_coll_status_t crypt_coll_team_init(crypt_coll_team_t *team, int rank,
+                                         int size, const int *node_of,
+                                         const uint8_t job_secret[32],
+                                         const uint8_t team_salt[CRYPT_COLL_TEAM_SALT_LEN],
+                                         crypt_aead_backend_t backend,
+                                         crypt_coll_sendrecv_t sendrecv,
+                                         void *ctx)
+{
+    static const char salt[] = "ucx-crypt v1 collective";
+    uint8_t prk[KEYEX_SECRET_LEN], key[16];
+    crypt_aead_status_t astatus;
+    int r, max_node = 0;
+
+    memset(team, 0, sizeof(*team));
+    if ((rank < 0) || (rank >= size) || (size > CRYPT_COLL_MAX_RANKS)) {
+        return CRYPT_COLL_ERR_PARAM;
+    }
+    team->node_of = malloc(sizeof(int) * (size_t)size);
+    if (team->node_of == NULL) {
+        return CRYPT_COLL_ERR_PARAM;
+    }
+    for (r = 0; r < size; ++r) {
+        if ((node_of[r] < 0) || (node_of[r] >= size)) {
+            free(team->node_of);
+            return CRYPT_COLL_ERR_PARAM;
+        }
+        team->node_of[r] = node_of[r];
+        max_node         = (node_of[r] > max_node) ? node_of[r] : max_node;
+    }
+    team->rank      = rank;
+    team->size      = size;
+    team->num_nodes = max_node + 1;
+    team->sendrecv  = sendrecv;
+    team->ctx       = ctx;
+
+    /* a group key (every node opens what any node sealed): HKDF-SHA256,
+     * RFC 5869, from the job secret with its own salt and the fresh team
+     * salt as info, so it is independent of every transport key (keyex.h) */
+    if ((keyex_hkdf_extract((const uint8_t*)salt, sizeof(salt) - 1, job_secret,
+                            KEYEX_JOB_SECRET_LEN, prk) != KEYEX_OK) ||
+        (keyex_hkdf_expand(prk, team_salt, CRYPT_COLL_TEAM_SALT_LEN, key,
+                           sizeof(key)) !=
+         KEYEX_OK)) {
+        OPENSSL_cleanse(prk, sizeof(prk));
+        free(team->node_of);
+        return CRYPT_COLL_ERR_PARAM;
+    }
+    astatus = crypt_aead_key_init(&team->key, backend, key, sizeof(key));
+    OPENSSL_cleanse(prk, sizeof(prk));
+    OPENSSL_cleanse(key, sizeof(key));
+    if (astatus != CRYPT_AEAD_OK) {
+        free(team->node_of);
+        return CRYPT_COLL_ERR_PARAM;
+    }
+    return CRYPT_COLL_OK;
+}
+
+void crypt_coll_team_cleanup(crypt_coll_team_t *team)
+{
+    crypt_aead_key_cleanup(&team->key);
+    free(team->node_of);
+    team->node_of = NULL;
+}
+
+const char *crypt_allgather_alg_name(crypt_allgather_alg_t alg)
+{
+    switch (alg) {
+    case CRYPT_ALLGATHER_NAIVE:  return "naive";
+    case CRYPT_ALLGATHER_O_RING: return "o-ring";
+    case CRYPT_ALLGATHER_C_RING: return "c-ring";
+    default:                     return NULL;
+    }
+}
+
+/* ---- frames and moves --------------------------------------------------------- */
+
+static void crypt_coll_aad(crypt_coll_aad_t *aad, const crypt_coll_team_t *team,
+                           int owner, int sealer, size_t m)
+{
+    aad->collective = htole64(team->collective);
+    aad->owner      = htole32((uint32_t)owner);
+    aad->sealer     = htole32((uint32_t)sealer);
+    aad->length     = htole64(m);
+}
+
+/* frame = be32 sealer || be64 sequence || ciphertext || tag */
+static crypt_coll_status_t crypt_coll_seal(crypt_coll_team_t *team, int owner,
+                                           const uint8_t *plain, size_t m,
+                                           uint8_t *frame)
+{
+    uint32_t sealer = htobe32((uint32_t)team->rank);
+    uint64_t seq    = team->next_nonce++;
+    uint64_t be_seq = htobe64(seq);
+    crypt_coll_aad_t aad;
+
+    memcpy(frame, &sealer, 4);
+    memcpy(frame + 4, &be_seq, 8);
+    crypt_coll_aad(&aad, team, owner, team->rank, m);
+    if (crypt_record_seal(&team->key, frame, seq, &aad, sizeof(aad), plain, m,
+                          frame + CRYPT_COLL_FRAME_HDR,
+                          frame + CRYPT_COLL_FRAME_HDR + m) != CRYPT_AEAD_OK) {
+        return CRYPT_COLL_ERR_PARAM;
+    }
+    team->counters.bytes_sealed += m;
+    team->counters.seal_calls++;
+    return CRYPT_COLL_OK;
+}
+
+static crypt_coll_status_t crypt_coll_open(crypt_coll_team_t *team, int owner,
+                                           const uint8_t *frame, size_t m,
+                                           uint8_t *plain)
+{
+    uint32_t sealer;
+    uint64_t seq;
+    crypt_coll_aad_t aad;
+
+    memcpy(&sealer, frame, 4);
+    memcpy(&seq, frame + 4, 8);
+    sealer = be32toh(sealer);
+    seq    = be64toh(seq);
+    if (sealer >= (uint32_t)team->size) {
+        memset(plain, 0, m);
+        return CRYPT_COLL_ERR_AUTH;
+    }
+    crypt_coll_aad(&aad, team, owner, (int)sealer, m);
+    team->counters.open_calls++;
+    team->counters.bytes_opened += m;
+    /* a failed open zeroes `plain` (aead.h) */
+    return (crypt_record_open(&team->key, frame, seq, &aad, sizeof(aad),
+                              frame + CRYPT_COLL_FRAME_HDR, m, plain,
+                              frame + CRYPT_COLL_FRAME_HDR + m) == CRYPT_AEAD_OK) ?
+           CRYPT_COLL_OK : CRYPT_COLL_ERR_AUTH;
+}
+
+static int crypt_coll_same_node(const crypt_coll_team_t *team, int peer)
+{
+    return team->node_of[peer] == team->node_of[team->rank];
+}
+
+/* every move goes through here: plaintext to another node is refused */
+static crypt_coll_status_t crypt_coll_move(crypt_coll_team_t *team, int dst,
+                                           const void *sbuf, size_t slen,
+                                           int sealed, int src, void *rbuf,
+                                           size_t rlen)
+{
+    if ((dst >= 0) && !sealed && !crypt_coll_same_node(team, dst)) {
+        team->counters.inter_node_plaintext_bytes += slen;
+        return CRYPT_COLL_ERR_PARAM; /* a bug in an algorithm: never send it */
+    }
+    if (dst >= 0) {
+        team->counters.bytes_sent += slen;
+    }
+    return (team->sendrecv(team->ctx, dst, sbuf, slen, src, rbuf, rlen) == 0) ?
+           CRYPT_COLL_OK : CRYPT_COLL_ERR_IO;
+}
+
+/* ---- Naive: seal own block, ring on frames, open all -------------------------- */
+
+static crypt_coll_status_t crypt_allgather_naive(crypt_coll_team_t *team,
+                                                 uint8_t *rbuf, size_t m)
+{
+    const int p = team->size, r = team->rank;
+    const size_t frame_len = m + CRYPT_COLL_FRAME_OVERHEAD;
+    uint8_t *frames = malloc(frame_len * (size_t)p);
+    crypt_coll_status_t status, result = CRYPT_COLL_OK;
+    int s, j;
+
+    if (frames == NULL) {
+        return CRYPT_COLL_ERR_PARAM;
+    }
+    status = crypt_coll_seal(team, r, rbuf + (size_t)r * m, m,
+                             frames + (size_t)r * frame_len);
+    for (s = 0; (status == CRYPT_COLL_OK) && (s < p - 1); ++s) {
+        int send_idx = (r - s + p) % p, recv_idx = (r - s - 1 + p) % p;
+        status = crypt_coll_move(team, (r + 1) % p,
+                                 frames + (size_t)send_idx * frame_len,
+                                 frame_len, 1, (r - 1 + p) % p,
+                                 frames + (size_t)recv_idx * frame_len, frame_len);
+    }
+    for (j = 0; (status == CRYPT_COLL_OK) && (j < p); ++j) {
+        if ((j != r) &&
+            (crypt_coll_open(team, j, frames + (size_t)j * frame_len, m,
+                             rbuf + (size_t)j * m) != CRYPT_COLL_OK)) {
+            result = CRYPT_COLL_ERR_AUTH; /* keep going: zero every bad block */
+        }
+    }
+    free(frames);
+    return (status != CRYPT_COLL_OK) ? status : result;
+}
+
+/* ---- O-Ring: ring by rank; sealed only where it crosses nodes ------------------ */
+
+static crypt_coll_status_t crypt_allgather_o_ring(crypt_coll_team_t *team,
+                                                  uint8_t *rbuf, size_t m)
+{
+    const int p = team->size, r = team->rank;
+    const int right = (r + 1) % p, left = (r - 1 + p) % p;
+    const size_t frame_len = m + CRYPT_COLL_FRAME_OVERHEAD;
+    uint8_t *frames = malloc(frame_len * (size_t)p), *out = malloc(frame_len);
+    char *have_frame = calloc((size_t)p, 1);
+    crypt_coll_status_t status = CRYPT_COLL_OK;
+    int s, failed = 0;
+
+    if ((frames == NULL) || (out == NULL) || (have_frame == NULL)) {
+        status = CRYPT_COLL_ERR_PARAM;
+    }
+    for (s = 0; (status == CRYPT_COLL_OK) && (s < p - 1); ++s) {
+        int send_idx = (r - s + p) % p, recv_idx = (r - s - 1 + p) % p;
+        int seal_out = !crypt_coll_same_node(team, right);
+        int sealed_in = !crypt_coll_same_node(team, left);
+        const uint8_t *sbuf = rbuf + (size_t)send_idx * m;
+        size_t slen = m;
+
+        if (seal_out) {
+            /* a frame that came from another node goes on as it is: the
+             * block is sealed once, by the node that owns it */
+            if (have_frame[send_idx]) {
+                sbuf = frames + (size_t)send_idx * frame_len;
+            } else {
+                status = crypt_coll_seal(team, send_idx, sbuf, m, out);
+                sbuf   = out;
+            }
+            slen = frame_len;
+        }
+        if (status != CRYPT_COLL_OK) {
+            break;
+        }
+        status = crypt_coll_move(team, right, sbuf, slen, seal_out, left,
+                                 sealed_in ? frames + (size_t)recv_idx * frame_len :
+                                             rbuf + (size_t)recv_idx * m,
+                                 sealed_in ? frame_len : m);
+        if ((status == CRYPT_COLL_OK) && sealed_in) {
+            /* a failed open keeps the schedule going (the peers would wait
+             * forever otherwise); the agreement step reports it */
+            if (crypt_coll_open(team, recv_idx,
+                                frames + (size_t)recv_idx * frame_len, m,
+                                rbuf + (size_t)recv_idx * m) != CRYPT_COLL_OK) {
+                failed = 1;
+            }
+            have_frame[recv_idx] = 1;
+        }
+    }
+    free(have_frame);
+    free(out);
+    free(frames);
+    return ((status == CRYPT_COLL_OK) && failed) ? CRYPT_COLL_ERR_AUTH : status;
+}
+
+/* ---- C-Ring: sealed sub-all-gathers per local index, then a local ring --------- */
+
+typedef struct {
+    int num_nodes;
+    int *count;     /* ranks per node */
+    int **ranks;    /* ranks of each node, ascending */
+    int max_local;
+} crypt_coll_layout_t;
+
+static int crypt_coll_layout(const crypt_coll_team_t *team, crypt_coll_layout_t *l)
+{
+    int n, r;
+
+    l->num_nodes = team->num_nodes;
+    l->count     = calloc((size_t)l->num_nodes, sizeof(int));
+    l->ranks     = calloc((size_t)l->num_nodes, sizeof(int*));
+    l->max_local = 0;
+    if ((l->count == NULL) || (l->ranks == NULL)) {
+        return -1;
+    }
+    for (r = 0; r < team->size; ++r) {
+        l->count[team->node_of[r]]++;
+    }
+    for (n = 0; n < l->num_nodes; ++n) {
+        l->ranks[n] = calloc((size_t)l->count[n] + 1, sizeof(int));
+        if (l->ranks[n] == NULL) {
+            return -1;
+        }
+        l->max_local = (l->count[n] > l->max_local) ? l->count[n] : l->max_local;
+        l->count[n]  = 0;
+    }
+    for (r = 0; r < team->size; ++r) {
+        n = team->node_of[r];
+        l->ranks[n][l->count[n]++] = r;
+    }
+    return 0;
+}
+
+static void crypt_coll_layout_free(crypt_coll_layout_t *l)
+{
+    int n;
+
+    for (n = 0; l->ranks && (n < l->num_nodes); ++n) {
+        free(l->ranks[n]);
+    }
+    free(l->ranks);
+    free(l->count);
+}
+
+/* the member of node n in group g: its rank with local index g mod count
+ * (a node with fewer ranks lets one rank serve several groups) */
+static int crypt_coll_member(const crypt_coll_layout_t *l, int n, int g)
+{
+    return (l->count[n] > 0) ? l->ranks[n][g % l->count[n]] : -1;
+}
+
+/* the owner of group g's block on node n, or -1 */
+static int crypt_coll_owner(const crypt_coll_layout_t *l, int n, int g)
+{
+    return (g < l->count[n]) ? l->ranks[n][g] : -1;
+}
+
+static crypt_coll_status_t crypt_allgather_c_ring(crypt_coll_team_t *team,
+                                                  uint8_t *rbuf, size_t m)
+{
+    const int r = team->rank, my_node = team->node_of[r];
+    const size_t frame_len = m + CRYPT_COLL_FRAME_OVERHEAD;
+    crypt_coll_status_t status = CRYPT_COLL_OK;
+    crypt_coll_layout_t l = {0};
+    uint8_t *frames = NULL, *pack_out = NULL, *pack_in = NULL;
+    int N, g, s, my_local = 0, li, nodes_in, failed = 0;
+
+    if (crypt_coll_layout(team, &l) != 0) {
+        crypt_coll_layout_free(&l);
+        return CRYPT_COLL_ERR_PARAM;
+    }
+    N = l.num_nodes;
+    for (li = 0; li < l.count[my_node]; ++li) {
+        if (l.ranks[my_node][li] == r) {
+            my_local = li;
+        }
+    }
+    frames   = malloc(frame_len * (size_t)N);
+    pack_out = malloc(m * (size_t)N * (size_t)l.max_local + 1);
+    pack_in  = malloc(m * (size_t)N * (size_t)l.max_local + 1);
+    if ((frames == NULL) || (pack_out == NULL) || (pack_in == NULL)) {
+        status = CRYPT_COLL_ERR_PARAM;
+    }
+
+    /* step 1: for each group this rank serves, a ring over one member per
+     * node (all hops cross nodes): each owner seals its block once, every
+     * node opens each foreign block of the group once */
+    for (g = 0; (status == CRYPT_COLL_OK) && (g < l.max_local); ++g) {
+        if (crypt_coll_member(&l, my_node, g) != r) {
+            continue;
+        }
+        int next = crypt_coll_member(&l, (my_node + 1) % N, g);
+        int prev = crypt_coll_member(&l, (my_node - 1 + N) % N, g);
+        if ((N > 1) && (crypt_coll_owner(&l, my_node, g) == r)) {
+            status = crypt_coll_seal(team, r, rbuf + (size_t)r * m, m,
+                                     frames + (size_t)my_node * frame_len);
+        }
+        for (s = 0; (status == CRYPT_COLL_OK) && (s < N - 1); ++s) {
+            int send_node = (my_node - s + N) % N, recv_node = (my_node - s - 1 + N) % N;
+            int send_owner = crypt_coll_owner(&l, send_node, g);
+            int recv_owner = crypt_coll_owner(&l, recv_node, g);
+            status = crypt_coll_move(team, next,
+                                     frames + (size_t)send_node * frame_len,
+                                     (send_owner >= 0) ? frame_len : 0, 1, prev,
+                                     frames + (size_t)recv_node * frame_len,
+                                     (recv_owner >= 0) ? frame_len : 0);
+            if ((status == CRYPT_COLL_OK) && (recv_owner >= 0) &&
+                (crypt_coll_open(team, recv_owner,
+                                 frames + (size_t)recv_node * frame_len, m,
+                                 rbuf + (size_t)recv_owner * m) != CRYPT_COLL_OK)) {
+                failed = 1; /* keep the schedule; the agreement reports it */
+            }
+        }
+    }
+
+    /* step 2: a plaintext ring inside the node; local rank q contributes
+     * the blocks of every group it served, from every node */
+    nodes_in = l.count[my_node];
+    for (s = 0; (status == CRYPT_COLL_OK) && (s < nodes_in - 1); ++s) {
+        int send_q = (my_local - s + nodes_in) % nodes_in;
+        int recv_q = (my_local - s - 1 + nodes_in) % nodes_in;
+        size_t out_len = 0, in_len = 0;
+        int n;
+
+        for (g = 0; g < l.max_local; ++g) {
+            for (n = 0; n < N; ++n) {
+                int owner = crypt_coll_owner(&l, n, g);
+                if (owner < 0) {
+                    continue;
+                }
+                if (g % nodes_in == send_q) {
+                    memcpy(pack_out + out_len, rbuf + (size_t)owner * m, m);
+                    out_len += m;
+                }
+                if (g % nodes_in == recv_q) {
+                    in_len += m;
+                }
+            }
+        }
+        status = crypt_coll_move(team, l.ranks[my_node][(my_local + 1) % nodes_in],
+                                 pack_out, out_len, 0,
+                                 l.ranks[my_node][(my_local - 1 + nodes_in) % nodes_in],
+                                 pack_in, in_len);
+        in_len = 0;
+        for (g = 0; (status == CRYPT_COLL_OK) && (g < l.max_local); ++g) {
+            for (n = 0; n < N; ++n) {
+                int owner = crypt_coll_owner(&l, n, g);
+                if ((owner >= 0) && (g % nodes_in == recv_q)) {
+                    memcpy(rbuf + (size_t)owner * m, pack_in + in_len, m);
+                    in_len += m;
+                }
+            }
+        }
+    }
+
+    free(pack_in);
+    free(pack_out);
+    free(frames);
+    crypt_coll_layout_free(&l);
+    return ((status == CRYPT_COLL_OK) && failed) ? CRYPT_COLL_ERR_AUTH : status;
+}
+
+/* Every rank learns whether any rank failed: a ring all-gather of one
+ * status byte per rank, sealed across nodes like data. Without it a rank
+ * that opened its blocks cleanly could return data that a node peer had
+ * forwarded after a failed open (zeros), as success. */
+static crypt_coll_status_t crypt_coll_agree(crypt_coll_team_t *team,
+                                            crypt_coll_status_t mine)
+{
+    uint8_t *flags = calloc((size_t)team->size, 1);
+    crypt_coll_status_t status;
+    int r, failed = (mine != CRYPT_COLL_OK);
+
+    if (flags == NULL) {
+        return CRYPT_COLL_ERR_PARAM;
+    }
+    crypt_coll_counters_t algorithm = team->counters;
+
+    flags[team->rank] = (uint8_t)(mine == CRYPT_COLL_OK ? 0 : (uint8_t)-mine);
+    ++team->collective; /* its own AAD domain */
+    status = crypt_allgather_o_ring(team, flags, 1);
+    /* the counters describe the algorithm (Table II), not this step; a
+     * plaintext leak would still show */
+    algorithm.inter_node_plaintext_bytes = team->counters.inter_node_plaintext_bytes;
+    team->counters = algorithm;
+    for (r = 0; r < team->size; ++r) {
+        failed |= (flags[r] != 0);
+    }
+    free(flags);
+    if (status != CRYPT_COLL_OK) {
+        return status;
+    }
+    return failed ? ((mine != CRYPT_COLL_OK) ? mine : CRYPT_COLL_ERR_AUTH) :
+                    CRYPT_COLL_OK;
+}
+
+crypt_coll_status_t crypt_coll_allgather(crypt_coll_team_t *team,
+                                         crypt_allgather_alg_t alg,
+                                         const void *sbuf, void *rbuf, size_t m)
+{
+    crypt_coll_status_t status;
+
+    if (sbuf != NULL) {
+        memmove((uint8_t*)rbuf + (size_t)team->rank * m, sbuf, m);
+    }
+    switch (alg) {
+    case CRYPT_ALLGATHER_NAIVE:
+        status = crypt_allgather_naive(team, rbuf, m);
+        break;
+    case CRYPT_ALLGATHER_O_RING:
+        status = crypt_allgather_o_ring(team, rbuf, m);
+        break;
+    case CRYPT_ALLGATHER_C_RING:
+        status = crypt_allgather_c_ring(team, rbuf, m);
+        break;
+    default:
+        return CRYPT_COLL_ERR_PARAM;
+    }
+    ++team->collective;
+    if (status != CRYPT_COLL_ERR_IO) {
+        status = crypt_coll_agree(team, status);
+    }
+    if (status != CRYPT_COLL_OK) {
+        /* an error, and no data that anyone could take for a result */
+        memset(rbuf, 0, (size_t)team->size * m);
+    }
+    return status;
+}

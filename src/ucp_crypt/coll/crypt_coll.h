@@ -1,0 +1,128 @@
+/*
+ * Encrypted collectives, core layer: a team (ranks, node map, a group key,
+ * point-to-point pipes between its ranks) and the all-gather algorithms of
+ * "Efficient Algorithms for Encrypted All-gather Operation" (Naive, O-Ring,
+ * C-Ring so far; ../shared/papers/encrypted-allgather-algorithms.txt,
+ * section IV). Inter-node data is sealed once by the node that owns it and
+ * opened once per receiving node; intra-node data moves in plaintext.
+ *
+ * This layer knows nothing of MPI or UCX: a team moves bytes through the
+ * sendrecv callback it is given (a socket harness in the tests; UCP tag
+ * operations or an MPI adapter later), and every byte it hands to that
+ * callback between two nodes is a sealed frame: the team checks this itself
+ * and counts any violation (inter_node_plaintext_bytes).
+ *
+ * Blocking calls for now; the nonblocking task shape of UCC (init, post,
+ * test, finalize) and the score table come with the MPI adapters.
+ */
+#ifndef UCX_CRYPT_COLL_H
+#define UCX_CRYPT_COLL_H
+
+#include "aead/aead.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum {
+    CRYPT_COLL_MAX_RANKS = 4096,
+    /* a sealed frame: header (encrypting rank, sequence) || ciphertext || tag */
+    CRYPT_COLL_FRAME_HDR = 12,
+    CRYPT_COLL_FRAME_OVERHEAD = CRYPT_COLL_FRAME_HDR + CRYPT_AEAD_TAG_LEN
+};
+
+typedef enum {
+    CRYPT_COLL_OK        = 0,
+    CRYPT_COLL_ERR_IO    = -1, /* the pipe to a peer failed */
+    CRYPT_COLL_ERR_AUTH  = -2, /* a frame failed authentication: forged,
+                                  replayed, misplaced */
+    CRYPT_COLL_ERR_PARAM = -3
+} crypt_coll_status_t;
+
+typedef enum {
+    CRYPT_COLL_MAP_BLOCK  = 0, /* ranks 0..l-1 on node 0, ... */
+    CRYPT_COLL_MAP_CYCLIC = 1  /* rank r on node r mod N */
+} crypt_coll_mapping_t;
+
+typedef enum {
+    CRYPT_ALLGATHER_NAIVE  = 0, /* seal own, ring on ciphertexts, open all */
+    CRYPT_ALLGATHER_O_RING,     /* ring; sealed only across nodes */
+    CRYPT_ALLGATHER_C_RING,     /* one sealed ring per local index, then a
+                                   plaintext ring inside each node */
+    CRYPT_ALLGATHER_LAST
+} crypt_allgather_alg_t;
+
+/* Send `slen` bytes to `dst` while receiving `rlen` bytes from `src`
+ * (either side may be absent: dst/src < 0). Pipes are reliable and keep the
+ * order of one pair's messages. Returns 0 or -1. */
+typedef int (*crypt_coll_sendrecv_t)(void *ctx, int dst, const void *sbuf,
+                                     size_t slen, int src, void *rbuf,
+                                     size_t rlen);
+
+typedef struct crypt_coll_counters {
+    uint64_t bytes_sealed;      /* s_e of the paper */
+    uint64_t seal_calls;        /* r_e, counted per sealed frame */
+    uint64_t bytes_opened;      /* s_d */
+    uint64_t open_calls;        /* r_d */
+    uint64_t bytes_sent;
+    uint64_t inter_node_plaintext_bytes; /* must stay 0 */
+} crypt_coll_counters_t;
+
+typedef struct crypt_coll_team {
+    int                   rank;
+    int                   size;
+    int                   *node_of;     /* owned copy */
+    int                   num_nodes;
+    crypt_coll_sendrecv_t sendrecv;
+    void                  *ctx;
+    crypt_aead_key_t      key;          /* the team's collective key */
+    uint64_t              next_nonce;   /* per encrypting rank */
+    uint64_t              collective;   /* operations so far (AAD) */
+    crypt_coll_counters_t counters;
+} crypt_coll_team_t;
+
+/* Node of every rank: N nodes, ranks spread as evenly as they go (the first
+ * p mod N nodes get one more). */
+int crypt_coll_node_map(int size, int num_nodes, crypt_coll_mapping_t mapping,
+                        int *node_of);
+
+/* Node emulation for tests and benchmarks: UCX_CRYPT_COLL_NODES="N" or
+ * "N:block" or "N:cyclic". Returns 0 and fills node_of, or -1 (unset or
+ * malformed: `error` says which). */
+int crypt_coll_node_map_from_env(int size, int *node_of, char *error,
+                                 size_t error_len);
+
+/* The team's key: HKDF-SHA256 (RFC 5869) from the job secret with the
+ * salt "ucx-crypt v1 collective" and the team salt as info. The team salt
+ * must be fresh for every team ever created under one job secret (rank 0
+ * draws 16 bytes from the CSPRNG and the bootstrap spreads them): nonces
+ * restart at 0 with every team, so a repeated salt would repeat nonces
+ * under one key. Separate from every transport key. */
+enum { CRYPT_COLL_TEAM_SALT_LEN = 16 };
+crypt_coll_status_t crypt_coll_team_init(crypt_coll_team_t *team, int rank,
+                                         int size, const int *node_of,
+                                         const uint8_t job_secret[32],
+                                         const uint8_t team_salt[CRYPT_COLL_TEAM_SALT_LEN],
+                                         crypt_aead_backend_t backend,
+                                         crypt_coll_sendrecv_t sendrecv,
+                                         void *ctx);
+void crypt_coll_team_cleanup(crypt_coll_team_t *team);
+
+/* rbuf receives size * m bytes, rank r's block at r * m. sbuf may be NULL
+ * for MPI_IN_PLACE (the rank's block is already at rank * m in rbuf). On
+ * CRYPT_COLL_ERR_AUTH nothing unauthenticated is left in rbuf (the blocks
+ * it could not open are zero). */
+crypt_coll_status_t crypt_coll_allgather(crypt_coll_team_t *team,
+                                         crypt_allgather_alg_t alg,
+                                         const void *sbuf, void *rbuf, size_t m);
+
+const char *crypt_allgather_alg_name(crypt_allgather_alg_t alg);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
