@@ -155,7 +155,10 @@ const char *crypt_allgather_alg_name(crypt_allgather_alg_t alg)
     switch (alg) {
     case CRYPT_ALLGATHER_NAIVE:  return "naive";
     case CRYPT_ALLGATHER_O_RING: return "o-ring";
+    case CRYPT_ALLGATHER_O_RD:   return "o-rd";
+    case CRYPT_ALLGATHER_O_RD2:  return "o-rd2";
     case CRYPT_ALLGATHER_C_RING: return "c-ring";
+    case CRYPT_ALLGATHER_C_RD:   return "c-rd";
     default:                     return NULL;
     }
 }
@@ -334,6 +337,154 @@ static crypt_coll_status_t crypt_allgather_o_ring(crypt_coll_team_t *team,
     return ((status == CRYPT_COLL_OK) && failed) ? CRYPT_COLL_ERR_AUTH : status;
 }
 
+/* ---- Bruck: recursive doubling for any number of members ----------------------- */
+
+/* How blocks cross nodes in a Bruck exchange. */
+typedef enum {
+    CRYPT_COLL_FRAMES_PER_BLOCK, /* O-RD, C-RD: a block is sealed once, where
+                                    it first leaves its node; its frame is
+                                    forwarded as it is and opened once by
+                                    each rank that receives it */
+    CRYPT_COLL_FRAMES_MERGED     /* O-RD2: one frame per inter-node message
+                                    (open, merge, seal again) */
+} crypt_coll_framing_t;
+
+/*
+ * All-gather among `k` members (ranks, `pos` is ours) of the blocks in
+ * slots 0..k-1, slot i owned by rank owner[i] (-1: an empty slot, nothing
+ * to move). Bruck's algorithm (ceil(lg k) rounds, any k): in round s we
+ * send the slots pos .. pos+cnt-1 to member pos - 2^s and receive the
+ * slots pos+2^s .. from member pos + 2^s, cnt = min(2^s, k - 2^s).
+ * Plaintext blocks live in rbuf at their owner's place; frames[] holds the
+ * frame of each slot we have one for.
+ */
+static crypt_coll_status_t
+crypt_coll_bruck(crypt_coll_team_t *team, const int *members, const int *owner,
+                 int k, int pos, crypt_coll_framing_t framing, uint8_t *rbuf,
+                 size_t m, int *failed)
+{
+    const size_t frame_len = m + CRYPT_COLL_FRAME_OVERHEAD;
+    uint8_t *frames = malloc(frame_len * (size_t)k + 1);
+    char *have_frame = calloc((size_t)k + 1, 1);
+    uint8_t *out = malloc((frame_len + m) * (size_t)k + CRYPT_COLL_FRAME_OVERHEAD);
+    uint8_t *in  = malloc((frame_len + m) * (size_t)k + CRYPT_COLL_FRAME_OVERHEAD);
+    uint8_t *merged = malloc(m * (size_t)k + 1);
+    crypt_coll_status_t status = CRYPT_COLL_OK;
+    int dist, step = 0;
+
+    if (!frames || !have_frame || !out || !in || !merged) {
+        status = CRYPT_COLL_ERR_PARAM;
+    }
+    for (dist = 1; (status == CRYPT_COLL_OK) && (dist < k); dist *= 2, ++step) {
+        int cnt = (dist < k - dist) ? dist : k - dist, j;
+        int to = members[(pos - dist + k) % k], from = members[(pos + dist) % k];
+        int seal_out = !crypt_coll_same_node(team, to);
+        int sealed_in = !crypt_coll_same_node(team, from);
+        size_t out_len = 0, in_len = 0, plain_len = 0;
+
+        /* what goes out */
+        for (j = 0; j < cnt; ++j) {
+            int slot = (pos + j) % k, o = owner[slot];
+            if (o < 0) {
+                continue;
+            }
+            if (!seal_out) {
+                memcpy(out + out_len, rbuf + (size_t)o * m, m);
+                out_len += m;
+            } else if (framing == CRYPT_COLL_FRAMES_MERGED) {
+                memcpy(merged + plain_len, rbuf + (size_t)o * m, m);
+                plain_len += m;
+            } else {
+                if (!have_frame[slot]) {
+                    status = crypt_coll_seal(team, o, rbuf + (size_t)o * m, m,
+                                             frames + (size_t)slot * frame_len);
+                    have_frame[slot] = 1;
+                }
+                memcpy(out + out_len, frames + (size_t)slot * frame_len, frame_len);
+                out_len += frame_len;
+            }
+        }
+        if (seal_out && (framing == CRYPT_COLL_FRAMES_MERGED) && (plain_len > 0)) {
+            /* owner field: the round, marked, so a merged frame cannot pass
+             * for a block (AAD) */
+            status = crypt_coll_seal(team, (int)(0x40000000u | (unsigned)step),
+                                     merged, plain_len, out);
+            out_len = plain_len + CRYPT_COLL_FRAME_OVERHEAD;
+        }
+        /* what comes in: known from the slots alone */
+        for (j = 0, plain_len = 0; j < cnt; ++j) {
+            if (owner[(pos + dist + j) % k] >= 0) {
+                plain_len += m;
+                in_len    += (sealed_in && (framing == CRYPT_COLL_FRAMES_PER_BLOCK)) ?
+                             frame_len : m;
+            }
+        }
+        if (sealed_in && (framing == CRYPT_COLL_FRAMES_MERGED) && (plain_len > 0)) {
+            in_len = plain_len + CRYPT_COLL_FRAME_OVERHEAD;
+        }
+        if (status != CRYPT_COLL_OK) {
+            break;
+        }
+        status = crypt_coll_move(team, to, out, out_len, seal_out, from, in, in_len);
+        if (status != CRYPT_COLL_OK) {
+            break;
+        }
+
+        /* unpack */
+        if (sealed_in && (framing == CRYPT_COLL_FRAMES_MERGED) && (plain_len > 0) &&
+            (crypt_coll_open(team, (int)(0x40000000u | (unsigned)step), in,
+                             plain_len, merged) != CRYPT_COLL_OK)) {
+            *failed = 1;
+        }
+        for (j = 0, in_len = 0, plain_len = 0; j < cnt; ++j) {
+            int slot = (pos + dist + j) % k, o = owner[slot];
+            if (o < 0) {
+                continue;
+            }
+            if (!sealed_in) {
+                memcpy(rbuf + (size_t)o * m, in + in_len, m);
+                in_len += m;
+            } else if (framing == CRYPT_COLL_FRAMES_MERGED) {
+                memcpy(rbuf + (size_t)o * m, merged + plain_len, m);
+                plain_len += m;
+            } else {
+                memcpy(frames + (size_t)slot * frame_len, in + in_len, frame_len);
+                have_frame[slot] = 1;
+                in_len += frame_len;
+                if (crypt_coll_open(team, o, frames + (size_t)slot * frame_len, m,
+                                    rbuf + (size_t)o * m) != CRYPT_COLL_OK) {
+                    *failed = 1; /* keep the schedule; the agreement reports it */
+                }
+            }
+        }
+    }
+    free(merged);
+    free(in);
+    free(out);
+    free(have_frame);
+    free(frames);
+    return status;
+}
+
+static crypt_coll_status_t crypt_allgather_o_rd(crypt_coll_team_t *team,
+                                                uint8_t *rbuf, size_t m,
+                                                crypt_coll_framing_t framing)
+{
+    int *ranks = malloc(sizeof(int) * (size_t)team->size), r, failed = 0;
+    crypt_coll_status_t status;
+
+    if (ranks == NULL) {
+        return CRYPT_COLL_ERR_PARAM;
+    }
+    for (r = 0; r < team->size; ++r) {
+        ranks[r] = r;
+    }
+    status = crypt_coll_bruck(team, ranks, ranks, team->size, team->rank,
+                              framing, rbuf, m, &failed);
+    free(ranks);
+    return ((status == CRYPT_COLL_OK) && failed) ? CRYPT_COLL_ERR_AUTH : status;
+}
+
 /* ---- C-Ring: sealed sub-all-gathers per local index, then a local ring --------- */
 
 typedef struct {
@@ -396,8 +547,10 @@ static int crypt_coll_owner(const crypt_coll_layout_t *l, int n, int g)
     return (g < l->count[n]) ? l->ranks[n][g] : -1;
 }
 
-static crypt_coll_status_t crypt_allgather_c_ring(crypt_coll_team_t *team,
-                                                  uint8_t *rbuf, size_t m)
+/* C-Ring (ring sub-all-gathers) and C-RD (Bruck sub-all-gathers) */
+static crypt_coll_status_t crypt_allgather_concurrent(crypt_coll_team_t *team,
+                                                      uint8_t *rbuf, size_t m,
+                                                      int use_bruck)
 {
     const int r = team->rank, my_node = team->node_of[r];
     const size_t frame_len = m + CRYPT_COLL_FRAME_OVERHEAD;
@@ -428,6 +581,17 @@ static crypt_coll_status_t crypt_allgather_c_ring(crypt_coll_team_t *team,
      * node opens each foreign block of the group once */
     for (g = 0; (status == CRYPT_COLL_OK) && (g < l.max_local); ++g) {
         if (crypt_coll_member(&l, my_node, g) != r) {
+            continue;
+        }
+        if (use_bruck) {
+            int n, members[N > 0 ? N : 1], owners[N > 0 ? N : 1];
+            for (n = 0; n < N; ++n) {
+                members[n] = crypt_coll_member(&l, n, g);
+                owners[n]  = crypt_coll_owner(&l, n, g);
+            }
+            status = crypt_coll_bruck(team, members, owners, N, my_node,
+                                      CRYPT_COLL_FRAMES_PER_BLOCK, rbuf, m,
+                                      &failed);
             continue;
         }
         int next = crypt_coll_member(&l, (my_node + 1) % N, g);
@@ -504,7 +668,11 @@ static crypt_coll_status_t crypt_allgather_c_ring(crypt_coll_team_t *team,
 /* Every rank learns whether any rank failed: a ring all-gather of one
  * status byte per rank, sealed across nodes like data. Without it a rank
  * that opened its blocks cleanly could return data that a node peer had
- * forwarded after a failed open (zeros), as success. */
+ * forwarded after a failed open (zeros), as success. An attacker who
+ * tampers with this step itself makes the ranks downstream fail while the
+ * others return their data, which they authenticated in full: no finite
+ * exchange can make every rank agree against an active network (the two
+ * generals), so the MPI adapters abort the job on any failure. */
 static crypt_coll_status_t crypt_coll_agree(crypt_coll_team_t *team,
                                             crypt_coll_status_t mine)
 {
@@ -517,7 +685,9 @@ static crypt_coll_status_t crypt_coll_agree(crypt_coll_team_t *team,
     }
     crypt_coll_counters_t algorithm = team->counters;
 
-    flags[team->rank] = (uint8_t)(mine == CRYPT_COLL_OK ? 0 : (uint8_t)-mine);
+    /* 1 means OK; anything else, including the zero a failed open leaves,
+     * is a failure, so tampering with this step cannot pass for success */
+    flags[team->rank] = (mine == CRYPT_COLL_OK) ? 1 : 2;
     ++team->collective; /* its own AAD domain */
     status = crypt_allgather_o_ring(team, flags, 1);
     /* the counters describe the algorithm (Table II), not this step; a
@@ -525,7 +695,7 @@ static crypt_coll_status_t crypt_coll_agree(crypt_coll_team_t *team,
     algorithm.inter_node_plaintext_bytes = team->counters.inter_node_plaintext_bytes;
     team->counters = algorithm;
     for (r = 0; r < team->size; ++r) {
-        failed |= (flags[r] != 0);
+        failed |= (flags[r] != 1);
     }
     free(flags);
     if (status != CRYPT_COLL_OK) {
@@ -551,8 +721,17 @@ crypt_coll_status_t crypt_coll_allgather(crypt_coll_team_t *team,
     case CRYPT_ALLGATHER_O_RING:
         status = crypt_allgather_o_ring(team, rbuf, m);
         break;
+    case CRYPT_ALLGATHER_O_RD:
+        status = crypt_allgather_o_rd(team, rbuf, m, CRYPT_COLL_FRAMES_PER_BLOCK);
+        break;
+    case CRYPT_ALLGATHER_O_RD2:
+        status = crypt_allgather_o_rd(team, rbuf, m, CRYPT_COLL_FRAMES_MERGED);
+        break;
     case CRYPT_ALLGATHER_C_RING:
-        status = crypt_allgather_c_ring(team, rbuf, m);
+        status = crypt_allgather_concurrent(team, rbuf, m, 0);
+        break;
+    case CRYPT_ALLGATHER_C_RD:
+        status = crypt_allgather_concurrent(team, rbuf, m, 1);
         break;
     default:
         return CRYPT_COLL_ERR_PARAM;

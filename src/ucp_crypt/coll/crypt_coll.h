@@ -2,7 +2,7 @@
  * Encrypted collectives, core layer: a team (ranks, node map, a group key,
  * point-to-point pipes between its ranks) and the all-gather algorithms of
  * "Efficient Algorithms for Encrypted All-gather Operation" (Naive, O-Ring,
- * C-Ring so far; ../shared/papers/encrypted-allgather-algorithms.txt,
+ * O-RD, O-RD2, C-Ring, C-RD so far; HS1/HS2 need a node-shared segment; ../shared/papers/encrypted-allgather-algorithms.txt,
  * section IV). Inter-node data is sealed once by the node that owns it and
  * opened once per receiving node; intra-node data moves in plaintext.
  *
@@ -50,8 +50,14 @@ typedef enum {
 typedef enum {
     CRYPT_ALLGATHER_NAIVE  = 0, /* seal own, ring on ciphertexts, open all */
     CRYPT_ALLGATHER_O_RING,     /* ring; sealed only across nodes */
+    CRYPT_ALLGATHER_O_RD,       /* recursive doubling (Bruck's, any p);
+                                   each block sealed where it leaves its
+                                   node, frames forwarded as they are */
+    CRYPT_ALLGATHER_O_RD2,      /* the same, one merged frame per
+                                   inter-node message (fewer opens) */
     CRYPT_ALLGATHER_C_RING,     /* one sealed ring per local index, then a
                                    plaintext ring inside each node */
+    CRYPT_ALLGATHER_C_RD,       /* the same with recursive doubling */
     CRYPT_ALLGATHER_LAST
 } crypt_allgather_alg_t;
 
