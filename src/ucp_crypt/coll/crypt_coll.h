@@ -2,7 +2,7 @@
  * Encrypted collectives, core layer: a team (ranks, node map, a group key,
  * point-to-point pipes between its ranks) and the all-gather algorithms of
  * "Efficient Algorithms for Encrypted All-gather Operation" (Naive, O-Ring,
- * O-RD, O-RD2, C-Ring, C-RD so far; HS1/HS2 need a node-shared segment; ../shared/papers/encrypted-allgather-algorithms.txt,
+ * O-RD, O-RD2, C-Ring, C-RD, HS1, HS2; ../shared/papers/encrypted-allgather-algorithms.txt,
  * section IV). Inter-node data is sealed once by the node that owns it and
  * opened once per receiving node; intra-node data moves in plaintext.
  *
@@ -58,6 +58,10 @@ typedef enum {
     CRYPT_ALLGATHER_C_RING,     /* one sealed ring per local index, then a
                                    plaintext ring inside each node */
     CRYPT_ALLGATHER_C_RD,       /* the same with recursive doubling */
+    CRYPT_ALLGATHER_HS1,        /* node gathers in shared memory, leaders
+                                   seal the node's data once and exchange
+                                   it, the node's ranks open it jointly */
+    CRYPT_ALLGATHER_HS2,        /* the same, every rank sealing its own */
     CRYPT_ALLGATHER_LAST
 } crypt_allgather_alg_t;
 
@@ -88,6 +92,8 @@ typedef struct crypt_coll_team {
     uint64_t              next_nonce;   /* per encrypting rank */
     uint64_t              collective;   /* operations so far (AAD) */
     crypt_coll_counters_t counters;
+    uint8_t               *node_shm;    /* shared by the node's ranks */
+    size_t                node_shm_size;
 } crypt_coll_team_t;
 
 /* Node of every rank: N nodes, ranks spread as evenly as they go (the first
@@ -116,6 +122,14 @@ crypt_coll_status_t crypt_coll_team_init(crypt_coll_team_t *team, int rank,
                                          crypt_coll_sendrecv_t sendrecv,
                                          void *ctx);
 void crypt_coll_team_cleanup(crypt_coll_team_t *team);
+
+/* A memory segment shared by the team's ranks on this node (the same for
+ * all of them), for HS1/HS2: at least crypt_coll_node_shm_size(p, m) bytes
+ * for messages of up to m bytes. Without one, HS1/HS2 return
+ * CRYPT_COLL_ERR_PARAM (a caller falls back to another algorithm). */
+size_t crypt_coll_node_shm_size(int size, size_t max_m);
+void crypt_coll_team_set_node_shm(crypt_coll_team_t *team, void *base,
+                                  size_t bytes);
 
 /* rbuf receives size * m bytes, rank r's block at r * m. sbuf may be NULL
  * for MPI_IN_PLACE (the rank's block is already at rank * m in rbuf). On

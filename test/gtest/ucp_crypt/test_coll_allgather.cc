@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -97,7 +98,8 @@ int harness_sendrecv(void *ctx, int dst, const void *sbuf, size_t slen, int src,
 }
 
 void run_rank(int rank, int p, const int *node_of, const uint8_t *secret,
-              const uint8_t *salt, pipes &io, rank_result *res, int only_alg)
+              const uint8_t *salt, pipes &io, rank_result *res, int only_alg,
+              void *node_shm, size_t node_shm_size)
 {
     crypt_coll_team_t team;
     if (crypt_coll_team_init(&team, rank, p, node_of, secret, salt,
@@ -105,6 +107,7 @@ void run_rank(int rank, int p, const int *node_of, const uint8_t *secret,
         CRYPT_COLL_OK) {
         return;
     }
+    crypt_coll_team_set_node_shm(&team, node_shm, node_shm_size);
     for (int a = 0; a < CRYPT_ALLGATHER_LAST; ++a) {
         if ((only_alg >= 0) && (a != only_alg)) continue;
         /* tamper runs: one collective of 4 KiB (index 3) */
@@ -170,6 +173,14 @@ std::vector<rank_result> run_team(int p, const std::vector<int> &node_of, int ta
     if (!urandom || fread(salt, 1, sizeof(salt), urandom) != sizeof(salt)) abort();
     fclose(urandom);
 
+    /* one shared segment per emulated node, for HS1/HS2 */
+    const size_t shm_size = crypt_coll_node_shm_size(p, kSizes[kNumSizes - 1]);
+    std::vector<void*> node_shm;
+    for (int n = 0; n <= *std::max_element(node_of.begin(), node_of.end()); ++n) {
+        node_shm.push_back(mmap(nullptr, shm_size, PROT_READ | PROT_WRITE,
+                                MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+    }
+
     std::vector<pid_t> pids;
     for (int r = 0; r < p; ++r) {
         pid_t pid = fork();
@@ -182,7 +193,8 @@ std::vector<rank_result> run_team(int p, const std::vector<int> &node_of, int ta
                 io.fd[j] = (j == r) ? -1 : fds[r][j];
             }
             alarm(120); /* a hang fails the test instead of blocking CI */
-            run_rank(r, p, node_of.data(), secret, salt, io, &shared[r], only_alg);
+            run_rank(r, p, node_of.data(), secret, salt, io, &shared[r], only_alg,
+                     node_shm[node_of[r]], shm_size);
             _exit(0);
         }
         pids.push_back(pid);
@@ -197,6 +209,9 @@ std::vector<rank_result> run_team(int p, const std::vector<int> &node_of, int ta
     }
     std::vector<rank_result> out(shared, shared + p);
     munmap(shared, bytes);
+    for (void *seg : node_shm) {
+        munmap(seg, shm_size);
+    }
     return out;
 }
 
@@ -251,6 +266,14 @@ TEST_P(crypt_allgather_test, every_algorithm_verified_and_accounted)
                     int rounds = 0;
                     for (int d = 1; d < p; d *= 2) ++rounds;
                     EXPECT_LE(c.open_calls, (uint64_t)rounds);
+                } else if (a == CRYPT_ALLGATHER_HS1) {     /* r_d <= ceil((N-1)/l) */
+                    int l_n = per_node[node_of[r]];
+                    EXPECT_LE(c.open_calls, (uint64_t)((N - 1 + l_n - 1) / l_n));
+                    EXPECT_LE(c.seal_calls, 1u);
+                } else if (a == CRYPT_ALLGATHER_HS2) {     /* s_e = m, joint opening */
+                    int l_n = per_node[node_of[r]];
+                    EXPECT_EQ(c.bytes_sealed, N > 1 ? m : 0);
+                    EXPECT_LE(c.open_calls, (uint64_t)((p - l_n + l_n - 1) / l_n));
                 } else if (a == CRYPT_ALLGATHER_C_RING ||
                            a == CRYPT_ALLGATHER_C_RD) {    /* s_e = m, s_d = (N-1)m */
                     EXPECT_EQ(c.bytes_sealed, N > 1 ? m : 0);
@@ -264,8 +287,11 @@ TEST_P(crypt_allgather_test, every_algorithm_verified_and_accounted)
                 SCOPED_TRACE(std::string(name) + " node " + std::to_string(n) +
                              " size " + std::to_string(m));
                 const uint64_t foreign = (uint64_t)(p - per_node[n]) * m;
+                /* the four that reach the lower bound of s_d */
                 const bool concurrent = (a == CRYPT_ALLGATHER_C_RING) ||
-                                        (a == CRYPT_ALLGATHER_C_RD);
+                                        (a == CRYPT_ALLGATHER_C_RD) ||
+                                        (a == CRYPT_ALLGATHER_HS1) ||
+                                        (a == CRYPT_ALLGATHER_HS2);
                 if (concurrent) {
                     /* decrypt once per node: each foreign block exactly once */
                     EXPECT_EQ(node_opened[n], foreign);
@@ -320,8 +346,10 @@ TEST_P(crypt_allgather_tamper_test, forged_frame_fails_every_rank_with_no_data)
     const int p = 6, N = 3, alg = GetParam();
     std::vector<int> node_of(p);
     ASSERT_EQ(crypt_coll_node_map(p, N, CRYPT_COLL_MAP_BLOCK, node_of.data()), 0);
-    /* rank 1 is its node's exit: its first frame to node 1 is forged */
-    auto res = run_team(p, node_of, 1, alg);
+    /* rank 1 is its node's exit (HS: rank 0 is its node's leader, the
+     * only rank that talks to other nodes): its first frame is forged */
+    int tamperer = (alg == CRYPT_ALLGATHER_HS1 || alg == CRYPT_ALLGATHER_HS2) ? 0 : 1;
+    auto res = run_team(p, node_of, tamperer, alg);
     for (int r = 0; r < p; ++r) {
         SCOPED_TRACE("rank " + std::to_string(r));
         ASSERT_TRUE(res[r].done);
