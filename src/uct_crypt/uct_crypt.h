@@ -24,6 +24,12 @@ typedef struct uct_crypt_global_config {
     char                  *backend;
     int                   stats;
     unsigned long         rekey_records;  /* 0: keyex default */
+    /* read by the collectives' MPI adapter (src/ucp_crypt/mpi), declared
+     * here so that UCX documents them and does not call them unknown */
+    char                  *coll_nodes;
+    char                  *coll_tune;
+    int                   coll_verbose;
+    char                  *coll_fault;
 } uct_crypt_global_config_t;
 
 typedef struct uct_crypt_md_config {

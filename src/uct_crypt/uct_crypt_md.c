@@ -95,6 +95,25 @@ static ucs_config_field_t uct_crypt_global_config_table[] = {
      "src/keyex/keyex.h). Lower values are for testing key updates.",
      ucs_offsetof(uct_crypt_global_config_t, rekey_records), UCS_CONFIG_TYPE_ULONG},
 
+    {"COLL_NODES", "",
+     "Collectives (MPI adapter): emulate nodes on one machine, N, N:block or\n"
+     "N:cyclic. Empty: the MPI library's shared-memory split.",
+     ucs_offsetof(uct_crypt_global_config_t, coll_nodes), UCS_CONFIG_TYPE_STRING},
+
+    {"COLL_TUNE", "",
+     "Collectives (MPI adapter): algorithm per size, UCC style:\n"
+     "allgather:LO-HI:ALG[,...] with ALG in naive, o-ring, o-rd, o-rd2, c-ring,\n"
+     "c-rd, hs1, hs2. Empty: the built-in score table.",
+     ucs_offsetof(uct_crypt_global_config_t, coll_tune), UCS_CONFIG_TYPE_STRING},
+
+    {"COLL_VERBOSE", "n",
+     "Collectives (MPI adapter): print each call's algorithm and crypto counts.",
+     ucs_offsetof(uct_crypt_global_config_t, coll_verbose), UCS_CONFIG_TYPE_BOOL},
+
+    {"COLL_FAULT", "",
+     "TESTING ONLY (MPI adapter): this rank forges its first frame to another node.",
+     ucs_offsetof(uct_crypt_global_config_t, coll_fault), UCS_CONFIG_TYPE_STRING},
+
     {NULL}
 };
 

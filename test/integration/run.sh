@@ -37,6 +37,7 @@ cleanup() {
     netns_down ucxc-h1 ucxc-h2
     pkill -f "$check" 2>/dev/null
     pkill -f "$work/mpi_check" 2>/dev/null
+    pkill -f "$work/agc_" 2>/dev/null
     if [ -n "${KEEP_WORK:-}" ]; then
         echo "logs kept in $work (KEEP_WORK)"
     else
@@ -333,6 +334,68 @@ EOS
     fi
 }
 
+# ---- encrypted collectives through the PMPI adapter --------------------------
+# Every all-gather algorithm under MPICH with emulated nodes, against the
+# library's own PMPI_Allgather; default tuning under Open MPI; a forged frame
+# aborts the job with the reason; a missing job secret says how to fix it.
+test_collectives() {
+    local src="$(dirname "$0")/mpi_allgather_check.c" alg map log
+    if ! mpicc -O2 -o "$work/agc_ompi" "$src" 2>"$work/cc.log" ||
+       ! mpicc.mpich -O2 -o "$work/agc_mpich" "$src" 2>>"$work/cc.log"; then
+        record collectives_programs_build fail "$(tail -2 "$work/cc.log")"
+        return
+    fi
+    local mpich=(timeout 120 mpiexec.mpich -n 6 env
+                 LD_PRELOAD="$prefix/lib/libucxcrypt_pmpi_mpich.so"
+                 UCX_CRYPT_KEY_FILE="$work/job.key" UCX_CRYPT_COLL_VERBOSE=y)
+    for alg in naive o-ring o-rd o-rd2 c-ring c-rd hs1 hs2; do
+        for map in 3:block 3:cyclic; do
+            log="$work/agc-$alg-${map#*:}.log"
+            "${mpich[@]}" UCX_CRYPT_COLL_NODES=$map UCX_CRYPT_COLL_TUNE=allgather:$alg \
+                "$work/agc_mpich" >"$log" 2>&1
+            if [ $? -eq 0 ] && [ "$(grep -c '^ALLGATHER OK' "$log")" = 6 ] &&
+               grep -q "by $alg: sealed [1-9]" "$log" &&
+               ! grep "ucx-crypt: allgather" "$log" | grep -vq "plaintext across nodes 0$"; then
+                record "allgather_${alg//-/_}_${map#*:}_matches_mpich" pass
+            else
+                record "allgather_${alg//-/_}_${map#*:}_matches_mpich" fail "$(tail -2 "$log")"
+            fi
+        done
+    done
+
+    "${ompi_env[@]}" timeout 120 mpirun -np 4 --oversubscribe \
+        -x LD_PRELOAD="$prefix/lib/libucxcrypt_pmpi_ompi.so" -x UCX_CRYPT_COLL_NODES=2:cyclic \
+        -x UCX_CRYPT_KEY_FILE="$work/job.key" -x UCX_CRYPT_COLL_VERBOSE=y \
+        "$work/agc_ompi" >"$work/agc-ompi.log" 2>&1
+    if [ $? -eq 0 ] && [ "$(grep -c '^ALLGATHER OK' "$work/agc-ompi.log")" = 4 ] &&
+       grep -q "by c-ring" "$work/agc-ompi.log" && grep -q "by o-rd2" "$work/agc-ompi.log"; then
+        record allgather_default_tuning_matches_openmpi pass
+    else
+        record allgather_default_tuning_matches_openmpi fail "$(tail -2 "$work/agc-ompi.log")"
+    fi
+
+    "${mpich[@]}" UCX_CRYPT_COLL_NODES=3:block UCX_CRYPT_COLL_FAULT=1 \
+        UCX_CRYPT_COLL_TUNE=allgather:c-ring "$work/agc_mpich" >"$work/agc-forged.log" 2>&1
+    local rc=$?
+    if [ $rc -ne 0 ] && [ $rc -ne 124 ] && ! grep -q "^ALLGATHER OK" "$work/agc-forged.log" &&
+       grep -q "failed authentication" "$work/agc-forged.log"; then
+        record allgather_forged_frame_aborts_job_with_reason pass
+    else
+        record allgather_forged_frame_aborts_job_with_reason fail \
+            "rc=$rc; $(grep -m2 "ucx-crypt\|ALLGATHER" "$work/agc-forged.log")"
+    fi
+
+    timeout 60 mpiexec.mpich -n 2 env LD_PRELOAD="$prefix/lib/libucxcrypt_pmpi_mpich.so" \
+        UCX_CRYPT_COLL_NODES=2 "$work/agc_mpich" >"$work/agc-nokey.log" 2>&1
+    rc=$?
+    if [ $rc -ne 0 ] && grep -q "UCX_CRYPT_KEY_FILE is not set: make a job secret" \
+           "$work/agc-nokey.log"; then
+        record allgather_without_job_secret_fails_with_hint pass
+    else
+        record allgather_without_job_secret_fails_with_hint fail "rc=$rc"
+    fi
+}
+
 # the site configuration tool edits only its own block of the file
 test_site_config_tool() {
     local conf="$work/openmpi-mca-params.conf" tool="$prefix/bin/ucx-crypt-site-config"
@@ -443,7 +506,7 @@ test_wire() {
 # IT_ONLY=REGEX runs only the test groups whose function name matches
 for group in test_ucp_sizes_verified test_key_update test_perftest test_fail_closed \
              test_misconfiguration test_tamper test_plaintext_peer test_mpi \
-             test_site_config_tool test_wire; do
+             test_collectives test_site_config_tool test_wire; do
     if [ -z "${IT_ONLY:-}" ] || [[ $group =~ $IT_ONLY ]]; then
         $group
     fi

@@ -1,0 +1,378 @@
+/*
+ * PMPI adapter: MPI_Allgather through the encrypted all-gather algorithms,
+ * for any MPI library (built once per MPI ABI: MPICH, Open MPI). Preload
+ * it (LD_PRELOAD) or link it before the MPI library; applications do not
+ * change.
+ *
+ * Per communicator (cached as an attribute): a duplicate for isolation, a
+ * node map (the MPI library's shared-memory split, or UCX_CRYPT_COLL_NODES
+ * to emulate nodes on one machine), the job secret (UCX_CRYPT_KEY_FILE,
+ * the transport's), a team salt that rank 0 draws and broadcasts, and, for
+ * HS1/HS2, a node-shared window (MPI_Win_allocate_shared).
+ *
+ * Algorithm choice (a score table, overridable UCC-style with
+ * UCX_CRYPT_COLL_TUNE="allgather:LO-HI:ALG[,LO-HI:ALG...]", sizes with
+ * k/m suffixes, "inf"): one node, no crypto (the library's own
+ * all-gather); below 4 KiB O-RD2 (fewest opens), up to 64 KiB HS2 (node
+ * shared memory), above C-Ring (the paper's Table III picks). Anything the
+ * adapter does not handle (non-contiguous or mismatched types, counts
+ * beyond an int, intercommunicators) goes to PMPI_Allgather unchanged.
+ *
+ * A frame that fails authentication aborts the job (MPI_Abort) with the
+ * reason on stderr: a collective never returns forged data.
+ * UCX_CRYPT_COLL_FAULT=R (TESTING ONLY) makes rank R forge its first frame
+ * to another node.
+ *
+ * Known limit: the ciphertext travels through the MPI library; if that
+ * library runs over the crypt transport too, it is sealed a second time
+ * (correct, slower). A lane that carries collective frames without
+ * sealing them again is future work.
+ */
+#include "ucp_crypt/coll/crypt_coll.h"
+#include "keyex/keyex.h"
+
+#include <mpi.h>
+#include <openssl/rand.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CRYPT_PMPI_TAG          0x5ec2
+#define CRYPT_PMPI_HS_MAX       (64 * 1024)
+
+typedef struct crypt_pmpi_team {
+    struct crypt_pmpi_team *next; /* every live team, for MPI_Finalize */
+    MPI_Comm          user_comm;  /* the attribute's owner */
+    MPI_Comm          comm;       /* our duplicate */
+    MPI_Comm          node_comm;
+    MPI_Win           win;
+    int               tamper;     /* TESTING ONLY: UCX_CRYPT_COLL_FAULT */
+    crypt_coll_team_t team;
+} crypt_pmpi_team_t;
+
+static int crypt_pmpi_keyval = MPI_KEYVAL_INVALID;
+static int crypt_pmpi_self_keyval = MPI_KEYVAL_INVALID;
+static crypt_pmpi_team_t *crypt_pmpi_teams;
+
+static void crypt_pmpi_die(MPI_Comm comm, const char *what)
+{
+    int rank = -1;
+
+    PMPI_Comm_rank(comm, &rank);
+    fprintf(stderr, "ucx-crypt: MPI_Allgather (rank %d): %s\n", rank, what);
+    PMPI_Abort(comm, 1);
+}
+
+static int crypt_pmpi_sendrecv(void *ctx, int dst, const void *sbuf, size_t slen,
+                               int src, void *rbuf, size_t rlen)
+{
+    crypt_pmpi_team_t *t = ctx;
+    MPI_Request reqs[2];
+    MPI_Status stats[2];
+    int n = 0;
+
+    uint8_t *forged = NULL;
+    int ret;
+
+    if ((slen > (size_t)0x7fffffff) || (rlen > (size_t)0x7fffffff)) {
+        return -1;
+    }
+    if (t->tamper && (dst >= 0) && (slen > 0) &&
+        (t->team.node_of[dst] != t->team.node_of[t->team.rank])) {
+        /* TESTING ONLY: an attacker on the wire flips the frame's last bit */
+        forged = malloc(slen);
+        memcpy(forged, sbuf, slen);
+        forged[slen - 1] ^= 1;
+        sbuf      = forged;
+        t->tamper = 0;
+    }
+    if (src >= 0) {
+        PMPI_Irecv(rbuf, (int)rlen, MPI_BYTE, src, CRYPT_PMPI_TAG, t->comm, &reqs[n++]);
+    }
+    if (dst >= 0) {
+        PMPI_Isend((void*)sbuf, (int)slen, MPI_BYTE, dst, CRYPT_PMPI_TAG, t->comm,
+                   &reqs[n++]);
+    }
+    ret = (PMPI_Waitall(n, reqs, stats) == MPI_SUCCESS) ? 0 : -1;
+    free(forged);
+    return ret;
+}
+
+static int crypt_pmpi_team_free(MPI_Comm comm, int keyval, void *attr, void *extra)
+{
+    crypt_pmpi_team_t *t = attr;
+
+    crypt_pmpi_team_t **pp;
+
+    (void)comm; (void)keyval; (void)extra;
+    for (pp = &crypt_pmpi_teams; *pp != NULL; pp = &(*pp)->next) {
+        if (*pp == t) {
+            *pp = t->next;
+            break;
+        }
+    }
+    crypt_coll_team_cleanup(&t->team);
+    if (t->win != MPI_WIN_NULL) {
+        PMPI_Win_free(&t->win);
+    }
+    PMPI_Comm_free(&t->node_comm);
+    PMPI_Comm_free(&t->comm);
+    free(t);
+    return MPI_SUCCESS;
+}
+
+/* MPI_Finalize deletes MPI_COMM_SELF's attributes first, while MPI still
+ * works (MPI 3.1 section 8.7.1): free every team there, not later from
+ * MPI_COMM_WORLD's attribute, when windows can no longer be freed. */
+static int crypt_pmpi_finalize_hook(MPI_Comm comm, int keyval, void *attr,
+                                    void *extra)
+{
+    (void)comm; (void)keyval; (void)attr; (void)extra;
+    while (crypt_pmpi_teams != NULL) {
+        PMPI_Comm_delete_attr(crypt_pmpi_teams->user_comm, crypt_pmpi_keyval);
+    }
+    return MPI_SUCCESS;
+}
+
+static crypt_pmpi_team_t *crypt_pmpi_team(MPI_Comm comm)
+{
+    uint8_t secret[KEYEX_JOB_SECRET_LEN], salt[CRYPT_COLL_TEAM_SALT_LEN];
+    const char *key_file = getenv("UCX_CRYPT_KEY_FILE");
+    int rank, size, found, *node_of, *leader_of, r, n, next = 0;
+    crypt_pmpi_team_t *t;
+    char error[256];
+    MPI_Aint shm_size;
+    void *shm = NULL;
+
+    if (crypt_pmpi_keyval == MPI_KEYVAL_INVALID) {
+        PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, crypt_pmpi_team_free,
+                                &crypt_pmpi_keyval, NULL);
+        PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, crypt_pmpi_finalize_hook,
+                                &crypt_pmpi_self_keyval, NULL);
+        PMPI_Comm_set_attr(MPI_COMM_SELF, crypt_pmpi_self_keyval, NULL);
+    }
+    PMPI_Comm_get_attr(comm, crypt_pmpi_keyval, &t, &found);
+    if (found) {
+        return t;
+    }
+
+    PMPI_Comm_rank(comm, &rank);
+    PMPI_Comm_size(comm, &size);
+    if ((key_file == NULL) || (key_file[0] == '\0')) {
+        crypt_pmpi_die(comm, "UCX_CRYPT_KEY_FILE is not set: make a job secret "
+                       "with ucx-crypt-keygen and point UCX_CRYPT_KEY_FILE at it");
+    }
+    if (keyex_job_secret_load(key_file, secret, error, sizeof(error)) != KEYEX_OK) {
+        crypt_pmpi_die(comm, error);
+    }
+    t = calloc(1, sizeof(*t));
+    node_of   = malloc(sizeof(int) * (size_t)size);
+    leader_of = malloc(sizeof(int) * (size_t)size);
+    if ((t == NULL) || (node_of == NULL) || (leader_of == NULL)) {
+        crypt_pmpi_die(comm, "out of memory");
+    }
+    t->win = MPI_WIN_NULL;
+    PMPI_Comm_dup(comm, &t->comm);
+    if ((getenv("UCX_CRYPT_COLL_FAULT") != NULL) &&
+        (atoi(getenv("UCX_CRYPT_COLL_FAULT")) == rank)) {
+        fprintf(stderr, "ucx-crypt: TESTING: rank %d forges its first frame to "
+                "another node\n", rank);
+        t->tamper = 1;
+    }
+
+    /* nodes: emulated, or the library's shared-memory split, numbered by
+     * their lowest rank */
+    if (getenv("UCX_CRYPT_COLL_NODES") != NULL) {
+        if (crypt_coll_node_map_from_env(size, node_of, error, sizeof(error)) != 0) {
+            crypt_pmpi_die(comm, error);
+        }
+        PMPI_Comm_split(t->comm, node_of[rank], rank, &t->node_comm);
+    } else {
+        int node_rank0;
+        PMPI_Comm_split_type(t->comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL,
+                             &t->node_comm);
+        node_rank0 = rank;
+        PMPI_Bcast(&node_rank0, 1, MPI_INT, 0, t->node_comm);
+        PMPI_Allgather(&node_rank0, 1, MPI_INT, leader_of, 1, MPI_INT, t->comm);
+        for (r = 0; r < size; ++r) {
+            node_of[r] = -1;
+            for (n = 0; n < r; ++n) {
+                if (leader_of[n] == leader_of[r]) {
+                    node_of[r] = node_of[n];
+                    break;
+                }
+            }
+            if (node_of[r] < 0) {
+                node_of[r] = next++;
+            }
+        }
+    }
+
+    /* a fresh team salt (crypt_coll.h): rank 0 draws, everyone gets it */
+    if ((rank == 0) && (RAND_bytes(salt, sizeof(salt)) != 1)) {
+        crypt_pmpi_die(comm, "no randomness for the team salt");
+    }
+    PMPI_Bcast(salt, sizeof(salt), MPI_BYTE, 0, t->comm);
+    if (crypt_coll_team_init(&t->team, rank, size, node_of, secret, salt,
+                             CRYPT_AEAD_BACKEND_AUTO, crypt_pmpi_sendrecv, t) !=
+        CRYPT_COLL_OK) {
+        crypt_pmpi_die(comm, "cannot set up the collective keys");
+    }
+    memset(secret, 0, sizeof(secret));
+
+    /* node-shared memory for HS1/HS2 */
+    shm_size = (MPI_Aint)crypt_coll_node_shm_size(size, CRYPT_PMPI_HS_MAX);
+    {
+        int node_rank;
+        PMPI_Comm_rank(t->node_comm, &node_rank);
+        /* not every one-sided component has shared windows (Open MPI's osc
+         * ucx has not): without one, HS1/HS2 are simply not chosen */
+        PMPI_Comm_set_errhandler(t->node_comm, MPI_ERRORS_RETURN);
+        if (PMPI_Win_allocate_shared(node_rank == 0 ? shm_size : 0, 1, MPI_INFO_NULL,
+                                     t->node_comm, &shm, &t->win) == MPI_SUCCESS) {
+            MPI_Aint sz;
+            int disp;
+            PMPI_Win_shared_query(t->win, 0, &sz, &disp, &shm);
+            crypt_coll_team_set_node_shm(&t->team, shm, (size_t)sz);
+        }
+    }
+    free(leader_of);
+    free(node_of);
+    t->user_comm     = comm;
+    t->next          = crypt_pmpi_teams;
+    crypt_pmpi_teams = t;
+    PMPI_Comm_set_attr(comm, crypt_pmpi_keyval, t);
+    return t;
+}
+
+/* ---- the score table and its tune string ----------------------------------- */
+
+static size_t crypt_pmpi_size(const char *s, char **end)
+{
+    double v;
+
+    if (!strncmp(s, "inf", 3)) {
+        *end = (char*)s + 3;
+        return (size_t)-1;
+    }
+    v = strtod(s, end);
+    if ((**end == 'k') || (**end == 'K')) { v *= 1024; ++*end; }
+    else if ((**end == 'm') || (**end == 'M')) { v *= 1024 * 1024; ++*end; }
+    return (size_t)v;
+}
+
+static int crypt_pmpi_alg_by_name(const char *name, size_t len)
+{
+    int a;
+
+    for (a = 0; a < CRYPT_ALLGATHER_LAST; ++a) {
+        const char *n = crypt_allgather_alg_name((crypt_allgather_alg_t)a);
+        if ((strlen(n) == len) && !strncmp(n, name, len)) {
+            return a;
+        }
+    }
+    return -1;
+}
+
+/* One tune entry, "LO-HI:ALG" or "ALG": the algorithm if it applies to m */
+static int crypt_pmpi_tune_entry(const char *entry, size_t len, size_t m)
+{
+    const char *colon = memchr(entry, ':', len);
+    size_t lo = 0, hi = (size_t)-1;
+    char *end;
+
+    if (colon != NULL) {
+        lo = crypt_pmpi_size(entry, &end);
+        hi = (*end == '-') ? crypt_pmpi_size(end + 1, &end) : lo;
+        if (end != colon) {
+            return -1;
+        }
+        len  -= (size_t)(colon + 1 - entry);
+        entry = colon + 1;
+    }
+    return ((m >= lo) && (m <= hi)) ? crypt_pmpi_alg_by_name(entry, len) : -1;
+}
+
+/* -1: not encrypted here (one node); else the algorithm */
+static int crypt_pmpi_choose(const crypt_pmpi_team_t *t, size_t m)
+{
+    const char *tune = getenv("UCX_CRYPT_COLL_TUNE"), *p, *stop;
+    int a;
+
+    if (t->team.num_nodes == 1) {
+        return -1;
+    }
+    if ((tune != NULL) && !strncmp(tune, "allgather:", 10)) {
+        for (p = tune + 10; *p != '\0'; p = (*stop == ',') ? stop + 1 : stop) {
+            stop = strchr(p, ',');
+            stop = (stop != NULL) ? stop : p + strlen(p);
+            a    = crypt_pmpi_tune_entry(p, (size_t)(stop - p), m);
+            if (a >= 0) {
+                return a;
+            }
+        }
+    }
+    if (m < 4096) {
+        return CRYPT_ALLGATHER_O_RD2;
+    }
+    if ((m <= CRYPT_PMPI_HS_MAX) && (t->team.node_shm != NULL)) {
+        return CRYPT_ALLGATHER_HS2;
+    }
+    return CRYPT_ALLGATHER_C_RING;
+}
+
+int MPI_Allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
+                  void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm)
+{
+    int inter = 0, rsize, ssize = 0, alg;
+    MPI_Aint lb, rext, sext = 0;
+    crypt_pmpi_team_t *t;
+    crypt_coll_status_t status;
+    size_t m;
+
+    PMPI_Comm_test_inter(comm, &inter);
+    PMPI_Type_size(recvtype, &rsize);
+    PMPI_Type_get_extent(recvtype, &lb, &rext);
+    if (sendbuf != MPI_IN_PLACE) {
+        PMPI_Type_size(sendtype, &ssize);
+        PMPI_Type_get_extent(sendtype, &lb, &sext);
+    }
+    m = (size_t)recvcount * (size_t)rsize;
+    /* only what the core layer handles: contiguous bytes of equal length */
+    if (inter || (rext != rsize) ||
+        ((sendbuf != MPI_IN_PLACE) &&
+         ((sext != ssize) || ((size_t)sendcount * (size_t)ssize != m)))) {
+        return PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount,
+                              recvtype, comm);
+    }
+    t   = crypt_pmpi_team(comm);
+    alg = crypt_pmpi_choose(t, m);
+    if (alg < 0) {
+        return PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount,
+                              recvtype, comm);
+    }
+    if (((alg == CRYPT_ALLGATHER_HS1) || (alg == CRYPT_ALLGATHER_HS2)) &&
+        ((t->team.node_shm == NULL) || (m > CRYPT_PMPI_HS_MAX))) {
+        alg = CRYPT_ALLGATHER_C_RING; /* no segment big enough */
+    }
+    memset(&t->team.counters, 0, sizeof(t->team.counters));
+    status = crypt_coll_allgather(&t->team, (crypt_allgather_alg_t)alg,
+                                  (sendbuf == MPI_IN_PLACE) ? NULL : sendbuf,
+                                  recvbuf, m);
+    if (status == CRYPT_COLL_ERR_AUTH) {
+        crypt_pmpi_die(comm, "a ciphertext from another node failed "
+                       "authentication (forged, replayed or misplaced)");
+    } else if (status != CRYPT_COLL_OK) {
+        crypt_pmpi_die(comm, "the encrypted all-gather failed");
+    }
+    if (getenv("UCX_CRYPT_COLL_VERBOSE")) {
+        fprintf(stderr, "ucx-crypt: allgather %zu B by %s: sealed %llu opened %llu "
+                "plaintext across nodes %llu\n", m,
+                crypt_allgather_alg_name((crypt_allgather_alg_t)alg),
+                (unsigned long long)t->team.counters.bytes_sealed,
+                (unsigned long long)t->team.counters.bytes_opened,
+                (unsigned long long)t->team.counters.inter_node_plaintext_bytes);
+    }
+    return MPI_SUCCESS;
+}
