@@ -1,9 +1,10 @@
 /*
- * mpi_allgather_check: MPI_Allgather (through the ucx-crypt PMPI adapter
+ * mpi_allgather_check: MPI_Allgather, MPI_Bcast and MPI_Allreduce (through
+ * the ucx-crypt PMPI adapter
  * when it is preloaded) against PMPI_Allgather (the library's own), byte
  * for byte: sizes 1 B .. 1 MiB, MPI_INT as well as MPI_BYTE, MPI_IN_PLACE,
  * a split and a duplicated communicator, calls back to back. Every rank
- * prints "ALLGATHER OK rank R" and exits 0 only if all matched.
+ * prints "COLLECTIVES OK rank R" and exits 0 only if all matched.
  * With -m, every buffer is the marker string the wire tests look for, and
  * the result is checked against that pattern instead of PMPI_Allgather
  * (which would send the marker in plaintext itself).
@@ -58,6 +59,50 @@ static void check(MPI_Comm comm, size_t count, MPI_Datatype type, int in_place,
     free(want);
 }
 
+/* MPI_Bcast and MPI_Allreduce against the library's PMPI_ versions */
+static void check_bcast_allreduce(MPI_Comm comm, int round)
+{
+    int rank, size, i, n;
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &size);
+    for (n = 1; n <= 200000; n *= 50) {
+        long long *a = malloc(sizeof(*a) * n), *b = malloc(sizeof(*b) * n);
+        double *x = malloc(sizeof(*x) * n), *y = malloc(sizeof(*y) * n);
+        int *mx = malloc(sizeof(*mx) * n), *my = malloc(sizeof(*my) * n);
+        unsigned char *bb = malloc(n), *bw = malloc(n);
+        for (i = 0; i < n; ++i) {
+            a[i] = (long long)(rank + 1) * (i + round);
+            x[i] = (rank + 1) * 0.5 + i;
+            mx[i] = (rank * 7 + i) % 13;
+            bb[i] = bw[i] = (unsigned char)(rank == size - 1 ? i * 3 + round : 0);
+        }
+        MPI_Allreduce(a, b, n, MPI_LONG_LONG, MPI_SUM, comm);
+        long long *ref = malloc(sizeof(*ref) * n);
+        PMPI_Allreduce(a, ref, n, MPI_LONG_LONG, MPI_SUM, comm);
+        if (memcmp(b, ref, sizeof(*b) * n)) { fprintf(stderr, "allreduce sum differs\n"); ++errors; }
+        MPI_Allreduce(x, y, n, MPI_DOUBLE, MPI_SUM, comm);
+        double *dref = malloc(sizeof(*dref) * n);
+        PMPI_Allreduce(x, dref, n, MPI_DOUBLE, MPI_SUM, comm);
+        for (i = 0; i < n; ++i) {
+            if (y[i] < dref[i] * (1 - 1e-12) - 1e-12 || y[i] > dref[i] * (1 + 1e-12) + 1e-12) {
+                fprintf(stderr, "allreduce double differs at %d\n", i); ++errors; break;
+            }
+        }
+        MPI_Allreduce(MPI_IN_PLACE, mx, n, MPI_INT, MPI_MAX, comm);
+        int *iref = malloc(sizeof(*iref) * n);
+        for (i = 0; i < n; ++i) iref[i] = ((size - 1) * 7 + i) % 13;
+        for (int r = 0; r < size; ++r) for (i = 0; i < n; ++i)
+            if ((r * 7 + i) % 13 > iref[i]) iref[i] = (r * 7 + i) % 13;
+        if (memcmp(mx, iref, sizeof(*mx) * n)) { fprintf(stderr, "allreduce max differs\n"); ++errors; }
+        MPI_Bcast(bb, n, MPI_BYTE, size - 1, comm);
+        PMPI_Bcast(bw, n, MPI_BYTE, size - 1, comm);
+        if (memcmp(bb, bw, n)) { fprintf(stderr, "bcast differs\n"); ++errors; }
+        (void)my;
+        free(a); free(b); free(x); free(y); free(mx); free(my); free(bb); free(bw);
+        free(ref); free(dref); free(iref);
+    }
+}
+
 int main(int argc, char **argv)
 {
     static const size_t sizes[] = {1, 7, 4096, 65536, 1 << 20};
@@ -77,11 +122,15 @@ int main(int argc, char **argv)
     check(split, 3000, MPI_BYTE, 0, ++round, "split communicator");
     check(dup, 3000, MPI_BYTE, 0, ++round, "duplicated communicator");
     check(dup, 3000, MPI_BYTE, 0, ++round, "back to back");
+    if (!use_marker) {
+        check_bcast_allreduce(MPI_COMM_WORLD, ++round);
+        check_bcast_allreduce(split, ++round);
+    }
     MPI_Comm_free(&split);
     MPI_Comm_free(&dup);
 
     MPI_Allreduce(&errors, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-    if (total == 0) printf("ALLGATHER OK rank %d\n", rank);
+    if (total == 0) printf("COLLECTIVES OK rank %d\n", rank);
     MPI_Finalize();
     return total ? 1 : 0;
 }

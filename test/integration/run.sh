@@ -353,7 +353,7 @@ test_collectives() {
             log="$work/agc-$alg-${map#*:}.log"
             "${mpich[@]}" UCX_CRYPT_COLL_NODES=$map UCX_CRYPT_COLL_TUNE=allgather:$alg \
                 "$work/agc_mpich" >"$log" 2>&1
-            if [ $? -eq 0 ] && [ "$(grep -c '^ALLGATHER OK' "$log")" = 6 ] &&
+            if [ $? -eq 0 ] && [ "$(grep -c '^COLLECTIVES OK' "$log")" = 6 ] &&
                grep -q "by $alg: sealed [1-9]" "$log" &&
                ! grep "ucx-crypt: allgather" "$log" | grep -vq "plaintext across nodes 0$"; then
                 record "allgather_${alg//-/_}_${map#*:}_matches_mpich" pass
@@ -367,7 +367,7 @@ test_collectives() {
         -x LD_PRELOAD="$prefix/lib/libucxcrypt_pmpi_ompi.so" -x UCX_CRYPT_COLL_NODES=2:cyclic \
         -x UCX_CRYPT_KEY_FILE="$work/job.key" -x UCX_CRYPT_COLL_VERBOSE=y \
         "$work/agc_ompi" >"$work/agc-ompi.log" 2>&1
-    if [ $? -eq 0 ] && [ "$(grep -c '^ALLGATHER OK' "$work/agc-ompi.log")" = 4 ] &&
+    if [ $? -eq 0 ] && [ "$(grep -c '^COLLECTIVES OK' "$work/agc-ompi.log")" = 4 ] &&
        grep -q "by c-ring" "$work/agc-ompi.log" && grep -q "by o-rd2" "$work/agc-ompi.log"; then
         record allgather_default_tuning_matches_openmpi pass
     else
@@ -377,7 +377,7 @@ test_collectives() {
     "${mpich[@]}" UCX_CRYPT_COLL_NODES=3:block UCX_CRYPT_COLL_FAULT=1 \
         UCX_CRYPT_COLL_TUNE=allgather:c-ring "$work/agc_mpich" >"$work/agc-forged.log" 2>&1
     local rc=$?
-    if [ $rc -ne 0 ] && [ $rc -ne 124 ] && ! grep -q "^ALLGATHER OK" "$work/agc-forged.log" &&
+    if [ $rc -ne 0 ] && [ $rc -ne 124 ] && ! grep -q "^COLLECTIVES OK" "$work/agc-forged.log" &&
        grep -q "failed authentication" "$work/agc-forged.log"; then
         record allgather_forged_frame_aborts_job_with_reason pass
     else
@@ -483,7 +483,7 @@ coll_wire_run() {
     sleep 0.5
     kill -INT $dump; wait $dump 2>/dev/null
     echo "$rc $(grep -a -o "UCXCRYPT-MARKER-" "$work/$label.pcap" | wc -l)" \
-         "$(grep -c "^ALLGATHER OK" "$work/$label.log")"
+         "$(grep -c "^COLLECTIVES OK" "$work/$label.log")"
 }
 
 test_wire() {

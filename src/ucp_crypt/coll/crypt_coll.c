@@ -972,3 +972,171 @@ crypt_coll_status_t crypt_coll_allgather(crypt_coll_team_t *team,
     }
     return status;
 }
+
+/* ---- broadcast and allreduce: once per node --------------------------------- */
+
+/* The node's first rank sends `buf` to the others (or receives it from the
+ * first rank): plaintext, inside the node only. */
+static crypt_coll_status_t crypt_coll_node_spread(crypt_coll_team_t *team,
+                                                  const crypt_coll_layout_t *l,
+                                                  int head, void *buf, size_t m)
+{
+    const int node = team->node_of[team->rank];
+    crypt_coll_status_t status = CRYPT_COLL_OK;
+    int q;
+
+    if (team->rank != head) {
+        return crypt_coll_move(team, -1, NULL, 0, 0, head, buf, m);
+    }
+    for (q = 0; (status == CRYPT_COLL_OK) && (q < l->count[node]); ++q) {
+        if (l->ranks[node][q] != head) {
+            status = crypt_coll_move(team, l->ranks[node][q], buf, m, 0, -1, NULL, 0);
+        }
+    }
+    return status;
+}
+
+crypt_coll_status_t crypt_coll_bcast(crypt_coll_team_t *team, void *buf,
+                                     size_t m, int root)
+{
+    const int r = team->rank, my_node = team->node_of[r];
+    const size_t frame_len = m + CRYPT_COLL_FRAME_OVERHEAD;
+    crypt_coll_status_t status = CRYPT_COLL_OK;
+    crypt_coll_layout_t l = {0};
+    uint8_t *frame = NULL;
+    int N, root_node, rel, head, mask, failed = 0;
+
+    if ((root < 0) || (root >= team->size) || (crypt_coll_layout(team, &l) != 0)) {
+        crypt_coll_layout_free(&l);
+        return CRYPT_COLL_ERR_PARAM;
+    }
+    N         = l.num_nodes;
+    root_node = team->node_of[root];
+    rel       = (my_node - root_node + N) % N;
+    /* one rank per node talks to other nodes: the root on its node */
+    head      = (my_node == root_node) ? root : l.ranks[my_node][0];
+    frame     = malloc(frame_len);
+    if (frame == NULL) {
+        status = CRYPT_COLL_ERR_PARAM;
+    }
+    if ((status == CRYPT_COLL_OK) && (r == head) && (N > 1)) {
+        if (r == root) {
+            status = crypt_coll_seal(team, (int)(0x10000000u | (unsigned)root),
+                                     buf, m, frame);
+        }
+        /* binomial tree over the nodes, rooted at the root's node */
+        for (mask = 1; (status == CRYPT_COLL_OK) && (mask < N); mask <<= 1) {
+            int peer_rel;
+            if (rel < mask) {
+                peer_rel = rel + mask;
+                if (peer_rel < N) {
+                    int n = (peer_rel + root_node) % N;
+                    status = crypt_coll_move(team, l.ranks[n][0], frame, frame_len, 1,
+                                             -1, NULL, 0);
+                }
+            } else if (rel < 2 * mask) {
+                int n = (rel - mask + root_node) % N;
+                int from = (n == root_node) ? root : l.ranks[n][0];
+                status = crypt_coll_move(team, -1, NULL, 0, 1, from, frame, frame_len);
+                if ((status == CRYPT_COLL_OK) &&
+                    (crypt_coll_open(team, (int)(0x10000000u | (unsigned)root), frame,
+                                     m, buf) != CRYPT_COLL_OK)) {
+                    failed = 1; /* the frame still goes on: peers must not wait */
+                }
+            }
+        }
+    }
+    if (status == CRYPT_COLL_OK) {
+        status = crypt_coll_node_spread(team, &l, head, buf, m);
+    }
+    free(frame);
+    crypt_coll_layout_free(&l);
+    ++team->collective;
+    if (status != CRYPT_COLL_ERR_IO) {
+        status = crypt_coll_agree(team, ((status == CRYPT_COLL_OK) && failed) ?
+                                        CRYPT_COLL_ERR_AUTH : status);
+    }
+    if (status != CRYPT_COLL_OK) {
+        memset(buf, 0, m);
+    }
+    return status;
+}
+
+crypt_coll_status_t crypt_coll_allreduce(crypt_coll_team_t *team,
+                                         const void *sbuf, void *rbuf,
+                                         size_t count, size_t elem_size,
+                                         crypt_coll_reduce_t op, void *op_arg)
+{
+    const int r = team->rank, my_node = team->node_of[r];
+    const size_t m = count * elem_size;
+    crypt_coll_status_t status = CRYPT_COLL_OK;
+    crypt_coll_layout_t l = {0};
+    uint8_t *parts = NULL, *tmp = NULL;
+    int *leaders = NULL, *nodes = NULL;
+    int N, n, q, head, failed = 0;
+
+    if (sbuf != NULL) {
+        memmove(rbuf, sbuf, m);
+    }
+    if (crypt_coll_layout(team, &l) != 0) {
+        crypt_coll_layout_free(&l);
+        return CRYPT_COLL_ERR_PARAM;
+    }
+    N       = l.num_nodes;
+    head    = l.ranks[my_node][0];
+    parts   = malloc(m * (size_t)N + 1);
+    tmp     = malloc(m + 1);
+    leaders = malloc(sizeof(int) * (size_t)N);
+    nodes   = malloc(sizeof(int) * (size_t)N);
+    if (!parts || !tmp || !leaders || !nodes) {
+        status = CRYPT_COLL_ERR_PARAM;
+    }
+
+    /* 1: the node's partial result at its first rank, in local order */
+    if ((status == CRYPT_COLL_OK) && (r != head)) {
+        status = crypt_coll_move(team, head, rbuf, m, 0, -1, NULL, 0);
+    }
+    for (q = 1; (status == CRYPT_COLL_OK) && (r == head) && (q < l.count[my_node]); ++q) {
+        status = crypt_coll_move(team, -1, NULL, 0, 0, l.ranks[my_node][q], tmp, m);
+        if (status == CRYPT_COLL_OK) {
+            op(rbuf, tmp, count, op_arg);
+        }
+    }
+
+    /* 2: the first ranks all-gather the node partials, sealed once each,
+     * opened once per other node, and reduce them in node order */
+    if ((status == CRYPT_COLL_OK) && (r == head) && (N > 1)) {
+        for (n = 0; n < N; ++n) {
+            leaders[n] = l.ranks[n][0];
+            nodes[n]   = n;
+        }
+        memcpy(parts + (size_t)my_node * m, rbuf, m);
+        status = crypt_coll_bruck(team, leaders, nodes, N, my_node,
+                                  CRYPT_COLL_FRAMES_PER_BLOCK, parts, m, &failed);
+        if (status == CRYPT_COLL_OK) {
+            memcpy(rbuf, parts, m);
+            for (n = 1; n < N; ++n) {
+                op(rbuf, parts + (size_t)n * m, count, op_arg);
+            }
+        }
+    }
+
+    /* 3: the result inside the node */
+    if (status == CRYPT_COLL_OK) {
+        status = crypt_coll_node_spread(team, &l, head, rbuf, m);
+    }
+    free(nodes);
+    free(leaders);
+    free(tmp);
+    free(parts);
+    crypt_coll_layout_free(&l);
+    ++team->collective;
+    if (status != CRYPT_COLL_ERR_IO) {
+        status = crypt_coll_agree(team, ((status == CRYPT_COLL_OK) && failed) ?
+                                        CRYPT_COLL_ERR_AUTH : status);
+    }
+    if (status != CRYPT_COLL_OK) {
+        memset(rbuf, 0, m);
+    }
+    return status;
+}

@@ -141,6 +141,28 @@ crypt_coll_status_t crypt_coll_allgather(crypt_coll_team_t *team,
 
 const char *crypt_allgather_alg_name(crypt_allgather_alg_t alg);
 
+/* buf (m bytes) from `root` to every rank: the root seals it once, a
+ * binomial tree over one rank per node forwards the frame as it is, each
+ * other node opens it once and spreads the plaintext inside the node.
+ * Costs: s_e = m at the root, s_d = m per other node. */
+crypt_coll_status_t crypt_coll_bcast(crypt_coll_team_t *team, void *buf,
+                                     size_t m, int root);
+
+/* inout = inout (op) in, for `count` elements: the caller's operation,
+ * associative and commutative like MPI's predefined ones. */
+typedef void (*crypt_coll_reduce_t)(void *inout, const void *in, size_t count,
+                                    void *arg);
+
+/* rbuf = the reduction of every rank's sbuf (sbuf NULL: in place). Each
+ * node reduces in plaintext to its first rank, those ranks exchange the
+ * node results sealed (each sealed once, opened once per other node) and
+ * reduce them in node order, then share the result inside the node: every
+ * rank gets the same bits. Costs per node: s_e = m, s_d = (N-1)m. */
+crypt_coll_status_t crypt_coll_allreduce(crypt_coll_team_t *team,
+                                         const void *sbuf, void *rbuf,
+                                         size_t count, size_t elem_size,
+                                         crypt_coll_reduce_t op, void *op_arg);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,5 +1,6 @@
 /*
  * PMPI adapter: MPI_Allgather through the encrypted all-gather algorithms,
+ * MPI_Bcast and MPI_Allreduce sealed once per node (crypt_coll.h),
  * for any MPI library (built once per MPI ABI: MPICH, Open MPI). Preload
  * it (LD_PRELOAD) or link it before the MPI library; applications do not
  * change.
@@ -374,5 +375,89 @@ int MPI_Allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
                 (unsigned long long)t->team.counters.bytes_opened,
                 (unsigned long long)t->team.counters.inter_node_plaintext_bytes);
     }
+    return MPI_SUCCESS;
+}
+
+/* ---- MPI_Bcast and MPI_Allreduce: sealed once per node ---------------------- */
+
+static int crypt_pmpi_contiguous(MPI_Datatype type, int *size)
+{
+    MPI_Aint lb, extent;
+
+    PMPI_Type_size(type, size);
+    PMPI_Type_get_extent(type, &lb, &extent);
+    return (extent == *size) && (lb == 0);
+}
+
+static void crypt_pmpi_check(MPI_Comm comm, crypt_coll_status_t status,
+                             const char *call)
+{
+    char what[160];
+
+    if (status == CRYPT_COLL_ERR_AUTH) {
+        snprintf(what, sizeof(what), "%s: a ciphertext from another node failed "
+                 "authentication (forged, replayed or misplaced)", call);
+        crypt_pmpi_die(comm, what);
+    } else if (status != CRYPT_COLL_OK) {
+        snprintf(what, sizeof(what), "%s: the encrypted collective failed", call);
+        crypt_pmpi_die(comm, what);
+    }
+}
+
+int MPI_Bcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm)
+{
+    int inter = 0, tsize;
+    crypt_pmpi_team_t *t;
+
+    PMPI_Comm_test_inter(comm, &inter);
+    if (inter || !crypt_pmpi_contiguous(datatype, &tsize)) {
+        return PMPI_Bcast(buffer, count, datatype, root, comm);
+    }
+    t = crypt_pmpi_team(comm);
+    if (t->team.num_nodes == 1) {
+        return PMPI_Bcast(buffer, count, datatype, root, comm);
+    }
+    memset(&t->team.counters, 0, sizeof(t->team.counters));
+    crypt_pmpi_check(comm, crypt_coll_bcast(&t->team, buffer,
+                                            (size_t)count * (size_t)tsize, root),
+                     "MPI_Bcast");
+    return MPI_SUCCESS;
+}
+
+typedef struct {
+    MPI_Datatype type;
+    MPI_Op       op;
+} crypt_pmpi_op_t;
+
+static void crypt_pmpi_reduce(void *inout, const void *in, size_t count, void *arg)
+{
+    crypt_pmpi_op_t *o = arg;
+
+    PMPI_Reduce_local((void*)in, inout, (int)count, o->type, o->op);
+}
+
+int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count,
+                  MPI_Datatype datatype, MPI_Op op, MPI_Comm comm)
+{
+    int inter = 0, tsize, commute = 0;
+    crypt_pmpi_op_t o = {datatype, op};
+    crypt_pmpi_team_t *t;
+
+    PMPI_Comm_test_inter(comm, &inter);
+    PMPI_Op_commutative(op, &commute);
+    /* the node partials are combined in node order: commutative ops only */
+    if (inter || !commute || !crypt_pmpi_contiguous(datatype, &tsize)) {
+        return PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm);
+    }
+    t = crypt_pmpi_team(comm);
+    if (t->team.num_nodes == 1) {
+        return PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm);
+    }
+    memset(&t->team.counters, 0, sizeof(t->team.counters));
+    crypt_pmpi_check(comm, crypt_coll_allreduce(&t->team,
+                                                (sendbuf == MPI_IN_PLACE) ? NULL : sendbuf,
+                                                recvbuf, (size_t)count, (size_t)tsize,
+                                                crypt_pmpi_reduce, &o),
+                     "MPI_Allreduce");
     return MPI_SUCCESS;
 }

@@ -39,6 +39,9 @@ struct rank_result {
     int                   back_to_back_ok;
     crypt_coll_counters_t counters[CRYPT_ALLGATHER_LAST][kNumSizes];
     int                   done;
+    /* bcast and allreduce (run_team with only_alg == -2) */
+    int                   bcast_ok, allreduce_ok;
+    crypt_coll_counters_t bcast_counters, allreduce_counters;
 };
 
 struct pipes {
@@ -97,6 +100,13 @@ int harness_sendrecv(void *ctx, int dst, const void *sbuf, size_t slen, int src,
     return 0;
 }
 
+void sum_u64(void *inout, const void *in, size_t count, void *)
+{
+    uint64_t *a = static_cast<uint64_t*>(inout);
+    const uint64_t *b = static_cast<const uint64_t*>(in);
+    for (size_t i = 0; i < count; ++i) a[i] += b[i];
+}
+
 void run_rank(int rank, int p, const int *node_of, const uint8_t *secret,
               const uint8_t *salt, pipes &io, rank_result *res, int only_alg,
               void *node_shm, size_t node_shm_size)
@@ -108,6 +118,37 @@ void run_rank(int rank, int p, const int *node_of, const uint8_t *secret,
         return;
     }
     crypt_coll_team_set_node_shm(&team, node_shm, node_shm_size);
+    if (only_alg == -2) {
+        /* bcast from the last rank, then a 64-bit sum, each 3 sizes */
+        int ok = 1;
+        for (size_t m : {(size_t)1, (size_t)4096, (size_t)300000}) {
+            std::vector<uint8_t> buf(m);
+            for (size_t i = 0; i < m; ++i) {
+                buf[i] = (rank == p - 1) ? pattern(p - 1, i, 9, m) : 0xEE;
+            }
+            team.counters = crypt_coll_counters_t();
+            ok &= crypt_coll_bcast(&team, buf.data(), m, p - 1) == CRYPT_COLL_OK;
+            for (size_t i = 0; i < m; ++i) ok &= buf[i] == pattern(p - 1, i, 9, m);
+        }
+        res->bcast_ok       = ok;
+        res->bcast_counters = team.counters; /* of the last size */
+        ok = 1;
+        for (size_t count : {(size_t)1, (size_t)1000, (size_t)100000}) {
+            std::vector<uint64_t> in(count), out(count, 7);
+            for (size_t i = 0; i < count; ++i) in[i] = (uint64_t)(rank + 1) * (i + 3);
+            team.counters = crypt_coll_counters_t();
+            ok &= crypt_coll_allreduce(&team, in.data(), out.data(), count, 8,
+                                       sum_u64, nullptr) == CRYPT_COLL_OK;
+            for (size_t i = 0; i < count; ++i) {
+                ok &= out[i] == (uint64_t)p * (p + 1) / 2 * (i + 3);
+            }
+        }
+        res->allreduce_ok       = ok;
+        res->allreduce_counters = team.counters;
+        crypt_coll_team_cleanup(&team);
+        res->done = 1;
+        return;
+    }
     for (int a = 0; a < CRYPT_ALLGATHER_LAST; ++a) {
         if ((only_alg >= 0) && (a != only_alg)) continue;
         /* tamper runs: one collective of 4 KiB (index 3) */
@@ -337,6 +378,39 @@ INSTANTIATE_TEST_SUITE_P(shapes, crypt_allgather_test, ::testing::ValuesIn(all_s
                                     (info.param.mapping == CRYPT_COLL_MAP_BLOCK ?
                                      "_block" : "_cyclic");
                          });
+
+TEST_P(crypt_allgather_test, bcast_and_allreduce_once_per_node)
+{
+    const team_shape shape = GetParam();
+    const int p = shape.p, N = shape.N;
+    std::vector<int> node_of(p);
+    ASSERT_EQ(crypt_coll_node_map(p, N, shape.mapping, node_of.data()), 0);
+    auto res = run_team(p, node_of, -1, -2);
+    std::vector<uint64_t> node_opened(N, 0), node_sealed(N, 0), ar_opened(N, 0), ar_sealed(N, 0);
+    for (int r = 0; r < p; ++r) {
+        SCOPED_TRACE("rank " + std::to_string(r));
+        ASSERT_TRUE(res[r].done);
+        EXPECT_TRUE(res[r].bcast_ok);
+        EXPECT_TRUE(res[r].allreduce_ok);
+        EXPECT_EQ(res[r].bcast_counters.inter_node_plaintext_bytes, 0u);
+        EXPECT_EQ(res[r].allreduce_counters.inter_node_plaintext_bytes, 0u);
+        node_opened[node_of[r]] += res[r].bcast_counters.bytes_opened;
+        node_sealed[node_of[r]] += res[r].bcast_counters.bytes_sealed;
+        ar_opened[node_of[r]]   += res[r].allreduce_counters.bytes_opened;
+        ar_sealed[node_of[r]]   += res[r].allreduce_counters.bytes_sealed;
+    }
+    const uint64_t bm = 300000, am = 100000 * 8; /* the last sizes */
+    for (int n = 0; n < N; ++n) {
+        SCOPED_TRACE("node " + std::to_string(n));
+        bool root_node = (n == node_of[p - 1]);
+        /* bcast: sealed once (at the root), opened once by every other node */
+        EXPECT_EQ(node_sealed[n], (root_node && N > 1) ? bm : 0);
+        EXPECT_EQ(node_opened[n], (root_node || N == 1) ? 0 : bm);
+        /* allreduce: each node's result sealed once, the others' opened once */
+        EXPECT_EQ(ar_sealed[n], N > 1 ? am : 0);
+        EXPECT_EQ(ar_opened[n], (uint64_t)(N - 1) * am);
+    }
+}
 
 class crypt_allgather_tamper_test : public ::testing::TestWithParam<int> {
 };
