@@ -1,5 +1,6 @@
 /*
- * mpi_allgather_check: MPI_Allgather, MPI_Bcast and MPI_Allreduce (through
+ * mpi_allgather_check: MPI_Allgather, MPI_Bcast, MPI_Allreduce and
+ * MPI_Alltoall (through
  * the ucx-crypt PMPI adapter
  * when it is preloaded) against PMPI_Allgather (the library's own), byte
  * for byte: sizes 1 B .. 1 MiB, MPI_INT as well as MPI_BYTE, MPI_IN_PLACE,
@@ -94,6 +95,17 @@ static void check_bcast_allreduce(MPI_Comm comm, int round)
         for (int r = 0; r < size; ++r) for (i = 0; i < n; ++i)
             if ((r * 7 + i) % 13 > iref[i]) iref[i] = (r * 7 + i) % 13;
         if (memcmp(mx, iref, sizeof(*mx) * n)) { fprintf(stderr, "allreduce max differs\n"); ++errors; }
+        {
+            /* alltoall: rank r's block j is r*1000+j, repeated */
+            int per = n < 1000 ? n : 1000;
+            int *as = malloc(sizeof(int) * per * size), *ar = malloc(sizeof(int) * per * size);
+            int *aw = malloc(sizeof(int) * per * size);
+            for (int j = 0; j < size; ++j) for (i = 0; i < per; ++i) as[j * per + i] = rank * 1000 + j + i * 7;
+            MPI_Alltoall(as, per, MPI_INT, ar, per, MPI_INT, comm);
+            PMPI_Alltoall(as, per, MPI_INT, aw, per, MPI_INT, comm);
+            if (memcmp(ar, aw, sizeof(int) * per * size)) { fprintf(stderr, "alltoall differs\n"); ++errors; }
+            free(as); free(ar); free(aw);
+        }
         MPI_Bcast(bb, n, MPI_BYTE, size - 1, comm);
         PMPI_Bcast(bw, n, MPI_BYTE, size - 1, comm);
         if (memcmp(bb, bw, n)) { fprintf(stderr, "bcast differs\n"); ++errors; }

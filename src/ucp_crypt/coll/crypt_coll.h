@@ -148,6 +148,13 @@ const char *crypt_allgather_alg_name(crypt_allgather_alg_t alg);
 crypt_coll_status_t crypt_coll_bcast(crypt_coll_team_t *team, void *buf,
                                      size_t m, int root);
 
+/* rank r's block j (sbuf + j*m) ends up at rank j's rbuf + r*m. Blocks to
+ * another node are sealed once by their sender and opened once by their
+ * receiver (each block goes to one rank: that is already once per node);
+ * blocks inside a node stay plaintext. Pairwise exchange, p-1 rounds. */
+crypt_coll_status_t crypt_coll_alltoall(crypt_coll_team_t *team,
+                                        const void *sbuf, void *rbuf, size_t m);
+
 /* inout = inout (op) in, for `count` elements: the caller's operation,
  * associative and commutative like MPI's predefined ones. */
 typedef void (*crypt_coll_reduce_t)(void *inout, const void *in, size_t count,

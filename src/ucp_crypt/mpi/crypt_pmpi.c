@@ -1,6 +1,7 @@
 /*
  * PMPI adapter: MPI_Allgather through the encrypted all-gather algorithms,
- * MPI_Bcast and MPI_Allreduce sealed once per node (crypt_coll.h),
+ * MPI_Bcast, MPI_Allreduce and MPI_Alltoall sealed once per node
+ * (crypt_coll.h),
  * for any MPI library (built once per MPI ABI: MPICH, Open MPI). Preload
  * it (LD_PRELOAD) or link it before the MPI library; applications do not
  * change.
@@ -459,5 +460,30 @@ int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count,
                                                 recvbuf, (size_t)count, (size_t)tsize,
                                                 crypt_pmpi_reduce, &o),
                      "MPI_Allreduce");
+    return MPI_SUCCESS;
+}
+
+int MPI_Alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
+                 void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm)
+{
+    int inter = 0, ssize, rsize;
+    crypt_pmpi_team_t *t;
+
+    PMPI_Comm_test_inter(comm, &inter);
+    if (inter || (sendbuf == MPI_IN_PLACE) || !crypt_pmpi_contiguous(sendtype, &ssize) ||
+        !crypt_pmpi_contiguous(recvtype, &rsize) ||
+        ((size_t)sendcount * (size_t)ssize != (size_t)recvcount * (size_t)rsize)) {
+        return PMPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount,
+                             recvtype, comm);
+    }
+    t = crypt_pmpi_team(comm);
+    if (t->team.num_nodes == 1) {
+        return PMPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount,
+                             recvtype, comm);
+    }
+    memset(&t->team.counters, 0, sizeof(t->team.counters));
+    crypt_pmpi_check(comm, crypt_coll_alltoall(&t->team, sendbuf, recvbuf,
+                                               (size_t)recvcount * (size_t)rsize),
+                     "MPI_Alltoall");
     return MPI_SUCCESS;
 }

@@ -40,8 +40,8 @@ struct rank_result {
     crypt_coll_counters_t counters[CRYPT_ALLGATHER_LAST][kNumSizes];
     int                   done;
     /* bcast and allreduce (run_team with only_alg == -2) */
-    int                   bcast_ok, allreduce_ok;
-    crypt_coll_counters_t bcast_counters, allreduce_counters;
+    int                   bcast_ok, allreduce_ok, alltoall_ok;
+    crypt_coll_counters_t bcast_counters, allreduce_counters, alltoall_counters;
 };
 
 struct pipes {
@@ -145,6 +145,20 @@ void run_rank(int rank, int p, const int *node_of, const uint8_t *secret,
         }
         res->allreduce_ok       = ok;
         res->allreduce_counters = team.counters;
+        ok = 1;
+        for (size_t m : {(size_t)1, (size_t)5000}) {
+            std::vector<uint8_t> sb(m * p), rb(m * p, 0xEE);
+            for (int j = 0; j < p; ++j) {
+                for (size_t i = 0; i < m; ++i) sb[j * m + i] = pattern(rank, i, 20 + j, m);
+            }
+            team.counters = crypt_coll_counters_t();
+            ok &= crypt_coll_alltoall(&team, sb.data(), rb.data(), m) == CRYPT_COLL_OK;
+            for (int j = 0; j < p; ++j) {
+                for (size_t i = 0; i < m; ++i) ok &= rb[j * m + i] == pattern(j, i, 20 + rank, m);
+            }
+        }
+        res->alltoall_ok       = ok;
+        res->alltoall_counters = team.counters;
         crypt_coll_team_cleanup(&team);
         res->done = 1;
         return;
@@ -379,7 +393,7 @@ INSTANTIATE_TEST_SUITE_P(shapes, crypt_allgather_test, ::testing::ValuesIn(all_s
                                      "_block" : "_cyclic");
                          });
 
-TEST_P(crypt_allgather_test, bcast_and_allreduce_once_per_node)
+TEST_P(crypt_allgather_test, bcast_allreduce_alltoall_once_per_node)
 {
     const team_shape shape = GetParam();
     const int p = shape.p, N = shape.N;
@@ -392,6 +406,13 @@ TEST_P(crypt_allgather_test, bcast_and_allreduce_once_per_node)
         ASSERT_TRUE(res[r].done);
         EXPECT_TRUE(res[r].bcast_ok);
         EXPECT_TRUE(res[r].allreduce_ok);
+        EXPECT_TRUE(res[r].alltoall_ok);
+        EXPECT_EQ(res[r].alltoall_counters.inter_node_plaintext_bytes, 0u);
+        /* alltoall: each block to another node sealed once, opened once */
+        int foreign = 0;
+        for (int j = 0; j < p; ++j) foreign += node_of[j] != node_of[r];
+        EXPECT_EQ(res[r].alltoall_counters.bytes_sealed, (uint64_t)foreign * 5000);
+        EXPECT_EQ(res[r].alltoall_counters.bytes_opened, (uint64_t)foreign * 5000);
         EXPECT_EQ(res[r].bcast_counters.inter_node_plaintext_bytes, 0u);
         EXPECT_EQ(res[r].allreduce_counters.inter_node_plaintext_bytes, 0u);
         node_opened[node_of[r]] += res[r].bcast_counters.bytes_opened;
