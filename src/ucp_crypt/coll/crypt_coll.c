@@ -923,6 +923,25 @@ static crypt_coll_status_t crypt_coll_agree(crypt_coll_team_t *team,
                     CRYPT_COLL_OK;
 }
 
+/* The end of every collective: the agreement step, and on any failure
+ * no data that anyone could take for a result. */
+static crypt_coll_status_t crypt_coll_finish(crypt_coll_team_t *team,
+                                             crypt_coll_status_t status,
+                                             int failed, void *buf, size_t len)
+{
+    ++team->collective;
+    if ((status == CRYPT_COLL_OK) && failed) {
+        status = CRYPT_COLL_ERR_AUTH;
+    }
+    if (status != CRYPT_COLL_ERR_IO) {
+        status = crypt_coll_agree(team, status);
+    }
+    if (status != CRYPT_COLL_OK) {
+        memset(buf, 0, len);
+    }
+    return status;
+}
+
 crypt_coll_status_t crypt_coll_allgather(crypt_coll_team_t *team,
                                          crypt_allgather_alg_t alg,
                                          const void *sbuf, void *rbuf, size_t m)
@@ -962,15 +981,7 @@ crypt_coll_status_t crypt_coll_allgather(crypt_coll_team_t *team,
     default:
         return CRYPT_COLL_ERR_PARAM;
     }
-    ++team->collective;
-    if (status != CRYPT_COLL_ERR_IO) {
-        status = crypt_coll_agree(team, status);
-    }
-    if (status != CRYPT_COLL_OK) {
-        /* an error, and no data that anyone could take for a result */
-        memset(rbuf, 0, (size_t)team->size * m);
-    }
-    return status;
+    return crypt_coll_finish(team, status, 0, rbuf, (size_t)team->size * m);
 }
 
 /* ---- broadcast and allreduce: once per node --------------------------------- */
@@ -1051,15 +1062,7 @@ crypt_coll_status_t crypt_coll_bcast(crypt_coll_team_t *team, void *buf,
     }
     free(frame);
     crypt_coll_layout_free(&l);
-    ++team->collective;
-    if (status != CRYPT_COLL_ERR_IO) {
-        status = crypt_coll_agree(team, ((status == CRYPT_COLL_OK) && failed) ?
-                                        CRYPT_COLL_ERR_AUTH : status);
-    }
-    if (status != CRYPT_COLL_OK) {
-        memset(buf, 0, m);
-    }
-    return status;
+    return crypt_coll_finish(team, status, failed, buf, m);
 }
 
 crypt_coll_status_t crypt_coll_allreduce(crypt_coll_team_t *team,
@@ -1130,15 +1133,7 @@ crypt_coll_status_t crypt_coll_allreduce(crypt_coll_team_t *team,
     free(tmp);
     free(parts);
     crypt_coll_layout_free(&l);
-    ++team->collective;
-    if (status != CRYPT_COLL_ERR_IO) {
-        status = crypt_coll_agree(team, ((status == CRYPT_COLL_OK) && failed) ?
-                                        CRYPT_COLL_ERR_AUTH : status);
-    }
-    if (status != CRYPT_COLL_OK) {
-        memset(rbuf, 0, m);
-    }
-    return status;
+    return crypt_coll_finish(team, status, failed, rbuf, m);
 }
 
 crypt_coll_status_t crypt_coll_alltoall(crypt_coll_team_t *team,
@@ -1189,13 +1184,5 @@ crypt_coll_status_t crypt_coll_alltoall(crypt_coll_team_t *team,
     }
     free(in);
     free(out);
-    ++team->collective;
-    if (status != CRYPT_COLL_ERR_IO) {
-        status = crypt_coll_agree(team, ((status == CRYPT_COLL_OK) && failed) ?
-                                        CRYPT_COLL_ERR_AUTH : status);
-    }
-    if (status != CRYPT_COLL_OK) {
-        memset(rbuf, 0, (size_t)p * m);
-    }
-    return status;
+    return crypt_coll_finish(team, status, failed, rbuf, (size_t)p * m);
 }

@@ -239,6 +239,15 @@ static crypt_pmpi_team_t *crypt_pmpi_team(MPI_Comm comm)
             crypt_coll_team_set_node_shm(&t->team, shm, (size_t)sz);
         }
     }
+    {
+        /* HS1/HS2 only where every node has its segment: the choice of
+         * algorithm must be the same on every rank */
+        int have = (t->team.node_shm != NULL), all;
+        PMPI_Allreduce(&have, &all, 1, MPI_INT, MPI_MIN, t->comm);
+        if (!all) {
+            crypt_coll_team_set_node_shm(&t->team, NULL, 0);
+        }
+    }
     free(leader_of);
     free(node_of);
     t->user_comm     = comm;
