@@ -31,3 +31,12 @@ on_host() { # NS DEV command...
     shift 2
     ip netns exec "$ns" unshare --pid --ipc --fork --mount-proc env UCX_NET_DEVICES="$dev" "$@"
 }
+
+# PUs each of two ranks on this machine can give to crypto threads: the
+# emulated hosts share the machine (CryptMPI's T0 - T1, halved), which the
+# shim cannot see from inside the emulation
+spare_pus_per_rank() {
+    local spare=$(( ($(nproc) - 2) / 2 ))
+    [ $spare -lt 0 ] && spare=0
+    echo $spare
+}

@@ -51,10 +51,7 @@ echo "== crypto side: thread scaling and calibration profile"
     --profile "$profile" ${quick:+--min-time 0.05 --threads 1,2}
 echo
 
-# Both emulated hosts share this machine's PUs: the spare PUs per rank
-# are (PUs - 2) / 2 (CryptMPI's T0 - T1), which the shim cannot see here
-spare=$(( ($(nproc) - 2) / 2 ))
-[ $spare -lt 0 ] && spare=0
+spare=$(spare_pus_per_rank) # crypto threads per emulated host
 mode_env() { # mode -> env assignments for both sides
     case $1 in
     plain)     echo "UCX_TLS=tcp" ;;

@@ -33,11 +33,7 @@ netns_up ucxc-d1 ucxc-d2 ucxcd-v1 ucxcd-v2 10.78.0.1 10.78.0.2 || {
 
 "$prefix/bin/ucx-crypt-keygen" "$work/job.key"
 
-# Both emulated hosts share this machine's PUs: each rank's spare PUs for
-# crypto threads are (PUs - 2) / 2 (CryptMPI's T0 - T1), which the shim
-# cannot see from inside the emulation (on real hosts it counts itself)
-spare=$(( ($(nproc) - 2) / 2 ))
-[ $spare -lt 0 ] && spare=0
+spare=$(spare_pus_per_rank) # crypto threads per emulated host
 
 # prints the median latency (us) and the average bandwidth (MB/s) of one test
 run_pair() { # mode test size

@@ -199,7 +199,10 @@ static crypt_coll_status_t crypt_coll_seal(crypt_coll_team_t *team, int owner,
     return CRYPT_COLL_OK;
 }
 
+/* expected_sealer: the only rank the frame may come from, or -1 for any
+ * (frames that are forwarded as they are) */
 static crypt_coll_status_t crypt_coll_open(crypt_coll_team_t *team, int owner,
+                                           int expected_sealer,
                                            const uint8_t *frame, size_t m,
                                            uint8_t *plain)
 {
@@ -211,7 +214,8 @@ static crypt_coll_status_t crypt_coll_open(crypt_coll_team_t *team, int owner,
     memcpy(&seq, frame + 4, 8);
     sealer = be32toh(sealer);
     seq    = be64toh(seq);
-    if (sealer >= (uint32_t)team->size) {
+    if ((sealer >= (uint32_t)team->size) ||
+        ((expected_sealer >= 0) && (sealer != (uint32_t)expected_sealer))) {
         memset(plain, 0, m);
         return CRYPT_COLL_ERR_AUTH;
     }
@@ -272,7 +276,7 @@ static crypt_coll_status_t crypt_allgather_naive(crypt_coll_team_t *team,
     }
     for (j = 0; (status == CRYPT_COLL_OK) && (j < p); ++j) {
         if ((j != r) &&
-            (crypt_coll_open(team, j, frames + (size_t)j * frame_len, m,
+            (crypt_coll_open(team, j, -1, frames + (size_t)j * frame_len, m,
                              rbuf + (size_t)j * m) != CRYPT_COLL_OK)) {
             result = CRYPT_COLL_ERR_AUTH; /* keep going: zero every bad block */
         }
@@ -325,7 +329,7 @@ static crypt_coll_status_t crypt_allgather_o_ring(crypt_coll_team_t *team,
         if ((status == CRYPT_COLL_OK) && sealed_in) {
             /* a failed open keeps the schedule going (the peers would wait
              * forever otherwise); the agreement step reports it */
-            if (crypt_coll_open(team, recv_idx,
+            if (crypt_coll_open(team, recv_idx, -1,
                                 frames + (size_t)recv_idx * frame_len, m,
                                 rbuf + (size_t)recv_idx * m) != CRYPT_COLL_OK) {
                 failed = 1;
@@ -434,7 +438,7 @@ crypt_coll_bruck(crypt_coll_team_t *team, const int *members, const int *owner,
 
         /* unpack */
         if (sealed_in && (framing == CRYPT_COLL_FRAMES_MERGED) && (plain_len > 0) &&
-            (crypt_coll_open(team, (int)(0x40000000u | (unsigned)step), in,
+            (crypt_coll_open(team, (int)(0x40000000u | (unsigned)step), -1, in,
                              plain_len, merged) != CRYPT_COLL_OK)) {
             *failed = 1;
         }
@@ -453,7 +457,7 @@ crypt_coll_bruck(crypt_coll_team_t *team, const int *members, const int *owner,
                 memcpy(frames + (size_t)slot * frame_len, in + in_len, frame_len);
                 have_frame[slot] = 1;
                 in_len += frame_len;
-                if (crypt_coll_open(team, o, frames + (size_t)slot * frame_len, m,
+                if (crypt_coll_open(team, o, -1, frames + (size_t)slot * frame_len, m,
                                     rbuf + (size_t)o * m) != CRYPT_COLL_OK) {
                     *failed = 1; /* keep the schedule; the agreement reports it */
                 }
@@ -612,7 +616,7 @@ static crypt_coll_status_t crypt_allgather_concurrent(crypt_coll_team_t *team,
                                      frames + (size_t)recv_node * frame_len,
                                      (recv_owner >= 0) ? frame_len : 0);
             if ((status == CRYPT_COLL_OK) && (recv_owner >= 0) &&
-                (crypt_coll_open(team, recv_owner,
+                (crypt_coll_open(team, recv_owner, -1,
                                  frames + (size_t)recv_node * frame_len, m,
                                  rbuf + (size_t)recv_owner * m) != CRYPT_COLL_OK)) {
                 failed = 1; /* keep the schedule; the agreement reports it */
@@ -837,7 +841,7 @@ static crypt_coll_status_t crypt_allgather_hs(crypt_coll_team_t *team,
                 if ((idx++ % l.count[my_node]) != my_local) {
                     continue;
                 }
-                if (crypt_coll_open(team, (int)(0x20000000u | (unsigned)n),
+                if (crypt_coll_open(team, (int)(0x20000000u | (unsigned)n), -1,
                                     cipher + off[n], (size_t)l.count[n] * m,
                                     scratch) != CRYPT_COLL_OK) {
                     failed = 1;
@@ -849,7 +853,7 @@ static crypt_coll_status_t crypt_allgather_hs(crypt_coll_team_t *team,
             }
             for (q = 0; q < l.count[n]; ++q) {
                 if ((idx++ % l.count[my_node]) == my_local &&
-                    (crypt_coll_open(team, l.ranks[n][q],
+                    (crypt_coll_open(team, l.ranks[n][q], -1,
                                      cipher + off[n] + (size_t)q * frame_len, m,
                                      plain + (size_t)l.ranks[n][q] * m) !=
                      CRYPT_COLL_OK)) {
@@ -1050,7 +1054,7 @@ crypt_coll_status_t crypt_coll_bcast(crypt_coll_team_t *team, void *buf,
                 int from = (n == root_node) ? root : l.ranks[n][0];
                 status = crypt_coll_move(team, -1, NULL, 0, 1, from, frame, frame_len);
                 if ((status == CRYPT_COLL_OK) &&
-                    (crypt_coll_open(team, (int)(0x10000000u | (unsigned)root), frame,
+                    (crypt_coll_open(team, (int)(0x10000000u | (unsigned)root), -1, frame,
                                      m, buf) != CRYPT_COLL_OK)) {
                     failed = 1; /* the frame still goes on: peers must not wait */
                 }
@@ -1170,16 +1174,12 @@ crypt_coll_status_t crypt_coll_alltoall(crypt_coll_team_t *team,
                                  seal_out ? frame_len : m, seal_out, from,
                                  sealed_in ? in : dst_buf + (size_t)from * m,
                                  sealed_in ? frame_len : m);
-        if ((status == CRYPT_COLL_OK) && sealed_in) {
-            uint32_t sealer;
-            memcpy(&sealer, in, 4);
-            /* and from no other rank than the expected sender */
-            if ((be32toh(sealer) != (uint32_t)from) ||
-                (crypt_coll_open(team, r, in, m, dst_buf + (size_t)from * m) !=
-                 CRYPT_COLL_OK)) {
-                memset(dst_buf + (size_t)from * m, 0, m);
-                failed = 1;
-            }
+        /* sealed for us, and by no other rank than the expected sender; a
+         * failed open leaves zeros */
+        if ((status == CRYPT_COLL_OK) && sealed_in &&
+            (crypt_coll_open(team, r, from, in, m, dst_buf + (size_t)from * m) !=
+             CRYPT_COLL_OK)) {
+            failed = 1;
         }
     }
     free(in);

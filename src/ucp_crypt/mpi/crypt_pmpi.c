@@ -62,7 +62,7 @@ static void crypt_pmpi_die(MPI_Comm comm, const char *what)
     int rank = -1;
 
     PMPI_Comm_rank(comm, &rank);
-    fprintf(stderr, "ucx-crypt: MPI_Allgather (rank %d): %s\n", rank, what);
+    fprintf(stderr, "ucx-crypt: rank %d: %s\n", rank, what);
     PMPI_Abort(comm, 1);
 }
 
@@ -305,15 +305,12 @@ static int crypt_pmpi_tune_entry(const char *entry, size_t len, size_t m)
     return ((m >= lo) && (m <= hi)) ? crypt_pmpi_alg_by_name(entry, len) : -1;
 }
 
-/* -1: not encrypted here (one node); else the algorithm */
+/* the algorithm for m bytes: the tune string, else the score table */
 static int crypt_pmpi_choose(const crypt_pmpi_team_t *t, size_t m)
 {
     const char *tune = getenv("UCX_CRYPT_COLL_TUNE"), *p, *stop;
     int a;
 
-    if (t->team.num_nodes == 1) {
-        return -1;
-    }
     if ((tune != NULL) && !strncmp(tune, "allgather:", 10)) {
         for (p = tune + 10; *p != '\0'; p = (*stop == ',') ? stop + 1 : stop) {
             stop = strchr(p, ',');
@@ -332,63 +329,6 @@ static int crypt_pmpi_choose(const crypt_pmpi_team_t *t, size_t m)
     }
     return CRYPT_ALLGATHER_C_RING;
 }
-
-int MPI_Allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
-                  void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm)
-{
-    int inter = 0, rsize, ssize = 0, alg;
-    MPI_Aint lb, rext, sext = 0;
-    crypt_pmpi_team_t *t;
-    crypt_coll_status_t status;
-    size_t m;
-
-    PMPI_Comm_test_inter(comm, &inter);
-    PMPI_Type_size(recvtype, &rsize);
-    PMPI_Type_get_extent(recvtype, &lb, &rext);
-    if (sendbuf != MPI_IN_PLACE) {
-        PMPI_Type_size(sendtype, &ssize);
-        PMPI_Type_get_extent(sendtype, &lb, &sext);
-    }
-    m = (size_t)recvcount * (size_t)rsize;
-    /* only what the core layer handles: contiguous bytes of equal length */
-    if (inter || (rext != rsize) ||
-        ((sendbuf != MPI_IN_PLACE) &&
-         ((sext != ssize) || ((size_t)sendcount * (size_t)ssize != m)))) {
-        return PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount,
-                              recvtype, comm);
-    }
-    t   = crypt_pmpi_team(comm);
-    alg = crypt_pmpi_choose(t, m);
-    if (alg < 0) {
-        return PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount,
-                              recvtype, comm);
-    }
-    if (((alg == CRYPT_ALLGATHER_HS1) || (alg == CRYPT_ALLGATHER_HS2)) &&
-        ((t->team.node_shm == NULL) || (m > CRYPT_PMPI_HS_MAX))) {
-        alg = CRYPT_ALLGATHER_C_RING; /* no segment big enough */
-    }
-    memset(&t->team.counters, 0, sizeof(t->team.counters));
-    status = crypt_coll_allgather(&t->team, (crypt_allgather_alg_t)alg,
-                                  (sendbuf == MPI_IN_PLACE) ? NULL : sendbuf,
-                                  recvbuf, m);
-    if (status == CRYPT_COLL_ERR_AUTH) {
-        crypt_pmpi_die(comm, "a ciphertext from another node failed "
-                       "authentication (forged, replayed or misplaced)");
-    } else if (status != CRYPT_COLL_OK) {
-        crypt_pmpi_die(comm, "the encrypted all-gather failed");
-    }
-    if (getenv("UCX_CRYPT_COLL_VERBOSE")) {
-        fprintf(stderr, "ucx-crypt: allgather %zu B by %s: sealed %llu opened %llu "
-                "plaintext across nodes %llu\n", m,
-                crypt_allgather_alg_name((crypt_allgather_alg_t)alg),
-                (unsigned long long)t->team.counters.bytes_sealed,
-                (unsigned long long)t->team.counters.bytes_opened,
-                (unsigned long long)t->team.counters.inter_node_plaintext_bytes);
-    }
-    return MPI_SUCCESS;
-}
-
-/* ---- MPI_Bcast and MPI_Allreduce: sealed once per node ---------------------- */
 
 static int crypt_pmpi_contiguous(MPI_Datatype type, int *size)
 {
@@ -414,20 +354,76 @@ static void crypt_pmpi_check(MPI_Comm comm, crypt_coll_status_t status,
     }
 }
 
-int MPI_Bcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm)
+/* The team that encrypts on `comm`, or NULL where the library's own
+ * collective is right: intercommunicators (checked by the caller's type
+ * tests first) and teams on one node, which need no crypto. */
+static crypt_pmpi_team_t *crypt_pmpi_encrypting_team(MPI_Comm comm)
 {
-    int inter = 0, tsize;
-    crypt_pmpi_team_t *t;
+    crypt_pmpi_team_t *t = crypt_pmpi_team(comm);
 
-    PMPI_Comm_test_inter(comm, &inter);
-    if (inter || !crypt_pmpi_contiguous(datatype, &tsize)) {
-        return PMPI_Bcast(buffer, count, datatype, root, comm);
-    }
-    t = crypt_pmpi_team(comm);
     if (t->team.num_nodes == 1) {
-        return PMPI_Bcast(buffer, count, datatype, root, comm);
+        return NULL;
     }
     memset(&t->team.counters, 0, sizeof(t->team.counters));
+    return t;
+}
+
+static int crypt_pmpi_is_inter(MPI_Comm comm)
+{
+    int inter = 0;
+
+    PMPI_Comm_test_inter(comm, &inter);
+    return inter;
+}
+
+int MPI_Allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
+                  void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm)
+{
+    int rsize, ssize = 0, alg;
+    crypt_pmpi_team_t *t;
+    size_t m;
+
+    /* only what the core layer handles: contiguous bytes of equal length */
+    if (crypt_pmpi_is_inter(comm) || !crypt_pmpi_contiguous(recvtype, &rsize) ||
+        ((sendbuf != MPI_IN_PLACE) &&
+         (!crypt_pmpi_contiguous(sendtype, &ssize) ||
+          ((size_t)sendcount * (size_t)ssize != (size_t)recvcount * (size_t)rsize))) ||
+        ((t = crypt_pmpi_encrypting_team(comm)) == NULL)) {
+        return PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount,
+                              recvtype, comm);
+    }
+    m   = (size_t)recvcount * (size_t)rsize;
+    alg = crypt_pmpi_choose(t, m);
+    if (((alg == CRYPT_ALLGATHER_HS1) || (alg == CRYPT_ALLGATHER_HS2)) &&
+        ((t->team.node_shm == NULL) || (m > CRYPT_PMPI_HS_MAX))) {
+        alg = CRYPT_ALLGATHER_C_RING; /* no segment big enough */
+    }
+    crypt_pmpi_check(comm, crypt_coll_allgather(&t->team, (crypt_allgather_alg_t)alg,
+                                                (sendbuf == MPI_IN_PLACE) ? NULL : sendbuf,
+                                                recvbuf, m),
+                     "MPI_Allgather");
+    if (getenv("UCX_CRYPT_COLL_VERBOSE")) {
+        fprintf(stderr, "ucx-crypt: allgather %zu B by %s: sealed %llu opened %llu "
+                "plaintext across nodes %llu\n", m,
+                crypt_allgather_alg_name((crypt_allgather_alg_t)alg),
+                (unsigned long long)t->team.counters.bytes_sealed,
+                (unsigned long long)t->team.counters.bytes_opened,
+                (unsigned long long)t->team.counters.inter_node_plaintext_bytes);
+    }
+    return MPI_SUCCESS;
+}
+
+/* ---- MPI_Bcast and MPI_Allreduce: sealed once per node ---------------------- */
+
+int MPI_Bcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm)
+{
+    crypt_pmpi_team_t *t;
+    int tsize;
+
+    if (crypt_pmpi_is_inter(comm) || !crypt_pmpi_contiguous(datatype, &tsize) ||
+        ((t = crypt_pmpi_encrypting_team(comm)) == NULL)) {
+        return PMPI_Bcast(buffer, count, datatype, root, comm);
+    }
     crypt_pmpi_check(comm, crypt_coll_bcast(&t->team, buffer,
                                             (size_t)count * (size_t)tsize, root),
                      "MPI_Bcast");
@@ -449,21 +445,17 @@ static void crypt_pmpi_reduce(void *inout, const void *in, size_t count, void *a
 int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count,
                   MPI_Datatype datatype, MPI_Op op, MPI_Comm comm)
 {
-    int inter = 0, tsize, commute = 0;
     crypt_pmpi_op_t o = {datatype, op};
     crypt_pmpi_team_t *t;
+    int tsize, commute = 0;
 
-    PMPI_Comm_test_inter(comm, &inter);
     PMPI_Op_commutative(op, &commute);
     /* the node partials are combined in node order: commutative ops only */
-    if (inter || !commute || !crypt_pmpi_contiguous(datatype, &tsize)) {
+    if (crypt_pmpi_is_inter(comm) || !commute ||
+        !crypt_pmpi_contiguous(datatype, &tsize) ||
+        ((t = crypt_pmpi_encrypting_team(comm)) == NULL)) {
         return PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm);
     }
-    t = crypt_pmpi_team(comm);
-    if (t->team.num_nodes == 1) {
-        return PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm);
-    }
-    memset(&t->team.counters, 0, sizeof(t->team.counters));
     crypt_pmpi_check(comm, crypt_coll_allreduce(&t->team,
                                                 (sendbuf == MPI_IN_PLACE) ? NULL : sendbuf,
                                                 recvbuf, (size_t)count, (size_t)tsize,
@@ -475,22 +467,17 @@ int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count,
 int MPI_Alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
                  void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm)
 {
-    int inter = 0, ssize, rsize;
     crypt_pmpi_team_t *t;
+    int ssize, rsize;
 
-    PMPI_Comm_test_inter(comm, &inter);
-    if (inter || (sendbuf == MPI_IN_PLACE) || !crypt_pmpi_contiguous(sendtype, &ssize) ||
+    if (crypt_pmpi_is_inter(comm) || (sendbuf == MPI_IN_PLACE) ||
+        !crypt_pmpi_contiguous(sendtype, &ssize) ||
         !crypt_pmpi_contiguous(recvtype, &rsize) ||
-        ((size_t)sendcount * (size_t)ssize != (size_t)recvcount * (size_t)rsize)) {
+        ((size_t)sendcount * (size_t)ssize != (size_t)recvcount * (size_t)rsize) ||
+        ((t = crypt_pmpi_encrypting_team(comm)) == NULL)) {
         return PMPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount,
                              recvtype, comm);
     }
-    t = crypt_pmpi_team(comm);
-    if (t->team.num_nodes == 1) {
-        return PMPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount,
-                             recvtype, comm);
-    }
-    memset(&t->team.counters, 0, sizeof(t->team.counters));
     crypt_pmpi_check(comm, crypt_coll_alltoall(&t->team, sendbuf, recvbuf,
                                                (size_t)recvcount * (size_t)rsize),
                      "MPI_Alltoall");
