@@ -30,6 +30,7 @@ typedef struct uct_crypt_global_config {
     char                  *coll_tune;
     int                   coll_verbose;
     char                  *coll_fault;
+    char                  *coll_lane;
 } uct_crypt_global_config_t;
 
 typedef struct uct_crypt_md_config {
@@ -193,7 +194,17 @@ ucs_status_t uct_crypt_query_tl_devices(uct_md_h tl_md,
                                         uct_tl_device_resource_t **devices_p,
                                         unsigned *num_devices_p);
 
+/* Walk every (inner component, md, tl) the user selected; `cb` returns
+ * non-zero to stop. Opens each inner md for the duration of the call;
+ * `unmatched` (may be NULL) gets the selected names that matched nothing. */
+typedef int (*uct_crypt_inner_cb_t)(void *arg, uct_component_h component,
+                                    const char *md_name, const char *tl_name);
+void uct_crypt_foreach_inner(uct_crypt_inner_cb_t cb, void *arg,
+                             char *unmatched, size_t unmatched_max);
+
 /* iface */
+void uct_crypt_iface_tune_inner(const char *inner_tl,
+                                uct_iface_config_t *inner_config);
 ucs_status_t uct_crypt_iface_inner_err(void *arg, uct_ep_h inner_ep,
                                        ucs_status_t status);
 

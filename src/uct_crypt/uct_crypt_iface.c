@@ -257,7 +257,7 @@ static const struct {
     {"tcp", "UCX_TCP_TX_SEG_SIZE", "TX_SEG_SIZE", "64k"},
 };
 
-static void uct_crypt_iface_tune_inner(const char *inner_tl,
+void uct_crypt_iface_tune_inner(const char *inner_tl,
                                        uct_iface_config_t *inner_config)
 {
     unsigned i;

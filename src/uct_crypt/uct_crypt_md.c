@@ -114,6 +114,13 @@ static ucs_config_field_t uct_crypt_global_config_table[] = {
      "TESTING ONLY (MPI adapter): this rank forges its first frame to another node.",
      ucs_offsetof(uct_crypt_global_config_t, coll_fault), UCS_CONFIG_TYPE_STRING},
 
+    {"COLL_LANE", "auto",
+     "Where the MPI adapter sends collective frames between nodes: 'auto' on the\n"
+     "collective lane (the network transport under crypt, frames not sealed a\n"
+     "second time; src/ucp_crypt/coll/crypt_lane.h) where every rank has one,\n"
+     "'transport' through the MPI library (sealed again by crypt).",
+     ucs_offsetof(uct_crypt_global_config_t, coll_lane), UCS_CONFIG_TYPE_STRING},
+
     {NULL}
 };
 
@@ -351,12 +358,8 @@ static void uct_crypt_md_name(char *name, const char *inner_md, const char *tl)
     }
 }
 
-/* Walk every (inner component, md, tl) the user selected; `cb` returns
- * non-zero to stop. Opens each inner md for the duration of the call. */
-typedef int (*uct_crypt_inner_cb_t)(void *arg, uct_component_h component,
-                                    const char *md_name, const char *tl_name);
-
-static void uct_crypt_foreach_inner(uct_crypt_inner_cb_t cb, void *arg,
+/* Walk every (inner component, md, tl) the user selected (uct_crypt.h). */
+void uct_crypt_foreach_inner(uct_crypt_inner_cb_t cb, void *arg,
                                     char *unmatched, size_t unmatched_max)
 {
     char selected[512], *word, *save = NULL, seen[512] = "";

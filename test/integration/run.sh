@@ -354,7 +354,7 @@ test_collectives() {
             "${mpich[@]}" UCX_CRYPT_COLL_NODES=$map UCX_CRYPT_COLL_TUNE=allgather:$alg \
                 "$work/agc_mpich" >"$log" 2>&1
             if [ $? -eq 0 ] && [ "$(grep -c '^COLLECTIVES OK' "$log")" = 6 ] &&
-               grep -q "by $alg: sealed [1-9]" "$log" &&
+               grep -q "by $alg on the .* lane .*: sealed [1-9]" "$log" &&
                ! grep "ucx-crypt: allgather" "$log" | grep -vq "plaintext across nodes 0$"; then
                 record "allgather_${alg//-/_}_${map#*:}_matches_mpich" pass
             else
@@ -385,6 +385,8 @@ test_collectives() {
             "rc=$rc; $(grep -m2 "ucx-crypt\|ALLGATHER" "$work/agc-forged.log")"
     fi
 
+    test_collective_lane
+
     timeout 60 mpiexec.mpich -n 2 env LD_PRELOAD="$prefix/lib/libucxcrypt_pmpi_mpich.so" \
         UCX_CRYPT_COLL_NODES=2 "$work/agc_mpich" >"$work/agc-nokey.log" 2>&1
     rc=$?
@@ -393,6 +395,66 @@ test_collectives() {
         record allgather_without_job_secret_fails_with_hint pass
     else
         record allgather_without_job_secret_fails_with_hint fail "rc=$rc"
+    fi
+}
+
+# ---- the collective lane: frames between nodes not sealed a second time -----
+# sealed_by_transport LOG: the crypt transport's bytes sealed (records and
+# bulk), summed over the job's processes
+sealed_by_transport() {
+    sed -n 's/.*records sealed [0-9]* (\([0-9]*\) bytes).*bulk bytes sealed \([0-9]*\).*/\1 \2/p' "$1" |
+        awk '{ s += $1 + $2 } END { print s + 0 }'
+}
+
+test_collective_lane() {
+    local lane_env=(-x UCX_TLS=crypt,tcp,self -x UCX_NET_DEVICES=lo -x UCX_CRYPT_STATS=y
+                    -x LD_PRELOAD="$prefix/lib/libucxcrypt_pmpi_ompi.so"
+                    -x UCX_CRYPT_KEY_FILE="$work/job.key" -x UCX_CRYPT_COLL_VERBOSE=y)
+    local mode on_lane through_mpi
+    # steady state, 8 x 1 MiB per rank on two emulated nodes: Open MPI over
+    # the crypt transport (site configuration), frames on the lane vs the
+    # same run with frames through the MPI library (the control)
+    for mode in auto transport; do
+        ompi_run 2 "${lane_env[@]}" -x UCX_CRYPT_COLL_NODES=2 -x UCX_CRYPT_COLL_LANE=$mode \
+            "$work/agc_ompi" -s 1048576 8 >"$work/lane-$mode.log" 2>&1
+    done
+    on_lane=$(sealed_by_transport "$work/lane-auto.log")
+    through_mpi=$(sealed_by_transport "$work/lane-transport.log")
+    if [ "$(grep -c '^STEADY OK' "$work/lane-auto.log")" = 2 ] &&
+       [ "$(grep -c '^STEADY OK' "$work/lane-transport.log")" = 2 ] &&
+       [ "$(grep -c 'on the collective lane' "$work/lane-auto.log")" = 16 ] &&
+       [ "$on_lane" -lt 65536 ] && [ "$through_mpi" -ge $((2 * 8 * 1048576)) ]; then
+        record collective_frames_take_the_lane_not_sealed_twice pass \
+            "transport sealed $on_lane B with the lane, $through_mpi B without"
+    else
+        record collective_frames_take_the_lane_not_sealed_twice fail \
+            "transport sealed $on_lane B with the lane, $through_mpi B without; $(grep -m2 -v '^\[ucx-crypt\|^ucx-crypt: allgather' "$work/lane-auto.log")"
+    fi
+
+    # a frame forged on the lane: the job ends with the reason
+    ompi_run 4 "${lane_env[@]}" -x UCX_CRYPT_COLL_NODES=2:block -x UCX_CRYPT_COLL_FAULT=1 \
+        -x UCX_CRYPT_COLL_TUNE=allgather:c-ring "$work/agc_ompi" >"$work/lane-forged.log" 2>&1
+    local rc=$?
+    if [ $rc -ne 0 ] && [ $rc -ne 124 ] && ! grep -q "^COLLECTIVES OK" "$work/lane-forged.log" &&
+       ! grep -q "no collective lane" "$work/lane-forged.log" &&
+       grep -q "failed authentication" "$work/lane-forged.log"; then
+        record collective_lane_forged_frame_aborts_job_with_reason pass
+    else
+        record collective_lane_forged_frame_aborts_job_with_reason fail \
+            "rc=$rc; $(grep -m2 "ucx-crypt: \|ALLGATHER" "$work/lane-forged.log")"
+    fi
+
+    # MPICH over the crypt transport (the launcher's preload plus the adapter)
+    timeout 120 mpiexec.mpich -n 2 env LD_PRELOAD="$plugin:$prefix/lib/libucxcrypt_pmpi_mpich.so" \
+        UCX_TLS=crypt,tcp UCX_NET_DEVICES=lo UCX_CRYPT_KEY_FILE="$work/job.key" \
+        UCX_CRYPT_COLL_NODES=2 UCX_CRYPT_COLL_VERBOSE=y "$work/agc_mpich" >"$work/lane-mpich.log" 2>&1
+    rc=$?
+    if [ $rc -eq 0 ] && [ "$(grep -c '^COLLECTIVES OK' "$work/lane-mpich.log")" = 2 ] &&
+       grep -q "on the collective lane" "$work/lane-mpich.log" &&
+       ! grep -q "on the MPI lane" "$work/lane-mpich.log"; then
+        record collective_lane_mpich_matches_pmpi pass
+    else
+        record collective_lane_mpich_matches_pmpi fail "rc=$rc; $(tail -2 "$work/lane-mpich.log")"
     fi
 }
 

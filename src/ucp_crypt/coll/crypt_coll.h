@@ -7,8 +7,9 @@
  * opened once per receiving node; intra-node data moves in plaintext.
  *
  * This layer knows nothing of MPI or UCX: a team moves bytes through the
- * sendrecv callback it is given (a socket harness in the tests; UCP tag
- * operations or an MPI adapter later), and every byte it hands to that
+ * sendrecv callback it is given (a socket harness in the tests; the MPI
+ * adapter, which puts frames between nodes on the collective lane of
+ * crypt_lane.h), and every byte it hands to that
  * callback between two nodes is a sealed frame: the team checks this itself
  * and counts any violation (inter_node_plaintext_bytes).
  *

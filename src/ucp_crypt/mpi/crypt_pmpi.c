@@ -8,7 +8,7 @@
  *
  * Per communicator (cached as an attribute): a duplicate for isolation, a
  * node map (the MPI library's shared-memory split, or UCX_CRYPT_COLL_NODES
- * to emulate nodes on one machine), the job secret (UCX_CRYPT_KEY_FILE,
+ * to emulate nodes on one machine, given to MPI_COMM_WORLD's ranks), the job secret (UCX_CRYPT_KEY_FILE,
  * the transport's), a team salt that rank 0 draws and broadcasts, and, for
  * HS1/HS2, a node-shared window (MPI_Win_allocate_shared).
  *
@@ -25,17 +25,23 @@
  * UCX_CRYPT_COLL_FAULT=R (TESTING ONLY) makes rank R forge its first frame
  * to another node.
  *
- * Known limit: the ciphertext travels through the MPI library; if that
- * library runs over the crypt transport too, it is sealed a second time
- * (correct, slower). A lane that carries collective frames without
- * sealing them again is future work.
+ * The lane: frames between nodes do not go through the MPI library, which
+ * may itself run over the crypt transport and would seal them a second
+ * time; they take the plugin's collective lane (crypt_lane.h: the network
+ * transport under crypt, carrying nothing but sealed frames). Data inside
+ * a node goes through the MPI library (shared memory). Without the plugin
+ * (the MPI library's transport does not encrypt) or with
+ * UCX_CRYPT_COLL_LANE=transport, frames go through the MPI library too.
  */
 #include "ucp_crypt/coll/crypt_coll.h"
+#include "ucp_crypt/coll/crypt_lane.h"
 #include "keyex/keyex.h"
 
 #include <mpi.h>
 #include <openssl/rand.h>
 
+#include <dlfcn.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,8 +56,15 @@ typedef struct crypt_pmpi_team {
     MPI_Comm          node_comm;
     MPI_Win           win;
     int               tamper;     /* TESTING ONLY: UCX_CRYPT_COLL_FAULT */
+    int               *lane_peer; /* per rank on another node; NULL: no lane */
+    uint64_t          lane_team;  /* tells this team's messages apart */
     crypt_coll_team_t team;
 } crypt_pmpi_team_t;
+
+/* the process's collective lane, shared by its teams */
+static const crypt_lane_ops_t *crypt_pmpi_lane_ops;
+static crypt_lane_t *crypt_pmpi_lane;
+static int crypt_pmpi_lane_tried;
 
 static int crypt_pmpi_keyval = MPI_KEYVAL_INVALID;
 static int crypt_pmpi_self_keyval = MPI_KEYVAL_INVALID;
@@ -66,16 +79,23 @@ static void crypt_pmpi_die(MPI_Comm comm, const char *what)
     PMPI_Abort(comm, 1);
 }
 
+static int crypt_pmpi_on_lane(const crypt_pmpi_team_t *t, int peer)
+{
+    return (peer >= 0) && (t->lane_peer != NULL) && (t->lane_peer[peer] >= 0);
+}
+
 static int crypt_pmpi_sendrecv(void *ctx, int dst, const void *sbuf, size_t slen,
                                int src, void *rbuf, size_t rlen)
 {
     crypt_pmpi_team_t *t = ctx;
+    const crypt_lane_ops_t *lane = crypt_pmpi_lane_ops;
+    int send_on_lane = crypt_pmpi_on_lane(t, dst);
+    int recv_on_lane = crypt_pmpi_on_lane(t, src);
+    int sent = !send_on_lane, received = !recv_on_lane, mpi_done = 0;
     MPI_Request reqs[2];
     MPI_Status stats[2];
-    int n = 0;
-
+    int n = 0, spins = 0, ret = 0, r;
     uint8_t *forged = NULL;
-    int ret;
 
     if ((slen > (size_t)0x7fffffff) || (rlen > (size_t)0x7fffffff)) {
         return -1;
@@ -89,14 +109,47 @@ static int crypt_pmpi_sendrecv(void *ctx, int dst, const void *sbuf, size_t slen
         sbuf      = forged;
         t->tamper = 0;
     }
-    if (src >= 0) {
+    if ((src >= 0) && !recv_on_lane) {
         PMPI_Irecv(rbuf, (int)rlen, MPI_BYTE, src, CRYPT_PMPI_TAG, t->comm, &reqs[n++]);
     }
-    if (dst >= 0) {
+    if ((dst >= 0) && !send_on_lane) {
         PMPI_Isend((void*)sbuf, (int)slen, MPI_BYTE, dst, CRYPT_PMPI_TAG, t->comm,
                    &reqs[n++]);
     }
-    ret = (PMPI_Waitall(n, reqs, stats) == MPI_SUCCESS) ? 0 : -1;
+    if (send_on_lane &&
+        (lane->send(crypt_pmpi_lane, t->lane_peer[dst], t->lane_team,
+                    (uint32_t)t->team.rank, sbuf, slen,
+                    CRYPT_COLL_FRAME_OVERHEAD) != 0)) {
+        ret = -1;
+    }
+
+    /* both directions at once: the peer may be doing the same */
+    while ((ret == 0) && !(sent && received && mpi_done)) {
+        if (!mpi_done) {
+            ret = (PMPI_Testall(n, reqs, &mpi_done, stats) ==
+                   MPI_SUCCESS) ? 0 : -1;
+        }
+        if (!sent || !received) {
+            lane->progress(crypt_pmpi_lane);
+        }
+        if (!sent && ((r = lane->send_idle(crypt_pmpi_lane, t->lane_peer[dst])) != 0)) {
+            ret  = (r < 0) ? -1 : ret;
+            sent = 1;
+        }
+        if (!received &&
+            ((r = lane->recv(crypt_pmpi_lane, t->lane_peer[src], t->lane_team,
+                             (uint32_t)src, rbuf, rlen)) != 0)) {
+            ret      = (r < 0) ? -1 : ret;
+            received = 1;
+        }
+        if ((++spins & 0xff) == 0) {
+            sched_yield(); /* ranks may outnumber cores */
+        }
+    }
+    if ((ret != 0) && !mpi_done) {
+        /* never leave MPI writing into a buffer the caller gets back */
+        PMPI_Waitall(n, reqs, stats);
+    }
     free(forged);
     return ret;
 }
@@ -115,6 +168,7 @@ static int crypt_pmpi_team_free(MPI_Comm comm, int keyval, void *attr, void *ext
         }
     }
     crypt_coll_team_cleanup(&t->team);
+    free(t->lane_peer);
     if (t->win != MPI_WIN_NULL) {
         PMPI_Win_free(&t->win);
     }
@@ -134,7 +188,131 @@ static int crypt_pmpi_finalize_hook(MPI_Comm comm, int keyval, void *attr,
     while (crypt_pmpi_teams != NULL) {
         PMPI_Comm_delete_attr(crypt_pmpi_teams->user_comm, crypt_pmpi_keyval);
     }
+    if (crypt_pmpi_lane != NULL) {
+        crypt_pmpi_lane_ops->close(crypt_pmpi_lane);
+        crypt_pmpi_lane = NULL;
+    }
     return MPI_SUCCESS;
+}
+
+/* The process's lane, opened once: NULL where there is none or where the
+ * user asked for frames through the MPI library. */
+static crypt_lane_t *crypt_pmpi_lane_get(void)
+{
+    const char *mode = getenv("UCX_CRYPT_COLL_LANE");
+    char error[160];
+
+    if (crypt_pmpi_lane_tried) {
+        return crypt_pmpi_lane;
+    }
+    crypt_pmpi_lane_tried = 1;
+    if ((mode != NULL) && !strcmp(mode, "transport")) {
+        return NULL;
+    }
+    if ((mode != NULL) && (mode[0] != '\0') && strcmp(mode, "auto")) {
+        fprintf(stderr, "ucx-crypt: UCX_CRYPT_COLL_LANE=%s is not one of auto, "
+                "transport\n", mode);
+        exit(1);
+    }
+    crypt_pmpi_lane_ops = dlsym(RTLD_DEFAULT, CRYPT_LANE_OPS_SYMBOL);
+    if ((crypt_pmpi_lane_ops == NULL) ||
+        (crypt_pmpi_lane_ops->version != CRYPT_LANE_OPS_VERSION)) {
+        return NULL; /* no crypt plugin: the MPI library's wire is not sealed */
+    }
+    crypt_pmpi_lane = crypt_pmpi_lane_ops->open(error, sizeof(error));
+    if ((crypt_pmpi_lane == NULL) && getenv("UCX_CRYPT_COLL_VERBOSE")) {
+        fprintf(stderr, "ucx-crypt: no collective lane (%s): frames between "
+                "nodes go through the MPI library and its transport seals them "
+                "again\n", error);
+    }
+    return crypt_pmpi_lane;
+}
+
+/* Every rank of the team on the lane, or none: a frame sent on the lane
+ * must be received from it. Peers on the same node are never on it. */
+static void crypt_pmpi_lane_setup(crypt_pmpi_team_t *t, MPI_Comm comm)
+{
+    int rank = t->team.rank, size = t->team.size, ok, all, r;
+    uint8_t *addrs;
+    size_t len;
+
+    ok    = (crypt_pmpi_lane_get() != NULL);
+    addrs = calloc((size_t)size, CRYPT_LANE_ADDR_MAX);
+    t->lane_peer = malloc(sizeof(int) * (size_t)size);
+    if ((addrs == NULL) || (t->lane_peer == NULL)) {
+        crypt_pmpi_die(comm, "out of memory");
+    }
+    PMPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, t->comm);
+    if (all) {
+        /* through the MPI library: authenticated by its transport */
+        len = crypt_pmpi_lane_ops->address(crypt_pmpi_lane,
+                                           addrs + (size_t)rank * CRYPT_LANE_ADDR_MAX,
+                                           CRYPT_LANE_ADDR_MAX);
+        PMPI_Allgather(MPI_IN_PLACE, 0, MPI_BYTE, addrs, CRYPT_LANE_ADDR_MAX,
+                       MPI_BYTE, t->comm);
+        ok = (len > 0);
+        for (r = 0; r < size; ++r) {
+            const uint8_t *a = addrs + (size_t)r * CRYPT_LANE_ADDR_MAX;
+            t->lane_peer[r] = -1;
+            if (ok && (t->team.node_of[r] != t->team.node_of[rank])) {
+                t->lane_peer[r] = crypt_pmpi_lane_ops->connect(
+                        crypt_pmpi_lane, a, 2u + a[0] + a[1]);
+                ok = (t->lane_peer[r] >= 0);
+            }
+        }
+        PMPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, t->comm);
+    }
+    if (!all) {
+        free(t->lane_peer);
+        t->lane_peer = NULL;
+    }
+    free(addrs);
+}
+
+/* Emulated nodes are assigned to MPI_COMM_WORLD's ranks, so that every
+ * communicator sees the same placement; a communicator's nodes are then
+ * numbered in the order its ranks first meet them. */
+static void crypt_pmpi_emulated_nodes(MPI_Comm comm, int size, int *node_of)
+{
+    int world_size, r, n, next = 0, *world_node, *ranks, *world_ranks, *renumber;
+    MPI_Group group, world_group;
+    char error[256];
+
+    PMPI_Comm_size(MPI_COMM_WORLD, &world_size);
+    world_node  = malloc(sizeof(int) * (size_t)world_size);
+    renumber    = malloc(sizeof(int) * (size_t)world_size);
+    ranks       = malloc(sizeof(int) * (size_t)size);
+    world_ranks = malloc(sizeof(int) * (size_t)size);
+    if ((world_node == NULL) || (renumber == NULL) || (ranks == NULL) ||
+        (world_ranks == NULL)) {
+        crypt_pmpi_die(comm, "out of memory");
+    }
+    if (crypt_coll_node_map_from_env(world_size, world_node, error,
+                                     sizeof(error)) != 0) {
+        crypt_pmpi_die(comm, error);
+    }
+    PMPI_Comm_group(comm, &group);
+    PMPI_Comm_group(MPI_COMM_WORLD, &world_group);
+    for (r = 0; r < size; ++r) {
+        ranks[r] = r;
+    }
+    PMPI_Group_translate_ranks(group, size, ranks, world_group, world_ranks);
+    for (n = 0; n < world_size; ++n) {
+        renumber[n] = -1;
+    }
+    for (r = 0; r < size; ++r) {
+        n = world_node[world_ranks[r]];
+        if (renumber[n] < 0) {
+            renumber[n] = next++;
+        }
+        node_of[r] = renumber[n];
+    }
+    PMPI_Group_free(&group);
+    PMPI_Group_free(&world_group);
+    free(world_node);
+    free(renumber);
+    free(ranks);
+    free(world_ranks);
 }
 
 static crypt_pmpi_team_t *crypt_pmpi_team(MPI_Comm comm)
@@ -186,9 +364,7 @@ static crypt_pmpi_team_t *crypt_pmpi_team(MPI_Comm comm)
     /* nodes: emulated, or the library's shared-memory split, numbered by
      * their lowest rank */
     if (getenv("UCX_CRYPT_COLL_NODES") != NULL) {
-        if (crypt_coll_node_map_from_env(size, node_of, error, sizeof(error)) != 0) {
-            crypt_pmpi_die(comm, error);
-        }
+        crypt_pmpi_emulated_nodes(comm, size, node_of);
         PMPI_Comm_split(t->comm, node_of[rank], rank, &t->node_comm);
     } else {
         int node_rank0;
@@ -222,6 +398,8 @@ static crypt_pmpi_team_t *crypt_pmpi_team(MPI_Comm comm)
         crypt_pmpi_die(comm, "cannot set up the collective keys");
     }
     memset(secret, 0, sizeof(secret));
+    memcpy(&t->lane_team, salt, sizeof(t->lane_team));
+    crypt_pmpi_lane_setup(t, comm);
 
     /* node-shared memory for HS1/HS2 */
     shm_size = (MPI_Aint)crypt_coll_node_shm_size(size, CRYPT_PMPI_HS_MAX);
@@ -403,9 +581,15 @@ int MPI_Allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
                                                 recvbuf, m),
                      "MPI_Allgather");
     if (getenv("UCX_CRYPT_COLL_VERBOSE")) {
-        fprintf(stderr, "ucx-crypt: allgather %zu B by %s: sealed %llu opened %llu "
-                "plaintext across nodes %llu\n", m,
-                crypt_allgather_alg_name((crypt_allgather_alg_t)alg),
+        uint64_t lane_sent = 0, lane_received = 0;
+        if (t->lane_peer != NULL) {
+            crypt_pmpi_lane_ops->counters(crypt_pmpi_lane, &lane_sent, &lane_received);
+        }
+        fprintf(stderr, "ucx-crypt: allgather %zu B by %s on the %s lane (sent "
+                "there so far %llu): sealed %llu opened %llu plaintext across "
+                "nodes %llu\n", m, crypt_allgather_alg_name((crypt_allgather_alg_t)alg),
+                (t->lane_peer != NULL) ? "collective" : "MPI",
+                (unsigned long long)lane_sent,
                 (unsigned long long)t->team.counters.bytes_sealed,
                 (unsigned long long)t->team.counters.bytes_opened,
                 (unsigned long long)t->team.counters.inter_node_plaintext_bytes);

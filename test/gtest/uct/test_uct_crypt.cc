@@ -22,7 +22,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
+#include <thread>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -936,3 +938,134 @@ INSTANTIATE_TEST_SUITE_P(stream, uct_crypt_bulk_tamper_test, ::testing::Values(
         [](const ::testing::TestParamInfo<bulk_fault_case> &info) {
             return std::string(info.param.fault);
         });
+
+/* ---- the collective lane (src/ucp_crypt/coll/crypt_lane.h) ------------------
+ * Two lanes in one process over tcp loopback, through the ops the MPI
+ * adapter finds with dlsym. */
+#include "ucp_crypt/coll/crypt_coll.h"
+#include "ucp_crypt/coll/crypt_lane.h"
+
+class uct_crypt_lane_test : public uct_crypt_test {
+protected:
+    const crypt_lane_ops_t *ops = nullptr;
+    crypt_lane_t *x = nullptr, *y = nullptr;
+    int x_to_y = -1, y_to_x = -1;
+
+    void SetUp() override
+    {
+        uct_crypt_test::SetUp();
+        setenv("UCX_NET_DEVICES", "lo", 1);
+        ops = static_cast<const crypt_lane_ops_t*>(dlsym(plugin, CRYPT_LANE_OPS_SYMBOL));
+        ASSERT_NE(ops, nullptr);
+        ASSERT_EQ(ops->version, CRYPT_LANE_OPS_VERSION);
+        char error[160] = "";
+        x = ops->open(error, sizeof(error));
+        ASSERT_NE(x, nullptr) << error;
+        y = ops->open(error, sizeof(error));
+        ASSERT_NE(y, nullptr) << error;
+        uint8_t addr[CRYPT_LANE_ADDR_MAX];
+        size_t len = ops->address(y, addr, sizeof(addr));
+        ASSERT_GT(len, 0u);
+        x_to_y = ops->connect(x, addr, len);
+        EXPECT_EQ(ops->connect(x, addr, len), x_to_y) << "one peer per address";
+        len    = ops->address(x, addr, sizeof(addr));
+        y_to_x = ops->connect(y, addr, len);
+        ASSERT_GE(x_to_y, 0);
+        ASSERT_GE(y_to_x, 0);
+    }
+
+    void TearDown() override
+    {
+        /* as two processes would: y keeps progressing while x closes (x
+         * flushes what it sent, which may need y to answer) */
+        if (x) {
+            std::atomic<bool> closed{false};
+            std::thread closer([&] { ops->close(x); closed = true; });
+            while (!closed) {
+                if (y) ops->progress(y);
+            }
+            closer.join();
+        }
+        if (y) ops->close(y);
+        unsetenv("UCX_NET_DEVICES");
+        uct_crypt_test::TearDown();
+    }
+
+    /* send from x while y receives; returns y's recv verdict */
+    int transfer(uint64_t team, uint32_t rank, const std::vector<uint8_t> &msg,
+                 std::vector<uint8_t> &out, size_t expect_len)
+    {
+        EXPECT_EQ(ops->send(x, x_to_y, team, rank, msg.data(), msg.size(),
+                            CRYPT_COLL_FRAME_OVERHEAD), 0);
+        out.assign(expect_len, 0);
+        int got = 0, sent = 0;
+        for (int spin = 0; spin < 2000000 && !(got && sent); ++spin) {
+            ops->progress(x);
+            if (!sent) sent = ops->send_idle(x, x_to_y);
+            if (!got) got = ops->recv(y, y_to_x, team, rank, out.data(), expect_len);
+        }
+        EXPECT_EQ(sent, 1);
+        return got;
+    }
+};
+
+TEST_F(uct_crypt_lane_test, messages_of_every_size_class_arrive_whole)
+{
+    /* 0, one frame overhead, one chunk, chunk boundaries, many chunks */
+    for (size_t len : {size_t(0), size_t(CRYPT_COLL_FRAME_OVERHEAD), size_t(1000), size_t(65536 - 24),
+                       size_t(65536 - 23), size_t(65536), size_t(1 << 20) + 3}) {
+        auto msg = make_payload(len, len);
+        std::vector<uint8_t> out;
+        ASSERT_EQ(transfer(42, 3, msg, out, len), 1) << len;
+        EXPECT_EQ(out, msg) << len;
+    }
+    uint64_t sent, received;
+    ops->counters(x, &sent, &received);
+    EXPECT_GE(sent, (size_t(1) << 20) + 3);
+}
+
+TEST_F(uct_crypt_lane_test, streams_of_teams_and_ranks_kept_apart_and_in_order)
+{
+    /* x sends team 1 rank 0, team 2 rank 0, team 1 rank 5, team 1 rank 0
+     * again; y asks in another order and gets each stream's own, in order */
+    std::vector<std::vector<uint8_t>> msgs;
+    const uint64_t teams[] = {1, 2, 1, 1};
+    const uint32_t ranks[] = {0, 0, 5, 0};
+    for (int i = 0; i < 4; ++i) {
+        msgs.push_back(make_payload(100 + i, 3000 + i));
+        ASSERT_EQ(ops->send(x, x_to_y, teams[i], ranks[i], msgs[i].data(),
+                            msgs[i].size(), CRYPT_COLL_FRAME_OVERHEAD), 0);
+        while (ops->send_idle(x, x_to_y) == 0) ops->progress(x);
+    }
+    const int order[] = {2, 1, 0, 3};
+    for (int i : order) {
+        std::vector<uint8_t> out(msgs[i].size());
+        int got = 0;
+        for (int spin = 0; spin < 2000000 && !got; ++spin) {
+            ops->progress(x);
+            got = ops->recv(y, y_to_x, teams[i], ranks[i], out.data(), out.size());
+        }
+        ASSERT_EQ(got, 1) << i;
+        EXPECT_EQ(out, msgs[i]) << i;
+    }
+}
+
+TEST_F(uct_crypt_lane_test, a_message_of_another_length_fails_the_receive)
+{
+    auto msg = make_payload(7, 4096);
+    std::vector<uint8_t> out;
+    EXPECT_EQ(transfer(9, 1, msg, out, 4095), -1);
+    EXPECT_EQ(out, std::vector<uint8_t>(4095, 0)) << "nothing copied out";
+}
+
+TEST_F(uct_crypt_lane_test, refuses_what_cannot_be_a_sealed_frame)
+{
+    uint8_t small[CRYPT_COLL_FRAME_OVERHEAD - 1] = {};
+    EXPECT_EQ(ops->send(x, x_to_y, 1, 0, small, sizeof(small),
+                        CRYPT_COLL_FRAME_OVERHEAD), -1);
+    EXPECT_EQ(ops->send(x, 99, 1, 0, small, 0, CRYPT_COLL_FRAME_OVERHEAD), -1)
+            << "unknown peer";
+    uint8_t bad_addr[4] = {0, 0, 0, 0};
+    EXPECT_LT(ops->connect(x, bad_addr, 2), 0);
+    EXPECT_LT(ops->connect(x, bad_addr, sizeof(bad_addr)), 0);
+}

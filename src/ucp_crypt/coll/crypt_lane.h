@@ -1,0 +1,80 @@
+/*
+ * The collective lane: carries the collective layer's sealed frames between
+ * nodes on the network transport *underneath* crypt, so that a frame sealed
+ * once under the team key is not sealed a second time by the transport
+ * (../shared/research/collectives-integration.md section 2, "double
+ * encryption"). The crypt plugin implements it (src/uct_crypt/uct_crypt_lane.c)
+ * because only the plugin holds the network components it hides from UCP;
+ * front ends find it at run time:
+ *
+ *     const crypt_lane_ops_t *ops = dlsym(RTLD_DEFAULT, CRYPT_LANE_OPS_SYMBOL);
+ *
+ * and, without it (plugin not loaded: the MPI library's transport does not
+ * encrypt), send frames through the MPI library as before.
+ *
+ * What the lane accepts is narrow on purpose: whole messages of sealed
+ * collective frames (at least one frame's overhead, or nothing), to a peer
+ * on another node, tagged with a team id and the sending rank. Every byte it
+ * delivers is still unauthenticated: the collective layer opens the frames
+ * (crypt_coll_open checks key, nonce, sealer and position) and a message the
+ * lane could not reassemble fails the receive. One thread per lane (the
+ * caller's), like the collectives.
+ */
+#ifndef UCX_CRYPT_COLL_LANE_H
+#define UCX_CRYPT_COLL_LANE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define CRYPT_LANE_OPS_SYMBOL  "uct_crypt_coll_lane_ops"
+#define CRYPT_LANE_OPS_VERSION 1u
+
+enum {
+    CRYPT_LANE_ADDR_MAX = 128   /* a lane address, as exchanged */
+};
+
+typedef struct crypt_lane crypt_lane_t;
+
+typedef struct crypt_lane_ops {
+    unsigned version;           /* CRYPT_LANE_OPS_VERSION */
+
+    /* The process's lane on the first inner network transport that can
+     * connect to a remote iface (tcp, ud, dc; not rc, which connects ep to
+     * ep). NULL with a reason in `error` where there is none. */
+    crypt_lane_t *(*open)(char *error, size_t error_len);
+    void          (*close)(crypt_lane_t *lane); /* flushes what is sent */
+
+    /* This lane's address (at most CRYPT_LANE_ADDR_MAX bytes). */
+    size_t (*address)(crypt_lane_t *lane, void *buf, size_t max);
+    /* A peer by its address (the same address gives the same peer); < 0 on
+     * error. */
+    int    (*connect)(crypt_lane_t *lane, const void *addr, size_t len);
+
+    /* Start sending one message (`len` is 0 or at least min_frame bytes;
+     * `buf` stays the caller's until send_idle says 1). One message per
+     * peer at a time. 0 or -1. */
+    int (*send)(crypt_lane_t *lane, int peer, uint64_t team, uint32_t src_rank,
+                const void *buf, size_t len, size_t min_frame);
+    /* 1: the message to `peer` is handed to the transport; 0: not yet;
+     * -1: the peer failed. */
+    int (*send_idle)(crypt_lane_t *lane, int peer);
+    /* The next message of (team, src_rank) into buf, which must be its
+     * exact length: 1 delivered, 0 not arrived yet, -1 failed (peer gone,
+     * malformed or of another length). */
+    int (*recv)(crypt_lane_t *lane, int peer, uint64_t team, uint32_t src_rank,
+                void *buf, size_t len);
+    void (*progress)(crypt_lane_t *lane);
+
+    /* Bytes this lane sent and received (tests: the frames took the lane). */
+    void (*counters)(crypt_lane_t *lane, uint64_t *sent, uint64_t *received);
+} crypt_lane_ops_t;
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,621 @@
+/*
+ * The collective lane (src/ucp_crypt/coll/crypt_lane.h): the collective
+ * layer's sealed frames on the inner network transport, not sealed again.
+ *
+ * The plugin hides the network components from UCP (uct_crypt_md.c), so it
+ * is the only place that can open them; it opens one iface for the lane on
+ * the first selected inner transport that connects to a remote iface and
+ * has am_bcopy with synchronous callbacks (tcp, ud, dc). A message goes as
+ * am_bcopy chunks on AM id 0 of that iface, each with a small header (team,
+ * sending rank, first/last, total length); the receiver reassembles per
+ * (team, rank) and keeps complete messages until the collective asks.
+ *
+ * Why the lane is not a second UCP context: UCP would put its own protocol
+ * on the wire in plaintext (wireup, rendezvous with remote addresses and
+ * keys), which an active attacker could rewrite. Here nothing crosses but
+ * chunk headers and frames, the lane never registers memory nor exposes a
+ * remote key, and the only thing it does with a chunk is append it to a
+ * bounded buffer. The chunk header itself is not authenticated: a forged
+ * one can only make a receive fail or deliver bytes that the collective
+ * layer then refuses to open.
+ */
+#include "uct_crypt.h"
+#include "ucp_crypt/coll/crypt_lane.h"
+
+#include <ucs/async/async.h>
+#include <ucs/sys/string.h>
+#include <ucs/time/time.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define UCT_CRYPT_LANE_AM_ID     0
+#define UCT_CRYPT_LANE_MSG_MAX   (1ul << 31) /* what one MPI count can hold */
+#define UCT_CRYPT_LANE_MAX_PEERS 4096
+#define UCT_CRYPT_LANE_CLOSE_SEC 5
+
+enum {
+    UCT_CRYPT_LANE_FIRST = 1,
+    UCT_CRYPT_LANE_LAST  = 2
+};
+
+typedef struct UCS_S_PACKED uct_crypt_lane_hdr {
+    uint64_t team;
+    uint32_t src_rank;
+    uint32_t flags;  /* FIRST, LAST */
+    uint64_t total;  /* the whole message's length */
+} uct_crypt_lane_hdr_t;
+
+typedef struct uct_crypt_lane_msg {
+    struct uct_crypt_lane_msg *next;
+    size_t                    len;
+    uint8_t                   data[];
+} uct_crypt_lane_msg_t;
+
+/* what arrives from one (team, rank) */
+typedef struct uct_crypt_lane_stream {
+    struct uct_crypt_lane_stream *next;
+    uint64_t             team;
+    uint32_t             src_rank;
+    int                  failed;   /* a malformed chunk: the stream is done */
+    uct_crypt_lane_msg_t *partial; /* being reassembled */
+    size_t               filled;
+    uct_crypt_lane_msg_t *head, *tail; /* complete, in arrival order */
+} uct_crypt_lane_stream_t;
+
+typedef struct uct_crypt_lane_peer {
+    uct_ep_h             ep;
+    uint8_t              addr[CRYPT_LANE_ADDR_MAX];
+    size_t               addr_len;
+    int                  failed;
+    /* the message being sent */
+    const uint8_t        *buf;
+    size_t               len, offset;
+    uct_crypt_lane_hdr_t hdr;
+    int                  busy;
+} uct_crypt_lane_peer_t;
+
+struct crypt_lane {
+    ucs_async_context_t     *async;
+    uct_worker_h            worker;
+    uct_md_h                md;
+    uct_iface_h             iface;
+    uct_iface_attr_t        attr;
+    char                    tl_name[UCT_TL_NAME_MAX];
+    char                    dev_name[UCT_DEVICE_NAME_MAX];
+    uct_crypt_lane_peer_t   *peers;
+    int                     num_peers;
+    uct_crypt_lane_stream_t *streams;
+    uint64_t                bytes_sent, bytes_received;
+};
+
+/* ---- receiving ------------------------------------------------------------ */
+
+static uct_crypt_lane_stream_t *
+uct_crypt_lane_stream(crypt_lane_t *lane, uint64_t team, uint32_t src_rank)
+{
+    uct_crypt_lane_stream_t *s;
+
+    for (s = lane->streams; s != NULL; s = s->next) {
+        if ((s->team == team) && (s->src_rank == src_rank)) {
+            return s;
+        }
+    }
+    s = ucs_calloc(1, sizeof(*s), "crypt lane stream");
+    if (s != NULL) {
+        s->team       = team;
+        s->src_rank   = src_rank;
+        s->next       = lane->streams;
+        lane->streams = s;
+    }
+    return s;
+}
+
+static void uct_crypt_lane_stream_fail(uct_crypt_lane_stream_t *s,
+                                       const char *why)
+{
+    ucs_error("crypt lane: dropping the stream of rank %u (team %016" PRIx64
+              "): %s", s->src_rank, s->team, why);
+    s->failed = 1;
+    ucs_free(s->partial);
+    s->partial = NULL;
+}
+
+static ucs_status_t uct_crypt_lane_am(void *arg, void *data, size_t length,
+                                      unsigned flags)
+{
+    crypt_lane_t *lane = arg;
+    uct_crypt_lane_hdr_t hdr;
+    uct_crypt_lane_stream_t *s;
+    size_t chunk;
+
+    if (length < sizeof(hdr)) {
+        ucs_error("crypt lane: dropping a %zu-byte chunk (shorter than its "
+                  "header)", length);
+        return UCS_OK;
+    }
+    memcpy(&hdr, data, sizeof(hdr));
+    chunk = length - sizeof(hdr);
+    s     = uct_crypt_lane_stream(lane, hdr.team, hdr.src_rank);
+    if ((s == NULL) || s->failed) {
+        return UCS_OK;
+    }
+
+    if (hdr.flags & UCT_CRYPT_LANE_FIRST) {
+        if (s->partial != NULL) {
+            uct_crypt_lane_stream_fail(s, "a message began inside another");
+            return UCS_OK;
+        }
+        if (hdr.total > UCT_CRYPT_LANE_MSG_MAX) {
+            uct_crypt_lane_stream_fail(s, "message longer than the lane allows");
+            return UCS_OK;
+        }
+        s->partial = ucs_malloc(sizeof(*s->partial) + hdr.total,
+                                "crypt lane message");
+        if (s->partial == NULL) {
+            uct_crypt_lane_stream_fail(s, "out of memory");
+            return UCS_OK;
+        }
+        s->partial->next = NULL;
+        s->partial->len  = hdr.total;
+        s->filled        = 0;
+    } else if ((s->partial == NULL) || (hdr.total != s->partial->len)) {
+        uct_crypt_lane_stream_fail(s, "a chunk outside its message");
+        return UCS_OK;
+    }
+    if (chunk > s->partial->len - s->filled) {
+        uct_crypt_lane_stream_fail(s, "a chunk beyond its message's length");
+        return UCS_OK;
+    }
+    memcpy(s->partial->data + s->filled, UCS_PTR_BYTE_OFFSET(data, sizeof(hdr)),
+           chunk);
+    s->filled            += chunk;
+    lane->bytes_received += chunk;
+
+    if (hdr.flags & UCT_CRYPT_LANE_LAST) {
+        if (s->filled != s->partial->len) {
+            uct_crypt_lane_stream_fail(s, "message ended short");
+            return UCS_OK;
+        }
+        if (s->tail != NULL) {
+            s->tail->next = s->partial;
+        } else {
+            s->head = s->partial;
+        }
+        s->tail    = s->partial;
+        s->partial = NULL;
+    }
+    return UCS_OK;
+}
+
+static int uct_crypt_lane_recv(crypt_lane_t *lane, int peer, uint64_t team,
+                               uint32_t src_rank, void *buf, size_t len)
+{
+    uct_crypt_lane_stream_t *s;
+    uct_crypt_lane_msg_t *msg;
+
+    uct_worker_progress(lane->worker);
+    s = uct_crypt_lane_stream(lane, team, src_rank);
+    if ((s == NULL) || s->failed) {
+        return -1;
+    }
+    msg = s->head;
+    if (msg == NULL) {
+        return ((peer >= 0) && (peer < lane->num_peers) &&
+                lane->peers[peer].failed) ? -1 : 0;
+    }
+    s->head = msg->next;
+    if (s->head == NULL) {
+        s->tail = NULL;
+    }
+    if (msg->len != len) {
+        ucs_error("crypt lane: rank %u sent %zu bytes where %zu were expected",
+                  src_rank, msg->len, len);
+        ucs_free(msg);
+        s->failed = 1;
+        return -1;
+    }
+    memcpy(buf, msg->data, len);
+    ucs_free(msg);
+    return 1;
+}
+
+/* ---- sending -------------------------------------------------------------- */
+
+typedef struct {
+    uct_crypt_lane_peer_t *peer;
+    size_t                chunk;
+} uct_crypt_lane_pack_arg_t;
+
+static size_t uct_crypt_lane_pack(void *dest, void *arg)
+{
+    uct_crypt_lane_pack_arg_t *a = arg;
+
+    memcpy(dest, &a->peer->hdr, sizeof(a->peer->hdr));
+    memcpy(UCS_PTR_BYTE_OFFSET(dest, sizeof(a->peer->hdr)),
+           a->peer->buf + a->peer->offset, a->chunk);
+    return sizeof(a->peer->hdr) + a->chunk;
+}
+
+/* hand as many chunks to the transport as it takes now */
+static void uct_crypt_lane_push(crypt_lane_t *lane, uct_crypt_lane_peer_t *peer)
+{
+    size_t max_chunk = lane->attr.cap.am.max_bcopy - sizeof(peer->hdr);
+    uct_crypt_lane_pack_arg_t arg;
+    ssize_t packed;
+
+    while (peer->busy && !peer->failed) {
+        arg.peer  = peer;
+        arg.chunk = ucs_min(max_chunk, peer->len - peer->offset);
+        peer->hdr.flags = ((peer->offset == 0) ? UCT_CRYPT_LANE_FIRST : 0) |
+                          ((peer->offset + arg.chunk == peer->len) ?
+                           UCT_CRYPT_LANE_LAST : 0);
+        packed = uct_ep_am_bcopy(peer->ep, UCT_CRYPT_LANE_AM_ID,
+                                 uct_crypt_lane_pack, &arg, 0);
+        if (packed == UCS_ERR_NO_RESOURCE) {
+            return;
+        }
+        if (packed < 0) {
+            ucs_error("crypt lane: send to a peer failed: %s",
+                      ucs_status_string((ucs_status_t)packed));
+            peer->failed = 1;
+            return;
+        }
+        peer->offset     += arg.chunk;
+        lane->bytes_sent += arg.chunk;
+        if (peer->offset == peer->len) {
+            peer->busy = 0;
+        }
+    }
+}
+
+static int uct_crypt_lane_send(crypt_lane_t *lane, int peer_index, uint64_t team,
+                               uint32_t src_rank, const void *buf, size_t len,
+                               size_t min_frame)
+{
+    uct_crypt_lane_peer_t *peer;
+
+    if ((peer_index < 0) || (peer_index >= lane->num_peers)) {
+        return -1;
+    }
+    peer = &lane->peers[peer_index];
+    /* only sealed frames travel here: a message shorter than one frame's
+     * overhead cannot be one (crypt_lane.h) */
+    if (peer->busy || peer->failed || (len > UCT_CRYPT_LANE_MSG_MAX) ||
+        ((len != 0) && (len < min_frame))) {
+        ucs_error("crypt lane: refusing a %zu-byte message (not a sealed "
+                  "frame, or the peer is busy or failed)", len);
+        return -1;
+    }
+    peer->buf          = buf;
+    peer->len          = len;
+    peer->offset       = 0;
+    peer->hdr.team     = team;
+    peer->hdr.src_rank = src_rank;
+    peer->hdr.total    = len;
+    peer->busy         = 1;
+    uct_crypt_lane_push(lane, peer);
+    return peer->failed ? -1 : 0;
+}
+
+static int uct_crypt_lane_send_idle(crypt_lane_t *lane, int peer_index)
+{
+    uct_crypt_lane_peer_t *peer = &lane->peers[peer_index];
+
+    uct_crypt_lane_push(lane, peer);
+    return peer->failed ? -1 : !peer->busy;
+}
+
+static void uct_crypt_lane_progress(crypt_lane_t *lane)
+{
+    int i;
+
+    uct_worker_progress(lane->worker);
+    for (i = 0; i < lane->num_peers; ++i) {
+        uct_crypt_lane_push(lane, &lane->peers[i]);
+    }
+}
+
+/* ---- peers ---------------------------------------------------------------- */
+
+static ucs_status_t uct_crypt_lane_ep_err(void *arg, uct_ep_h ep,
+                                          ucs_status_t status)
+{
+    crypt_lane_t *lane = arg;
+    int i;
+
+    for (i = 0; i < lane->num_peers; ++i) {
+        if (lane->peers[i].ep == ep) {
+            lane->peers[i].failed = 1;
+            ucs_debug("crypt lane: peer %d failed: %s", i,
+                      ucs_status_string(status));
+        }
+    }
+    return UCS_OK;
+}
+
+static size_t uct_crypt_lane_address(crypt_lane_t *lane, void *buf, size_t max)
+{
+    size_t dev_len = lane->attr.device_addr_len, if_len = lane->attr.iface_addr_len;
+    uint8_t *p = buf;
+
+    if (2 + dev_len + if_len > max) {
+        return 0;
+    }
+    p[0] = (uint8_t)dev_len;
+    p[1] = (uint8_t)if_len;
+    if ((uct_iface_get_device_address(lane->iface, (uct_device_addr_t*)(p + 2)) != UCS_OK) ||
+        (uct_iface_get_address(lane->iface,
+                               (uct_iface_addr_t*)(p + 2 + dev_len)) != UCS_OK)) {
+        return 0;
+    }
+    return 2 + dev_len + if_len;
+}
+
+static int uct_crypt_lane_connect(crypt_lane_t *lane, const void *addr, size_t len)
+{
+    const uint8_t *p = addr;
+    uct_crypt_lane_peer_t *grown, *peer;
+    uct_ep_params_t params;
+    int i;
+
+    if ((len < 2) || (len > CRYPT_LANE_ADDR_MAX) || (2u + p[0] + p[1] != len) ||
+        (p[0] + p[1] == 0)) {
+        return -1;
+    }
+    for (i = 0; i < lane->num_peers; ++i) {
+        if ((lane->peers[i].addr_len == len) && !memcmp(lane->peers[i].addr, addr, len)) {
+            return i;
+        }
+    }
+    if (lane->num_peers == UCT_CRYPT_LANE_MAX_PEERS) {
+        return -1;
+    }
+    grown = ucs_realloc(lane->peers, sizeof(*grown) * (lane->num_peers + 1),
+                        "crypt lane peers");
+    if (grown == NULL) {
+        return -1;
+    }
+    lane->peers = grown;
+    peer        = &grown[lane->num_peers];
+    memset(peer, 0, sizeof(*peer));
+    memcpy(peer->addr, addr, len);
+    peer->addr_len = len;
+
+    params.field_mask = UCT_EP_PARAM_FIELD_IFACE | UCT_EP_PARAM_FIELD_DEV_ADDR |
+                        UCT_EP_PARAM_FIELD_IFACE_ADDR;
+    params.iface      = lane->iface;
+    params.dev_addr   = (const uct_device_addr_t*)(p + 2);
+    params.iface_addr = (const uct_iface_addr_t*)(p + 2 + p[0]);
+    if (!uct_iface_is_reachable(lane->iface, params.dev_addr, params.iface_addr) ||
+        (uct_ep_create(&params, &peer->ep) != UCS_OK)) {
+        ucs_error("crypt lane: cannot reach a peer over %s/%s", lane->tl_name,
+                  lane->dev_name);
+        return -1;
+    }
+    return lane->num_peers++;
+}
+
+/* ---- open and close -------------------------------------------------------- */
+
+typedef struct {
+    crypt_lane_t *lane;
+    char         *error;
+    size_t       error_len;
+} uct_crypt_lane_open_arg_t;
+
+static int uct_crypt_lane_device_allowed(const char *dev_name)
+{
+    const char *list = getenv("UCX_NET_DEVICES");
+    char *copy, *word, *save = NULL;
+    int allowed = 0;
+
+    if ((list == NULL) || (list[0] == '\0') || !strcmp(list, "all")) {
+        return 1;
+    }
+    copy = strdup(list);
+    for (word = (copy != NULL) ? strtok_r(copy, ",", &save) : NULL; word != NULL;
+         word = strtok_r(NULL, ",", &save)) {
+        allowed |= !strcmp(word, dev_name);
+    }
+    free(copy);
+    return allowed;
+}
+
+static ucs_status_t uct_crypt_lane_open_iface(crypt_lane_t *lane, const char *tl,
+                                              const char *dev)
+{
+    uct_iface_config_t *config;
+    uct_iface_params_t params;
+    ucs_status_t status;
+    const uint64_t need = UCT_IFACE_FLAG_CONNECT_TO_IFACE | UCT_IFACE_FLAG_AM_BCOPY |
+                          UCT_IFACE_FLAG_CB_SYNC;
+
+    status = uct_md_iface_config_read(lane->md, tl, NULL, NULL, &config);
+    if (status != UCS_OK) {
+        return status;
+    }
+    uct_crypt_iface_tune_inner(tl, config);
+    memset(&params, 0, sizeof(params));
+    params.field_mask = UCT_IFACE_PARAM_FIELD_OPEN_MODE |
+                        UCT_IFACE_PARAM_FIELD_DEVICE |
+                        UCT_IFACE_PARAM_FIELD_ERR_HANDLER |
+                        UCT_IFACE_PARAM_FIELD_ERR_HANDLER_ARG |
+                        UCT_IFACE_PARAM_FIELD_ERR_HANDLER_FLAGS;
+    params.open_mode            = UCT_IFACE_OPEN_MODE_DEVICE;
+    params.mode.device.tl_name  = tl;
+    params.mode.device.dev_name = dev;
+    params.err_handler          = uct_crypt_lane_ep_err;
+    params.err_handler_arg      = lane;
+    params.err_handler_flags    = 0;
+    status = uct_iface_open(lane->md, lane->worker, &params, config, &lane->iface);
+    uct_config_release(config);
+    if (status != UCS_OK) {
+        return status;
+    }
+    if ((uct_iface_query(lane->iface, &lane->attr) != UCS_OK) ||
+        ((lane->attr.cap.flags & need) != need) ||
+        (lane->attr.cap.am.max_bcopy <= 2 * sizeof(uct_crypt_lane_hdr_t)) ||
+        (2 + lane->attr.device_addr_len + lane->attr.iface_addr_len >
+         CRYPT_LANE_ADDR_MAX) ||
+        (uct_iface_set_am_handler(lane->iface, UCT_CRYPT_LANE_AM_ID,
+                                  uct_crypt_lane_am, lane, 0) != UCS_OK)) {
+        uct_iface_close(lane->iface);
+        lane->iface = NULL;
+        return UCS_ERR_UNSUPPORTED;
+    }
+    uct_iface_progress_enable(lane->iface, UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
+    ucs_strncpy_zero(lane->tl_name, tl, sizeof(lane->tl_name));
+    ucs_strncpy_zero(lane->dev_name, dev, sizeof(lane->dev_name));
+    return UCS_OK;
+}
+
+/* uct_crypt_foreach_inner callback: the first (tl, device) that works */
+static int uct_crypt_lane_try(void *arg, uct_component_h component,
+                              const char *md_name, const char *tl_name)
+{
+    crypt_lane_t *lane = ((uct_crypt_lane_open_arg_t*)arg)->lane;
+    uct_tl_resource_desc_t *rscs;
+    uct_md_config_t *md_config;
+    unsigned i, num;
+
+    if (uct_md_config_read(component, NULL, NULL, &md_config) != UCS_OK) {
+        return 0;
+    }
+    if (uct_md_open(component, md_name, md_config, &lane->md) != UCS_OK) {
+        uct_config_release(md_config);
+        lane->md = NULL;
+        return 0;
+    }
+    uct_config_release(md_config);
+    if (uct_md_query_tl_resources(lane->md, &rscs, &num) == UCS_OK) {
+        for (i = 0; (i < num) && (lane->iface == NULL); ++i) {
+            if (!strcmp(rscs[i].tl_name, tl_name) &&
+                (rscs[i].dev_type == UCT_DEVICE_TYPE_NET) &&
+                uct_crypt_lane_device_allowed(rscs[i].dev_name)) {
+                uct_crypt_lane_open_iface(lane, tl_name, rscs[i].dev_name);
+            }
+        }
+        uct_release_tl_resource_list(rscs);
+    }
+    if (lane->iface != NULL) {
+        return 1;
+    }
+    uct_md_close(lane->md);
+    lane->md = NULL;
+    return 0;
+}
+
+static void uct_crypt_lane_close(crypt_lane_t *lane);
+
+static crypt_lane_t *uct_crypt_lane_open(char *error, size_t error_len)
+{
+    uct_crypt_lane_open_arg_t arg;
+    crypt_lane_t *lane;
+
+    if (!uct_crypt_global.enable) {
+        ucs_snprintf_zero(error, error_len, "the crypt transport is disabled");
+        return NULL;
+    }
+    lane = ucs_calloc(1, sizeof(*lane), "crypt lane");
+    if (lane == NULL) {
+        ucs_snprintf_zero(error, error_len, "out of memory");
+        return NULL;
+    }
+    if ((ucs_async_context_create(UCS_ASYNC_MODE_THREAD_SPINLOCK,
+                                  &lane->async) != UCS_OK) ||
+        (uct_worker_create(lane->async, UCS_THREAD_MODE_SINGLE,
+                           &lane->worker) != UCS_OK)) {
+        ucs_snprintf_zero(error, error_len, "cannot create a UCT worker");
+        uct_crypt_lane_close(lane);
+        return NULL;
+    }
+    arg.lane      = lane;
+    arg.error     = error;
+    arg.error_len = error_len;
+    uct_crypt_foreach_inner(uct_crypt_lane_try, &arg, NULL, 0);
+    if (lane->iface == NULL) {
+        ucs_snprintf_zero(error, error_len, "no inner transport connects to a "
+                          "remote iface with am_bcopy (tcp, ud, dc do; rc "
+                          "alone does not)");
+        uct_crypt_lane_close(lane);
+        return NULL;
+    }
+    ucs_debug("crypt lane: open over %s/%s", lane->tl_name, lane->dev_name);
+    return lane;
+}
+
+static void uct_crypt_lane_close(crypt_lane_t *lane)
+{
+    ucs_time_t deadline;
+    uct_crypt_lane_stream_t *s;
+    uct_crypt_lane_msg_t *msg;
+    int i;
+
+    /* What was handed over reaches the peer before its ep goes, within a
+     * bound: a peer that stopped progressing (it finished, or died) must
+     * not hang this process's MPI_Finalize. */
+    deadline = ucs_get_time() + ucs_time_from_sec(UCT_CRYPT_LANE_CLOSE_SEC);
+    for (i = 0; i < lane->num_peers; ++i) {
+        uct_crypt_lane_peer_t *peer = &lane->peers[i];
+        while (peer->busy && !peer->failed && (ucs_get_time() < deadline)) {
+            uct_crypt_lane_progress(lane);
+        }
+        while (!peer->failed && !peer->busy && (ucs_get_time() < deadline)) {
+            ucs_status_t status = uct_ep_flush(peer->ep, 0, NULL);
+            if ((status != UCS_ERR_NO_RESOURCE) && (status != UCS_INPROGRESS)) {
+                break;
+            }
+            uct_worker_progress(lane->worker);
+        }
+        if (ucs_get_time() >= deadline) {
+            ucs_warn("crypt lane: a peer did not take everything sent to it "
+                     "within %d s of closing", UCT_CRYPT_LANE_CLOSE_SEC);
+        }
+        uct_ep_destroy(peer->ep);
+    }
+    ucs_free(lane->peers);
+    while ((s = lane->streams) != NULL) {
+        lane->streams = s->next;
+        while ((msg = s->head) != NULL) {
+            s->head = msg->next;
+            ucs_free(msg);
+        }
+        ucs_free(s->partial);
+        ucs_free(s);
+    }
+    if (lane->iface != NULL) {
+        uct_iface_close(lane->iface);
+    }
+    if (lane->md != NULL) {
+        uct_md_close(lane->md);
+    }
+    if (lane->worker != NULL) {
+        uct_worker_destroy(lane->worker);
+    }
+    if (lane->async != NULL) {
+        ucs_async_context_destroy(lane->async);
+    }
+    ucs_free(lane);
+}
+
+static void uct_crypt_lane_counters(crypt_lane_t *lane, uint64_t *sent,
+                                    uint64_t *received)
+{
+    *sent     = lane->bytes_sent;
+    *received = lane->bytes_received;
+}
+
+/* Found by front ends with dlsym (crypt_lane.h) */
+__attribute__((visibility("default")))
+const crypt_lane_ops_t uct_crypt_coll_lane_ops = {
+    .version   = CRYPT_LANE_OPS_VERSION,
+    .open      = uct_crypt_lane_open,
+    .close     = uct_crypt_lane_close,
+    .address   = uct_crypt_lane_address,
+    .connect   = uct_crypt_lane_connect,
+    .send      = uct_crypt_lane_send,
+    .send_idle = uct_crypt_lane_send_idle,
+    .recv      = uct_crypt_lane_recv,
+    .progress  = uct_crypt_lane_progress,
+    .counters  = uct_crypt_lane_counters
+};
