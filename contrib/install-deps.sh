@@ -18,6 +18,8 @@ PACKAGES=(
     googletest libgtest-dev libtsan2
     # MPI libraries that run over UCX (Open MPI pml ucx, MPICH ch4:ucx)
     openmpi-bin libopenmpi-dev mpich libmpich-dev
+    # Fortran: the coll component reaches Fortran callers (a test proves it)
+    gfortran
     # two emulated hosts: namespaces, veth, captures
     iproute2 tcpdump util-linux procps
     # benchmark plots (model vs measured)

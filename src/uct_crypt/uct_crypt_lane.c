@@ -72,6 +72,7 @@ typedef struct uct_crypt_lane_peer {
     size_t               len, offset;
     uct_crypt_lane_hdr_t hdr;
     int                  busy;
+    int                  used;     /* anything was ever sent to it */
 } uct_crypt_lane_peer_t;
 
 struct crypt_lane {
@@ -293,6 +294,7 @@ static int uct_crypt_lane_send(crypt_lane_t *lane, int peer_index, uint64_t team
     peer->hdr.src_rank = src_rank;
     peer->hdr.total    = len;
     peer->busy         = 1;
+    peer->used         = 1;
     uct_crypt_lane_push(lane, peer);
     return peer->failed ? -1 : 0;
 }
@@ -560,7 +562,9 @@ static void uct_crypt_lane_close(crypt_lane_t *lane)
         while (peer->busy && !peer->failed && (ucs_get_time() < deadline)) {
             uct_crypt_lane_progress(lane);
         }
-        while (!peer->failed && !peer->busy && (ucs_get_time() < deadline)) {
+        /* an ep that never carried anything has nothing to deliver */
+        while (peer->used && !peer->failed && !peer->busy &&
+               (ucs_get_time() < deadline)) {
             ucs_status_t status = uct_ep_flush(peer->ep, 0, NULL);
             if ((status != UCS_ERR_NO_RESOURCE) && (status != UCS_INPROGRESS)) {
                 break;

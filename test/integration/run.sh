@@ -386,6 +386,7 @@ test_collectives() {
     fi
 
     test_collective_lane
+    test_coll_component
 
     timeout 60 mpiexec.mpich -n 2 env LD_PRELOAD="$prefix/lib/libucxcrypt_pmpi_mpich.so" \
         UCX_CRYPT_COLL_NODES=2 "$work/agc_mpich" >"$work/agc-nokey.log" 2>&1
@@ -455,6 +456,67 @@ test_collective_lane() {
         record collective_lane_mpich_matches_pmpi pass
     else
         record collective_lane_mpich_matches_pmpi fail "rc=$rc; $(tail -2 "$work/lane-mpich.log")"
+    fi
+}
+
+# ---- Open MPI's coll component, loaded by the site configuration alone -----
+test_coll_component() {
+    local coll_env=(-x UCX_TLS=crypt,tcp,self -x UCX_NET_DEVICES=lo
+                    -x UCX_CRYPT_KEY_FILE="$work/job.key" -x UCX_CRYPT_COLL_VERBOSE=y)
+    local log="$work/coll-component.log" rc
+    # every check of mpi_allgather_check: no preload, no flag
+    ompi_run 4 "${coll_env[@]}" -x UCX_CRYPT_COLL_NODES=2:cyclic "$work/agc_ompi" >"$log" 2>&1
+    rc=$?
+    if [ $rc -eq 0 ] && [ "$(grep -c '^COLLECTIVES OK' "$log")" = 4 ] &&
+       grep -q "by c-ring on the collective lane" "$log" &&
+       grep -q "by o-rd2 on the collective lane" "$log" &&
+       ! grep "ucx-crypt: allgather" "$log" | grep -vq "plaintext across nodes 0$"; then
+        record openmpi_coll_component_collectives_verified pass
+    else
+        record openmpi_coll_component_collectives_verified fail "rc=$rc; $(tail -2 "$log")"
+    fi
+
+    # Fortran: Open MPI's bindings bypass MPI_Allgather (PMPI cannot see
+    # them); the component does
+    log="$work/coll-fortran.log"
+    if ! mpif90 -O2 -o "$work/agc_fortran" "$(dirname "$0")/mpi_allgather_check.f90" \
+            >"$work/cc.log" 2>&1; then
+        record openmpi_coll_component_reaches_fortran fail "$(tail -2 "$work/cc.log")"
+    else
+        ompi_run 4 "${coll_env[@]}" -x UCX_CRYPT_COLL_NODES=2:block "$work/agc_fortran" >"$log" 2>&1
+        rc=$?
+        if [ $rc -eq 0 ] && [ "$(grep -c '^FORTRAN OK' "$log")" = 4 ] &&
+           [ "$(grep -c 'ucx-crypt: allgather 4000 B .*sealed [1-9]' "$log")" = 4 ]; then
+            record openmpi_coll_component_reaches_fortran pass
+        else
+            record openmpi_coll_component_reaches_fortran fail "rc=$rc; $(tail -2 "$log")"
+        fi
+    fi
+
+    # a forged frame ends the job with the reason, as with the PMPI library
+    log="$work/coll-forged.log"
+    ompi_run 4 "${coll_env[@]}" -x UCX_CRYPT_COLL_NODES=2:block -x UCX_CRYPT_COLL_FAULT=2 \
+        -x UCX_CRYPT_COLL_TUNE=allgather:c-rd "$work/agc_ompi" >"$log" 2>&1
+    rc=$?
+    if [ $rc -ne 0 ] && [ $rc -ne 124 ] && ! grep -q "^COLLECTIVES OK" "$log" &&
+       grep -q "failed authentication" "$log"; then
+        record openmpi_coll_component_forged_frame_aborts_job pass
+    else
+        record openmpi_coll_component_forged_frame_aborts_job fail \
+            "rc=$rc; $(grep -m2 "ucx-crypt: \|ALLGATHER" "$log")"
+    fi
+
+    # no job secret: the component stands aside, the library's collectives
+    # run (over the crypt transport) and the program still gets its data
+    log="$work/coll-nokey.log"
+    ompi_run 2 -x UCX_TLS=crypt,tcp,self -x UCX_NET_DEVICES=lo -x UCX_CRYPT_COLL_VERBOSE=y \
+        -x UCX_CRYPT_COLL_NODES=2 "$work/agc_ompi" >"$log" 2>&1
+    rc=$?
+    if [ $rc -eq 0 ] && [ "$(grep -c '^COLLECTIVES OK' "$log")" = 2 ] &&
+       ! grep -q "ucx-crypt: allgather" "$log"; then
+        record openmpi_coll_component_stands_aside_without_job_secret pass
+    else
+        record openmpi_coll_component_stands_aside_without_job_secret fail "rc=$rc; $(tail -2 "$log")"
     fi
 }
 
