@@ -234,6 +234,13 @@ static int crypt_coll_same_node(const crypt_coll_team_t *team, int peer)
     return team->node_of[peer] == team->node_of[team->rank];
 }
 
+/* crypt_coll_task.c: is a task in flight that this call is not part of? */
+int crypt_coll_task_busy(const crypt_coll_team_t *team);
+
+/* crypt_coll_task.c: the same exchange inside a task, yielding */
+int crypt_coll_task_move(crypt_coll_team_t *team, int dst, const void *sbuf,
+                         size_t slen, int src, void *rbuf, size_t rlen);
+
 /* every move goes through here: plaintext to another node is refused */
 static crypt_coll_status_t crypt_coll_move(crypt_coll_team_t *team, int dst,
                                            const void *sbuf, size_t slen,
@@ -246,6 +253,10 @@ static crypt_coll_status_t crypt_coll_move(crypt_coll_team_t *team, int dst,
     }
     if (dst >= 0) {
         team->counters.bytes_sent += slen;
+    }
+    if (team->task != NULL) {
+        return (crypt_coll_task_move(team, dst, sbuf, slen, src, rbuf, rlen) == 0) ?
+               CRYPT_COLL_OK : CRYPT_COLL_ERR_IO;
     }
     return (team->sendrecv(team->ctx, dst, sbuf, slen, src, rbuf, rlen) == 0) ?
            CRYPT_COLL_OK : CRYPT_COLL_ERR_IO;
@@ -946,7 +957,7 @@ static crypt_coll_status_t crypt_coll_finish(crypt_coll_team_t *team,
     return status;
 }
 
-crypt_coll_status_t crypt_coll_allgather(crypt_coll_team_t *team,
+static crypt_coll_status_t crypt_coll_allgather_run(crypt_coll_team_t *team,
                                          crypt_allgather_alg_t alg,
                                          const void *sbuf, void *rbuf, size_t m)
 {
@@ -1011,7 +1022,7 @@ static crypt_coll_status_t crypt_coll_node_spread(crypt_coll_team_t *team,
     return status;
 }
 
-crypt_coll_status_t crypt_coll_bcast(crypt_coll_team_t *team, void *buf,
+static crypt_coll_status_t crypt_coll_bcast_run(crypt_coll_team_t *team, void *buf,
                                      size_t m, int root)
 {
     const int r = team->rank, my_node = team->node_of[r];
@@ -1069,7 +1080,7 @@ crypt_coll_status_t crypt_coll_bcast(crypt_coll_team_t *team, void *buf,
     return crypt_coll_finish(team, status, failed, buf, m);
 }
 
-crypt_coll_status_t crypt_coll_allreduce(crypt_coll_team_t *team,
+static crypt_coll_status_t crypt_coll_allreduce_run(crypt_coll_team_t *team,
                                          const void *sbuf, void *rbuf,
                                          size_t count, size_t elem_size,
                                          crypt_coll_reduce_t op, void *op_arg)
@@ -1140,7 +1151,7 @@ crypt_coll_status_t crypt_coll_allreduce(crypt_coll_team_t *team,
     return crypt_coll_finish(team, status, failed, rbuf, m);
 }
 
-crypt_coll_status_t crypt_coll_alltoall(crypt_coll_team_t *team,
+static crypt_coll_status_t crypt_coll_alltoall_run(crypt_coll_team_t *team,
                                         const void *sbuf, void *rbuf, size_t m)
 {
     const int p = team->size, r = team->rank;
@@ -1185,4 +1196,37 @@ crypt_coll_status_t crypt_coll_alltoall(crypt_coll_team_t *team,
     free(in);
     free(out);
     return crypt_coll_finish(team, status, failed, rbuf, (size_t)p * m);
+}
+
+/* ---- entry points: not while a task of the team is in flight --------------- */
+
+crypt_coll_status_t crypt_coll_allgather(crypt_coll_team_t *team,
+                                         crypt_allgather_alg_t alg,
+                                         const void *sbuf, void *rbuf, size_t m)
+{
+    return crypt_coll_task_busy(team) ? CRYPT_COLL_ERR_PARAM :
+           crypt_coll_allgather_run(team, alg, sbuf, rbuf, m);
+}
+
+crypt_coll_status_t crypt_coll_bcast(crypt_coll_team_t *team, void *buf,
+                                     size_t m, int root)
+{
+    return crypt_coll_task_busy(team) ? CRYPT_COLL_ERR_PARAM :
+           crypt_coll_bcast_run(team, buf, m, root);
+}
+
+crypt_coll_status_t crypt_coll_allreduce(crypt_coll_team_t *team,
+                                         const void *sbuf, void *rbuf,
+                                         size_t count, size_t elem_size,
+                                         crypt_coll_reduce_t op, void *op_arg)
+{
+    return crypt_coll_task_busy(team) ? CRYPT_COLL_ERR_PARAM :
+           crypt_coll_allreduce_run(team, sbuf, rbuf, count, elem_size, op, op_arg);
+}
+
+crypt_coll_status_t crypt_coll_alltoall(crypt_coll_team_t *team,
+                                        const void *sbuf, void *rbuf, size_t m)
+{
+    return crypt_coll_task_busy(team) ? CRYPT_COLL_ERR_PARAM :
+           crypt_coll_alltoall_run(team, sbuf, rbuf, m);
 }

@@ -13,8 +13,10 @@
  * callback between two nodes is a sealed frame: the team checks this itself
  * and counts any violation (inter_node_plaintext_bytes).
  *
- * Blocking calls for now; the nonblocking task shape of UCC (init, post,
- * test, finalize) and the score table come with the MPI adapters.
+ * Each collective exists as a blocking call and, in UCC's shape, as a
+ * nonblocking task (crypt_coll_task_init, _post, _test, _finalize; the
+ * algorithm from a score table with a UCC-style tune string) for callers
+ * that give the team nonblocking pipes (crypt_coll_team_set_nb).
  */
 #ifndef UCX_CRYPT_COLL_H
 #define UCX_CRYPT_COLL_H
@@ -40,7 +42,8 @@ typedef enum {
     CRYPT_COLL_ERR_IO    = -1, /* the pipe to a peer failed */
     CRYPT_COLL_ERR_AUTH  = -2, /* a frame failed authentication: forged,
                                   replayed, misplaced */
-    CRYPT_COLL_ERR_PARAM = -3
+    CRYPT_COLL_ERR_PARAM = -3,
+    CRYPT_COLL_INPROGRESS = 1  /* a task not finished yet */
 } crypt_coll_status_t;
 
 typedef enum {
@@ -73,6 +76,17 @@ typedef int (*crypt_coll_sendrecv_t)(void *ctx, int dst, const void *sbuf,
                                      size_t slen, int src, void *rbuf,
                                      size_t rlen);
 
+/* Nonblocking pipes, for tasks: `post` starts the same exchange as
+ * sendrecv and gives a handle (0 or -1); `test` says 1 (done, handle
+ * released), 0 (in flight) or -1 (failed, handle released). */
+typedef struct crypt_coll_nb_ops {
+    int (*post)(void *ctx, int dst, const void *sbuf, size_t slen, int src,
+                void *rbuf, size_t rlen, void **handle);
+    int (*test)(void *ctx, void *handle);
+} crypt_coll_nb_ops_t;
+
+struct crypt_coll_task;
+
 typedef struct crypt_coll_counters {
     uint64_t bytes_sealed;      /* s_e of the paper */
     uint64_t seal_calls;        /* r_e, counted per sealed frame */
@@ -95,6 +109,8 @@ typedef struct crypt_coll_team {
     crypt_coll_counters_t counters;
     uint8_t               *node_shm;    /* shared by the node's ranks */
     size_t                node_shm_size;
+    const crypt_coll_nb_ops_t *nb;      /* NULL: blocking pipes only */
+    struct crypt_coll_task *task;       /* the task in flight, if any */
 } crypt_coll_team_t;
 
 /* Node of every rank: N nodes, ranks spread as evenly as they go (the first
@@ -170,6 +186,66 @@ crypt_coll_status_t crypt_coll_allreduce(crypt_coll_team_t *team,
                                          const void *sbuf, void *rbuf,
                                          size_t count, size_t elem_size,
                                          crypt_coll_reduce_t op, void *op_arg);
+
+/* ---- UCC-shaped tasks and the score table ------------------------------------
+ * A task runs one collective without blocking its caller: post starts it,
+ * each test moves it as far as the pipes allow and returns
+ * CRYPT_COLL_INPROGRESS until it ends with the collective's status. One
+ * task in flight per team (a team's frames and counters are one ordered
+ * stream); tasks of different teams progress independently, in any order
+ * of tests. How: the task runs the blocking algorithm on a stack of its
+ * own (ucontext) and gives control back to test() wherever a pipe
+ * operation has not completed yet; the algorithms stay written once. */
+
+typedef enum {
+    CRYPT_COLL_ALLGATHER = 0,
+    CRYPT_COLL_BCAST,
+    CRYPT_COLL_ALLREDUCE,
+    CRYPT_COLL_ALLTOALL,
+    CRYPT_COLL_LAST
+} crypt_coll_type_t;
+
+typedef struct crypt_coll_args {
+    crypt_coll_type_t   coll;
+    int                 alg;       /* allgather: crypt_allgather_alg_t, or
+                                      -1 for the score table */
+    const void          *sbuf;     /* NULL: in place (allgather, allreduce) */
+    void                *rbuf;     /* bcast: the buffer */
+    size_t              m;         /* bytes per rank (allgather, alltoall,
+                                      bcast); elements (allreduce) */
+    size_t              elem_size; /* allreduce */
+    crypt_coll_reduce_t op;        /* allreduce */
+    void                *op_arg;
+    int                 root;      /* bcast */
+} crypt_coll_args_t;
+
+typedef struct crypt_coll_task crypt_coll_task_t;
+
+/* PARAM if the team has no nonblocking pipes or a task in flight. */
+crypt_coll_status_t crypt_coll_task_init(crypt_coll_team_t *team,
+                                         const crypt_coll_args_t *args,
+                                         const char *tune,
+                                         crypt_coll_task_t **task_p);
+crypt_coll_status_t crypt_coll_task_post(crypt_coll_task_t *task);
+crypt_coll_status_t crypt_coll_task_test(crypt_coll_task_t *task);
+/* Only a finished (or never posted) task can be finalized. */
+crypt_coll_status_t crypt_coll_task_finalize(crypt_coll_task_t *task);
+
+void crypt_coll_team_set_nb(crypt_coll_team_t *team,
+                            const crypt_coll_nb_ops_t *nb);
+
+/* The score table: the all-gather algorithm for m bytes per rank on this
+ * team. `tune` (may be NULL) overrides it UCC-style:
+ * "allgather:LO-HI:ALG[,LO-HI:ALG...]", entries tried in order, sizes with
+ * k/m suffixes or "inf", an entry without a range applies to every size.
+ * Defaults (the paper's Table III): below 4 KiB O-RD2 (fewest opens), up to
+ * 64 KiB HS2 where the team's node segment holds the message, above
+ * C-Ring. An HS choice without a big enough segment becomes C-Ring. */
+enum { CRYPT_COLL_HS_DEFAULT_MAX = 64 * 1024 };
+crypt_allgather_alg_t crypt_coll_allgather_select(const crypt_coll_team_t *team,
+                                                  size_t m, const char *tune);
+/* The algorithm named `name` (crypt_allgather_alg_name), or -1. */
+int crypt_allgather_alg_by_name(const char *name, size_t len);
 
 #ifdef __cplusplus
 }

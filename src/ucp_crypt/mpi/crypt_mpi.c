@@ -52,7 +52,6 @@
 #include <string.h>
 
 #define CRYPT_MPI_TAG          0x5ec2
-#define CRYPT_MPI_HS_MAX       (64 * 1024)
 
 typedef struct crypt_mpi_team {
     struct crypt_mpi_team *next; /* every live team, for MPI_Finalize */
@@ -414,7 +413,7 @@ static crypt_mpi_team_t *crypt_mpi_team(MPI_Comm comm)
     crypt_mpi_lane_setup(t, comm);
 
     /* node-shared memory for HS1/HS2 */
-    shm_size = (MPI_Aint)crypt_coll_node_shm_size(size, CRYPT_MPI_HS_MAX);
+    shm_size = (MPI_Aint)crypt_coll_node_shm_size(size, CRYPT_COLL_HS_DEFAULT_MAX);
     {
         int node_rank;
         PMPI_Comm_rank(t->node_comm, &node_rank);
@@ -446,79 +445,6 @@ static crypt_mpi_team_t *crypt_mpi_team(MPI_Comm comm)
     PMPI_Comm_set_attr(comm, crypt_mpi_keyval, t);
     --crypt_mpi_bootstrapping;
     return t;
-}
-
-/* ---- the score table and its tune string ----------------------------------- */
-
-static size_t crypt_mpi_size(const char *s, char **end)
-{
-    double v;
-
-    if (!strncmp(s, "inf", 3)) {
-        *end = (char*)s + 3;
-        return (size_t)-1;
-    }
-    v = strtod(s, end);
-    if ((**end == 'k') || (**end == 'K')) { v *= 1024; ++*end; }
-    else if ((**end == 'm') || (**end == 'M')) { v *= 1024 * 1024; ++*end; }
-    return (size_t)v;
-}
-
-static int crypt_mpi_alg_by_name(const char *name, size_t len)
-{
-    int a;
-
-    for (a = 0; a < CRYPT_ALLGATHER_LAST; ++a) {
-        const char *n = crypt_allgather_alg_name((crypt_allgather_alg_t)a);
-        if ((strlen(n) == len) && !strncmp(n, name, len)) {
-            return a;
-        }
-    }
-    return -1;
-}
-
-/* One tune entry, "LO-HI:ALG" or "ALG": the algorithm if it applies to m */
-static int crypt_mpi_tune_entry(const char *entry, size_t len, size_t m)
-{
-    const char *colon = memchr(entry, ':', len);
-    size_t lo = 0, hi = (size_t)-1;
-    char *end;
-
-    if (colon != NULL) {
-        lo = crypt_mpi_size(entry, &end);
-        hi = (*end == '-') ? crypt_mpi_size(end + 1, &end) : lo;
-        if (end != colon) {
-            return -1;
-        }
-        len  -= (size_t)(colon + 1 - entry);
-        entry = colon + 1;
-    }
-    return ((m >= lo) && (m <= hi)) ? crypt_mpi_alg_by_name(entry, len) : -1;
-}
-
-/* the algorithm for m bytes: the tune string, else the score table */
-static int crypt_mpi_choose(const crypt_mpi_team_t *t, size_t m)
-{
-    const char *tune = getenv("UCX_CRYPT_COLL_TUNE"), *p, *stop;
-    int a;
-
-    if ((tune != NULL) && !strncmp(tune, "allgather:", 10)) {
-        for (p = tune + 10; *p != '\0'; p = (*stop == ',') ? stop + 1 : stop) {
-            stop = strchr(p, ',');
-            stop = (stop != NULL) ? stop : p + strlen(p);
-            a    = crypt_mpi_tune_entry(p, (size_t)(stop - p), m);
-            if (a >= 0) {
-                return a;
-            }
-        }
-    }
-    if (m < 4096) {
-        return CRYPT_ALLGATHER_O_RD2;
-    }
-    if ((m <= CRYPT_MPI_HS_MAX) && (t->team.node_shm != NULL)) {
-        return CRYPT_ALLGATHER_HS2;
-    }
-    return CRYPT_ALLGATHER_C_RING;
 }
 
 static int crypt_mpi_contiguous(MPI_Datatype type, int *size)
@@ -588,11 +514,7 @@ int crypt_mpi_allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtyp
         return CRYPT_MPI_DECLINED;
     }
     m   = (size_t)recvcount * (size_t)rsize;
-    alg = crypt_mpi_choose(t, m);
-    if (((alg == CRYPT_ALLGATHER_HS1) || (alg == CRYPT_ALLGATHER_HS2)) &&
-        ((t->team.node_shm == NULL) || (m > CRYPT_MPI_HS_MAX))) {
-        alg = CRYPT_ALLGATHER_C_RING; /* no segment big enough */
-    }
+    alg = crypt_coll_allgather_select(&t->team, m, getenv("UCX_CRYPT_COLL_TUNE"));
     crypt_mpi_check(comm, crypt_coll_allgather(&t->team, (crypt_allgather_alg_t)alg,
                                                 (sendbuf == MPI_IN_PLACE) ? NULL : sendbuf,
                                                 recvbuf, m),

@@ -12,6 +12,7 @@
 
 #include "ucp_crypt/coll/crypt_coll.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -42,6 +43,8 @@ struct rank_result {
     /* bcast and allreduce (run_team with only_alg == -2) */
     int                   bcast_ok, allreduce_ok, alltoall_ok;
     crypt_coll_counters_t bcast_counters, allreduce_counters, alltoall_counters;
+    /* tasks (run_team with only_alg == -3) */
+    int                   tasks_ok, tasks_overlapped, task_misuse_refused;
 };
 
 struct pipes {
@@ -100,6 +103,59 @@ int harness_sendrecv(void *ctx, int dst, const void *sbuf, size_t slen, int src,
     return 0;
 }
 
+/* the same pipes, nonblocking, for tasks */
+struct nb_op {
+    int                  dst, src;
+    const uint8_t        *out;
+    size_t               slen, sent;
+    uint8_t              *in;
+    size_t               rlen, got;
+    std::vector<uint8_t> tampered;
+};
+
+int harness_post(void *ctx, int dst, const void *sbuf, size_t slen, int src,
+                 void *rbuf, size_t rlen, void **handle)
+{
+    pipes *p = static_cast<pipes*>(ctx);
+    nb_op *op = new nb_op{dst, src, static_cast<const uint8_t*>(sbuf), slen, 0,
+                          static_cast<uint8_t*>(rbuf), rlen, 0, {}};
+    if ((dst >= 0) && (slen > 0) && p->tamper &&
+        (p->node_of[dst] != p->node_of[p->rank])) {
+        op->tampered.assign(op->out, op->out + slen);
+        op->tampered[slen - 1] ^= 0x01;
+        op->out   = op->tampered.data();
+        p->tamper = 0;
+    }
+    *handle = op;
+    return 0;
+}
+
+int harness_test(void *ctx, void *handle)
+{
+    pipes *p = static_cast<pipes*>(ctx);
+    nb_op *op = static_cast<nb_op*>(handle);
+    int failed = 0;
+
+    if ((op->dst >= 0) && (op->sent < op->slen)) {
+        ssize_t w = write(p->fd[op->dst], op->out + op->sent, op->slen - op->sent);
+        if (w > 0) op->sent += (size_t)w;
+        else if ((w < 0) && (errno != EAGAIN)) failed = 1;
+    }
+    if ((op->src >= 0) && (op->got < op->rlen)) {
+        ssize_t rd = read(p->fd[op->src], op->in + op->got, op->rlen - op->got);
+        if (rd > 0) op->got += (size_t)rd;
+        else if ((rd == 0) || (errno != EAGAIN)) failed = 1;
+    }
+    if (failed || (((op->dst < 0) || (op->sent == op->slen)) &&
+                   ((op->src < 0) || (op->got == op->rlen)))) {
+        delete op;
+        return failed ? -1 : 1;
+    }
+    return 0;
+}
+
+const crypt_coll_nb_ops_t harness_nb = {harness_post, harness_test};
+
 void sum_u64(void *inout, const void *in, size_t count, void *)
 {
     uint64_t *a = static_cast<uint64_t*>(inout);
@@ -107,9 +163,13 @@ void sum_u64(void *inout, const void *in, size_t count, void *)
     for (size_t i = 0; i < count; ++i) a[i] += b[i];
 }
 
+void run_tasks(int rank, int p, const int *node_of, const uint8_t *secret,
+               const uint8_t *salt, crypt_coll_team_t &team, pipes &io2,
+               rank_result *res);
+
 void run_rank(int rank, int p, const int *node_of, const uint8_t *secret,
-              const uint8_t *salt, pipes &io, rank_result *res, int only_alg,
-              void *node_shm, size_t node_shm_size)
+              const uint8_t *salt, pipes &io, pipes &io2, rank_result *res,
+              int only_alg, void *node_shm, size_t node_shm_size)
 {
     crypt_coll_team_t team;
     if (crypt_coll_team_init(&team, rank, p, node_of, secret, salt,
@@ -118,6 +178,12 @@ void run_rank(int rank, int p, const int *node_of, const uint8_t *secret,
         return;
     }
     crypt_coll_team_set_node_shm(&team, node_shm, node_shm_size);
+    if (only_alg == -3) {
+        run_tasks(rank, p, node_of, secret, salt, team, io2, res);
+        crypt_coll_team_cleanup(&team);
+        res->done = 1;
+        return;
+    }
     if (only_alg == -2) {
         /* bcast from the last rank, then a 64-bit sum, each 3 sizes */
         int ok = 1;
@@ -203,6 +269,127 @@ void run_rank(int rank, int p, const int *node_of, const uint8_t *secret,
     res->done = 1;
 }
 
+/* Two teams on two sets of pipes, a task on each, progressed together by
+ * one thread: team A runs every all-gather algorithm (HS on the node
+ * segment), team B at the same time a bcast, allreduce, alltoall or a
+ * score-table all-gather in turn. */
+void run_tasks(int rank, int p, const int *node_of, const uint8_t *secret,
+               const uint8_t *salt, crypt_coll_team_t &team, pipes &io2,
+               rank_result *res)
+{
+    crypt_coll_team_t team_b;
+    uint8_t salt_b[CRYPT_COLL_TEAM_SALT_LEN];
+    memcpy(salt_b, salt, sizeof(salt_b));
+    salt_b[0] ^= 0x5a; /* another team: another salt */
+    if (crypt_coll_team_init(&team_b, rank, p, node_of, secret, salt_b,
+                             CRYPT_AEAD_BACKEND_OPENSSL, harness_sendrecv, &io2) !=
+        CRYPT_COLL_OK) {
+        return;
+    }
+    int ok = 1, overlapped = 0, refused = 1;
+    crypt_coll_task_t *ta, *tb;
+    crypt_coll_args_t args = {};
+
+    /* misuse: no nonblocking pipes yet */
+    args.coll = CRYPT_COLL_ALLGATHER;
+    args.alg  = CRYPT_ALLGATHER_C_RING;
+    refused &= crypt_coll_task_init(&team, &args, nullptr, &ta) == CRYPT_COLL_ERR_PARAM;
+    crypt_coll_team_set_nb(&team, &harness_nb);
+    crypt_coll_team_set_nb(&team_b, &harness_nb);
+
+    const size_t m = 5000;
+    for (int a = 0; a < CRYPT_ALLGATHER_LAST; ++a) {
+        std::vector<uint8_t> sa(m), ra(m * p, 0xAA);
+        for (size_t i = 0; i < m; ++i) sa[i] = pattern(rank, i, a, m);
+        crypt_coll_args_t aa = {};
+        aa.coll = CRYPT_COLL_ALLGATHER;
+        aa.alg  = a;
+        aa.sbuf = sa.data();
+        aa.rbuf = ra.data();
+        aa.m    = m;
+
+        const int kind = a % 4; /* what team B runs meanwhile */
+        std::vector<uint8_t> bb(7000), sb(300 * p), rb(300 * p, 0xEE);
+        std::vector<uint64_t> in(3000), out(3000, 7);
+        crypt_coll_args_t ab = {};
+        const int root = a % p;
+        if (kind == 0) {
+            ab.coll = CRYPT_COLL_BCAST;
+            for (size_t i = 0; i < bb.size(); ++i) bb[i] = rank == root ? pattern(root, i, 40, 7000) : 0;
+            ab.rbuf = bb.data();
+            ab.m    = bb.size();
+            ab.root = root;
+        } else if (kind == 1) {
+            ab.coll = CRYPT_COLL_ALLREDUCE;
+            for (size_t i = 0; i < in.size(); ++i) in[i] = (uint64_t)(rank + 1) * (i + 3);
+            ab.sbuf      = in.data();
+            ab.rbuf      = out.data();
+            ab.m         = in.size();
+            ab.elem_size = 8;
+            ab.op        = sum_u64;
+        } else if (kind == 2) {
+            ab.coll = CRYPT_COLL_ALLTOALL;
+            for (int j = 0; j < p; ++j)
+                for (size_t i = 0; i < 300; ++i) sb[j * 300 + i] = pattern(rank, i, 50 + j, 300);
+            ab.sbuf = sb.data();
+            ab.rbuf = rb.data();
+            ab.m    = 300;
+        } else {
+            ab.coll = CRYPT_COLL_ALLGATHER;
+            ab.alg  = -1; /* the score table */
+            for (size_t i = 0; i < 300; ++i) sb[i] = pattern(rank, i, 60, 300);
+            ab.sbuf = sb.data();
+            ab.rbuf = rb.data();
+            ab.m    = 300;
+        }
+        if ((crypt_coll_task_init(&team, &aa, nullptr, &ta) != CRYPT_COLL_OK) ||
+            (crypt_coll_task_init(&team_b, &ab, nullptr, &tb) != CRYPT_COLL_OK)) {
+            ok = 0;
+            break;
+        }
+        crypt_coll_status_t st_a = crypt_coll_task_post(ta);
+        crypt_coll_status_t st_b = crypt_coll_task_post(tb);
+        if (a == 0) {
+            /* misuse while in flight: a second task, finalizing, a blocking call */
+            crypt_coll_task_t *extra;
+            if (st_a == CRYPT_COLL_INPROGRESS) {
+                refused &= crypt_coll_task_init(&team, &aa, nullptr, &extra) ==
+                           CRYPT_COLL_ERR_PARAM;
+                refused &= crypt_coll_task_finalize(ta) == CRYPT_COLL_ERR_PARAM;
+                refused &= crypt_coll_allgather(&team, CRYPT_ALLGATHER_C_RING, sa.data(),
+                                                ra.data(), m) == CRYPT_COLL_ERR_PARAM;
+            }
+        }
+        while ((st_a == CRYPT_COLL_INPROGRESS) || (st_b == CRYPT_COLL_INPROGRESS)) {
+            overlapped |= (st_a == CRYPT_COLL_INPROGRESS) && (st_b == CRYPT_COLL_INPROGRESS);
+            if (st_a == CRYPT_COLL_INPROGRESS) st_a = crypt_coll_task_test(ta);
+            if (st_b == CRYPT_COLL_INPROGRESS) st_b = crypt_coll_task_test(tb);
+        }
+        ok &= (st_a == CRYPT_COLL_OK) && (st_b == CRYPT_COLL_OK);
+        ok &= crypt_coll_task_finalize(ta) == CRYPT_COLL_OK;
+        ok &= crypt_coll_task_finalize(tb) == CRYPT_COLL_OK;
+        for (int r = 0; r < p; ++r)
+            for (size_t i = 0; i < m; ++i) ok &= ra[r * m + i] == pattern(r, i, a, m);
+        if (kind == 0) {
+            for (size_t i = 0; i < bb.size(); ++i) ok &= bb[i] == pattern(root, i, 40, 7000);
+        } else if (kind == 1) {
+            for (size_t i = 0; i < out.size(); ++i) ok &= out[i] == (uint64_t)p * (p + 1) / 2 * (i + 3);
+        } else if (kind == 2) {
+            for (int j = 0; j < p; ++j)
+                for (size_t i = 0; i < 300; ++i) ok &= rb[j * 300 + i] == pattern(j, i, 50 + rank, 300);
+        } else {
+            for (int r = 0; r < p; ++r)
+                for (size_t i = 0; i < 300; ++i) ok &= rb[r * 300 + i] == pattern(r, i, 60, 300);
+        }
+        ok &= team.counters.inter_node_plaintext_bytes == 0;
+        ok &= team_b.counters.inter_node_plaintext_bytes == 0;
+    }
+    res->tasks_ok            = ok;
+    res->tasks_overlapped    = overlapped;
+    res->task_misuse_refused = refused;
+    crypt_coll_team_cleanup(&team_b);
+}
+
 /* fork p ranks; returns their results (shared memory) */
 std::vector<rank_result> run_team(int p, const std::vector<int> &node_of, int tamper_rank,
                                   int only_alg)
@@ -211,15 +398,18 @@ std::vector<rank_result> run_team(int p, const std::vector<int> &node_of, int ta
     auto *shared = (rank_result*)mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
                                       MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     memset(shared, 0, bytes);
-    int fds[kMaxRanks][kMaxRanks];
-    for (int i = 0; i < p; ++i) {
-        for (int j = i + 1; j < p; ++j) {
-            int sv[2];
-            socketpair(AF_UNIX, SOCK_STREAM, 0, sv);
-            fcntl(sv[0], F_SETFL, O_NONBLOCK);
-            fcntl(sv[1], F_SETFL, O_NONBLOCK);
-            fds[i][j] = sv[0];
-            fds[j][i] = sv[1];
+    /* two sets of pipes: the second for a second team (tasks) */
+    int fds[2][kMaxRanks][kMaxRanks];
+    for (int set = 0; set < 2; ++set) {
+        for (int i = 0; i < p; ++i) {
+            for (int j = i + 1; j < p; ++j) {
+                int sv[2];
+                socketpair(AF_UNIX, SOCK_STREAM, 0, sv);
+                fcntl(sv[0], F_SETFL, O_NONBLOCK);
+                fcntl(sv[1], F_SETFL, O_NONBLOCK);
+                fds[set][i][j] = sv[0];
+                fds[set][j][i] = sv[1];
+            }
         }
     }
     uint8_t secret[32], salt[CRYPT_COLL_TEAM_SALT_LEN];
@@ -240,23 +430,26 @@ std::vector<rank_result> run_team(int p, const std::vector<int> &node_of, int ta
     for (int r = 0; r < p; ++r) {
         pid_t pid = fork();
         if (pid == 0) {
-            pipes io = {};
-            io.rank    = r;
-            io.node_of = node_of.data();
+            pipes io = {}, io2 = {};
+            io.rank    = io2.rank = r;
+            io.node_of = io2.node_of = node_of.data();
             io.tamper  = (r == tamper_rank);
             for (int j = 0; j < p; ++j) {
-                io.fd[j] = (j == r) ? -1 : fds[r][j];
+                io.fd[j]  = (j == r) ? -1 : fds[0][r][j];
+                io2.fd[j] = (j == r) ? -1 : fds[1][r][j];
             }
             alarm(120); /* a hang fails the test instead of blocking CI */
-            run_rank(r, p, node_of.data(), secret, salt, io, &shared[r], only_alg,
+            run_rank(r, p, node_of.data(), secret, salt, io, io2, &shared[r], only_alg,
                      node_shm[node_of[r]], shm_size);
             _exit(0);
         }
         pids.push_back(pid);
     }
-    for (int i = 0; i < p; ++i) {
-        for (int j = 0; j < p; ++j) {
-            if (i != j) close(fds[i][j]);
+    for (int set = 0; set < 2; ++set) {
+        for (int i = 0; i < p; ++i) {
+            for (int j = 0; j < p; ++j) {
+                if (i != j) close(fds[set][i][j]);
+            }
         }
     }
     for (pid_t pid : pids) {
@@ -433,6 +626,25 @@ TEST_P(crypt_allgather_test, bcast_allreduce_alltoall_once_per_node)
     }
 }
 
+TEST_P(crypt_allgather_test, tasks_of_two_teams_progress_together)
+{
+    const team_shape shape = GetParam();
+    const int p = shape.p, N = shape.N;
+    std::vector<int> node_of(p);
+    ASSERT_EQ(crypt_coll_node_map(p, N, shape.mapping, node_of.data()), 0);
+    auto res = run_team(p, node_of, -1, -3);
+    int overlapped = 0;
+    for (int r = 0; r < p; ++r) {
+        SCOPED_TRACE("rank " + std::to_string(r));
+        ASSERT_TRUE(res[r].done);
+        EXPECT_TRUE(res[r].tasks_ok);
+        EXPECT_TRUE(res[r].task_misuse_refused);
+        overlapped |= res[r].tasks_overlapped;
+    }
+    /* some rank saw both tasks in flight at once: test() does not block */
+    EXPECT_TRUE(overlapped || (p == 1));
+}
+
 class crypt_allgather_tamper_test : public ::testing::TestWithParam<int> {
 };
 
@@ -479,4 +691,45 @@ TEST(crypt_coll_node_map, block_cyclic_and_environment)
     EXPECT_NE(crypt_coll_node_map_from_env(4, node_of, error, sizeof(error)), 0);
     EXPECT_NE(std::string(error).find("N:cyclic"), std::string::npos) << error;
     unsetenv("UCX_CRYPT_COLL_NODES");
+}
+
+TEST(crypt_coll_score, default_table_and_tune_strings)
+{
+    crypt_coll_team_t team;
+    const int node_of[4] = {0, 0, 1, 1};
+    uint8_t secret[32] = {1}, salt[CRYPT_COLL_TEAM_SALT_LEN] = {2};
+    ASSERT_EQ(crypt_coll_team_init(&team, 0, 4, node_of, secret, salt,
+                                   CRYPT_AEAD_BACKEND_OPENSSL, harness_sendrecv,
+                                   nullptr), CRYPT_COLL_OK);
+    auto sel = [&](size_t m, const char *tune) {
+        return std::string(crypt_allgather_alg_name(
+                crypt_coll_allgather_select(&team, m, tune)));
+    };
+    /* Table III without a node segment: O-RD2 small, C-Ring from 4 KiB */
+    EXPECT_EQ(sel(0, nullptr), "o-rd2");
+    EXPECT_EQ(sel(4095, nullptr), "o-rd2");
+    EXPECT_EQ(sel(4096, nullptr), "c-ring");
+    EXPECT_EQ(sel(1 << 20, nullptr), "c-ring");
+    /* with a segment that holds 64 KiB: HS2 up to there */
+    std::vector<uint8_t> seg(crypt_coll_node_shm_size(4, CRYPT_COLL_HS_DEFAULT_MAX));
+    crypt_coll_team_set_node_shm(&team, seg.data(), seg.size());
+    EXPECT_EQ(sel(8192, nullptr), "hs2");
+    EXPECT_EQ(sel(CRYPT_COLL_HS_DEFAULT_MAX, nullptr), "hs2");
+    EXPECT_EQ(sel(CRYPT_COLL_HS_DEFAULT_MAX + 1, nullptr), "c-ring");
+    /* tune strings, UCC style: first matching entry wins */
+    EXPECT_EQ(sel(100, "allgather:c-rd"), "c-rd");
+    EXPECT_EQ(sel(100, "allgather:0-4k:naive,4k-inf:o-ring"), "naive");
+    EXPECT_EQ(sel(5000, "allgather:0-4k:naive,4k-inf:o-ring"), "o-ring");
+    EXPECT_EQ(sel(3 << 20, "allgather:0-1m:naive,1m-2m:o-rd"), "c-ring") << "no entry: table";
+    EXPECT_EQ(sel(1 << 20, "allgather:0-1m:naive"), "naive") << "ranges are inclusive";
+    EXPECT_EQ(sel(100, "allgather:0-4k:nonsense,hs1"), "hs1") << "unknown names skipped";
+    EXPECT_EQ(sel(100, "bcast:0-inf:naive"), "o-rd2") << "another collective's string";
+    EXPECT_EQ(sel(100, "allgather:12x-3:naive"), "o-rd2") << "malformed range";
+    /* HS asked for, but the segment cannot hold the message */
+    EXPECT_EQ(sel(1 << 20, "allgather:hs1"), "c-ring");
+    crypt_coll_team_set_node_shm(&team, nullptr, 0);
+    EXPECT_EQ(sel(100, "allgather:hs2"), "c-ring");
+    EXPECT_EQ(crypt_allgather_alg_by_name("c-rd", 4), CRYPT_ALLGATHER_C_RD);
+    EXPECT_EQ(crypt_allgather_alg_by_name("c-r", 3), -1);
+    crypt_coll_team_cleanup(&team);
 }

@@ -1,0 +1,256 @@
+/*
+ * UCC-shaped tasks over the blocking algorithms, and the score table
+ * (crypt_coll.h).
+ *
+ * A task owns a stack (mmap'd, with a guard page below it) and runs the
+ * collective there through ucontext. Every pipe operation of the
+ * algorithms goes through crypt_coll_move (crypt_coll.c), which, inside a
+ * task, posts the operation on the team's nonblocking pipes and, while it
+ * is not complete, switches back to whoever called crypt_coll_task_test.
+ * So test() never waits: it runs the collective until the next operation
+ * that cannot complete yet, or to its end. No thread, no lock: the task
+ * only ever runs inside test() (or post()), on the caller's thread.
+ */
+#include "crypt_coll.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#define CRYPT_COLL_TASK_STACK (512 * 1024)
+
+struct crypt_coll_task {
+    crypt_coll_team_t   *team;
+    crypt_coll_args_t   args;
+    ucontext_t          caller, self;
+    uint8_t             *stack_map;   /* guard page + stack */
+    size_t              stack_map_len;
+    int                 posted, done;
+    int                 running;      /* on its own stack, inside test() */
+    crypt_coll_status_t status;
+};
+
+/* makecontext passes ints only: the task being started is handed over
+ * here, read once by the entry function before anything else runs */
+static __thread crypt_coll_task_t *crypt_coll_task_starting;
+
+static crypt_coll_status_t crypt_coll_task_run(crypt_coll_task_t *task)
+{
+    crypt_coll_team_t *team = task->team;
+    const crypt_coll_args_t *a = &task->args;
+
+    switch (a->coll) {
+    case CRYPT_COLL_ALLGATHER:
+        return crypt_coll_allgather(team, (crypt_allgather_alg_t)a->alg, a->sbuf,
+                                    a->rbuf, a->m);
+    case CRYPT_COLL_BCAST:
+        return crypt_coll_bcast(team, a->rbuf, a->m, a->root);
+    case CRYPT_COLL_ALLREDUCE:
+        return crypt_coll_allreduce(team, a->sbuf, a->rbuf, a->m, a->elem_size,
+                                    a->op, a->op_arg);
+    case CRYPT_COLL_ALLTOALL:
+        return crypt_coll_alltoall(team, a->sbuf, a->rbuf, a->m);
+    default:
+        return CRYPT_COLL_ERR_PARAM;
+    }
+}
+
+static void crypt_coll_task_entry(void)
+{
+    crypt_coll_task_t *task = crypt_coll_task_starting;
+
+    task->status     = crypt_coll_task_run(task);
+    task->done       = 1;
+    task->team->task = NULL;
+    /* uc_link is the caller's context: returning resumes test() */
+}
+
+/* Called by crypt_coll_move inside a task: the exchange, yielding to the
+ * caller of test() until it completes. */
+int crypt_coll_task_move(crypt_coll_team_t *team, int dst, const void *sbuf,
+                         size_t slen, int src, void *rbuf, size_t rlen)
+{
+    crypt_coll_task_t *task = team->task;
+    void *handle;
+    int ret;
+
+    if (team->nb->post(team->ctx, dst, sbuf, slen, src, rbuf, rlen, &handle) != 0) {
+        return -1;
+    }
+    while ((ret = team->nb->test(team->ctx, handle)) == 0) {
+        swapcontext(&task->self, &task->caller);
+    }
+    return (ret > 0) ? 0 : -1;
+}
+
+int crypt_coll_task_busy(const crypt_coll_team_t *team)
+{
+    return (team->task != NULL) && !team->task->running;
+}
+
+void crypt_coll_team_set_nb(crypt_coll_team_t *team, const crypt_coll_nb_ops_t *nb)
+{
+    team->nb = nb;
+}
+
+crypt_coll_status_t crypt_coll_task_init(crypt_coll_team_t *team,
+                                         const crypt_coll_args_t *args,
+                                         const char *tune,
+                                         crypt_coll_task_t **task_p)
+{
+    crypt_coll_task_t *task;
+    long page = sysconf(_SC_PAGESIZE);
+
+    if ((team->nb == NULL) || (team->task != NULL) || (args->coll >= CRYPT_COLL_LAST)) {
+        return CRYPT_COLL_ERR_PARAM;
+    }
+    task = calloc(1, sizeof(*task));
+    if (task == NULL) {
+        return CRYPT_COLL_ERR_PARAM;
+    }
+    task->team = team;
+    task->args = *args;
+    if ((args->coll == CRYPT_COLL_ALLGATHER) && (args->alg < 0)) {
+        task->args.alg = crypt_coll_allgather_select(team, args->m, tune);
+    }
+    task->stack_map_len = CRYPT_COLL_TASK_STACK + (size_t)page;
+    task->stack_map     = mmap(NULL, task->stack_map_len, PROT_READ | PROT_WRITE,
+                               MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if ((task->stack_map == MAP_FAILED) ||
+        (mprotect(task->stack_map, (size_t)page, PROT_NONE) != 0)) {
+        /* the lowest page stays unmapped: an overflow faults, never
+         * corrupts the heap */
+        if (task->stack_map != MAP_FAILED) {
+            munmap(task->stack_map, task->stack_map_len);
+        }
+        free(task);
+        return CRYPT_COLL_ERR_PARAM;
+    }
+    if (getcontext(&task->self) != 0) {
+        munmap(task->stack_map, task->stack_map_len);
+        free(task);
+        return CRYPT_COLL_ERR_PARAM;
+    }
+    task->self.uc_stack.ss_sp   = task->stack_map + page;
+    task->self.uc_stack.ss_size = CRYPT_COLL_TASK_STACK;
+    task->self.uc_link          = &task->caller;
+    makecontext(&task->self, crypt_coll_task_entry, 0);
+    task->status = CRYPT_COLL_INPROGRESS;
+    *task_p      = task;
+    return CRYPT_COLL_OK;
+}
+
+crypt_coll_status_t crypt_coll_task_post(crypt_coll_task_t *task)
+{
+    if (task->posted || (task->team->task != NULL)) {
+        return CRYPT_COLL_ERR_PARAM;
+    }
+    task->posted     = 1;
+    task->team->task = task;
+    return crypt_coll_task_test(task);
+}
+
+crypt_coll_status_t crypt_coll_task_test(crypt_coll_task_t *task)
+{
+    if (!task->posted) {
+        return CRYPT_COLL_ERR_PARAM;
+    }
+    if (!task->done) {
+        crypt_coll_task_starting = task;
+        task->running            = 1;
+        swapcontext(&task->caller, &task->self);
+        task->running            = 0;
+    }
+    return task->done ? task->status : CRYPT_COLL_INPROGRESS;
+}
+
+crypt_coll_status_t crypt_coll_task_finalize(crypt_coll_task_t *task)
+{
+    if (task->posted && !task->done) {
+        return CRYPT_COLL_ERR_PARAM; /* its stack is in use */
+    }
+    munmap(task->stack_map, task->stack_map_len);
+    free(task);
+    return CRYPT_COLL_OK;
+}
+
+/* ---- the score table and its tune string ------------------------------------ */
+
+static size_t crypt_coll_tune_size(const char *s, char **end)
+{
+    double v;
+
+    if (!strncmp(s, "inf", 3)) {
+        *end = (char*)s + 3;
+        return (size_t)-1;
+    }
+    v = strtod(s, end);
+    if ((**end == 'k') || (**end == 'K')) { v *= 1024; ++*end; }
+    else if ((**end == 'm') || (**end == 'M')) { v *= 1024 * 1024; ++*end; }
+    return (size_t)v;
+}
+
+int crypt_allgather_alg_by_name(const char *name, size_t len)
+{
+    int a;
+
+    for (a = 0; a < CRYPT_ALLGATHER_LAST; ++a) {
+        const char *n = crypt_allgather_alg_name((crypt_allgather_alg_t)a);
+        if ((strlen(n) == len) && !strncmp(n, name, len)) {
+            return a;
+        }
+    }
+    return -1;
+}
+
+/* One tune entry, "LO-HI:ALG" or "ALG": the algorithm if it applies to m */
+static int crypt_coll_tune_entry(const char *entry, size_t len, size_t m)
+{
+    const char *colon = memchr(entry, ':', len);
+    size_t lo = 0, hi = (size_t)-1;
+    char *end;
+
+    if (colon != NULL) {
+        lo = crypt_coll_tune_size(entry, &end);
+        hi = (*end == '-') ? crypt_coll_tune_size(end + 1, &end) : lo;
+        if (end != colon) {
+            return -1;
+        }
+        len  -= (size_t)(colon + 1 - entry);
+        entry = colon + 1;
+    }
+    return ((m >= lo) && (m <= hi)) ? crypt_allgather_alg_by_name(entry, len) : -1;
+}
+
+static int crypt_coll_hs_fits(const crypt_coll_team_t *team, size_t m)
+{
+    return (team->node_shm != NULL) &&
+           (team->node_shm_size >= crypt_coll_node_shm_size(team->size, m));
+}
+
+crypt_allgather_alg_t crypt_coll_allgather_select(const crypt_coll_team_t *team,
+                                                  size_t m, const char *tune)
+{
+    const char *p, *stop;
+    int a = -1;
+
+    if ((tune != NULL) && !strncmp(tune, "allgather:", 10)) {
+        for (p = tune + 10; (*p != '\0') && (a < 0); p = (*stop == ',') ? stop + 1 : stop) {
+            stop = strchr(p, ',');
+            stop = (stop != NULL) ? stop : p + strlen(p);
+            a    = crypt_coll_tune_entry(p, (size_t)(stop - p), m);
+        }
+    }
+    if (a < 0) {
+        a = (m < 4096) ? CRYPT_ALLGATHER_O_RD2 :
+            ((m <= CRYPT_COLL_HS_DEFAULT_MAX) && crypt_coll_hs_fits(team, m)) ?
+            CRYPT_ALLGATHER_HS2 : CRYPT_ALLGATHER_C_RING;
+    }
+    if (((a == CRYPT_ALLGATHER_HS1) || (a == CRYPT_ALLGATHER_HS2)) &&
+        !crypt_coll_hs_fits(team, m)) {
+        a = CRYPT_ALLGATHER_C_RING; /* no segment big enough */
+    }
+    return (crypt_allgather_alg_t)a;
+}
