@@ -187,6 +187,26 @@ crypt_coll_status_t crypt_coll_allreduce(crypt_coll_team_t *team,
                                          size_t count, size_t elem_size,
                                          crypt_coll_reduce_t op, void *op_arg);
 
+/* Rank r's counts[r] bytes land at rbuf + displs[r] on every rank (sbuf
+ * NULL: in place, already there). Each node's first rank gathers its
+ * node's blocks, seals them once as one frame, the first ranks pass the
+ * frames round a ring and open every other node's once, then spread the
+ * result inside their node: per node s_e = its bytes, s_d = all others'.
+ * On failure the blocks (not the gaps between them) are zero. */
+crypt_coll_status_t crypt_coll_allgatherv(crypt_coll_team_t *team,
+                                          const void *sbuf, void *rbuf,
+                                          const size_t *counts,
+                                          const size_t *displs);
+
+/* Rank r's block for rank j (scounts[j] bytes at sbuf + sdispls[j]) lands
+ * at rank j's rbuf + rdispls[r] (rcounts[r] bytes, equal to it): pairwise,
+ * a block to another node sealed for its destination and opened by it. */
+crypt_coll_status_t crypt_coll_alltoallv(crypt_coll_team_t *team,
+                                         const void *sbuf, const size_t *scounts,
+                                         const size_t *sdispls, void *rbuf,
+                                         const size_t *rcounts,
+                                         const size_t *rdispls);
+
 /* ---- UCC-shaped tasks and the score table ------------------------------------
  * A task runs one collective without blocking its caller: post starts it,
  * each test moves it as far as the pipes allow and returns
@@ -202,6 +222,8 @@ typedef enum {
     CRYPT_COLL_BCAST,
     CRYPT_COLL_ALLREDUCE,
     CRYPT_COLL_ALLTOALL,
+    CRYPT_COLL_ALLGATHERV,
+    CRYPT_COLL_ALLTOALLV,
     CRYPT_COLL_LAST
 } crypt_coll_type_t;
 
@@ -217,6 +239,8 @@ typedef struct crypt_coll_args {
     crypt_coll_reduce_t op;        /* allreduce */
     void                *op_arg;
     int                 root;      /* bcast */
+    const size_t        *counts, *displs;   /* allgatherv; alltoallv: send */
+    const size_t        *rcounts, *rdispls; /* alltoallv: receive */
 } crypt_coll_args_t;
 
 typedef struct crypt_coll_task crypt_coll_task_t;

@@ -52,6 +52,11 @@ static crypt_coll_status_t crypt_coll_task_run(crypt_coll_task_t *task)
                                     a->op, a->op_arg);
     case CRYPT_COLL_ALLTOALL:
         return crypt_coll_alltoall(team, a->sbuf, a->rbuf, a->m);
+    case CRYPT_COLL_ALLGATHERV:
+        return crypt_coll_allgatherv(team, a->sbuf, a->rbuf, a->counts, a->displs);
+    case CRYPT_COLL_ALLTOALLV:
+        return crypt_coll_alltoallv(team, a->sbuf, a->counts, a->displs, a->rbuf,
+                                    a->rcounts, a->rdispls);
     default:
         return CRYPT_COLL_ERR_PARAM;
     }

@@ -9,8 +9,8 @@
  * (coll_crypt_priority), above tuned (30), sync (50) and self (75, which
  * only matters on one-rank communicators: we refuse those). On each
  * communicator it keeps the module below it for every call it takes over
- * (allgather, bcast, allreduce, alltoall) and hands it whatever the
- * adapter declines. Nothing else is replaced.
+ * (allgather, allgatherv, bcast, allreduce, alltoall, alltoallv) and hands
+ * it whatever the adapter declines. Nothing else is replaced.
  *
  * It stands aside (the library's own collectives run, over the crypt
  * transport) where there is no job secret (UCX_CRYPT_KEY_FILE: the team
@@ -38,6 +38,10 @@ typedef struct mca_coll_crypt_module {
     mca_coll_base_module_t              *prev_allreduce_module;
     mca_coll_base_module_alltoall_fn_t  prev_alltoall;
     mca_coll_base_module_t              *prev_alltoall_module;
+    mca_coll_base_module_allgatherv_fn_t prev_allgatherv;
+    mca_coll_base_module_t              *prev_allgatherv_module;
+    mca_coll_base_module_alltoallv_fn_t prev_alltoallv;
+    mca_coll_base_module_t              *prev_alltoallv_module;
 } mca_coll_crypt_module_t;
 
 static int mca_coll_crypt_priority = 80;
@@ -48,6 +52,8 @@ static void mca_coll_crypt_module_construct(mca_coll_crypt_module_t *module)
     module->prev_bcast_module     = NULL;
     module->prev_allreduce_module = NULL;
     module->prev_alltoall_module  = NULL;
+    module->prev_allgatherv_module = NULL;
+    module->prev_alltoallv_module  = NULL;
 }
 
 static void mca_coll_crypt_module_destruct(mca_coll_crypt_module_t *module)
@@ -63,6 +69,12 @@ static void mca_coll_crypt_module_destruct(mca_coll_crypt_module_t *module)
     }
     if (module->prev_alltoall_module != NULL) {
         OBJ_RELEASE(module->prev_alltoall_module);
+    }
+    if (module->prev_allgatherv_module != NULL) {
+        OBJ_RELEASE(module->prev_allgatherv_module);
+    }
+    if (module->prev_alltoallv_module != NULL) {
+        OBJ_RELEASE(module->prev_alltoallv_module);
     }
 }
 
@@ -124,6 +136,38 @@ static int mca_coll_crypt_alltoall(const void *sbuf, int scount,
                             m->prev_alltoall_module);
 }
 
+static int mca_coll_crypt_allgatherv(const void *sbuf, int scount,
+                                     struct ompi_datatype_t *sdtype, void *rbuf,
+                                     const int *rcounts, const int *disps,
+                                     struct ompi_datatype_t *rdtype,
+                                     struct ompi_communicator_t *comm,
+                                     mca_coll_base_module_t *module)
+{
+    mca_coll_crypt_module_t *m = (mca_coll_crypt_module_t*)module;
+    int ret = crypt_mpi_allgatherv(sbuf, scount, sdtype, rbuf, rcounts, disps,
+                                   rdtype, comm);
+
+    return (ret != CRYPT_MPI_DECLINED) ? ret :
+           m->prev_allgatherv(sbuf, scount, sdtype, rbuf, rcounts, disps, rdtype,
+                              comm, m->prev_allgatherv_module);
+}
+
+static int mca_coll_crypt_alltoallv(const void *sbuf, const int *scounts,
+                                    const int *sdisps, struct ompi_datatype_t *sdtype,
+                                    void *rbuf, const int *rcounts, const int *rdisps,
+                                    struct ompi_datatype_t *rdtype,
+                                    struct ompi_communicator_t *comm,
+                                    mca_coll_base_module_t *module)
+{
+    mca_coll_crypt_module_t *m = (mca_coll_crypt_module_t*)module;
+    int ret = crypt_mpi_alltoallv(sbuf, scounts, sdisps, sdtype, rbuf, rcounts,
+                                  rdisps, rdtype, comm);
+
+    return (ret != CRYPT_MPI_DECLINED) ? ret :
+           m->prev_alltoallv(sbuf, scounts, sdisps, sdtype, rbuf, rcounts, rdisps,
+                             rdtype, comm, m->prev_alltoallv_module);
+}
+
 /* ---- module and component ------------------------------------------------------ */
 
 /* Modules are enabled in rising priority, each on top of what is in
@@ -145,6 +189,8 @@ static int mca_coll_crypt_module_enable(mca_coll_base_module_t *module,
     MCA_COLL_CRYPT_SAVE(bcast);
     MCA_COLL_CRYPT_SAVE(allreduce);
     MCA_COLL_CRYPT_SAVE(alltoall);
+    MCA_COLL_CRYPT_SAVE(allgatherv);
+    MCA_COLL_CRYPT_SAVE(alltoallv);
 #undef MCA_COLL_CRYPT_SAVE
     return OMPI_SUCCESS;
 }
@@ -179,6 +225,8 @@ mca_coll_crypt_comm_query(struct ompi_communicator_t *comm, int *priority)
     m->super.coll_bcast          = mca_coll_crypt_bcast;
     m->super.coll_allreduce      = mca_coll_crypt_allreduce;
     m->super.coll_alltoall       = mca_coll_crypt_alltoall;
+    m->super.coll_allgatherv     = mca_coll_crypt_allgatherv;
+    m->super.coll_alltoallv      = mca_coll_crypt_alltoallv;
     return &m->super;
 }
 

@@ -2,8 +2,8 @@
  * The MPI adapter, shared by its two front ends: PMPI interposition for any
  * MPI library (crypt_pmpi.c, built once per MPI ABI) and Open MPI's coll
  * framework (coll_crypt.c). MPI_Allgather through the encrypted all-gather
- * algorithms, MPI_Bcast, MPI_Allreduce and MPI_Alltoall sealed once per
- * node (crypt_coll.h). Each entry point returns CRYPT_MPI_DECLINED for
+ * algorithms, MPI_Allgatherv, MPI_Bcast, MPI_Allreduce, MPI_Alltoall and
+ * MPI_Alltoallv sealed once per node (crypt_coll.h). Each entry point returns CRYPT_MPI_DECLINED for
  * what it does not handle, and the front end calls the library's own
  * collective (PMPI_*, or the coll module below ours).
  *
@@ -606,4 +606,100 @@ int crypt_mpi_alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype
                                                (size_t)recvcount * (size_t)rsize),
                      "MPI_Alltoall");
     return MPI_SUCCESS;
+}
+
+/* ---- the v-variants: per-rank lengths, in bytes for the core ---------------- */
+
+static void crypt_mpi_verbose_counts(const crypt_mpi_team_t *t, const char *call)
+{
+    if (getenv("UCX_CRYPT_COLL_VERBOSE")) {
+        fprintf(stderr, "ucx-crypt: %s on the %s lane: sealed %llu opened %llu "
+                "plaintext across nodes %llu\n", call,
+                (t->lane_peer != NULL) ? "collective" : "MPI",
+                (unsigned long long)t->team.counters.bytes_sealed,
+                (unsigned long long)t->team.counters.bytes_opened,
+                (unsigned long long)t->team.counters.inter_node_plaintext_bytes);
+    }
+}
+
+/* counts[i] * size and displs[i] * size as bytes, for `n` ranks */
+static int crypt_mpi_bytes(int n, const int *counts, const int *displs, int size,
+                           size_t **bcounts, size_t **bdispls)
+{
+    int i;
+
+    *bcounts = malloc(sizeof(size_t) * (size_t)n);
+    *bdispls = malloc(sizeof(size_t) * (size_t)n);
+    if ((*bcounts == NULL) || (*bdispls == NULL)) {
+        return -1;
+    }
+    for (i = 0; i < n; ++i) {
+        if ((counts[i] < 0) || (displs[i] < 0)) {
+            return -1;
+        }
+        (*bcounts)[i] = (size_t)counts[i] * (size_t)size;
+        (*bdispls)[i] = (size_t)displs[i] * (size_t)size;
+    }
+    return 0;
+}
+
+int crypt_mpi_allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
+                         void *recvbuf, const int recvcounts[], const int displs[],
+                         MPI_Datatype recvtype, MPI_Comm comm)
+{
+    size_t *counts = NULL, *bdispls = NULL;
+    int rsize, ssize = 0, rank, size, ret = CRYPT_MPI_DECLINED;
+    crypt_mpi_team_t *t;
+
+    if (crypt_mpi_declines(comm) || !crypt_mpi_contiguous(recvtype, &rsize)) {
+        return CRYPT_MPI_DECLINED;
+    }
+    PMPI_Comm_rank(comm, &rank);
+    PMPI_Comm_size(comm, &size);
+    if (((sendbuf == MPI_IN_PLACE) ||
+         (crypt_mpi_contiguous(sendtype, &ssize) &&
+          ((size_t)sendcount * (size_t)ssize == (size_t)recvcounts[rank] * (size_t)rsize))) &&
+        (crypt_mpi_bytes(size, recvcounts, displs, rsize, &counts, &bdispls) == 0) &&
+        ((t = crypt_mpi_encrypting_team(comm)) != NULL)) {
+        crypt_mpi_check(comm, crypt_coll_allgatherv(&t->team,
+                                                    (sendbuf == MPI_IN_PLACE) ? NULL : sendbuf,
+                                                    recvbuf, counts, bdispls),
+                        "MPI_Allgatherv");
+        crypt_mpi_verbose_counts(t, "allgatherv");
+        ret = MPI_SUCCESS;
+    }
+    free(counts);
+    free(bdispls);
+    return ret;
+}
+
+int crypt_mpi_alltoallv(const void *sendbuf, const int sendcounts[],
+                        const int sdispls[], MPI_Datatype sendtype, void *recvbuf,
+                        const int recvcounts[], const int rdispls[],
+                        MPI_Datatype recvtype, MPI_Comm comm)
+{
+    size_t *sc = NULL, *sd = NULL, *rc = NULL, *rd = NULL;
+    int ssize, rsize, size, ret = CRYPT_MPI_DECLINED;
+    crypt_mpi_team_t *t;
+
+    if (crypt_mpi_declines(comm) || (sendbuf == MPI_IN_PLACE) ||
+        !crypt_mpi_contiguous(sendtype, &ssize) ||
+        !crypt_mpi_contiguous(recvtype, &rsize)) {
+        return CRYPT_MPI_DECLINED;
+    }
+    PMPI_Comm_size(comm, &size);
+    if ((crypt_mpi_bytes(size, sendcounts, sdispls, ssize, &sc, &sd) == 0) &&
+        (crypt_mpi_bytes(size, recvcounts, rdispls, rsize, &rc, &rd) == 0) &&
+        ((t = crypt_mpi_encrypting_team(comm)) != NULL)) {
+        crypt_mpi_check(comm, crypt_coll_alltoallv(&t->team, sendbuf, sc, sd, recvbuf,
+                                                   rc, rd),
+                        "MPI_Alltoallv");
+        crypt_mpi_verbose_counts(t, "alltoallv");
+        ret = MPI_SUCCESS;
+    }
+    free(sc);
+    free(sd);
+    free(rc);
+    free(rd);
+    return ret;
 }

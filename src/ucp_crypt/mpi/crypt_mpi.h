@@ -23,4 +23,12 @@ int crypt_mpi_alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype
                        void *recvbuf, int recvcount, MPI_Datatype recvtype,
                        MPI_Comm comm);
 
+int crypt_mpi_allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
+                         void *recvbuf, const int recvcounts[], const int displs[],
+                         MPI_Datatype recvtype, MPI_Comm comm);
+int crypt_mpi_alltoallv(const void *sendbuf, const int sendcounts[],
+                        const int sdispls[], MPI_Datatype sendtype, void *recvbuf,
+                        const int recvcounts[], const int rdispls[],
+                        MPI_Datatype recvtype, MPI_Comm comm);
+
 #endif

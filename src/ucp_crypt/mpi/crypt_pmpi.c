@@ -49,3 +49,27 @@ int MPI_Alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
            PMPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount,
                          recvtype, comm);
 }
+
+int MPI_Allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
+                   void *recvbuf, const int recvcounts[], const int displs[],
+                   MPI_Datatype recvtype, MPI_Comm comm)
+{
+    int ret = crypt_mpi_allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts,
+                                   displs, recvtype, comm);
+
+    return (ret != CRYPT_MPI_DECLINED) ? ret :
+           PMPI_Allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs,
+                           recvtype, comm);
+}
+
+int MPI_Alltoallv(const void *sendbuf, const int sendcounts[], const int sdispls[],
+                  MPI_Datatype sendtype, void *recvbuf, const int recvcounts[],
+                  const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm)
+{
+    int ret = crypt_mpi_alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf,
+                                  recvcounts, rdispls, recvtype, comm);
+
+    return (ret != CRYPT_MPI_DECLINED) ? ret :
+           PMPI_Alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts,
+                          rdispls, recvtype, comm);
+}

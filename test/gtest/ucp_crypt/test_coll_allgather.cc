@@ -43,6 +43,10 @@ struct rank_result {
     /* bcast and allreduce (run_team with only_alg == -2) */
     int                   bcast_ok, allreduce_ok, alltoall_ok;
     crypt_coll_counters_t bcast_counters, allreduce_counters, alltoall_counters;
+    /* allgatherv and alltoallv (run_team with only_alg == -4) */
+    int                   agv_status, agv_ok, agv_gaps_ok, agv_in_place_ok;
+    int                   atv_status, atv_ok;
+    crypt_coll_counters_t agv_counters, atv_counters;
     /* tasks (run_team with only_alg == -3) */
     int                   tasks_ok, tasks_overlapped, task_misuse_refused;
 };
@@ -167,6 +171,60 @@ void run_tasks(int rank, int p, const int *node_of, const uint8_t *secret,
                const uint8_t *salt, crypt_coll_team_t &team, pipes &io2,
                rank_result *res);
 
+/* irregular sizes: some zero, gaps between the blocks */
+size_t v_count(int q) { return (q == 1) ? 0 : (size_t)((q * 977 + 13) % 3000); }
+size_t v_pair(int src, int dst) { return (size_t)((src * 3 + dst * 5) % 7) * 200 + (src != dst); }
+
+void run_v(int rank, int p, crypt_coll_team_t &team, rank_result *res)
+{
+    std::vector<size_t> counts(p), displs(p);
+    size_t extent = 0;
+    for (int q = 0; q < p; ++q) {
+        counts[q] = v_count(q);
+        displs[q] = extent + 5; /* 5 bytes of gap before each block */
+        extent    = displs[q] + counts[q];
+    }
+    std::vector<uint8_t> mine(counts[rank]), all(extent + 5, 0xAA);
+    for (size_t i = 0; i < counts[rank]; ++i) mine[i] = pattern(rank, i, 70, counts[rank]);
+    team.counters   = crypt_coll_counters_t();
+    res->agv_status = crypt_coll_allgatherv(&team, mine.data(), all.data(), counts.data(),
+                                            displs.data());
+    res->agv_counters = team.counters;
+    int ok = 1, gaps = 1;
+    for (int q = 0; q < p; ++q) {
+        for (size_t i = 0; i < counts[q]; ++i) ok &= all[displs[q] + i] == pattern(q, i, 70, counts[q]);
+        for (size_t i = 1; i <= 5; ++i) gaps &= all[displs[q] - i] == 0xAA;
+    }
+    res->agv_ok      = ok;
+    res->agv_gaps_ok = gaps;
+    /* in place: the own block is already where it belongs */
+    std::vector<uint8_t> inplace(extent + 5, 0xAA);
+    for (size_t i = 0; i < counts[rank]; ++i) inplace[displs[rank] + i] = pattern(rank, i, 71, counts[rank]);
+    ok = crypt_coll_allgatherv(&team, nullptr, inplace.data(), counts.data(), displs.data()) ==
+         CRYPT_COLL_OK;
+    for (int q = 0; q < p; ++q)
+        for (size_t i = 0; i < counts[q]; ++i) ok &= inplace[displs[q] + i] == pattern(q, i, 71, counts[q]);
+    res->agv_in_place_ok = ok;
+
+    std::vector<size_t> sc(p), sd(p), rc(p), rd(p);
+    size_t soff = 0, roff = 0;
+    for (int j = 0; j < p; ++j) {
+        sc[j] = v_pair(rank, j); sd[j] = soff; soff += sc[j];
+        rc[j] = v_pair(j, rank); rd[j] = roff + 3; roff = rd[j] + rc[j];
+    }
+    std::vector<uint8_t> sb(soff + 1), rb(roff + 1, 0xAA);
+    for (int j = 0; j < p; ++j)
+        for (size_t i = 0; i < sc[j]; ++i) sb[sd[j] + i] = pattern(rank, i, 80 + j, sc[j]);
+    team.counters   = crypt_coll_counters_t();
+    res->atv_status = crypt_coll_alltoallv(&team, sb.data(), sc.data(), sd.data(), rb.data(),
+                                           rc.data(), rd.data());
+    res->atv_counters = team.counters;
+    ok = 1;
+    for (int j = 0; j < p; ++j)
+        for (size_t i = 0; i < rc[j]; ++i) ok &= rb[rd[j] + i] == pattern(j, i, 80 + rank, rc[j]);
+    res->atv_ok = ok;
+}
+
 void run_rank(int rank, int p, const int *node_of, const uint8_t *secret,
               const uint8_t *salt, pipes &io, pipes &io2, rank_result *res,
               int only_alg, void *node_shm, size_t node_shm_size)
@@ -178,6 +236,12 @@ void run_rank(int rank, int p, const int *node_of, const uint8_t *secret,
         return;
     }
     crypt_coll_team_set_node_shm(&team, node_shm, node_shm_size);
+    if (only_alg == -4) {
+        run_v(rank, p, team, res);
+        crypt_coll_team_cleanup(&team);
+        res->done = 1;
+        return;
+    }
     if (only_alg == -3) {
         run_tasks(rank, p, node_of, secret, salt, team, io2, res);
         crypt_coll_team_cleanup(&team);
@@ -643,6 +707,66 @@ TEST_P(crypt_allgather_test, tasks_of_two_teams_progress_together)
     }
     /* some rank saw both tasks in flight at once: test() does not block */
     EXPECT_TRUE(overlapped || (p == 1));
+}
+
+TEST_P(crypt_allgather_test, allgatherv_alltoallv_once_per_node)
+{
+    const team_shape shape = GetParam();
+    const int p = shape.p, N = shape.N;
+    std::vector<int> node_of(p);
+    ASSERT_EQ(crypt_coll_node_map(p, N, shape.mapping, node_of.data()), 0);
+    auto res = run_team(p, node_of, -1, -4);
+    std::vector<uint64_t> node_bytes(N, 0), sealed(N, 0), opened(N, 0);
+    uint64_t total = 0;
+    for (int q = 0; q < p; ++q) {
+        node_bytes[node_of[q]] += v_count(q);
+        total += v_count(q);
+    }
+    for (int r = 0; r < p; ++r) {
+        SCOPED_TRACE("rank " + std::to_string(r));
+        ASSERT_TRUE(res[r].done);
+        EXPECT_EQ(res[r].agv_status, CRYPT_COLL_OK);
+        EXPECT_TRUE(res[r].agv_ok);
+        EXPECT_TRUE(res[r].agv_gaps_ok) << "bytes between the blocks changed";
+        EXPECT_TRUE(res[r].agv_in_place_ok);
+        EXPECT_EQ(res[r].atv_status, CRYPT_COLL_OK);
+        EXPECT_TRUE(res[r].atv_ok);
+        EXPECT_EQ(res[r].agv_counters.inter_node_plaintext_bytes, 0u);
+        EXPECT_EQ(res[r].atv_counters.inter_node_plaintext_bytes, 0u);
+        sealed[node_of[r]] += res[r].agv_counters.bytes_sealed;
+        opened[node_of[r]] += res[r].agv_counters.bytes_opened;
+        /* alltoallv: each block to another node sealed once, opened once */
+        uint64_t out = 0, in = 0;
+        for (int j = 0; j < p; ++j) {
+            if (node_of[j] == node_of[r]) continue;
+            out += v_pair(r, j);
+            in  += v_pair(j, r);
+        }
+        EXPECT_EQ(res[r].atv_counters.bytes_sealed, out);
+        EXPECT_EQ(res[r].atv_counters.bytes_opened, in);
+    }
+    for (int n = 0; n < N; ++n) {
+        SCOPED_TRACE("node " + std::to_string(n));
+        /* its own bytes sealed once, every other node's opened once */
+        EXPECT_EQ(sealed[n], N > 1 ? node_bytes[n] : 0);
+        EXPECT_EQ(opened[n], N > 1 ? total - node_bytes[n] : 0);
+    }
+}
+
+TEST(crypt_allgatherv_tamper, forged_node_frame_fails_every_rank_with_no_data)
+{
+    const int p = 6, N = 3;
+    std::vector<int> node_of(p);
+    ASSERT_EQ(crypt_coll_node_map(p, N, CRYPT_COLL_MAP_BLOCK, node_of.data()), 0);
+    auto res = run_team(p, node_of, 2 /* node 1's leader */, -4);
+    for (int r = 0; r < p; ++r) {
+        SCOPED_TRACE("rank " + std::to_string(r));
+        ASSERT_TRUE(res[r].done);
+        EXPECT_EQ(res[r].agv_status, CRYPT_COLL_ERR_AUTH);
+        EXPECT_FALSE(res[r].agv_ok);
+        EXPECT_TRUE(res[r].agv_gaps_ok) << "failure zeroes the blocks, not the gaps";
+        EXPECT_EQ(res[r].atv_status, CRYPT_COLL_OK) << "the next collective is fine";
+    }
 }
 
 class crypt_allgather_tamper_test : public ::testing::TestWithParam<int> {
