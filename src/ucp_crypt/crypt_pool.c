@@ -33,6 +33,8 @@ struct crypt_pool {
     int              pu[CRYPT_POOL_MAX_THREADS];  /* -1: unpinned */
     char             placement[256];
     char             registry[256];
+    void             (*notify)(void *arg);
+    void             *notify_arg;
 };
 
 typedef struct {
@@ -286,6 +288,9 @@ static void *crypt_pool_thread(void *arg)
 
         job->run(job, index);
         __atomic_store_n(&job->done, 1, __ATOMIC_RELEASE);
+        if (pool->notify != NULL) {
+            pool->notify(pool->notify_arg);
+        }
 
         pthread_mutex_lock(&pool->lock);
     }
@@ -312,6 +317,8 @@ int crypt_pool_create(const crypt_pool_params_t *params, crypt_pool_t **pool_p,
     }
     pthread_mutex_init(&pool->lock, NULL);
     pthread_cond_init(&pool->wake, NULL);
+    pool->notify     = params->notify;
+    pool->notify_arg = params->notify_arg;
 
     granted = crypt_pool_threads_available(NULL, wanted);
     if (params->registry != NULL) {

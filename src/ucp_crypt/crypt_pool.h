@@ -48,6 +48,11 @@ typedef struct crypt_pool_params {
     const char *registry;     /* per-node registry file, NULL: do not count */
     int        oversubscribe; /* benchmarks only: start `threads` threads
                                  even if the node has no PU left for them */
+    /* called on the pool thread after a job's done flag is set (may be
+     * NULL): wakes a submitter that sleeps instead of polling. Must be
+     * async-safe towards the submitter (e.g. a write to an eventfd). */
+    void       (*notify)(void *arg);
+    void       *notify_arg;
 } crypt_pool_params_t;
 
 /* Returns 0, or -1 with a message in `error`. The pool may start fewer

@@ -238,6 +238,9 @@ ucs_status_t uct_crypt_ep_put_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
 /* UCS_OK: no put outstanding, flush the inner; else INPROGRESS (comp kept) */
 ucs_status_t uct_crypt_bulk_ep_flush(uct_crypt_ep_t *ep, unsigned flags,
                                      uct_completion_t *comp);
+/* Event fd and arm: pool threads wake a progress thread that sleeps */
+ucs_status_t uct_crypt_bulk_event_fd_get(uct_crypt_iface_t *iface, int *fd_p);
+ucs_status_t uct_crypt_bulk_event_arm(uct_crypt_iface_t *iface);
 int uct_crypt_bulk_iface_busy(uct_crypt_iface_t *iface);
 /* ep going away or failed: wait for its jobs, complete its puts with status */
 void uct_crypt_bulk_ep_cancel(uct_crypt_ep_t *ep, ucs_status_t status);

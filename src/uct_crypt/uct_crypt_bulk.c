@@ -35,6 +35,8 @@
 #include <ucs/sys/math.h>
 
 #include <openssl/crypto.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <endian.h>
 #include <sched.h>
 #include <stdio.h>
@@ -138,6 +140,11 @@ struct uct_crypt_bulk {
     ucs_list_link_t       free_slots;
     ucs_list_link_t       active;       /* uct_crypt_bulk_tx_t with work */
     ucs_list_link_t       pending_acks;
+    /* waking a progress thread that sleeps in ucp_worker_wait: the pool
+     * writes to wake_fd when `armed`; event_fd = epoll(inner's fd, wake_fd) */
+    int                   wake_fd;
+    int                   event_fd;
+    int                   armed;
     uct_worker_cb_id_t    progress_id;
 };
 
@@ -187,6 +194,21 @@ static unsigned uct_crypt_bulk_local_ranks(void)
         }
     }
     return 0;
+}
+
+/* On a pool thread, after a job's done flag: wake the progress thread if
+ * it is (about to be) asleep. The fence pairs with the one in event_arm:
+ * either arm sees the done flag or this sees `armed`. */
+static void uct_crypt_bulk_wake(void *arg)
+{
+    uct_crypt_bulk_t *bulk = arg;
+    uint64_t one = 1;
+
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    if (__atomic_exchange_n(&bulk->armed, 0, __ATOMIC_SEQ_CST) &&
+        (write(bulk->wake_fd, &one, sizeof(one)) < 0)) {
+        /* the counter is full: the fd is readable anyway */
+    }
 }
 
 ucs_status_t uct_crypt_bulk_init(uct_crypt_iface_t *iface,
@@ -241,6 +263,12 @@ ucs_status_t uct_crypt_bulk_init(uct_crypt_iface_t *iface,
     bulk->depth           = ucs_max(config->bulk_depth, 2);
     bulk->max_outstanding = config->bulk_max_outstanding;
     bulk->progress_id     = UCS_CALLBACKQ_ID_NULL;
+    bulk->event_fd        = -1;
+    bulk->wake_fd         = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (bulk->wake_fd < 0) {
+        ucs_free(bulk);
+        return UCS_ERR_IO_ERROR;
+    }
     ucs_list_head_init(&bulk->free_slots);
     ucs_list_head_init(&bulk->active);
     ucs_list_head_init(&bulk->pending_acks);
@@ -278,6 +306,8 @@ ucs_status_t uct_crypt_bulk_init(uct_crypt_iface_t *iface,
         pool_params.pin           = 1;
         pool_params.registry      = registry;
         pool_params.oversubscribe = (config->bulk_threads != UCS_ULUNITS_AUTO);
+        pool_params.notify        = uct_crypt_bulk_wake;
+        pool_params.notify_arg    = bulk;
         if (crypt_pool_create(&pool_params, &bulk->pool, error,
                               sizeof(error)) != 0) {
             ucs_error("crypt: bulk engine: %s", error);
@@ -300,6 +330,7 @@ err:
     }
     ucs_free(bulk->slots);
     ucs_free(bulk->bounce_base);
+    close(bulk->wake_fd);
     ucs_free(bulk);
     return status;
 }
@@ -333,8 +364,76 @@ void uct_crypt_bulk_cleanup(uct_crypt_iface_t *iface)
     }
     ucs_free(bulk->bounce_base);
     ucs_free(bulk->slots);
+    if (bulk->event_fd >= 0) {
+        close(bulk->event_fd);
+    }
+    close(bulk->wake_fd);
     ucs_free(bulk);
     iface->bulk = NULL;
+}
+
+/* ---- sleeping progress threads --------------------------------------------- */
+
+static int uct_crypt_bulk_sleeps(const uct_crypt_bulk_t *bulk)
+{
+    return (bulk != NULL) && (bulk->pool != NULL) && (crypt_pool_size(bulk->pool) > 0);
+}
+
+ucs_status_t uct_crypt_bulk_event_fd_get(uct_crypt_iface_t *iface, int *fd_p)
+{
+    uct_crypt_bulk_t *bulk = iface->bulk;
+    struct epoll_event ev = {.events = EPOLLIN};
+    ucs_status_t status;
+    int inner_fd;
+
+    status = uct_iface_event_fd_get(iface->inner, &inner_fd);
+    if ((status != UCS_OK) || !uct_crypt_bulk_sleeps(bulk)) {
+        *fd_p = inner_fd;
+        return status; /* no pool threads: only the inner can wake us */
+    }
+    if (bulk->event_fd < 0) {
+        bulk->event_fd = epoll_create1(EPOLL_CLOEXEC);
+        if ((bulk->event_fd < 0) ||
+            (epoll_ctl(bulk->event_fd, EPOLL_CTL_ADD, inner_fd, &ev) != 0) ||
+            (epoll_ctl(bulk->event_fd, EPOLL_CTL_ADD, bulk->wake_fd, &ev) != 0)) {
+            ucs_error("crypt: cannot build the iface event fd: %m");
+            if (bulk->event_fd >= 0) {
+                close(bulk->event_fd);
+                bulk->event_fd = -1;
+            }
+            return UCS_ERR_IO_ERROR;
+        }
+    }
+    *fd_p = bulk->event_fd;
+    return UCS_OK;
+}
+
+/* BUSY where a segment sealed on a pool thread waits for progress */
+ucs_status_t uct_crypt_bulk_event_arm(uct_crypt_iface_t *iface)
+{
+    uct_crypt_bulk_t *bulk = iface->bulk;
+    uct_crypt_bulk_segment_t *seg;
+    uct_crypt_bulk_tx_t *tx;
+    uint64_t drained;
+
+    if (!uct_crypt_bulk_sleeps(bulk)) {
+        return UCS_OK;
+    }
+    if (read(bulk->wake_fd, &drained, sizeof(drained)) < 0) {
+        /* EAGAIN: nothing was signalled */
+    }
+    __atomic_store_n(&bulk->armed, 1, __ATOMIC_SEQ_CST);
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    ucs_list_for_each(tx, &bulk->active, active) {
+        ucs_list_for_each(seg, &tx->segments, list) {
+            if ((seg->state == UCT_CRYPT_SEG_SEALING) &&
+                crypt_pool_job_done(&seg->job)) {
+                __atomic_store_n(&bulk->armed, 0, __ATOMIC_SEQ_CST);
+                return UCS_ERR_BUSY;
+            }
+        }
+    }
+    return UCS_OK;
 }
 
 void uct_crypt_bulk_iface_attr(uct_crypt_iface_t *iface, uct_iface_attr_t *attr)

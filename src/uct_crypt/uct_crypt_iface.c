@@ -219,15 +219,18 @@ static unsigned uct_crypt_iface_progress(uct_iface_h tl_iface)
 
 static ucs_status_t uct_crypt_iface_event_fd_get(uct_iface_h tl_iface, int *fd_p)
 {
-    return uct_iface_event_fd_get(
-            ucs_derived_of(tl_iface, uct_crypt_iface_t)->inner, fd_p);
+    /* the inner's fd, or one that pool threads can wake as well */
+    return uct_crypt_bulk_event_fd_get(ucs_derived_of(tl_iface, uct_crypt_iface_t),
+                                       fd_p);
 }
 
 static ucs_status_t uct_crypt_iface_event_arm(uct_iface_h tl_iface,
                                               unsigned events)
 {
-    return uct_iface_event_arm(ucs_derived_of(tl_iface, uct_crypt_iface_t)->inner,
-                               events);
+    uct_crypt_iface_t *iface = ucs_derived_of(tl_iface, uct_crypt_iface_t);
+    ucs_status_t status      = uct_crypt_bulk_event_arm(iface);
+
+    return (status != UCS_OK) ? status : uct_iface_event_arm(iface->inner, events);
 }
 
 /* The inner transport reports a failed endpoint: fail ours with it. */

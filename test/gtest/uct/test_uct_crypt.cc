@@ -17,6 +17,7 @@
 
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -884,6 +885,35 @@ TEST_F(uct_crypt_bulk_test, flush_waits_for_the_targets_acknowledgement)
     put_op &op = new_op();
     post_put(ab, a, b, op, 256 * 1024, 1);
     flush(ab); /* returns only when the put has completed */
+    expect_put_delivered(op);
+}
+
+/* A progress thread asleep on the iface's event fd (ucp_worker_wait) is
+ * woken when a pool thread has sealed a segment: nothing else happens on
+ * the wire before progress sends it, so the wake-up is the pool's. */
+TEST_F(uct_crypt_bulk_test, pool_threads_wake_a_sleeping_progress_thread)
+{
+    settings_t settings = {{"BULK_SEGMENT", "64k"}, {"BULK_THREADS", "1"}};
+    open_pair(settings, settings);
+    flush(ab); /* connected, quiet */
+    int fd = -1;
+    ASSERT_EQ(uct_iface_event_fd_get(a.iface, &fd), UCS_OK);
+    ucs_status_t status;
+    struct pollfd pfd = {fd, POLLIN, 0};
+    deadline limit(10);
+    do {
+        uct_worker_progress(worker);
+        status = uct_iface_event_arm(a.iface, UCT_EVENT_SEND_COMP | UCT_EVENT_RECV);
+    } while (((status == UCS_ERR_BUSY) || (poll(&pfd, 1, 0) > 0)) && !limit.passed());
+    ASSERT_EQ(status, UCS_OK);
+    ASSERT_EQ(poll(&pfd, 1, 0), 0) << "armed and quiet before the put";
+
+    put_op &op = new_op();
+    post_put(ab, a, b, op, 1 << 20, 5);
+    ASSERT_EQ(poll(&pfd, 1, 5000), 1) << "not woken by the sealed segments";
+    EXPECT_EQ(uct_iface_event_arm(a.iface, UCT_EVENT_SEND_COMP | UCT_EVENT_RECV),
+              UCS_ERR_BUSY) << "woken, but no sealed segment waits";
+    progress_until([&] { return op.comp.done != 0; });
     expect_put_delivered(op);
 }
 
