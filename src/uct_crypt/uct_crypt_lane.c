@@ -188,13 +188,21 @@ static ucs_status_t uct_crypt_lane_am(void *arg, void *data, size_t length,
     return UCS_OK;
 }
 
+/* The worker, and what the async thread could not do while we held the
+ * context (UCP does the same in ucp_worker_progress; a UCT user must). */
+static void uct_crypt_lane_worker_progress(crypt_lane_t *lane)
+{
+    ucs_async_check_miss(lane->async);
+    uct_worker_progress(lane->worker);
+}
+
 static int uct_crypt_lane_recv(crypt_lane_t *lane, int peer, uint64_t team,
                                uint32_t src_rank, void *buf, size_t len)
 {
     uct_crypt_lane_stream_t *s;
     uct_crypt_lane_msg_t *msg;
 
-    uct_worker_progress(lane->worker);
+    uct_crypt_lane_worker_progress(lane);
     s = uct_crypt_lane_stream(lane, team, src_rank);
     if ((s == NULL) || s->failed) {
         return -1;
@@ -311,7 +319,7 @@ static void uct_crypt_lane_progress(crypt_lane_t *lane)
 {
     int i;
 
-    uct_worker_progress(lane->worker);
+    uct_crypt_lane_worker_progress(lane);
     for (i = 0; i < lane->num_peers; ++i) {
         uct_crypt_lane_push(lane, &lane->peers[i]);
     }
@@ -569,7 +577,7 @@ static void uct_crypt_lane_close(crypt_lane_t *lane)
             if ((status != UCS_ERR_NO_RESOURCE) && (status != UCS_INPROGRESS)) {
                 break;
             }
-            uct_worker_progress(lane->worker);
+            uct_crypt_lane_worker_progress(lane);
         }
         if (ucs_get_time() >= deadline) {
             ucs_warn("crypt lane: a peer did not take everything sent to it "

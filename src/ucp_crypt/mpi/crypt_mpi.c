@@ -150,8 +150,10 @@ static int crypt_mpi_sendrecv(void *ctx, int dst, const void *sbuf, size_t slen,
             ret      = (r < 0) ? -1 : ret;
             received = 1;
         }
-        if ((++spins & 0xff) == 0) {
-            sched_yield(); /* ranks may outnumber cores */
+        if ((++spins & 0xf) == 0) {
+            /* ranks may outnumber cores, or share one (emulated hosts,
+             * oversubscription): the peer we wait for may need ours */
+            sched_yield();
         }
     }
     if ((ret != 0) && !mpi_done) {
