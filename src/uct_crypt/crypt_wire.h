@@ -52,7 +52,9 @@ enum {
 
     /* control record kinds (first payload byte) */
     CRYPT_CONTROL_SEGMENT = 1,     /* a bulk segment was put: open it */
-    CRYPT_CONTROL_ACK     = 2      /* a bulk put was opened in full */
+    CRYPT_CONTROL_ACK     = 2,     /* a bulk put was opened in full */
+    CRYPT_CONTROL_GET_REQ = 3,     /* seal a range of yours and put it here */
+    CRYPT_CONTROL_GET_DONE = 4     /* the put answering a GET_REQ was opened */
 };
 
 typedef struct crypt_record_hdr {
@@ -116,6 +118,28 @@ typedef struct crypt_bulk_ack {
     uint64_t flow_id;        /* the initiator's (sending) flow */
     uint64_t put_id;
 } __attribute__((packed)) crypt_bulk_ack_t;
+
+/*
+ * Bulk get = a request for the peer to seal and put. The initiator sends a
+ * GET_REQ (sealed, sequenced) with the range it wants from the target's
+ * memory, where it wants it, and its own packed remote key for that place;
+ * the target checks that the range lies in memory it registered, puts it
+ * to the initiator as an ordinary bulk put on its own flow (segments
+ * sealed, opened in place by the initiator, acknowledged), and after the
+ * initiator's ACK sends GET_DONE (crypt_bulk_ack_t with this kind, the
+ * initiator's flow id and the get id), which completes the get. Nothing
+ * reaches the initiator's buffer that was not sealed by the target.
+ */
+typedef struct crypt_bulk_get_req {
+    uint8_t  kind;           /* CRYPT_CONTROL_GET_REQ */
+    uint8_t  reserved[3];
+    uint32_t rkey_length;    /* bytes of packed remote key that follow */
+    uint64_t get_id;         /* per sending flow, from 0, no gaps */
+    uint64_t remote_addr;    /* the target's memory to read */
+    uint64_t local_addr;     /* the initiator's buffer */
+    uint64_t length;
+    /* the initiator's packed remote key for local_addr follows */
+} __attribute__((packed)) crypt_bulk_get_req_t;
 
 typedef struct crypt_bulk_aad {
     uint64_t flow_id;

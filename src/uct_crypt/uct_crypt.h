@@ -11,6 +11,7 @@
 #include <uct/base/uct_md.h>
 #include <ucs/datastruct/khash.h>
 #include <ucs/datastruct/list.h>
+#include <pthread.h>
 
 #define UCT_CRYPT_NAME        "crypt"
 #define UCT_CRYPT_CONFIG_PREFIX "CRYPT_"
@@ -61,12 +62,24 @@ typedef struct uct_crypt_md {
     uct_md_h          inner_md;
     char              inner_tl[UCT_TL_NAME_MAX];
     int               inner_reg;      /* the inner md registers memory */
+    /* what this process registered: a peer's get may read only there */
+    pthread_mutex_t   regions_lock;
+    ucs_list_link_t   regions;        /* uct_crypt_memh_t */
 } uct_crypt_md_t;
 
 /* Memory handle: the inner md's handle for the same region. */
 typedef struct uct_crypt_memh {
     uct_mem_h         inner;
+    ucs_list_link_t   list;           /* in the md's regions */
+    uintptr_t         address;
+    size_t            length;
 } uct_crypt_memh_t;
+
+ucs_status_t uct_crypt_md_pack_rkey(uct_crypt_md_t *md, uct_crypt_memh_t *memh,
+                                    void *rkey_buffer);
+
+/* Is [address, address + length) inside one registered region? */
+int uct_crypt_md_registered(uct_crypt_md_t *md, uint64_t address, uint64_t length);
 
 /* Remote key: the inner component's key (rkey buffer = name || inner). */
 typedef struct uct_crypt_rkey {
@@ -120,6 +133,7 @@ typedef struct uct_crypt_rx_flow {
     crypt_aead_key_t     bulk_aead;
     uint64_t             bulk_next_put;
     uint32_t             bulk_next_segment;
+    uint64_t             bulk_next_get;   /* GET_REQs served on this flow */
 } uct_crypt_rx_flow_t;
 
 KHASH_MAP_INIT_INT64(uct_crypt_rx_flows, uct_crypt_rx_flow_t*);
@@ -233,6 +247,9 @@ ucs_status_t uct_crypt_bulk_init(uct_crypt_iface_t *iface,
 void uct_crypt_bulk_cleanup(uct_crypt_iface_t *iface);
 void uct_crypt_bulk_iface_attr(uct_crypt_iface_t *iface, uct_iface_attr_t *attr);
 ucs_status_t uct_crypt_ep_put_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
+                                    size_t iovcnt, uint64_t remote_addr,
+                                    uct_rkey_t rkey, uct_completion_t *comp);
+ucs_status_t uct_crypt_ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
                                     size_t iovcnt, uint64_t remote_addr,
                                     uct_rkey_t rkey, uct_completion_t *comp);
 /* UCS_OK: no put outstanding, flush the inner; else INPROGRESS (comp kept) */

@@ -101,10 +101,28 @@ typedef struct {
     unsigned              flags;
 } uct_crypt_bulk_flush_t;
 
+/* a get this ep asked its peer for, until GET_DONE */
+typedef struct {
+    ucs_list_link_t       list;
+    uint64_t              get_id;
+    uct_completion_t      *comp;
+} uct_crypt_bulk_get_t;
+
+/* a get served for a peer: the answering put's completion */
+typedef struct {
+    uct_completion_t      comp;
+    uct_crypt_iface_t     *iface;
+    uct_rkey_bundle_t     rkey;         /* the initiator's, for its buffer */
+    uint8_t               peer_public[KEYEX_PUBLIC_KEY_LEN];
+    crypt_bulk_ack_t      done;         /* GET_DONE */
+} uct_crypt_bulk_serve_t;
+
 struct uct_crypt_bulk_tx {
     uct_crypt_ep_t        *ep;
     uct_crypt_bulk_t      *bulk;
     ucs_list_link_t       ops;
+    ucs_list_link_t       gets;        /* uct_crypt_bulk_get_t, in order */
+    uint64_t              next_get_id;
     ucs_list_link_t       segments;
     ucs_list_link_t       flushes;
     ucs_list_link_t       active;      /* in bulk->active while it has work */
@@ -448,6 +466,13 @@ void uct_crypt_bulk_iface_attr(uct_crypt_iface_t *iface, uct_iface_attr_t *attr)
     attr->cap.put.opt_zcopy_align = 1;
     attr->cap.put.align_mtu       = 1;
     attr->cap.put.max_iov         = 1;
+    /* get = the peer seals and puts (crypt_wire.h) */
+    attr->cap.flags              |= UCT_IFACE_FLAG_GET_ZCOPY;
+    attr->cap.get.min_zcopy       = 0;
+    attr->cap.get.max_zcopy       = UCT_CRYPT_BULK_MAX_PUT;
+    attr->cap.get.opt_zcopy_align = 1;
+    attr->cap.get.align_mtu       = 1;
+    attr->cap.get.max_iov         = 1;
 }
 
 /* ---- sending ------------------------------------------------------------- */
@@ -780,7 +805,7 @@ static void uct_crypt_bulk_tx_flushes(uct_crypt_bulk_tx_t *tx)
     uct_crypt_bulk_flush_t *flush, *tmp;
     ucs_status_t status;
 
-    if (!ucs_list_is_empty(&tx->ops)) {
+    if (!ucs_list_is_empty(&tx->ops) || !ucs_list_is_empty(&tx->gets)) {
         return;
     }
     ucs_list_for_each_safe(flush, tmp, &tx->flushes, list) {
@@ -799,7 +824,7 @@ static void uct_crypt_bulk_tx_flushes(uct_crypt_bulk_tx_t *tx)
 static int uct_crypt_bulk_tx_idle(uct_crypt_bulk_tx_t *tx)
 {
     return ucs_list_is_empty(&tx->ops) && ucs_list_is_empty(&tx->segments) &&
-           ucs_list_is_empty(&tx->flushes);
+           ucs_list_is_empty(&tx->flushes) && ucs_list_is_empty(&tx->gets);
 }
 
 static void uct_crypt_bulk_send_pending_acks(uct_crypt_bulk_t *bulk);
@@ -853,32 +878,21 @@ static uct_crypt_bulk_tx_t *uct_crypt_bulk_tx_get(uct_crypt_ep_t *ep)
     tx->bulk    = iface->bulk;
     tx->backend = iface->backend;
     ucs_list_head_init(&tx->ops);
+    ucs_list_head_init(&tx->gets);
     ucs_list_head_init(&tx->segments);
     ucs_list_head_init(&tx->flushes);
     ep->bulk = tx;
     return tx;
 }
 
-ucs_status_t uct_crypt_ep_put_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
-                                    size_t iovcnt, uint64_t remote_addr,
-                                    uct_rkey_t rkey, uct_completion_t *comp)
+/* One bulk put of a contiguous span (put_zcopy, and the answer to a get) */
+static ucs_status_t uct_crypt_bulk_put(uct_crypt_ep_t *ep, const void *src,
+                                       size_t length, uint64_t remote_addr,
+                                       uct_rkey_t inner_rkey,
+                                       uct_completion_t *comp)
 {
-    uct_crypt_ep_t *ep = ucs_derived_of(tl_ep, uct_crypt_ep_t);
     uct_crypt_bulk_tx_t *tx;
     uct_crypt_bulk_op_t *op;
-    size_t length;
-
-    if (ucs_unlikely(ep->failed)) {
-        return UCS_ERR_CONNECTION_RESET;
-    }
-    if (ucs_unlikely(!ep->peer_known)) {
-        return UCS_ERR_NOT_CONNECTED;
-    }
-    if (ucs_unlikely((iovcnt != 1) || (iov[0].count != 1) ||
-                     (iov[0].length > UCT_CRYPT_BULK_MAX_PUT))) {
-        return UCS_ERR_INVALID_PARAM; /* as advertised: one contiguous span */
-    }
-    length = iov[0].length;
 
     tx = uct_crypt_bulk_tx_get(ep);
     op = ucs_calloc(1, sizeof(*op), "crypt bulk put");
@@ -887,10 +901,10 @@ ucs_status_t uct_crypt_ep_put_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
         return UCS_ERR_NO_MEMORY;
     }
     op->tx           = tx;
-    op->src          = iov[0].buffer;
+    op->src          = src;
     op->length       = length;
     op->remote_addr  = remote_addr;
-    op->inner_rkey   = ((uct_crypt_rkey_t*)rkey)->inner.rkey;
+    op->inner_rkey   = inner_rkey;
     op->comp         = comp;
     op->put_id       = tx->next_put_id++;
     op->num_segments = tx->bulk->naive ? 1 :
@@ -902,6 +916,95 @@ ucs_status_t uct_crypt_ep_put_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
     uct_crypt_bulk_activate(tx);
     uct_crypt_bulk_tx_seal(tx);
     uct_crypt_bulk_tx_send(tx);
+    return UCS_INPROGRESS;
+}
+
+static ucs_status_t uct_crypt_bulk_check_iov(uct_crypt_ep_t *ep,
+                                             const uct_iov_t *iov, size_t iovcnt)
+{
+    if (ucs_unlikely(ep->failed)) {
+        return UCS_ERR_CONNECTION_RESET;
+    }
+    if (ucs_unlikely(!ep->peer_known)) {
+        return UCS_ERR_NOT_CONNECTED;
+    }
+    if (ucs_unlikely((iovcnt != 1) || (iov[0].count != 1) ||
+                     (iov[0].length > UCT_CRYPT_BULK_MAX_PUT))) {
+        return UCS_ERR_INVALID_PARAM; /* as advertised: one contiguous span */
+    }
+    return UCS_OK;
+}
+
+ucs_status_t uct_crypt_ep_put_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
+                                    size_t iovcnt, uint64_t remote_addr,
+                                    uct_rkey_t rkey, uct_completion_t *comp)
+{
+    uct_crypt_ep_t *ep  = ucs_derived_of(tl_ep, uct_crypt_ep_t);
+    ucs_status_t status = uct_crypt_bulk_check_iov(ep, iov, iovcnt);
+
+    if (status != UCS_OK) {
+        return status;
+    }
+    return uct_crypt_bulk_put(ep, iov[0].buffer, iov[0].length, remote_addr,
+                              ((uct_crypt_rkey_t*)rkey)->inner.rkey, comp);
+}
+
+/* get = ask the peer to seal the range and put it into our buffer
+ * (crypt_wire.h); our remote key for the buffer goes with the request */
+ucs_status_t uct_crypt_ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
+                                    size_t iovcnt, uint64_t remote_addr,
+                                    uct_rkey_t rkey, uct_completion_t *comp)
+{
+    uct_crypt_ep_t *ep       = ucs_derived_of(tl_ep, uct_crypt_ep_t);
+    uct_crypt_iface_t *iface = ucs_derived_of(ep->super.super.iface,
+                                              uct_crypt_iface_t);
+    ucs_status_t status      = uct_crypt_bulk_check_iov(ep, iov, iovcnt);
+    crypt_bulk_get_req_t req;
+    uct_crypt_bulk_get_t *get;
+    uct_crypt_bulk_tx_t *tx;
+    uct_md_attr_t md_attr;
+    uint8_t *request;
+
+    (void)rkey; /* the peer reads its own memory; it checks the range */
+    if (status != UCS_OK) {
+        return status;
+    }
+    if ((uct_md_query(iface->super.md, &md_attr) != UCS_OK) ||
+        ((iov[0].memh == UCT_MEM_HANDLE_NULL) &&
+         (md_attr.cap.flags & UCT_MD_FLAG_NEED_MEMH)) ||
+        (sizeof(req) + md_attr.rkey_packed_size > iface->inner_attr.cap.am.max_bcopy / 2)) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+    tx      = uct_crypt_bulk_tx_get(ep);
+    get     = ucs_calloc(1, sizeof(*get), "crypt bulk get");
+    request = ucs_alloca(sizeof(req) + md_attr.rkey_packed_size);
+    if ((tx == NULL) || (get == NULL)) {
+        ucs_free(get);
+        return UCS_ERR_NO_MEMORY;
+    }
+    status = uct_crypt_md_pack_rkey(ucs_derived_of(iface->super.md, uct_crypt_md_t),
+                                    iov[0].memh, request + sizeof(req));
+    if (status != UCS_OK) {
+        ucs_free(get);
+        return status;
+    }
+    memset(&req, 0, sizeof(req));
+    req.kind        = CRYPT_CONTROL_GET_REQ;
+    req.rkey_length = htole32((uint32_t)md_attr.rkey_packed_size);
+    req.get_id      = htole64(tx->next_get_id);
+    req.remote_addr = htole64(remote_addr);
+    req.local_addr  = htole64((uintptr_t)iov[0].buffer);
+    req.length      = htole64(iov[0].length);
+    memcpy(request, &req, sizeof(req));
+    status = uct_crypt_ep_send_control(ep, request,
+                                       sizeof(req) + md_attr.rkey_packed_size);
+    if (status != UCS_OK) {
+        ucs_free(get); /* NO_RESOURCE: UCP asks again */
+        return status;
+    }
+    get->get_id = tx->next_get_id++;
+    get->comp   = comp;
+    ucs_list_add_tail(&tx->gets, &get->list);
     return UCS_INPROGRESS;
 }
 
@@ -955,6 +1058,7 @@ void uct_crypt_bulk_ep_cancel(uct_crypt_ep_t *ep, ucs_status_t status)
     uct_crypt_bulk_segment_t *seg, *stmp;
     uct_crypt_bulk_flush_t *flush, *ftmp;
     uct_crypt_bulk_op_t *op, *otmp;
+    uct_crypt_bulk_get_t *get, *gtmp;
     unsigned w;
 
     if (tx == NULL) {
@@ -978,6 +1082,11 @@ void uct_crypt_bulk_ep_cancel(uct_crypt_ep_t *ep, ucs_status_t status)
     }
     ucs_list_for_each_safe(op, otmp, &tx->ops, list) {
         uct_crypt_bulk_op_complete(tx, op, status);
+    }
+    ucs_list_for_each_safe(get, gtmp, &tx->gets, list) {
+        ucs_list_del(&get->list);
+        uct_invoke_completion(get->comp, status);
+        ucs_free(get);
     }
     ucs_list_for_each_safe(flush, ftmp, &tx->flushes, list) {
         uct_invoke_completion(flush->comp, status);
@@ -1042,42 +1151,51 @@ static void uct_crypt_bulk_send_pending_acks(uct_crypt_bulk_t *bulk)
     }
 }
 
-static void uct_crypt_bulk_ack(uct_crypt_iface_t *iface,
-                               uct_crypt_rx_flow_t *flow, uint64_t put_id)
+/* A control message back to a peer (ACK, GET_DONE): now, or queued in
+ * order behind the ones that found no room */
+static void uct_crypt_bulk_reply(uct_crypt_iface_t *iface,
+                                 const uint8_t peer_public[KEYEX_PUBLIC_KEY_LEN],
+                                 uint64_t flow_id, const crypt_bulk_ack_t *msg)
 {
     uct_crypt_bulk_t *bulk = iface->bulk;
     uct_crypt_bulk_pending_ack_t *pending;
-    crypt_bulk_ack_t ack;
     uct_crypt_ep_t *ep;
 
-    memset(&ack, 0, sizeof(ack));
-    ack.kind    = CRYPT_CONTROL_ACK;
-    ack.flow_id = htole64(flow->flow_id);
-    ack.put_id  = htole64(put_id);
-
-    ep = uct_crypt_bulk_ep_to(iface, flow->peer_public);
+    ep = uct_crypt_bulk_ep_to(iface, peer_public);
     if ((ep != NULL) && ((bulk == NULL) || ucs_list_is_empty(&bulk->pending_acks)) &&
-        (uct_crypt_ep_send_control(ep, &ack, sizeof(ack)) == UCS_OK)) {
+        (uct_crypt_ep_send_control(ep, msg, sizeof(*msg)) == UCS_OK)) {
         return;
     }
     if (bulk == NULL) {
         ucs_error("crypt: cannot acknowledge a put from " uct_crypt_log_peer_fmt
                   ": no endpoint back to it", uct_crypt_log_peer_arg(
-                  flow->peer_public, flow->flow_id));
+                  peer_public, flow_id));
         return;
     }
     pending = ucs_malloc(sizeof(*pending), "crypt pending ack");
     if (pending == NULL) {
         ucs_fatal("crypt: out of memory for a bulk acknowledgement");
     }
-    memcpy(pending->peer_public, flow->peer_public, KEYEX_PUBLIC_KEY_LEN);
-    pending->ack = ack;
+    memcpy(pending->peer_public, peer_public, KEYEX_PUBLIC_KEY_LEN);
+    pending->ack = *msg;
     ucs_list_add_tail(&bulk->pending_acks, &pending->list);
     if (bulk->progress_id == UCS_CALLBACKQ_ID_NULL) {
         uct_worker_progress_register_safe(&iface->super.worker->super,
                                           uct_crypt_bulk_progress, bulk, 0,
                                           &bulk->progress_id);
     }
+}
+
+static void uct_crypt_bulk_ack(uct_crypt_iface_t *iface,
+                               uct_crypt_rx_flow_t *flow, uint64_t put_id)
+{
+    crypt_bulk_ack_t ack;
+
+    memset(&ack, 0, sizeof(ack));
+    ack.kind    = CRYPT_CONTROL_ACK;
+    ack.flow_id = htole64(flow->flow_id);
+    ack.put_id  = htole64(put_id);
+    uct_crypt_bulk_reply(iface, flow->peer_public, flow->flow_id, &ack);
 }
 
 /* The bulk key of a received flow: derived on first use, or updated to
@@ -1199,6 +1317,129 @@ static void uct_crypt_bulk_acked(uct_crypt_iface_t *iface,
                             UCT_CRYPT_FAIL_MALFORMED);
 }
 
+/* the put answering a get was acknowledged: tell the initiator */
+static void uct_crypt_bulk_served(uct_completion_t *self)
+{
+    uct_crypt_bulk_serve_t *serve = ucs_container_of(self, uct_crypt_bulk_serve_t,
+                                                     comp);
+
+    if (self->status == UCS_OK) {
+        uct_crypt_bulk_reply(serve->iface, serve->peer_public,
+                             le64toh(serve->done.flow_id), &serve->done);
+    }
+    uct_rkey_release(&uct_crypt_component, &serve->rkey);
+    ucs_free(serve);
+}
+
+/* A peer's GET_REQ, in an authenticated, in-sequence record: seal the
+ * range and put it to the peer, if the range is memory we registered (a
+ * get may not read anything else, whatever the peer's key says). */
+static void uct_crypt_bulk_serve_get(uct_crypt_iface_t *iface,
+                                     uct_crypt_rx_flow_t *flow, uint8_t am_id,
+                                     const uint8_t *payload, size_t length)
+{
+    uct_crypt_md_t *md = ucs_derived_of(iface->super.md, uct_crypt_md_t);
+    uct_crypt_bulk_serve_t *serve;
+    crypt_bulk_get_req_t req;
+    uint64_t get_id, remote_addr, local_addr, get_length;
+    uct_crypt_ep_t *ep;
+    ucs_status_t status;
+
+    memcpy(&req, payload, sizeof(req));
+    get_id      = le64toh(req.get_id);
+    remote_addr = le64toh(req.remote_addr);
+    local_addr  = le64toh(req.local_addr);
+    get_length  = le64toh(req.length);
+    if ((length != sizeof(req) + le32toh(req.rkey_length)) ||
+        (le32toh(req.rkey_length) < UCT_COMPONENT_NAME_MAX) ||
+        (get_id != flow->bulk_next_get) || (get_length > UCT_CRYPT_BULK_MAX_PUT) ||
+        (iface->bulk == NULL)) {
+        uct_crypt_record_reject(iface, flow, NULL, flow->flow_id, am_id,
+                                UCT_CRYPT_FAIL_MALFORMED);
+        return;
+    }
+    if (!uct_crypt_md_registered(md, remote_addr, get_length)) {
+        ucs_error("crypt: " uct_crypt_log_peer_fmt " asked to read %" PRIu64
+                  " bytes at 0x%" PRIx64 ", outside registered memory",
+                  uct_crypt_log_peer_arg(flow->peer_public, flow->flow_id),
+                  get_length, remote_addr);
+        uct_crypt_record_reject(iface, flow, NULL, flow->flow_id, am_id,
+                                UCT_CRYPT_FAIL_MALFORMED);
+        return;
+    }
+    ++flow->bulk_next_get;
+
+    ep    = uct_crypt_bulk_ep_to(iface, flow->peer_public);
+    serve = ucs_calloc(1, sizeof(*serve), "crypt bulk get served");
+    if ((ep == NULL) || (serve == NULL)) {
+        ucs_free(serve);
+        ucs_error("crypt: cannot answer a get from " uct_crypt_log_peer_fmt
+                  ": no endpoint back to it", uct_crypt_log_peer_arg(
+                  flow->peer_public, flow->flow_id));
+        uct_crypt_record_reject(iface, flow, NULL, flow->flow_id, am_id,
+                                UCT_CRYPT_FAIL_MALFORMED);
+        return;
+    }
+    if (uct_rkey_unpack(&uct_crypt_component, payload + sizeof(req),
+                        &serve->rkey) != UCS_OK) {
+        ucs_free(serve);
+        uct_crypt_record_reject(iface, flow, NULL, flow->flow_id, am_id,
+                                UCT_CRYPT_FAIL_MALFORMED);
+        return;
+    }
+    serve->comp.func   = uct_crypt_bulk_served;
+    serve->comp.count  = 1;
+    serve->comp.status = UCS_OK;
+    serve->iface       = iface;
+    memcpy(serve->peer_public, flow->peer_public, KEYEX_PUBLIC_KEY_LEN);
+    serve->done.kind    = CRYPT_CONTROL_GET_DONE;
+    serve->done.flow_id = htole64(flow->flow_id);
+    serve->done.put_id  = htole64(get_id);
+    status = uct_crypt_bulk_put(ep, (const void*)(uintptr_t)remote_addr,
+                                get_length, local_addr,
+                                ((uct_crypt_rkey_t*)serve->rkey.rkey)->inner.rkey,
+                                &serve->comp);
+    if (status != UCS_INPROGRESS) {
+        uct_rkey_release(&uct_crypt_component, &serve->rkey);
+        ucs_free(serve);
+        uct_crypt_record_reject(iface, flow, NULL, flow->flow_id, am_id,
+                                UCT_CRYPT_FAIL_MALFORMED);
+    }
+}
+
+/* GET_DONE: our oldest get on that flow is in place and opened */
+static void uct_crypt_bulk_get_done(uct_crypt_iface_t *iface,
+                                    uct_crypt_rx_flow_t *flow, uint8_t am_id,
+                                    const crypt_bulk_ack_t *done)
+{
+    uint64_t flow_id = le64toh(done->flow_id), get_id = le64toh(done->put_id);
+    uct_crypt_bulk_get_t *get;
+    uct_crypt_ep_t *ep;
+
+    ucs_list_for_each(ep, &iface->eps, list) {
+        if ((ep->tx.flow_id != flow_id) || (ep->bulk == NULL) || ep->failed) {
+            continue;
+        }
+        /* in order, and only from the peer we asked */
+        if (ucs_list_is_empty(&ep->bulk->gets) ||
+            CRYPTO_memcmp(ep->peer_public, flow->peer_public,
+                          KEYEX_PUBLIC_KEY_LEN)) {
+            break;
+        }
+        get = ucs_list_head(&ep->bulk->gets, uct_crypt_bulk_get_t, list);
+        if (get->get_id != get_id) {
+            break;
+        }
+        ucs_list_del(&get->list);
+        uct_invoke_completion(get->comp, UCS_OK);
+        ucs_free(get);
+        uct_crypt_bulk_tx_flushes(ep->bulk);
+        return;
+    }
+    uct_crypt_record_reject(iface, flow, NULL, flow->flow_id, am_id,
+                            UCT_CRYPT_FAIL_MALFORMED);
+}
+
 void uct_crypt_bulk_control(uct_crypt_iface_t *iface, uct_crypt_rx_flow_t *flow,
                             uint8_t am_id, uint8_t *payload, size_t length)
 {
@@ -1211,6 +1452,12 @@ void uct_crypt_bulk_control(uct_crypt_iface_t *iface, uct_crypt_rx_flow_t *flow,
     } else if ((length == sizeof(ack)) && (payload[0] == CRYPT_CONTROL_ACK)) {
         memcpy(&ack, payload, sizeof(ack));
         uct_crypt_bulk_acked(iface, flow, am_id, &ack);
+    } else if ((length == sizeof(ack)) && (payload[0] == CRYPT_CONTROL_GET_DONE)) {
+        memcpy(&ack, payload, sizeof(ack));
+        uct_crypt_bulk_get_done(iface, flow, am_id, &ack);
+    } else if ((length >= sizeof(crypt_bulk_get_req_t)) &&
+               (payload[0] == CRYPT_CONTROL_GET_REQ)) {
+        uct_crypt_bulk_serve_get(iface, flow, am_id, payload, length);
     } else {
         uct_crypt_record_reject(iface, flow, NULL, flow->flow_id, am_id,
                                 UCT_CRYPT_FAIL_MALFORMED);

@@ -489,6 +489,7 @@ static uct_iface_ops_t uct_crypt_iface_ops = {
     .ep_am_bcopy              = uct_crypt_ep_am_bcopy,
     .ep_am_zcopy              = uct_crypt_ep_am_zcopy,
     .ep_put_zcopy             = uct_crypt_ep_put_zcopy,
+    .ep_get_zcopy             = uct_crypt_ep_get_zcopy,
     .ep_pending_add           = uct_crypt_ep_pending_add,
     .ep_pending_purge         = uct_crypt_ep_pending_purge,
     .ep_flush                 = uct_crypt_ep_flush,

@@ -483,6 +483,7 @@ static void uct_crypt_md_close(uct_md_h tl_md)
     uct_crypt_md_t *md = ucs_derived_of(tl_md, uct_crypt_md_t);
 
     uct_md_close(md->inner_md);
+    pthread_mutex_destroy(&md->regions_lock);
     ucs_free(md);
 }
 
@@ -500,8 +501,11 @@ static ucs_status_t uct_crypt_md_query(uct_md_h tl_md, uct_md_attr_t *attr)
      * put writes ciphertext into the target's registered buffer, where it
      * is opened in place. The remote key is the inner's, behind the inner
      * component's name (uct_crypt_rkey_unpack). AM zero-copy ignores the
-     * handle: the cipher copies every payload anyway. */
-    attr->cap.flags            = UCT_MD_FLAG_REG | UCT_MD_FLAG_NEED_RKEY;
+     * handle: the cipher copies every payload anyway. A get's destination
+     * is written by the peer's inner put, so it needs the inner's handle
+     * where the inner needs one (rc; tcp does not). */
+    attr->cap.flags            = UCT_MD_FLAG_REG | UCT_MD_FLAG_NEED_RKEY |
+                                 (attr->cap.flags & UCT_MD_FLAG_NEED_MEMH);
     attr->cap.reg_mem_types    = UCS_BIT(UCS_MEMORY_TYPE_HOST);
     attr->cap.alloc_mem_types  = 0;
     attr->cap.access_mem_types = UCS_BIT(UCS_MEMORY_TYPE_HOST);
@@ -523,7 +527,9 @@ static ucs_status_t uct_crypt_mem_reg(uct_md_h tl_md, void *address,
     if (memh == NULL) {
         return UCS_ERR_NO_MEMORY;
     }
-    memh->inner = UCT_MEM_HANDLE_NULL;
+    memh->inner   = UCT_MEM_HANDLE_NULL;
+    memh->address = (uintptr_t)address;
+    memh->length  = length;
     if (md->inner_reg) {
         status = uct_md_mem_reg(md->inner_md, address, length, flags,
                                 &memh->inner);
@@ -532,8 +538,31 @@ static ucs_status_t uct_crypt_mem_reg(uct_md_h tl_md, void *address,
             return status;
         }
     }
+    pthread_mutex_lock(&md->regions_lock);
+    ucs_list_add_tail(&md->regions, &memh->list);
+    pthread_mutex_unlock(&md->regions_lock);
     *memh_p = memh;
     return UCS_OK;
+}
+
+int uct_crypt_md_registered(uct_crypt_md_t *md, uint64_t address, uint64_t length)
+{
+    uct_crypt_memh_t *memh;
+    int found = 0;
+
+    if (address + length < address) {
+        return 0; /* wraps around */
+    }
+    pthread_mutex_lock(&md->regions_lock);
+    ucs_list_for_each(memh, &md->regions, list) {
+        if ((address >= memh->address) &&
+            (address + length <= memh->address + memh->length)) {
+            found = 1;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&md->regions_lock);
+    return found;
 }
 
 static ucs_status_t uct_crypt_mem_dereg(uct_md_h tl_md,
@@ -543,6 +572,9 @@ static ucs_status_t uct_crypt_mem_dereg(uct_md_h tl_md,
     uct_crypt_memh_t *memh = params->memh;
     ucs_status_t status    = UCS_OK;
 
+    pthread_mutex_lock(&md->regions_lock);
+    ucs_list_del(&memh->list);
+    pthread_mutex_unlock(&md->regions_lock);
     if (memh->inner != UCT_MEM_HANDLE_NULL) {
         status = uct_md_mem_dereg(md->inner_md, memh->inner);
     }
@@ -550,24 +582,32 @@ static ucs_status_t uct_crypt_mem_dereg(uct_md_h tl_md,
     return status;
 }
 
-static ucs_status_t uct_crypt_mkey_pack(uct_md_h tl_md, uct_mem_h tl_memh,
-                                        const uct_md_mkey_pack_params_t *params,
-                                        void *rkey_buffer)
+/* The packed remote key: the inner component's name, then the inner's key
+ * (none where the inner needs none, or for a get's unregistered buffer on
+ * such an inner: memh may be NULL there) */
+ucs_status_t uct_crypt_md_pack_rkey(uct_crypt_md_t *md, uct_crypt_memh_t *memh,
+                                    void *rkey_buffer)
 {
-    uct_crypt_md_t *md     = ucs_derived_of(tl_md, uct_crypt_md_t);
-    uct_crypt_memh_t *memh = tl_memh;
     uct_component_attr_t attr;
 
     attr.field_mask = UCT_COMPONENT_ATTR_FIELD_NAME;
     uct_component_query(md->inner_component, &attr);
     memset(rkey_buffer, 0, UCT_COMPONENT_NAME_MAX);
     ucs_strncpy_zero(rkey_buffer, attr.name, UCT_COMPONENT_NAME_MAX);
-    if (memh->inner == UCT_MEM_HANDLE_NULL) {
+    if ((memh == NULL) || (memh->inner == UCT_MEM_HANDLE_NULL)) {
         return UCS_OK; /* the inner needs no key (tcp) */
     }
     return uct_md_mkey_pack(md->inner_md, memh->inner,
                             UCS_PTR_BYTE_OFFSET(rkey_buffer,
                                                 UCT_COMPONENT_NAME_MAX));
+}
+
+static ucs_status_t uct_crypt_mkey_pack(uct_md_h tl_md, uct_mem_h tl_memh,
+                                        const uct_md_mkey_pack_params_t *params,
+                                        void *rkey_buffer)
+{
+    return uct_crypt_md_pack_rkey(ucs_derived_of(tl_md, uct_crypt_md_t), tl_memh,
+                                  rkey_buffer);
 }
 
 static uct_md_ops_t uct_crypt_md_ops = {
@@ -637,6 +677,8 @@ static ucs_status_t uct_crypt_md_open(uct_component_t *component,
     }
     md->super.ops       = &uct_crypt_md_ops;
     md->super.component = &uct_crypt_component;
+    pthread_mutex_init(&md->regions_lock, NULL);
+    ucs_list_head_init(&md->regions);
 
     arg.wanted = md_name;
     arg.md     = md;
@@ -645,6 +687,7 @@ static ucs_status_t uct_crypt_md_open(uct_component_t *component,
     if (arg.status != UCS_OK) {
         ucs_error("crypt: cannot open inner memory domain for '%s': %s",
                   md_name, ucs_status_string(arg.status));
+        pthread_mutex_destroy(&md->regions_lock);
         ucs_free(md);
         return arg.status;
     }
