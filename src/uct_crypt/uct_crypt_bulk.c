@@ -1368,6 +1368,7 @@ static void uct_crypt_bulk_serve_get(uct_crypt_iface_t *iface,
         return;
     }
     ++flow->bulk_next_get;
+    UCT_CRYPT_STAT_ADD(bulk_gets_served, 1);
 
     ep    = uct_crypt_bulk_ep_to(iface, flow->peer_public);
     serve = ucs_calloc(1, sizeof(*serve), "crypt bulk get served");

@@ -25,9 +25,10 @@ static ucs_config_field_t uct_crypt_iface_config_table[] = {
      ucs_offsetof(uct_crypt_iface_config_t, fault_after), UCS_CONFIG_TYPE_ULONG},
 
     {"BULK", "y",
-     "Offer encrypted put_zcopy (the bulk engine), which gives UCP its RMA\n"
-     "rendezvous back: segments sealed in parallel, put by the inner transport,\n"
-     "opened in place by the target. With 'n' large messages go as AM fragments.",
+     "Offer encrypted put_zcopy and get_zcopy (the bulk engine), which give UCP\n"
+     "its RMA rendezvous back: segments sealed in parallel, put by the inner\n"
+     "transport, opened in place by the target (a get asks the peer to seal and\n"
+     "put). With 'n' large messages go as AM fragments.",
      ucs_offsetof(uct_crypt_iface_config_t, bulk), UCS_CONFIG_TYPE_BOOL},
 
     {"BULK_MODE", "pipelined",

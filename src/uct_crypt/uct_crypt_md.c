@@ -175,11 +175,12 @@ static void uct_crypt_stats_print(void)
                               PRIu64 " (%" PRIu64 " bytes), opened %" PRIu64
                               " (%" PRIu64 " bytes), key updates %" PRIu64
                               ", bulk bytes sealed %" PRIu64 " opened %" PRIu64
-                              ", bulk key updates %" PRIu64,
+                              ", bulk key updates %" PRIu64
+                              ", bulk gets served %" PRIu64,
                               getpid(), s.records_sealed, s.bytes_sealed,
                               s.records_opened, s.bytes_opened, s.rekeys,
                               s.bulk_bytes_sealed, s.bulk_bytes_opened,
-                              s.bulk_rekeys);
+                              s.bulk_rekeys, s.bulk_gets_served);
     for (i = 0; i < UCT_CRYPT_FAIL_LAST; ++i) {
         ucs_string_buffer_appendf(&line, ", %s %" PRIu64,
                                   uct_crypt_fail_reason_name(

@@ -33,6 +33,7 @@ typedef struct uct_crypt_stats {
     uint64_t bulk_bytes_sealed;   /* bulk puts acknowledged by the target */
     uint64_t bulk_bytes_opened;   /* bulk segments opened in place */
     uint64_t bulk_rekeys;         /* bulk key updates (sender side) */
+    uint64_t bulk_gets_served;    /* peers' gets answered (sealed and put) */
     uint64_t failures[UCT_CRYPT_FAIL_LAST];
 } uct_crypt_stats_t;
 

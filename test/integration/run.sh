@@ -97,6 +97,11 @@ test_ucp_sizes_verified() {
     verified_pair ucp_tag_small_segments_many_threads_verified "bulk bytes sealed [1-9]" \
         UCX_CRYPT_BULK_SEGMENT=8k UCX_CRYPT_BULK_THREADS=2 UCX_CRYPT_BULK_DEPTH=3 \
         -- -s 65536,65537,1048577 -n 3
+    # UCP's rendezvous by get (the peer seals and puts) and by put, forced
+    verified_pair ucp_tag_rendezvous_get_verified "bulk gets served [1-9]" \
+        UCX_RNDV_SCHEME=get_zcopy -- -s 65536,1048577,4194304,16777216 -n 2
+    verified_pair ucp_tag_rendezvous_put_verified "bulk bytes sealed [1-9].*bulk gets served 0," \
+        UCX_RNDV_SCHEME=put_zcopy -- -s 65536,1048577,4194304,16777216 -n 2
 }
 
 # key updates: both sides ratchet every 50 records, data stays intact
