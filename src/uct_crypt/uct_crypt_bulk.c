@@ -1284,34 +1284,42 @@ static void uct_crypt_bulk_open_segment(uct_crypt_iface_t *iface,
     }
 }
 
+/* The bulk state of our ep whose sending flow is `flow_id`, if the reply
+ * about it came from the peer that ep talks to (ACK, GET_DONE) */
+static uct_crypt_bulk_tx_t *uct_crypt_bulk_tx_of(uct_crypt_iface_t *iface,
+                                                 uct_crypt_rx_flow_t *flow,
+                                                 uint64_t flow_id)
+{
+    uct_crypt_ep_t *ep;
+
+    ucs_list_for_each(ep, &iface->eps, list) {
+        if ((ep->tx.flow_id == flow_id) && (ep->bulk != NULL) && !ep->failed) {
+            return CRYPTO_memcmp(ep->peer_public, flow->peer_public,
+                                 KEYEX_PUBLIC_KEY_LEN) ? NULL : ep->bulk;
+        }
+    }
+    return NULL;
+}
+
 static void uct_crypt_bulk_acked(uct_crypt_iface_t *iface,
                                  uct_crypt_rx_flow_t *flow, uint8_t am_id,
                                  const crypt_bulk_ack_t *ack)
 {
-    uint64_t flow_id = le64toh(ack->flow_id), put_id = le64toh(ack->put_id);
+    uct_crypt_bulk_tx_t *tx = uct_crypt_bulk_tx_of(iface, flow,
+                                                   le64toh(ack->flow_id));
     uct_crypt_bulk_op_t *op;
-    uct_crypt_ep_t *ep;
 
-    ucs_list_for_each(ep, &iface->eps, list) {
-        if ((ep->tx.flow_id != flow_id) || (ep->bulk == NULL) ||
-            ep->failed) {
-            continue;
+    /* acknowledged in order, only once all of it was announced, and only
+     * by the peer it was sent to */
+    if ((tx != NULL) && !ucs_list_is_empty(&tx->ops)) {
+        op = ucs_list_head(&tx->ops, uct_crypt_bulk_op_t, list);
+        if ((op->put_id == le64toh(ack->put_id)) &&
+            (op->announced == op->num_segments)) {
+            UCT_CRYPT_STAT_ADD(bulk_bytes_sealed, op->length);
+            uct_crypt_bulk_op_complete(tx, op, UCS_OK);
+            uct_crypt_bulk_tx_flushes(tx);
+            return;
         }
-        /* acknowledged in order, only once all of it was announced, and
-         * only by the peer it was sent to */
-        if (ucs_list_is_empty(&ep->bulk->ops) ||
-            CRYPTO_memcmp(ep->peer_public, flow->peer_public,
-                          KEYEX_PUBLIC_KEY_LEN)) {
-            break;
-        }
-        op = ucs_list_head(&ep->bulk->ops, uct_crypt_bulk_op_t, list);
-        if ((op->put_id != put_id) || (op->announced != op->num_segments)) {
-            break;
-        }
-        UCT_CRYPT_STAT_ADD(bulk_bytes_sealed, op->length);
-        uct_crypt_bulk_op_complete(ep->bulk, op, UCS_OK);
-        uct_crypt_bulk_tx_flushes(ep->bulk);
-        return;
     }
     uct_crypt_record_reject(iface, flow, NULL, flow->flow_id, am_id,
                             UCT_CRYPT_FAIL_MALFORMED);
@@ -1413,29 +1421,20 @@ static void uct_crypt_bulk_get_done(uct_crypt_iface_t *iface,
                                     uct_crypt_rx_flow_t *flow, uint8_t am_id,
                                     const crypt_bulk_ack_t *done)
 {
-    uint64_t flow_id = le64toh(done->flow_id), get_id = le64toh(done->put_id);
+    uct_crypt_bulk_tx_t *tx = uct_crypt_bulk_tx_of(iface, flow,
+                                                   le64toh(done->flow_id));
     uct_crypt_bulk_get_t *get;
-    uct_crypt_ep_t *ep;
 
-    ucs_list_for_each(ep, &iface->eps, list) {
-        if ((ep->tx.flow_id != flow_id) || (ep->bulk == NULL) || ep->failed) {
-            continue;
+    /* in order, and only from the peer we asked */
+    if ((tx != NULL) && !ucs_list_is_empty(&tx->gets)) {
+        get = ucs_list_head(&tx->gets, uct_crypt_bulk_get_t, list);
+        if (get->get_id == le64toh(done->put_id)) {
+            ucs_list_del(&get->list);
+            uct_invoke_completion(get->comp, UCS_OK);
+            ucs_free(get);
+            uct_crypt_bulk_tx_flushes(tx);
+            return;
         }
-        /* in order, and only from the peer we asked */
-        if (ucs_list_is_empty(&ep->bulk->gets) ||
-            CRYPTO_memcmp(ep->peer_public, flow->peer_public,
-                          KEYEX_PUBLIC_KEY_LEN)) {
-            break;
-        }
-        get = ucs_list_head(&ep->bulk->gets, uct_crypt_bulk_get_t, list);
-        if (get->get_id != get_id) {
-            break;
-        }
-        ucs_list_del(&get->list);
-        uct_invoke_completion(get->comp, UCS_OK);
-        ucs_free(get);
-        uct_crypt_bulk_tx_flushes(ep->bulk);
-        return;
     }
     uct_crypt_record_reject(iface, flow, NULL, flow->flow_id, am_id,
                             UCT_CRYPT_FAIL_MALFORMED);

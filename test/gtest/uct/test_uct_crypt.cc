@@ -766,24 +766,37 @@ protected:
         uct_crypt_test::TearDown();
     }
 
-    void post_put(uct_ep_h ep, side &from, side &to, put_op &op, size_t len, uint64_t seq)
+    /* registers both buffers, fills the source, arms the completion;
+     * returns the iov of `local` (the source of a put, the destination of
+     * a get) */
+    uct_iov_t prepare(put_op &op, side &src_side, side &dst_side, size_t len,
+                      uint64_t seq, bool local_is_src)
     {
         op.len = len;
         op.seq = seq;
-        reg(from, op.src, len);
-        reg(to, op.dst, len);
+        reg(src_side, op.src, len);
+        reg(dst_side, op.dst, len);
         auto payload = make_payload(seq, len);
         std::copy(payload.begin(), payload.end(), op.src.buffer.begin());
-        op.rkey              = rkey_of(to, op.dst);
+        /* the key of the remote buffer */
+        op.rkey              = local_is_src ? rkey_of(dst_side, op.dst) :
+                                              rkey_of(src_side, op.src);
         op.comp.op           = &op;
         op.comp.super.func   = put_done;
         op.comp.super.count  = 1;
         op.comp.super.status = UCS_OK;
+        region &local = local_is_src ? op.src : op.dst;
         uct_iov_t iov = {};
-        iov.buffer = op.src.buffer.data();
+        iov.buffer = local.buffer.data();
         iov.length = len;
-        iov.memh   = op.src.memh;
+        iov.memh   = local.memh;
         iov.count  = 1;
+        return iov;
+    }
+
+    void post_put(uct_ep_h ep, side &from, side &to, put_op &op, size_t len, uint64_t seq)
+    {
+        uct_iov_t iov = prepare(op, from, to, len, seq, true);
         ucs_status_t status = uct_ep_put_zcopy(ep, &iov, 1, (uint64_t)op.dst.buffer.data(),
                                                op.rkey.rkey, &op.comp.super);
         ASSERT_TRUE((status == UCS_OK) || (status == UCS_INPROGRESS))
@@ -799,22 +812,7 @@ protected:
     void post_get(uct_ep_h ep, side &from, side &to, put_op &op, size_t len,
                   uint64_t seq, size_t extra = 0)
     {
-        op.len = len;
-        op.seq = seq;
-        reg(to, op.src, len);
-        reg(from, op.dst, len);
-        auto payload = make_payload(seq, len);
-        std::copy(payload.begin(), payload.end(), op.src.buffer.begin());
-        op.rkey              = rkey_of(to, op.src);
-        op.comp.op           = &op;
-        op.comp.super.func   = put_done;
-        op.comp.super.count  = 1;
-        op.comp.super.status = UCS_OK;
-        uct_iov_t iov = {};
-        iov.buffer = op.dst.buffer.data();
-        iov.length = len;
-        iov.memh   = op.dst.memh;
-        iov.count  = 1;
+        uct_iov_t iov   = prepare(op, to, from, len, seq, false);
         uint64_t remote = (uint64_t)op.src.buffer.data() + extra;
         ucs_status_t status;
         send_retrying([&] {
