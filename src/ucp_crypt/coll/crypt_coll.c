@@ -18,7 +18,9 @@
 #include "keyex/keyex.h"
 
 #include <openssl/crypto.h>
+#include <openssl/rand.h>
 #include <endian.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -120,6 +122,7 @@ crypt_coll_status_t crypt_coll_team_init(crypt_coll_team_t *team, int rank,
     team->num_nodes = max_node + 1;
     team->sendrecv  = sendrecv;
     team->ctx       = ctx;
+    memcpy(team->salt, team_salt, CRYPT_COLL_TEAM_SALT_LEN);
 
     /* a group key (every node opens what any node sealed): HKDF-SHA256,
      * RFC 5869, from the job secret with its own salt and the fresh team
@@ -148,6 +151,106 @@ void crypt_coll_team_cleanup(crypt_coll_team_t *team)
     crypt_aead_key_cleanup(&team->key);
     free(team->node_of);
     team->node_of = NULL;
+}
+
+/* ---- bootstrap through an out-of-band all-gather ------------------------------ */
+
+enum { CRYPT_COLL_HOST_ID_LEN = 128 };
+
+/* what tells hosts apart: the kernel's boot id (as UCX's ucs_get_system_id)
+ * and the host name */
+static void crypt_coll_host_id(char id[CRYPT_COLL_HOST_ID_LEN])
+{
+    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+    size_t n = 0;
+
+    memset(id, 0, CRYPT_COLL_HOST_ID_LEN);
+    if (f != NULL) {
+        n = fread(id, 1, 40, f);
+        fclose(f);
+    }
+    id[n] = '|';
+    gethostname(id + n + 1, CRYPT_COLL_HOST_ID_LEN - n - 2);
+    id[CRYPT_COLL_HOST_ID_LEN - 1] = '\0';
+}
+
+crypt_coll_status_t crypt_coll_team_create(crypt_coll_team_t *team,
+                                           const crypt_coll_oob_t *oob,
+                                           const int *node_of,
+                                           const uint8_t job_secret[32],
+                                           crypt_aead_backend_t backend,
+                                           crypt_coll_sendrecv_t sendrecv,
+                                           void *ctx)
+{
+    const int size = oob->size;
+    uint8_t salt[CRYPT_COLL_TEAM_SALT_LEN] = {0}, *salts;
+    crypt_coll_status_t status = CRYPT_COLL_ERR_PARAM;
+    char id[CRYPT_COLL_HOST_ID_LEN], *ids = NULL, error[160];
+    int *nodes = NULL, r, q, next = 0;
+
+    memset(team, 0, sizeof(*team));
+    if ((size < 1) || (size > CRYPT_COLL_MAX_RANKS) || (oob->rank < 0) ||
+        (oob->rank >= size)) {
+        return CRYPT_COLL_ERR_PARAM;
+    }
+    salts = malloc((size_t)size * sizeof(salt));
+    if (salts == NULL) {
+        return CRYPT_COLL_ERR_PARAM;
+    }
+    /* a salt must never repeat under one job secret (crypt_coll_team_init):
+     * rank 0's, fresh from the CSPRNG */
+    if ((oob->rank == 0) && (RAND_bytes(salt, sizeof(salt)) != 1)) {
+        goto out;
+    }
+    if (oob->allgather(oob->ctx, salt, salts, sizeof(salt)) != 0) {
+        status = CRYPT_COLL_ERR_IO;
+        goto out;
+    }
+    memcpy(salt, salts, sizeof(salt));
+
+    if (node_of == NULL) {
+        nodes = malloc(sizeof(int) * (size_t)size);
+        if (nodes == NULL) {
+            goto out;
+        }
+        if (getenv("UCX_CRYPT_COLL_NODES") != NULL) {
+            if (crypt_coll_node_map_from_env(size, nodes, error, sizeof(error)) != 0) {
+                fprintf(stderr, "ucx-crypt: %s\n", error);
+                goto out;
+            }
+        } else {
+            ids = malloc((size_t)size * CRYPT_COLL_HOST_ID_LEN);
+            if (ids == NULL) {
+                goto out;
+            }
+            crypt_coll_host_id(id);
+            if (oob->allgather(oob->ctx, id, ids, CRYPT_COLL_HOST_ID_LEN) != 0) {
+                status = CRYPT_COLL_ERR_IO;
+                goto out;
+            }
+            for (r = 0; r < size; ++r) {
+                nodes[r] = -1;
+                for (q = 0; (q < r) && (nodes[r] < 0); ++q) {
+                    if (!memcmp(ids + (size_t)q * CRYPT_COLL_HOST_ID_LEN,
+                                ids + (size_t)r * CRYPT_COLL_HOST_ID_LEN,
+                                CRYPT_COLL_HOST_ID_LEN)) {
+                        nodes[r] = nodes[q];
+                    }
+                }
+                if (nodes[r] < 0) {
+                    nodes[r] = next++;
+                }
+            }
+        }
+        node_of = nodes;
+    }
+    status = crypt_coll_team_init(team, oob->rank, size, node_of, job_secret, salt,
+                                  backend, sendrecv, ctx);
+out:
+    free(ids);
+    free(nodes);
+    free(salts);
+    return status;
 }
 
 const char *crypt_allgather_alg_name(crypt_allgather_alg_t alg)

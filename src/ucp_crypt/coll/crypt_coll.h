@@ -109,6 +109,7 @@ typedef struct crypt_coll_team {
     crypt_coll_counters_t counters;
     uint8_t               *node_shm;    /* shared by the node's ranks */
     size_t                node_shm_size;
+    uint8_t               salt[16];     /* the team salt (not secret) */
     const crypt_coll_nb_ops_t *nb;      /* NULL: blocking pipes only */
     struct crypt_coll_task *task;       /* the task in flight, if any */
 } crypt_coll_team_t;
@@ -139,6 +140,28 @@ crypt_coll_status_t crypt_coll_team_init(crypt_coll_team_t *team, int rank,
                                          crypt_coll_sendrecv_t sendrecv,
                                          void *ctx);
 void crypt_coll_team_cleanup(crypt_coll_team_t *team);
+
+/* Bootstrap, UCC's shape (ucc_oob_coll_t): an out-of-band all-gather
+ * among the team's ranks, blocking, called by every rank with the same
+ * length; 0 or -1. */
+typedef struct crypt_coll_oob {
+    int  (*allgather)(void *ctx, const void *sbuf, void *rbuf, size_t len);
+    void *ctx;
+    int  rank, size;
+} crypt_coll_oob_t;
+
+/* A team over the OOB's ranks: rank 0 draws the fresh team salt (CSPRNG)
+ * and the OOB spreads it; the node map is `node_of` if given, else
+ * UCX_CRYPT_COLL_NODES, else each rank's host identity (boot id and host
+ * name) gathered through the OOB, nodes numbered in rank order. Then as
+ * crypt_coll_team_init. The OOB carries nothing secret. */
+crypt_coll_status_t crypt_coll_team_create(crypt_coll_team_t *team,
+                                           const crypt_coll_oob_t *oob,
+                                           const int *node_of,
+                                           const uint8_t job_secret[32],
+                                           crypt_aead_backend_t backend,
+                                           crypt_coll_sendrecv_t sendrecv,
+                                           void *ctx);
 
 /* A memory segment shared by the team's ranks on this node (the same for
  * all of them), for HS1/HS2: at least crypt_coll_node_shm_size(p, m) bytes

@@ -43,7 +43,7 @@
 #include "keyex/keyex.h"
 
 #include <mpi.h>
-#include <openssl/rand.h>
+#include <openssl/crypto.h>
 
 #include <dlfcn.h>
 #include <sched.h>
@@ -207,6 +207,16 @@ static int crypt_mpi_finalize_hook(MPI_Comm comm, int keyval, void *attr,
     return MPI_SUCCESS;
 }
 
+/* the bootstrap's out-of-band all-gather: the MPI library, on our dup */
+static int crypt_mpi_oob_allgather(void *ctx, const void *sbuf, void *rbuf,
+                                   size_t len)
+{
+    crypt_mpi_team_t *t = ctx;
+
+    return (PMPI_Allgather(sbuf, (int)len, MPI_BYTE, rbuf, (int)len, MPI_BYTE,
+                           t->comm) == MPI_SUCCESS) ? 0 : -1;
+}
+
 /* The process's lane, opened once: NULL where there is none or where the
  * user asked for frames through the MPI library. */
 static crypt_lane_t *crypt_mpi_lane_get(void)
@@ -329,7 +339,8 @@ static void crypt_mpi_emulated_nodes(MPI_Comm comm, int size, int *node_of)
 
 static crypt_mpi_team_t *crypt_mpi_team(MPI_Comm comm)
 {
-    uint8_t secret[KEYEX_JOB_SECRET_LEN], salt[CRYPT_COLL_TEAM_SALT_LEN];
+    uint8_t secret[KEYEX_JOB_SECRET_LEN];
+    crypt_coll_oob_t oob;
     const char *key_file = getenv("UCX_CRYPT_KEY_FILE");
     int rank, size, found, *node_of, *leader_of, r, n, next = 0;
     crypt_mpi_team_t *t;
@@ -400,18 +411,19 @@ static crypt_mpi_team_t *crypt_mpi_team(MPI_Comm comm)
         }
     }
 
-    /* a fresh team salt (crypt_coll.h): rank 0 draws, everyone gets it */
-    if ((rank == 0) && (RAND_bytes(salt, sizeof(salt)) != 1)) {
-        crypt_mpi_die(comm, "no randomness for the team salt");
-    }
-    PMPI_Bcast(salt, sizeof(salt), MPI_BYTE, 0, t->comm);
-    if (crypt_coll_team_init(&t->team, rank, size, node_of, secret, salt,
-                             CRYPT_AEAD_BACKEND_AUTO, crypt_mpi_sendrecv, t) !=
+    /* the core's bootstrap (fresh team salt from rank 0) with the MPI
+     * library as the out-of-band all-gather */
+    oob.allgather = crypt_mpi_oob_allgather;
+    oob.ctx       = t;
+    oob.rank      = rank;
+    oob.size      = size;
+    if (crypt_coll_team_create(&t->team, &oob, node_of, secret,
+                               CRYPT_AEAD_BACKEND_AUTO, crypt_mpi_sendrecv, t) !=
         CRYPT_COLL_OK) {
         crypt_mpi_die(comm, "cannot set up the collective keys");
     }
-    memset(secret, 0, sizeof(secret));
-    memcpy(&t->lane_team, salt, sizeof(t->lane_team));
+    OPENSSL_cleanse(secret, sizeof(secret));
+    memcpy(&t->lane_team, t->team.salt, sizeof(t->lane_team));
     crypt_mpi_lane_setup(t, comm);
 
     /* node-shared memory for HS1/HS2 */

@@ -47,6 +47,9 @@ struct rank_result {
     int                   agv_status, agv_ok, agv_gaps_ok, agv_in_place_ok;
     int                   atv_status, atv_ok;
     crypt_coll_counters_t agv_counters, atv_counters;
+    /* teams made through an out-of-band all-gather (only_alg == -5) */
+    int                   oob_env_ok, oob_env_nodes, oob_host_ok, oob_host_nodes;
+    int                   oob_node_of[kMaxRanks];
     /* tasks (run_team with only_alg == -3) */
     int                   tasks_ok, tasks_overlapped, task_misuse_refused;
 };
@@ -171,6 +174,64 @@ void run_tasks(int rank, int p, const int *node_of, const uint8_t *secret,
                const uint8_t *salt, crypt_coll_team_t &team, pipes &io2,
                rank_result *res);
 
+/* the bootstrap's OOB all-gather: a ring over the harness pipes */
+struct oob_ctx {
+    pipes *io;
+    int   rank, p;
+};
+
+int harness_oob_allgather(void *ctx, const void *sbuf, void *rbuf, size_t len)
+{
+    oob_ctx *o = static_cast<oob_ctx*>(ctx);
+    uint8_t *out = static_cast<uint8_t*>(rbuf);
+    memcpy(out + (size_t)o->rank * len, sbuf, len);
+    for (int s = 0; s < o->p - 1; ++s) {
+        int send_idx = (o->rank - s + o->p) % o->p, recv_idx = (o->rank - s - 1 + o->p) % o->p;
+        if (harness_sendrecv(o->io, (o->rank + 1) % o->p, out + (size_t)send_idx * len, len,
+                             (o->rank - 1 + o->p) % o->p, out + (size_t)recv_idx * len,
+                             len) != 0) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* a team made with crypt_coll_team_create: node map from the environment,
+ * then from the host identity (one real host: one node); an all-gather on
+ * it proves every rank took rank 0's salt */
+int oob_team_works(crypt_coll_team_t &t, int rank, int p)
+{
+    const size_t m = 777;
+    std::vector<uint8_t> mine(m), all(m * p, 0xAA);
+    for (size_t i = 0; i < m; ++i) mine[i] = pattern(rank, i, 90, m);
+    int ok = crypt_coll_allgather(&t, CRYPT_ALLGATHER_C_RING, mine.data(), all.data(), m) ==
+             CRYPT_COLL_OK;
+    for (int r = 0; r < p; ++r)
+        for (size_t i = 0; i < m; ++i) ok &= all[r * m + i] == pattern(r, i, 90, m);
+    return ok && (t.counters.inter_node_plaintext_bytes == 0);
+}
+
+void run_oob(int rank, int p, const uint8_t *secret, pipes &io, rank_result *res)
+{
+    oob_ctx o = {&io, rank, p};
+    crypt_coll_oob_t oob = {harness_oob_allgather, &o, rank, p};
+    crypt_coll_team_t t;
+    if (crypt_coll_team_create(&t, &oob, nullptr, secret, CRYPT_AEAD_BACKEND_OPENSSL,
+                               harness_sendrecv, &io) == CRYPT_COLL_OK) {
+        res->oob_env_nodes = t.num_nodes;
+        for (int r = 0; r < p; ++r) res->oob_node_of[r] = t.node_of[r];
+        res->oob_env_ok = oob_team_works(t, rank, p);
+        crypt_coll_team_cleanup(&t);
+    }
+    unsetenv("UCX_CRYPT_COLL_NODES");
+    if (crypt_coll_team_create(&t, &oob, nullptr, secret, CRYPT_AEAD_BACKEND_OPENSSL,
+                               harness_sendrecv, &io) == CRYPT_COLL_OK) {
+        res->oob_host_nodes = t.num_nodes;
+        res->oob_host_ok    = oob_team_works(t, rank, p);
+        crypt_coll_team_cleanup(&t);
+    }
+}
+
 /* irregular sizes: some zero, gaps between the blocks */
 size_t v_count(int q) { return (q == 1) ? 0 : (size_t)((q * 977 + 13) % 3000); }
 size_t v_pair(int src, int dst) { return (size_t)((src * 3 + dst * 5) % 7) * 200 + (src != dst); }
@@ -236,6 +297,12 @@ void run_rank(int rank, int p, const int *node_of, const uint8_t *secret,
         return;
     }
     crypt_coll_team_set_node_shm(&team, node_shm, node_shm_size);
+    if (only_alg == -5) {
+        run_oob(rank, p, secret, io, res);
+        crypt_coll_team_cleanup(&team);
+        res->done = 1;
+        return;
+    }
     if (only_alg == -4) {
         run_v(rank, p, team, res);
         crypt_coll_team_cleanup(&team);
@@ -750,6 +817,26 @@ TEST_P(crypt_allgather_test, allgatherv_alltoallv_once_per_node)
         /* its own bytes sealed once, every other node's opened once */
         EXPECT_EQ(sealed[n], N > 1 ? node_bytes[n] : 0);
         EXPECT_EQ(opened[n], N > 1 ? total - node_bytes[n] : 0);
+    }
+}
+
+TEST(crypt_coll_team_create, bootstrap_through_an_out_of_band_allgather)
+{
+    const int p = 5;
+    std::vector<int> node_of(p), want(p);
+    ASSERT_EQ(crypt_coll_node_map(p, 2, CRYPT_COLL_MAP_BLOCK, node_of.data()), 0);
+    ASSERT_EQ(crypt_coll_node_map(p, 3, CRYPT_COLL_MAP_CYCLIC, want.data()), 0);
+    setenv("UCX_CRYPT_COLL_NODES", "3:cyclic", 1); /* inherited by the ranks */
+    auto res = run_team(p, node_of, -1, -5);
+    unsetenv("UCX_CRYPT_COLL_NODES");
+    for (int r = 0; r < p; ++r) {
+        SCOPED_TRACE("rank " + std::to_string(r));
+        ASSERT_TRUE(res[r].done);
+        EXPECT_TRUE(res[r].oob_env_ok) << "rank 0's salt, the same key everywhere";
+        EXPECT_EQ(res[r].oob_env_nodes, 3);
+        EXPECT_EQ(std::vector<int>(res[r].oob_node_of, res[r].oob_node_of + p), want);
+        EXPECT_TRUE(res[r].oob_host_ok);
+        EXPECT_EQ(res[r].oob_host_nodes, 1) << "one host: one node";
     }
 }
 
