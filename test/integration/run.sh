@@ -393,14 +393,21 @@ test_collectives() {
     test_collective_lane
     test_coll_component
 
-    timeout 60 mpiexec.mpich -n 2 env LD_PRELOAD="$prefix/lib/libucxcrypt_pmpi_mpich.so" \
-        UCX_CRYPT_COLL_NODES=2 "$work/agc_mpich" >"$work/agc-nokey.log" 2>&1
-    rc=$?
+    local attempt
+    for attempt in 1 2; do
+        timeout 60 mpiexec.mpich -n 2 env LD_PRELOAD="$prefix/lib/libucxcrypt_pmpi_mpich.so" \
+            UCX_CRYPT_COLL_NODES=2 "$work/agc_mpich" >"$work/agc-nokey.log" 2>&1
+        rc=$?
+        # a second try only if no rank got as far as MPI_Init (a launcher
+        # hiccup: seen once in CI, right after the aborted Open MPI jobs)
+        grep -q "ucx-crypt\|UCX" "$work/agc-nokey.log" && break
+    done
     if [ $rc -ne 0 ] && grep -q "UCX_CRYPT_KEY_FILE is not set: make a job secret" \
            "$work/agc-nokey.log"; then
         record allgather_without_job_secret_fails_with_hint pass
     else
-        record allgather_without_job_secret_fails_with_hint fail "rc=$rc"
+        record allgather_without_job_secret_fails_with_hint fail \
+            "rc=$rc; $(tail -3 "$work/agc-nokey.log" | tr '\n' ' ')"
     fi
 }
 
