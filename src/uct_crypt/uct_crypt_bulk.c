@@ -106,6 +106,8 @@ typedef struct {
     ucs_list_link_t       list;
     uint64_t              get_id;
     uct_completion_t      *comp;
+    uintptr_t             address;     /* where the peer will put it */
+    size_t                length;
 } uct_crypt_bulk_get_t;
 
 /* a get served for a peer: the answering put's completion */
@@ -1002,8 +1004,10 @@ ucs_status_t uct_crypt_ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
         ucs_free(get); /* NO_RESOURCE: UCP asks again */
         return status;
     }
-    get->get_id = tx->next_get_id++;
-    get->comp   = comp;
+    get->get_id  = tx->next_get_id++;
+    get->comp    = comp;
+    get->address = (uintptr_t)iov[0].buffer;
+    get->length  = iov[0].length;
     ucs_list_add_tail(&tx->gets, &get->list);
     return UCS_INPROGRESS;
 }
@@ -1221,6 +1225,31 @@ static ucs_status_t uct_crypt_bulk_rx_key(uct_crypt_iface_t *iface,
            UCS_OK : UCS_ERR_INVALID_PARAM;
 }
 
+/* Is [address, address + length) inside the destination of a get that we
+ * asked the peer with this public key for? (UCP does not register a get's
+ * destination where the inner needs no handle: tcp.) */
+static int uct_crypt_bulk_get_window(uct_crypt_iface_t *iface,
+                                     const uint8_t *peer_public,
+                                     uint64_t address, uint64_t length)
+{
+    uct_crypt_bulk_get_t *get;
+    uct_crypt_ep_t *ep;
+
+    ucs_list_for_each(ep, &iface->eps, list) {
+        if ((ep->bulk == NULL) ||
+            CRYPTO_memcmp(ep->peer_public, peer_public, KEYEX_PUBLIC_KEY_LEN)) {
+            continue;
+        }
+        ucs_list_for_each(get, &ep->bulk->gets, list) {
+            if ((address >= get->address) && (address + length >= address) &&
+                (address + length <= get->address + get->length)) {
+                return 1;
+            }
+        }
+    }
+    return 0;
+}
+
 /* Open one announced segment in place. Everything here came in an
  * authenticated, in-sequence record of `flow`. */
 static void uct_crypt_bulk_open_segment(uct_crypt_iface_t *iface,
@@ -1256,6 +1285,20 @@ static void uct_crypt_bulk_open_segment(uct_crypt_iface_t *iface,
     if (generation != (uint16_t)flow->bulk_keys->generation) {
         uct_crypt_record_reject(iface, flow, NULL, flow->flow_id, am_id,
                                 UCT_CRYPT_FAIL_AUTH);
+        return;
+    }
+    /* only memory this process registered, or the destination of a get we
+     * asked this peer for, is opened (or zeroed, when the open fails): an
+     * authenticated peer cannot aim us elsewhere */
+    if (!uct_crypt_md_registered(ucs_derived_of(iface->super.md, uct_crypt_md_t),
+                                 address, length) &&
+        !uct_crypt_bulk_get_window(iface, flow->peer_public, address, length)) {
+        ucs_error("crypt: " uct_crypt_log_peer_fmt " announced %" PRIu64
+                  " bytes at 0x%" PRIx64 ", outside registered memory",
+                  uct_crypt_log_peer_arg(flow->peer_public, flow->flow_id),
+                  length, address);
+        uct_crypt_record_reject(iface, flow, NULL, flow->flow_id, am_id,
+                                UCT_CRYPT_FAIL_MALFORMED);
         return;
     }
 

@@ -982,6 +982,49 @@ TEST_F(uct_crypt_bulk_test, get_outside_registered_memory_refused)
             << "bytes arrived for a refused get";
 }
 
+/* A segment announced for memory the target did not register is not
+ * opened there (nor zeroed): the flow fails, the put never completes */
+TEST_F(uct_crypt_bulk_test, put_outside_registered_memory_refused)
+{
+    settings_t settings = {{"BULK_SEGMENT", "4k"}, {"BULK_THREADS", "0"}};
+    open_pair(settings, settings);
+    uint64_t before = failures(UCT_CRYPT_FAIL_MALFORMED);
+    /* 64 KiB at the target, of which only the first 8 KiB registered */
+    std::vector<uint8_t> area(64 * 1024, 0x5a);
+    uct_mem_h memh;
+    ASSERT_EQ(uct_md_mem_reg(b.md, area.data(), 8192, UCT_MD_MEM_ACCESS_ALL, &memh), UCS_OK);
+    region key_region;
+    key_region.md   = b.md;
+    key_region.memh = memh; /* deregistered by the region */
+    put_op &op = new_op();
+    op.rkey = rkey_of(b, key_region);
+    reg(a, op.src, 8192);
+    auto payload = make_payload(9, 8192);
+    std::copy(payload.begin(), payload.end(), op.src.buffer.begin());
+    op.len = 8192;
+    op.dst.buffer.assign(8192, 0); /* put_done records it at completion */
+    op.comp.op = &op;
+    op.comp.super.func   = put_done;
+    op.comp.super.count  = 1;
+    op.comp.super.status = UCS_OK;
+    uct_iov_t iov = {};
+    iov.buffer = op.src.buffer.data();
+    iov.length = 8192;
+    iov.memh   = op.src.memh;
+    iov.count  = 1;
+    ucs_status_t status = uct_ep_put_zcopy(ab, &iov, 1, (uint64_t)area.data() + 16384,
+                                           op.rkey.rkey, &op.comp.super);
+    ASSERT_EQ(status, UCS_INPROGRESS);
+    progress_until([&] { return !b.failed_eps.empty(); });
+    for (int i = 0; i < 10000; ++i) {
+        uct_worker_progress(worker);
+    }
+    EXPECT_EQ(failures(UCT_CRYPT_FAIL_MALFORMED), before + 1);
+    EXPECT_FALSE(op.comp.done && (op.comp.status == UCS_OK));
+    EXPECT_NE(std::vector<uint8_t>(area.begin() + 16384, area.begin() + 16384 + 8192), payload)
+            << "opened outside registered memory";
+}
+
 /* A progress thread asleep on the iface's event fd (ucp_worker_wait) is
  * woken when a pool thread has sealed a segment: nothing else happens on
  * the wire before progress sends it, so the wake-up is the pool's. */
