@@ -165,6 +165,9 @@ struct uct_crypt_bulk {
     int                   wake_fd;
     int                   event_fd;
     int                   armed;
+    /* what a get request carries: our packed key, a handle where needed */
+    size_t                rkey_packed_size;
+    int                   need_memh;
     uct_worker_cb_id_t    progress_id;
 };
 
@@ -238,6 +241,7 @@ ucs_status_t uct_crypt_bulk_init(uct_crypt_iface_t *iface,
     size_t segment          = UCT_CRYPT_BULK_DEFAULT_SEGMENT;
     unsigned long threads   = UCT_CRYPT_BULK_DEFAULT_THREADS;
     crypt_pool_params_t pool_params;
+    uct_md_attr_t md_attr;
     char registry[64], error[128];
     unsigned i, local_ranks, pus;
     uct_crypt_bulk_t *bulk;
@@ -279,6 +283,14 @@ ucs_status_t uct_crypt_bulk_init(uct_crypt_iface_t *iface,
     }
     bulk->iface           = iface;
     bulk->naive           = !strcmp(config->bulk_mode, "naive");
+    status = uct_md_query(&md->super, &md_attr);
+    if (status != UCS_OK) {
+        close(bulk->wake_fd);
+        ucs_free(bulk);
+        return status;
+    }
+    bulk->rkey_packed_size = md_attr.rkey_packed_size;
+    bulk->need_memh        = !!(md_attr.cap.flags & UCT_MD_FLAG_NEED_MEMH);
     bulk->segment         = segment;
     bulk->depth           = ucs_max(config->bulk_depth, 2);
     bulk->max_outstanding = config->bulk_max_outstanding;
@@ -964,22 +976,21 @@ ucs_status_t uct_crypt_ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
     crypt_bulk_get_req_t req;
     uct_crypt_bulk_get_t *get;
     uct_crypt_bulk_tx_t *tx;
-    uct_md_attr_t md_attr;
+    size_t rkey_len;
     uint8_t *request;
 
     (void)rkey; /* the peer reads its own memory; it checks the range */
     if (status != UCS_OK) {
         return status;
     }
-    if ((uct_md_query(iface->super.md, &md_attr) != UCS_OK) ||
-        ((iov[0].memh == UCT_MEM_HANDLE_NULL) &&
-         (md_attr.cap.flags & UCT_MD_FLAG_NEED_MEMH)) ||
-        (sizeof(req) + md_attr.rkey_packed_size > iface->inner_attr.cap.am.max_bcopy / 2)) {
+    rkey_len = iface->bulk->rkey_packed_size;
+    if (((iov[0].memh == UCT_MEM_HANDLE_NULL) && iface->bulk->need_memh) ||
+        (sizeof(req) + rkey_len > iface->inner_attr.cap.am.max_bcopy / 2)) {
         return UCS_ERR_INVALID_PARAM;
     }
     tx      = uct_crypt_bulk_tx_get(ep);
     get     = ucs_calloc(1, sizeof(*get), "crypt bulk get");
-    request = ucs_alloca(sizeof(req) + md_attr.rkey_packed_size);
+    request = ucs_alloca(sizeof(req) + rkey_len);
     if ((tx == NULL) || (get == NULL)) {
         ucs_free(get);
         return UCS_ERR_NO_MEMORY;
@@ -992,14 +1003,13 @@ ucs_status_t uct_crypt_ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
     }
     memset(&req, 0, sizeof(req));
     req.kind        = CRYPT_CONTROL_GET_REQ;
-    req.rkey_length = htole32((uint32_t)md_attr.rkey_packed_size);
+    req.rkey_length = htole32((uint32_t)rkey_len);
     req.get_id      = htole64(tx->next_get_id);
     req.remote_addr = htole64(remote_addr);
     req.local_addr  = htole64((uintptr_t)iov[0].buffer);
     req.length      = htole64(iov[0].length);
     memcpy(request, &req, sizeof(req));
-    status = uct_crypt_ep_send_control(ep, request,
-                                       sizeof(req) + md_attr.rkey_packed_size);
+    status = uct_crypt_ep_send_control(ep, request, sizeof(req) + rkey_len);
     if (status != UCS_OK) {
         ucs_free(get); /* NO_RESOURCE: UCP asks again */
         return status;
@@ -1390,7 +1400,7 @@ static void uct_crypt_bulk_serve_get(uct_crypt_iface_t *iface,
                                      const uint8_t *payload, size_t length)
 {
     uct_crypt_md_t *md = ucs_derived_of(iface->super.md, uct_crypt_md_t);
-    uct_crypt_bulk_serve_t *serve;
+    uct_crypt_bulk_serve_t *serve = NULL;
     crypt_bulk_get_req_t req;
     uint64_t get_id, remote_addr, local_addr, get_length;
     uct_crypt_ep_t *ep;
@@ -1405,18 +1415,14 @@ static void uct_crypt_bulk_serve_get(uct_crypt_iface_t *iface,
         (le32toh(req.rkey_length) < UCT_COMPONENT_NAME_MAX) ||
         (get_id != flow->bulk_next_get) || (get_length > UCT_CRYPT_BULK_MAX_PUT) ||
         (iface->bulk == NULL)) {
-        uct_crypt_record_reject(iface, flow, NULL, flow->flow_id, am_id,
-                                UCT_CRYPT_FAIL_MALFORMED);
-        return;
+        goto reject;
     }
     if (!uct_crypt_md_registered(md, remote_addr, get_length)) {
         ucs_error("crypt: " uct_crypt_log_peer_fmt " asked to read %" PRIu64
                   " bytes at 0x%" PRIx64 ", outside registered memory",
                   uct_crypt_log_peer_arg(flow->peer_public, flow->flow_id),
                   get_length, remote_addr);
-        uct_crypt_record_reject(iface, flow, NULL, flow->flow_id, am_id,
-                                UCT_CRYPT_FAIL_MALFORMED);
-        return;
+        goto reject;
     }
     ++flow->bulk_next_get;
     UCT_CRYPT_STAT_ADD(bulk_gets_served, 1);
@@ -1424,20 +1430,14 @@ static void uct_crypt_bulk_serve_get(uct_crypt_iface_t *iface,
     ep    = uct_crypt_bulk_ep_to(iface, flow->peer_public);
     serve = ucs_calloc(1, sizeof(*serve), "crypt bulk get served");
     if ((ep == NULL) || (serve == NULL)) {
-        ucs_free(serve);
         ucs_error("crypt: cannot answer a get from " uct_crypt_log_peer_fmt
                   ": no endpoint back to it", uct_crypt_log_peer_arg(
                   flow->peer_public, flow->flow_id));
-        uct_crypt_record_reject(iface, flow, NULL, flow->flow_id, am_id,
-                                UCT_CRYPT_FAIL_MALFORMED);
-        return;
+        goto reject_free;
     }
     if (uct_rkey_unpack(&uct_crypt_component, payload + sizeof(req),
                         &serve->rkey) != UCS_OK) {
-        ucs_free(serve);
-        uct_crypt_record_reject(iface, flow, NULL, flow->flow_id, am_id,
-                                UCT_CRYPT_FAIL_MALFORMED);
-        return;
+        goto reject_free;
     }
     serve->comp.func   = uct_crypt_bulk_served;
     serve->comp.count  = 1;
@@ -1451,12 +1451,15 @@ static void uct_crypt_bulk_serve_get(uct_crypt_iface_t *iface,
                                 get_length, local_addr,
                                 ((uct_crypt_rkey_t*)serve->rkey.rkey)->inner.rkey,
                                 &serve->comp);
-    if (status != UCS_INPROGRESS) {
-        uct_rkey_release(&uct_crypt_component, &serve->rkey);
-        ucs_free(serve);
-        uct_crypt_record_reject(iface, flow, NULL, flow->flow_id, am_id,
-                                UCT_CRYPT_FAIL_MALFORMED);
+    if (status == UCS_INPROGRESS) {
+        return;
     }
+    uct_rkey_release(&uct_crypt_component, &serve->rkey);
+reject_free:
+    ucs_free(serve);
+reject:
+    uct_crypt_record_reject(iface, flow, NULL, flow->flow_id, am_id,
+                            UCT_CRYPT_FAIL_MALFORMED);
 }
 
 /* GET_DONE: our oldest get on that flow is in place and opened */
