@@ -482,8 +482,8 @@ test_coll_component() {
     if [ $rc -eq 0 ] && [ "$(grep -c '^COLLECTIVES OK' "$log")" = 4 ] &&
        grep -q "by c-ring on the collective lane" "$log" &&
        grep -q "by o-rd2 on the collective lane" "$log" &&
-       grep -q "allgatherv on the collective lane: sealed [1-9]" "$log" &&
-       grep -q "alltoallv on the collective lane: sealed [1-9]" "$log" &&
+       grep -q "allgatherv on the collective lane (sent there so far [0-9]*): sealed [1-9]" "$log" &&
+       grep -q "alltoallv on the collective lane (sent there so far [0-9]*): sealed [1-9]" "$log" &&
        ! grep "ucx-crypt: all" "$log" | grep -vq "plaintext across nodes 0$"; then
         record openmpi_coll_component_collectives_verified pass
     else

@@ -8,10 +8,11 @@
  * collective (PMPI_*, or the coll module below ours).
  *
  * Per communicator (cached as an attribute): a duplicate for isolation, a
- * node map (the MPI library's shared-memory split, or UCX_CRYPT_COLL_NODES
- * to emulate nodes on one machine, given to MPI_COMM_WORLD's ranks), the
- * job secret (UCX_CRYPT_KEY_FILE, the transport's), a team salt that rank 0
- * draws and broadcasts, and, for HS1/HS2, a node-shared window
+ * team made by the core's bootstrap with the MPI library as its
+ * out-of-band all-gather (rank 0's team salt; nodes from each rank's host
+ * identity, or UCX_CRYPT_COLL_NODES to emulate nodes on one machine, given
+ * to MPI_COMM_WORLD's ranks), the job secret (UCX_CRYPT_KEY_FILE, the
+ * transport's), the node's ranks split off, and, for HS1/HS2, a node-shared window
  * (MPI_Win_allocate_shared). Setting a team up calls MPI collectives on
  * the communicator; while it does, every entry point declines, so that a
  * front end inside the library (the coll component) does not recurse.
@@ -342,7 +343,7 @@ static crypt_mpi_team_t *crypt_mpi_team(MPI_Comm comm)
     uint8_t secret[KEYEX_JOB_SECRET_LEN];
     crypt_coll_oob_t oob;
     const char *key_file = getenv("UCX_CRYPT_KEY_FILE");
-    int rank, size, found, *node_of, *leader_of, r, n, next = 0;
+    int rank, size, found, *node_of = NULL;
     crypt_mpi_team_t *t;
     char error[256];
     MPI_Aint shm_size;
@@ -371,9 +372,7 @@ static crypt_mpi_team_t *crypt_mpi_team(MPI_Comm comm)
         crypt_mpi_die(comm, error);
     }
     t = calloc(1, sizeof(*t));
-    node_of   = malloc(sizeof(int) * (size_t)size);
-    leader_of = malloc(sizeof(int) * (size_t)size);
-    if ((t == NULL) || (node_of == NULL) || (leader_of == NULL)) {
+    if (t == NULL) {
         crypt_mpi_die(comm, "out of memory");
     }
     t->win = MPI_WIN_NULL;
@@ -385,30 +384,14 @@ static crypt_mpi_team_t *crypt_mpi_team(MPI_Comm comm)
         t->tamper = 1;
     }
 
-    /* nodes: emulated, or the library's shared-memory split, numbered by
-     * their lowest rank */
+    /* nodes: emulated (given to MPI_COMM_WORLD's ranks), or the core's
+     * host identity gathered through the OOB (NULL) */
     if (getenv("UCX_CRYPT_COLL_NODES") != NULL) {
-        crypt_mpi_emulated_nodes(comm, size, node_of);
-        PMPI_Comm_split(t->comm, node_of[rank], rank, &t->node_comm);
-    } else {
-        int node_rank0;
-        PMPI_Comm_split_type(t->comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL,
-                             &t->node_comm);
-        node_rank0 = rank;
-        PMPI_Bcast(&node_rank0, 1, MPI_INT, 0, t->node_comm);
-        PMPI_Allgather(&node_rank0, 1, MPI_INT, leader_of, 1, MPI_INT, t->comm);
-        for (r = 0; r < size; ++r) {
-            node_of[r] = -1;
-            for (n = 0; n < r; ++n) {
-                if (leader_of[n] == leader_of[r]) {
-                    node_of[r] = node_of[n];
-                    break;
-                }
-            }
-            if (node_of[r] < 0) {
-                node_of[r] = next++;
-            }
+        node_of = malloc(sizeof(int) * (size_t)size);
+        if (node_of == NULL) {
+            crypt_mpi_die(comm, "out of memory");
         }
+        crypt_mpi_emulated_nodes(comm, size, node_of);
     }
 
     /* the core's bootstrap (fresh team salt from rank 0) with the MPI
@@ -423,6 +406,8 @@ static crypt_mpi_team_t *crypt_mpi_team(MPI_Comm comm)
         crypt_mpi_die(comm, "cannot set up the collective keys");
     }
     OPENSSL_cleanse(secret, sizeof(secret));
+    free(node_of);
+    PMPI_Comm_split(t->comm, t->team.node_of[rank], rank, &t->node_comm);
     memcpy(&t->lane_team, t->team.salt, sizeof(t->lane_team));
     crypt_mpi_lane_setup(t, comm);
 
@@ -451,14 +436,33 @@ static crypt_mpi_team_t *crypt_mpi_team(MPI_Comm comm)
             crypt_coll_team_set_node_shm(&t->team, NULL, 0);
         }
     }
-    free(leader_of);
-    free(node_of);
     t->user_comm     = comm;
     t->next          = crypt_mpi_teams;
     crypt_mpi_teams = t;
     PMPI_Comm_set_attr(comm, crypt_mpi_keyval, t);
     --crypt_mpi_bootstrapping;
     return t;
+}
+
+/* UCX_CRYPT_COLL_VERBOSE: what a call did, on which lane, with its crypto
+ * counts (the tests read these lines) */
+static void crypt_mpi_verbose(const crypt_mpi_team_t *t, const char *what)
+{
+    uint64_t lane_sent = 0, lane_received = 0;
+
+    if (getenv("UCX_CRYPT_COLL_VERBOSE") == NULL) {
+        return;
+    }
+    if (t->lane_peer != NULL) {
+        crypt_mpi_lane_ops->counters(crypt_mpi_lane, &lane_sent, &lane_received);
+    }
+    fprintf(stderr, "ucx-crypt: %s on the %s lane (sent there so far %llu): "
+            "sealed %llu opened %llu plaintext across nodes %llu\n", what,
+            (t->lane_peer != NULL) ? "collective" : "MPI",
+            (unsigned long long)lane_sent,
+            (unsigned long long)t->team.counters.bytes_sealed,
+            (unsigned long long)t->team.counters.bytes_opened,
+            (unsigned long long)t->team.counters.inter_node_plaintext_bytes);
 }
 
 static int crypt_mpi_contiguous(MPI_Datatype type, int *size)
@@ -534,18 +538,10 @@ int crypt_mpi_allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtyp
                                                 recvbuf, m),
                      "MPI_Allgather");
     if (getenv("UCX_CRYPT_COLL_VERBOSE")) {
-        uint64_t lane_sent = 0, lane_received = 0;
-        if (t->lane_peer != NULL) {
-            crypt_mpi_lane_ops->counters(crypt_mpi_lane, &lane_sent, &lane_received);
-        }
-        fprintf(stderr, "ucx-crypt: allgather %zu B by %s on the %s lane (sent "
-                "there so far %llu): sealed %llu opened %llu plaintext across "
-                "nodes %llu\n", m, crypt_allgather_alg_name((crypt_allgather_alg_t)alg),
-                (t->lane_peer != NULL) ? "collective" : "MPI",
-                (unsigned long long)lane_sent,
-                (unsigned long long)t->team.counters.bytes_sealed,
-                (unsigned long long)t->team.counters.bytes_opened,
-                (unsigned long long)t->team.counters.inter_node_plaintext_bytes);
+        char what[96];
+        snprintf(what, sizeof(what), "allgather %zu B by %s", m,
+                 crypt_allgather_alg_name((crypt_allgather_alg_t)alg));
+        crypt_mpi_verbose(t, what);
     }
     return MPI_SUCCESS;
 }
@@ -624,18 +620,6 @@ int crypt_mpi_alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype
 
 /* ---- the v-variants: per-rank lengths, in bytes for the core ---------------- */
 
-static void crypt_mpi_verbose_counts(const crypt_mpi_team_t *t, const char *call)
-{
-    if (getenv("UCX_CRYPT_COLL_VERBOSE")) {
-        fprintf(stderr, "ucx-crypt: %s on the %s lane: sealed %llu opened %llu "
-                "plaintext across nodes %llu\n", call,
-                (t->lane_peer != NULL) ? "collective" : "MPI",
-                (unsigned long long)t->team.counters.bytes_sealed,
-                (unsigned long long)t->team.counters.bytes_opened,
-                (unsigned long long)t->team.counters.inter_node_plaintext_bytes);
-    }
-}
-
 /* counts[i] * size and displs[i] * size as bytes, for `n` ranks */
 static int crypt_mpi_bytes(int n, const int *counts, const int *displs, int size,
                            size_t **bcounts, size_t **bdispls)
@@ -679,7 +663,7 @@ int crypt_mpi_allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendty
                                                     (sendbuf == MPI_IN_PLACE) ? NULL : sendbuf,
                                                     recvbuf, counts, bdispls),
                         "MPI_Allgatherv");
-        crypt_mpi_verbose_counts(t, "allgatherv");
+        crypt_mpi_verbose(t, "allgatherv");
         ret = MPI_SUCCESS;
     }
     free(counts);
@@ -708,7 +692,7 @@ int crypt_mpi_alltoallv(const void *sendbuf, const int sendcounts[],
         crypt_mpi_check(comm, crypt_coll_alltoallv(&t->team, sendbuf, sc, sd, recvbuf,
                                                    rc, rd),
                         "MPI_Alltoallv");
-        crypt_mpi_verbose_counts(t, "alltoallv");
+        crypt_mpi_verbose(t, "alltoallv");
         ret = MPI_SUCCESS;
     }
     free(sc);
