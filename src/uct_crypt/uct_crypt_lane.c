@@ -407,12 +407,6 @@ static int uct_crypt_lane_connect(crypt_lane_t *lane, const void *addr, size_t l
 
 /* ---- open and close -------------------------------------------------------- */
 
-typedef struct {
-    crypt_lane_t *lane;
-    char         *error;
-    size_t       error_len;
-} uct_crypt_lane_open_arg_t;
-
 static int uct_crypt_lane_device_allowed(const char *dev_name)
 {
     const char *list = getenv("UCX_NET_DEVICES");
@@ -483,7 +477,7 @@ static ucs_status_t uct_crypt_lane_open_iface(crypt_lane_t *lane, const char *tl
 static int uct_crypt_lane_try(void *arg, uct_component_h component,
                               const char *md_name, const char *tl_name)
 {
-    crypt_lane_t *lane = ((uct_crypt_lane_open_arg_t*)arg)->lane;
+    crypt_lane_t *lane = arg;
     uct_tl_resource_desc_t *rscs;
     uct_md_config_t *md_config;
     unsigned i, num;
@@ -519,7 +513,6 @@ static void uct_crypt_lane_close(crypt_lane_t *lane);
 
 static crypt_lane_t *uct_crypt_lane_open(char *error, size_t error_len)
 {
-    uct_crypt_lane_open_arg_t arg;
     crypt_lane_t *lane;
 
     if (!uct_crypt_global.enable) {
@@ -539,10 +532,7 @@ static crypt_lane_t *uct_crypt_lane_open(char *error, size_t error_len)
         uct_crypt_lane_close(lane);
         return NULL;
     }
-    arg.lane      = lane;
-    arg.error     = error;
-    arg.error_len = error_len;
-    uct_crypt_foreach_inner(uct_crypt_lane_try, &arg, NULL, 0);
+    uct_crypt_foreach_inner(uct_crypt_lane_try, lane, NULL, 0);
     if (lane->iface == NULL) {
         ucs_snprintf_zero(error, error_len, "no inner transport connects to a "
                           "remote iface with am_bcopy (tcp, ud, dc do; rc "
