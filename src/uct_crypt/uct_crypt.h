@@ -180,6 +180,13 @@ struct uct_crypt_iface {
     uct_crypt_bulk_t          *bulk;          /* NULL: no encrypted put */
 };
 
+/* An ep fence behind bulk work still inside crypt (uct_crypt_bulk.c) */
+typedef enum {
+    UCT_CRYPT_FENCE_NONE = 0,
+    UCT_CRYPT_FENCE_WAIT,     /* sends wait for the work before the fence */
+    UCT_CRYPT_FENCE_DRAIN     /* cleared: the requests that waited go first */
+} uct_crypt_fence_state_t;
+
 struct uct_crypt_ep {
     uct_base_ep_t             super;
     uct_ep_h                  inner;
@@ -191,7 +198,16 @@ struct uct_crypt_ep {
     uint64_t                  fail_flow_id;   /* the peer's flow that failed */
     uct_crypt_tx_flow_t       tx;
     uct_crypt_bulk_tx_t       *bulk;          /* puts of this ep, lazily */
+    uct_crypt_fence_state_t   fence;
+    int                       fence_dispatching; /* sends of fence_pending pass */
+    ucs_queue_head_t          fence_pending;  /* uct_pending_req_t, in order */
 };
+
+/* Sends on `ep` must wait behind a fence (NO_RESOURCE, then pending) */
+static inline int uct_crypt_ep_fenced(const uct_crypt_ep_t *ep)
+{
+    return (ep->fence != UCT_CRYPT_FENCE_NONE) && !ep->fence_dispatching;
+}
 
 extern uct_component_t uct_crypt_component;
 extern uct_tl_t uct_crypt_tl;
@@ -255,6 +271,8 @@ ucs_status_t uct_crypt_ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
 /* UCS_OK: no put outstanding, flush the inner; else INPROGRESS (comp kept) */
 ucs_status_t uct_crypt_bulk_ep_flush(uct_crypt_ep_t *ep, unsigned flags,
                                      uct_completion_t *comp);
+/* ep fence: later sends wait until earlier bulk work has left crypt */
+void uct_crypt_bulk_ep_fence(uct_crypt_ep_t *ep);
 /* Event fd and arm: pool threads wake a progress thread that sleeps */
 ucs_status_t uct_crypt_bulk_event_fd_get(uct_crypt_iface_t *iface, int *fd_p);
 ucs_status_t uct_crypt_bulk_event_arm(uct_crypt_iface_t *iface);

@@ -130,6 +130,8 @@ struct uct_crypt_bulk_tx {
     ucs_list_link_t       active;      /* in bulk->active while it has work */
     int                   is_active;
     uint64_t              next_put_id;
+    uint64_t              fence_put_id;  /* the ep's fence: puts before it */
+    uint64_t              fence_get_id;  /* and gets before it */
     uint64_t              segments_this_key;
     uint64_t              bytes_this_key;
     keyex_traffic_keys_t  *keys;       /* secure memory */
@@ -838,7 +840,75 @@ static void uct_crypt_bulk_tx_flushes(uct_crypt_bulk_tx_t *tx)
 static int uct_crypt_bulk_tx_idle(uct_crypt_bulk_tx_t *tx)
 {
     return ucs_list_is_empty(&tx->ops) && ucs_list_is_empty(&tx->segments) &&
-           ucs_list_is_empty(&tx->flushes) && ucs_list_is_empty(&tx->gets);
+           ucs_list_is_empty(&tx->flushes) && ucs_list_is_empty(&tx->gets) &&
+           (tx->ep->fence == UCT_CRYPT_FENCE_NONE);
+}
+
+/* ---- fence ----------------------------------------------------------------
+ * uct_ep_fence orders what is posted after it behind what was posted
+ * before it. The inner's fence covers the inner's operations, but a bulk
+ * put stays inside crypt until its last segment is announced, and a get
+ * until the peer's GET_DONE. Behind such work, later sends on the ep answer
+ * NO_RESOURCE and their pending requests wait in the ep's own queue until
+ * the fence is clear:
+ * - a put must be announced: the target opens segments in flow order,
+ *   before any record sent after them is delivered;
+ * - a get must be done: the target reads (seals) the range on its pool,
+ *   possibly after later records were delivered to it. */
+void uct_crypt_bulk_ep_fence(uct_crypt_ep_t *ep)
+{
+    uct_crypt_bulk_tx_t *tx = ep->bulk;
+
+    if ((tx == NULL) || ep->failed ||
+        (ucs_list_is_empty(&tx->ops) && ucs_list_is_empty(&tx->gets))) {
+        return; /* nothing inside crypt to wait for */
+    }
+    tx->fence_put_id = tx->next_put_id;
+    tx->fence_get_id = tx->next_get_id;
+    ep->fence        = UCT_CRYPT_FENCE_WAIT;
+    uct_crypt_bulk_activate(tx);
+}
+
+static int uct_crypt_bulk_fence_clear(uct_crypt_bulk_tx_t *tx)
+{
+    uct_crypt_bulk_op_t *op;
+    uct_crypt_bulk_get_t *get;
+
+    ucs_list_for_each(op, &tx->ops, list) {      /* in put_id order */
+        if (op->put_id >= tx->fence_put_id) {
+            break;
+        }
+        if (op->announced < op->num_segments) {
+            return 0;
+        }
+    }
+    if (!ucs_list_is_empty(&tx->gets)) {          /* done in get_id order */
+        get = ucs_list_head(&tx->gets, uct_crypt_bulk_get_t, list);
+        if (get->get_id < tx->fence_get_id) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* Once clear, the requests that waited go first, in order; a request the
+ * inner refuses stays at the head and sends stay blocked until it went */
+static void uct_crypt_bulk_tx_fence(uct_crypt_bulk_tx_t *tx)
+{
+    uct_crypt_ep_t *ep = tx->ep;
+    uct_pending_req_priv_queue_t *priv;
+
+    if ((ep->fence == UCT_CRYPT_FENCE_WAIT) && uct_crypt_bulk_fence_clear(tx)) {
+        ep->fence = UCT_CRYPT_FENCE_DRAIN;
+    }
+    if (ep->fence == UCT_CRYPT_FENCE_DRAIN) {
+        ep->fence_dispatching = 1;
+        uct_pending_queue_dispatch(priv, &ep->fence_pending, 1);
+        ep->fence_dispatching = 0;
+        if (ucs_queue_is_empty(&ep->fence_pending)) {
+            ep->fence = UCT_CRYPT_FENCE_NONE;
+        }
+    }
 }
 
 static void uct_crypt_bulk_send_pending_acks(uct_crypt_bulk_t *bulk);
@@ -855,6 +925,7 @@ static unsigned uct_crypt_bulk_progress(void *arg)
             uct_crypt_bulk_tx_seal(tx);
             count += uct_crypt_bulk_tx_send(tx);
             uct_crypt_bulk_tx_flushes(tx);
+            uct_crypt_bulk_tx_fence(tx);
         }
         if (uct_crypt_bulk_tx_idle(tx)) {
             ucs_list_del(&tx->active);
@@ -941,6 +1012,9 @@ static ucs_status_t uct_crypt_bulk_check_iov(uct_crypt_ep_t *ep,
     }
     if (ucs_unlikely(!ep->peer_known)) {
         return UCS_ERR_NOT_CONNECTED;
+    }
+    if (ucs_unlikely(uct_crypt_ep_fenced(ep))) {
+        return UCS_ERR_NO_RESOURCE;
     }
     if (ucs_unlikely((iovcnt != 1) || (iov[0].count != 1) ||
                      (iov[0].length > UCT_CRYPT_BULK_MAX_PUT))) {
@@ -1035,6 +1109,9 @@ ucs_status_t uct_crypt_bulk_ep_flush(uct_crypt_ep_t *ep, unsigned flags,
         uct_crypt_bulk_ep_cancel(ep, UCS_ERR_CANCELED);
         return UCS_OK;
     }
+    if (uct_crypt_ep_fenced(ep)) {
+        return UCS_ERR_NO_RESOURCE; /* behind the requests that wait */
+    }
     if (comp == NULL) {
         return UCS_INPROGRESS;
     }
@@ -1075,6 +1152,8 @@ void uct_crypt_bulk_ep_cancel(uct_crypt_ep_t *ep, ucs_status_t status)
     uct_crypt_bulk_get_t *get, *gtmp;
     unsigned w;
 
+    /* nothing left to wait for; queued requests stay for pending_purge */
+    ep->fence = UCT_CRYPT_FENCE_NONE;
     if (tx == NULL) {
         return;
     }

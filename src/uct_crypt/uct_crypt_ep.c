@@ -23,6 +23,9 @@ static UCS_CLASS_INIT_FUNC(uct_crypt_ep_t, const uct_ep_params_t *params)
     self->failed     = 0;
     self->inner      = NULL;
     self->bulk       = NULL;
+    self->fence      = UCT_CRYPT_FENCE_NONE;
+    self->fence_dispatching = 0;
+    ucs_queue_head_init(&self->fence_pending);
 
     inner_params       = *params;
     inner_params.iface = iface->inner;
@@ -97,7 +100,9 @@ ucs_status_t uct_crypt_ep_connect_to_ep(uct_ep_h tl_ep,
                                 (const uct_ep_addr_t*)(crypt_addr + 1));
 }
 
-static ucs_status_t uct_crypt_ep_check_sendable(uct_crypt_ep_t *ep, uint8_t id)
+/* crypt's own control records pass a fence: they carry the work before it */
+static ucs_status_t uct_crypt_ep_check_sendable(uct_crypt_ep_t *ep, uint8_t id,
+                                                int control)
 {
     UCT_CHECK_AM_ID(id);
     if (ucs_unlikely(ep->failed)) {
@@ -105,6 +110,9 @@ static ucs_status_t uct_crypt_ep_check_sendable(uct_crypt_ep_t *ep, uint8_t id)
     }
     if (ucs_unlikely(!ep->peer_known)) {
         return UCS_ERR_NOT_CONNECTED;
+    }
+    if (ucs_unlikely(!control && uct_crypt_ep_fenced(ep))) {
+        return UCS_ERR_NO_RESOURCE;
     }
     return UCS_OK;
 }
@@ -130,7 +138,7 @@ ucs_status_t uct_crypt_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t header,
     ucs_status_t status;
     ssize_t record_len;
 
-    status = uct_crypt_ep_check_sendable(ep, id);
+    status = uct_crypt_ep_check_sendable(ep, id, 0);
     if (status != UCS_OK) {
         return status;
     }
@@ -215,7 +223,9 @@ static ssize_t uct_crypt_ep_bcopy(uct_crypt_bcopy_ctx_t *ctx)
     ucs_status_t status;
     ssize_t packed;
 
-    status = uct_crypt_ep_check_sendable(ctx->ep, ctx->am_id);
+    status = uct_crypt_ep_check_sendable(ctx->ep, ctx->am_id,
+                                         ctx->record_flags &
+                                         CRYPT_RECORD_FLAG_CONTROL);
     if (status != UCS_OK) {
         return status;
     }

@@ -195,10 +195,25 @@ static ucs_status_t uct_crypt_iface_flush(uct_iface_h tl_iface, unsigned flags,
     return uct_iface_flush(iface->inner, flags, comp);
 }
 
+/* The inner's fence orders the inner's operations; bulk work still inside
+ * crypt is fenced by crypt itself */
+static ucs_status_t uct_crypt_ep_fence(uct_ep_h tl_ep, unsigned flags)
+{
+    uct_crypt_ep_t *ep = ucs_derived_of(tl_ep, uct_crypt_ep_t);
+
+    uct_crypt_bulk_ep_fence(ep);
+    return uct_ep_fence(ep->inner, flags);
+}
+
 static ucs_status_t uct_crypt_iface_fence(uct_iface_h tl_iface, unsigned flags)
 {
-    return uct_iface_fence(ucs_derived_of(tl_iface, uct_crypt_iface_t)->inner,
-                           flags);
+    uct_crypt_iface_t *iface = ucs_derived_of(tl_iface, uct_crypt_iface_t);
+    uct_crypt_ep_t *ep;
+
+    ucs_list_for_each(ep, &iface->eps, list) {
+        uct_crypt_bulk_ep_fence(ep);
+    }
+    return uct_iface_fence(iface->inner, flags);
 }
 
 static void uct_crypt_iface_progress_enable(uct_iface_h tl_iface, unsigned flags)
@@ -447,16 +462,28 @@ static UCS_CLASS_DEFINE_DELETE_FUNC(uct_crypt_iface_t, uct_iface_t);
 
 #define UCT_CRYPT_INNER_EP(_tl_ep) (ucs_derived_of(_tl_ep, uct_crypt_ep_t)->inner)
 
+/* Behind a fence, requests wait in the ep's own queue (uct_crypt_bulk.c
+ * dispatches it once the fence clears); otherwise in the inner's. */
 static ucs_status_t uct_crypt_ep_pending_add(uct_ep_h tl_ep, uct_pending_req_t *req,
                                              unsigned flags)
 {
-    return uct_ep_pending_add(UCT_CRYPT_INNER_EP(tl_ep), req, flags);
+    uct_crypt_ep_t *ep = ucs_derived_of(tl_ep, uct_crypt_ep_t);
+
+    if (ep->fence != UCT_CRYPT_FENCE_NONE) {
+        uct_pending_req_queue_push(&ep->fence_pending, req);
+        return UCS_OK;
+    }
+    return uct_ep_pending_add(ep->inner, req, flags);
 }
 
 static void uct_crypt_ep_pending_purge(uct_ep_h tl_ep,
                                        uct_pending_purge_callback_t cb, void *arg)
 {
-    uct_ep_pending_purge(UCT_CRYPT_INNER_EP(tl_ep), cb, arg);
+    uct_crypt_ep_t *ep = ucs_derived_of(tl_ep, uct_crypt_ep_t);
+    uct_pending_req_priv_queue_t *priv;
+
+    uct_pending_queue_purge(priv, &ep->fence_pending, 1, cb, arg);
+    uct_ep_pending_purge(ep->inner, cb, arg);
 }
 
 static ucs_status_t uct_crypt_ep_flush(uct_ep_h tl_ep, unsigned flags,
@@ -473,10 +500,6 @@ static ucs_status_t uct_crypt_ep_flush(uct_ep_h tl_ep, unsigned flags,
     return uct_ep_flush(UCT_CRYPT_INNER_EP(tl_ep), flags, comp);
 }
 
-static ucs_status_t uct_crypt_ep_fence(uct_ep_h tl_ep, unsigned flags)
-{
-    return uct_ep_fence(UCT_CRYPT_INNER_EP(tl_ep), flags);
-}
 
 static ucs_status_t uct_crypt_ep_check(uct_ep_h tl_ep, unsigned flags,
                                        uct_completion_t *comp)

@@ -49,6 +49,7 @@ struct side {
     uct_iface_attr_t              attr    = {};
     std::vector<received_message> received;
     std::vector<uct_ep_h>         failed_eps;
+    std::function<void()>         on_am;  /* runs as each AM is delivered */
 };
 
 ucs_status_t am_handler(void *arg, void *data, size_t length, unsigned flags)
@@ -63,6 +64,9 @@ ucs_status_t am_handler(void *arg, void *data, size_t length, unsigned flags)
         msg.payload.assign((uint8_t*)data, (uint8_t*)data + length);
     }
     s->received.push_back(std::move(msg));
+    if (s->on_am) {
+        s->on_am();
+    }
     return UCS_OK;
 }
 
@@ -959,6 +963,69 @@ TEST_F(uct_crypt_bulk_test, flush_waits_for_a_get)
     put_op &op = new_op();
     post_get(ab, a, b, op, 256 * 1024, 3);
     flush(ab);
+    expect_put_delivered(op);
+}
+
+/* An AM sent after a fence is delivered only once a put posted before the
+ * fence is in place and opened at the target, although the put is still
+ * being sealed when the AM is posted; pending requests queued behind the
+ * fence go out in order, and a flush after them completes */
+TEST_F(uct_crypt_bulk_test, fence_orders_an_am_behind_a_put_still_inside_crypt)
+{
+    settings_t settings = {{"BULK_SEGMENT", "4k"}, {"BULK_THREADS", "1"}};
+    open_pair(settings, settings);
+    put_op &op = new_op();
+    std::vector<std::vector<uint8_t>> seen; /* the target's buffer, per AM */
+    b.on_am = [&] {
+        seen.emplace_back(op.dst.buffer.begin(), op.dst.buffer.begin() + op.len);
+    };
+    post_put(ab, a, b, op, 1 << 20, 11);
+    ASSERT_EQ(uct_ep_fence(ab, 0), UCS_OK);
+
+    /* the put is not announced yet: the AM has to wait */
+    std::vector<uint8_t> payloads[3];
+    std::vector<std::unique_ptr<pending_sender>> pending;
+    for (uint64_t k = 0; k < 3; ++k) {
+        payloads[k] = make_payload(k, 32);
+        pending.emplace_back(new pending_sender);
+        pending.back()->super.func = pending_send;
+        pending.back()->ep         = ab;
+        pending.back()->payload    = &payloads[k];
+        pending.back()->seq        = k;
+    }
+    ASSERT_EQ(uct_ep_am_short(ab, kAmId, 0, payloads[0].data(), 32),
+              UCS_ERR_NO_RESOURCE) << "an AM overtook the fence";
+    for (auto &p : pending) {
+        ASSERT_EQ(uct_ep_pending_add(ab, &p->super, 0), UCS_OK);
+    }
+    flush(ab);
+    progress_until([&] { return (b.received.size() == 3) && op.comp.done; });
+    for (uint64_t k = 0; k < 3; ++k) {
+        expect_message(b.received[k], k, 32);
+        EXPECT_EQ(seen[k], make_payload(op.seq, op.len))
+                << "AM " << k << " was delivered before the put was in place";
+    }
+    expect_put_delivered(op);
+    /* the fence is gone: sends go straight out again */
+    send_retrying([&] { return uct_ep_am_short(ab, kAmId, 3, payloads[0].data(), 32); });
+}
+
+/* A get before a fence is done before anything after the fence is sent:
+ * the target reads the range on its pool, after later records arrived */
+TEST_F(uct_crypt_bulk_test, fence_orders_an_am_behind_a_get)
+{
+    settings_t settings = {{"BULK_SEGMENT", "4k"}, {"BULK_THREADS", "1"}};
+    open_pair(settings, settings);
+    put_op &op = new_op();
+    post_get(ab, a, b, op, 256 * 1024, 12);
+    ASSERT_EQ(uct_ep_fence(ab, 0), UCS_OK);
+    bool get_done_at_delivery = false;
+    b.on_am = [&] { get_done_at_delivery = op.comp.done; };
+    auto payload = make_payload(5, 16);
+    send_retrying([&] { return uct_ep_am_short(ab, kAmId, 5, payload.data(), 16); });
+    EXPECT_TRUE(op.comp.done) << "an AM left before the get before the fence was done";
+    progress_until([&] { return b.received.size() == 1; });
+    EXPECT_TRUE(get_done_at_delivery);
     expect_put_delivered(op);
 }
 
