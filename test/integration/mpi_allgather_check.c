@@ -5,7 +5,8 @@
  * computes for itself, byte for byte (never against the library's own
  * collectives: under the coll component those reach the adapter too):
  * sizes 1 B .. 1 MiB, MPI_INT as well as MPI_BYTE, MPI_IN_PLACE, a split
- * and a duplicated communicator, calls back to back. Every rank prints
+ * and a duplicated communicator, calls back to back, and the nonblocking
+ * forms (MPI_Iallgather, ...) outstanding together. Every rank prints
  * "COLLECTIVES OK rank R" and exits 0 only if all matched.
  * With -m, every buffer is the marker string the wire tests look for.
  */
@@ -171,6 +172,98 @@ static void check_v(MPI_Comm comm, int round)
     free(sc); free(sd); free(rc); free(rd); free(sb); free(rb);
 }
 
+/* The nonblocking forms, all outstanding at once on `comm` and on
+ * `other` (posted in the same order on every rank, as MPI requires), a
+ * blocking all-gather posted while they are, progressed by MPI_Testall
+ * alone; every result against what it must give */
+static void check_nonblocking(MPI_Comm comm, MPI_Comm other, int round)
+{
+    enum { AG = 65536, BC = 100000, AR = 50000, AA = 1000 };
+    int rank, size, orank, osize, q, i, ok, done = 0;
+    MPI_Request req[8];
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &size);
+    MPI_Comm_rank(other, &orank);
+    MPI_Comm_size(other, &osize);
+
+    uint8_t *agm = malloc(AG), *ag = malloc((size_t)AG * size);
+    uint8_t *bc = malloc(BC);
+    long long *ars = malloc(sizeof(long long) * AR), *arr = malloc(sizeof(long long) * AR);
+    int *aas = malloc(sizeof(int) * AA * size), *aar = malloc(sizeof(int) * AA * size);
+    int *counts = malloc(sizeof(int) * size), *displs = malloc(sizeof(int) * size), extent = 0;
+    int *sc = malloc(sizeof(int) * size), *sd = malloc(sizeof(int) * size);
+    int *rc = malloc(sizeof(int) * size), *rd = malloc(sizeof(int) * size), so = 0, ro = 0;
+    uint8_t *om = malloc(3000), *oall = malloc((size_t)3000 * osize);
+    int small_mine = rank + round, *small_all = malloc(sizeof(int) * size);
+
+    for (i = 0; i < AG; ++i) agm[i] = (uint8_t)(rank * 31 + i * 7 + round);
+    for (i = 0; i < BC; ++i) bc[i] = (uint8_t)(rank == 0 ? i * 5 + round : 0);
+    for (i = 0; i < AR; ++i) ars[i] = (long long)(rank + 1) * (i + round);
+    for (q = 0; q < size; ++q) for (i = 0; i < AA; ++i) aas[q * AA + i] = rank * 1000 + q + i * 7;
+    for (q = 0; q < size; ++q) {
+        counts[q] = (q * 37 + round) % 500 + 1;
+        displs[q] = extent + 2;
+        extent    = displs[q] + counts[q];
+        sc[q] = v_pair(rank, q); sd[q] = so; so += sc[q];
+        rc[q] = v_pair(q, rank); rd[q] = ro; ro += rc[q];
+    }
+    int *vm = malloc(sizeof(int) * counts[rank]), *vall = malloc(sizeof(int) * extent);
+    int *sb = malloc(sizeof(int) * so), *rb = malloc(sizeof(int) * ro);
+    for (i = 0; i < counts[rank]; ++i) vm[i] = rank * 100000 + i + round;
+    for (i = 0; i < extent; ++i) vall[i] = -1;
+    for (q = 0; q < size; ++q) for (i = 0; i < sc[q]; ++i) sb[sd[q] + i] = rank * 1000000 + q * 1000 + i;
+    for (i = 0; i < 3000; ++i) om[i] = (uint8_t)(orank * 13 + i + round);
+
+    MPI_Iallgather(agm, AG, MPI_BYTE, ag, AG, MPI_BYTE, comm, &req[0]);
+    MPI_Iallgather(om, 3000, MPI_BYTE, oall, 3000, MPI_BYTE, other, &req[1]);
+    MPI_Ibcast(bc, BC, MPI_BYTE, 0, comm, &req[2]);
+    MPI_Iallreduce(ars, arr, AR, MPI_LONG_LONG, MPI_SUM, comm, &req[3]);
+    /* blocking, behind the four before it on `comm` */
+    MPI_Allgather(&small_mine, 1, MPI_INT, small_all, 1, MPI_INT, comm);
+    MPI_Ialltoall(aas, AA, MPI_INT, aar, AA, MPI_INT, comm, &req[4]);
+    MPI_Iallgatherv(vm, counts[rank], MPI_INT, vall, counts, displs, MPI_INT, comm, &req[5]);
+    MPI_Ialltoallv(sb, sc, sd, MPI_INT, rb, rc, rd, MPI_INT, comm, &req[6]);
+    MPI_Ibcast(om, 3000, MPI_BYTE, osize - 1, other, &req[7]);
+    while (!done) {
+        MPI_Testall(8, req, &done, MPI_STATUSES_IGNORE);
+    }
+
+    ok = 1;
+    for (size_t b = 0; b < (size_t)AG * size; ++b)
+        ok &= ag[b] == (uint8_t)((b / AG) * 31 + (b % AG) * 7 + round);
+    if (!ok) { fprintf(stderr, "iallgather differs\n"); ++errors; }
+    ok = 1;
+    for (size_t b = 0; b < (size_t)3000 * osize; ++b)
+        ok &= oall[b] == (uint8_t)((b / 3000) * 13 + b % 3000 + round);
+    for (i = 0; i < 3000; ++i) ok &= om[i] == (uint8_t)((osize - 1) * 13 + i + round);
+    if (!ok) { fprintf(stderr, "iallgather/ibcast on the second communicator differ\n"); ++errors; }
+    ok = 1;
+    for (i = 0; i < BC; ++i) ok &= bc[i] == (uint8_t)(i * 5 + round);
+    if (!ok) { fprintf(stderr, "ibcast differs\n"); ++errors; }
+    ok = 1;
+    for (i = 0; i < AR; ++i) ok &= arr[i] == (long long)(i + round) * size * (size + 1) / 2;
+    if (!ok) { fprintf(stderr, "iallreduce differs\n"); ++errors; }
+    ok = 1;
+    for (q = 0; q < size; ++q) ok &= small_all[q] == q + round;
+    if (!ok) { fprintf(stderr, "allgather among nonblocking ones differs\n"); ++errors; }
+    ok = 1;
+    for (q = 0; q < size; ++q) for (i = 0; i < AA; ++i) ok &= aar[q * AA + i] == q * 1000 + rank + i * 7;
+    if (!ok) { fprintf(stderr, "ialltoall differs\n"); ++errors; }
+    ok = 1;
+    for (q = 0; q < size; ++q) {
+        for (i = 0; i < counts[q]; ++i) ok &= vall[displs[q] + i] == q * 100000 + i + round;
+        ok &= (vall[displs[q] - 1] == -1) && (vall[displs[q] - 2] == -1);
+    }
+    if (!ok) { fprintf(stderr, "iallgatherv differs\n"); ++errors; }
+    ok = 1;
+    for (q = 0; q < size; ++q) for (i = 0; i < rc[q]; ++i) ok &= rb[rd[q] + i] == q * 1000000 + rank * 1000 + i;
+    if (!ok) { fprintf(stderr, "ialltoallv differs\n"); ++errors; }
+
+    free(agm); free(ag); free(bc); free(ars); free(arr); free(aas); free(aar);
+    free(counts); free(displs); free(sc); free(sd); free(rc); free(rd);
+    free(om); free(oall); free(small_all); free(vm); free(vall); free(sb); free(rb);
+}
+
 /* -s BYTES ITER: steady state, the adapter's MPI_Allgather only (no
  * reference run through the MPI library), every block checked against the
  * pattern its owner wrote; the test compares the transport's sealed bytes
@@ -210,9 +303,13 @@ int main(int argc, char **argv)
     MPI_Comm split, dup;
 
     MPI_Init(&argc, &argv);
+    /* first: Open MPI agrees on the new context id with MPI_Iallreduce on
+     * MPI_COMM_WORLD, before anything set up a team there */
+    MPI_Comm_dup(MPI_COMM_WORLD, &dup);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     use_marker = (argc > 1) && !strcmp(argv[1], "-m");
     if ((argc > 3) && !strcmp(argv[1], "-s")) {
+        MPI_Comm_free(&dup);
         steady((size_t)atol(argv[2]), atoi(argv[3]));
         MPI_Allreduce(&errors, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
         if (total == 0) printf("STEADY OK rank %d\n", rank);
@@ -225,7 +322,6 @@ int main(int argc, char **argv)
     }
     check(MPI_COMM_WORLD, 1000, MPI_INT, 0, ++round, "ints");
     MPI_Comm_split(MPI_COMM_WORLD, rank % 2, rank, &split);
-    MPI_Comm_dup(MPI_COMM_WORLD, &dup);
     check(split, 3000, MPI_BYTE, 0, ++round, "split communicator");
     check(dup, 3000, MPI_BYTE, 0, ++round, "duplicated communicator");
     check(dup, 3000, MPI_BYTE, 0, ++round, "back to back");
@@ -234,6 +330,7 @@ int main(int argc, char **argv)
         check_bcast_allreduce(split, ++round);
         check_v(MPI_COMM_WORLD, ++round);
         check_v(split, ++round);
+        check_nonblocking(MPI_COMM_WORLD, dup, ++round);
     }
     MPI_Comm_free(&split);
     MPI_Comm_free(&dup);

@@ -268,6 +268,11 @@ typedef struct crypt_coll_args {
 
 typedef struct crypt_coll_task crypt_coll_task_t;
 
+/* The collective `args` names, blocking (allgather with alg -1: the score
+ * table without a tune string). The same call as the task runs. */
+crypt_coll_status_t crypt_coll_run(crypt_coll_team_t *team,
+                                   const crypt_coll_args_t *args);
+
 /* PARAM if the team has no nonblocking pipes or a task in flight. */
 crypt_coll_status_t crypt_coll_task_init(crypt_coll_team_t *team,
                                          const crypt_coll_args_t *args,

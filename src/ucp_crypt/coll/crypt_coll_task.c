@@ -36,14 +36,14 @@ struct crypt_coll_task {
  * here, read once by the entry function before anything else runs */
 static __thread crypt_coll_task_t *crypt_coll_task_starting;
 
-static crypt_coll_status_t crypt_coll_task_run(crypt_coll_task_t *task)
+crypt_coll_status_t crypt_coll_run(crypt_coll_team_t *team,
+                                   const crypt_coll_args_t *a)
 {
-    crypt_coll_team_t *team = task->team;
-    const crypt_coll_args_t *a = &task->args;
-
     switch (a->coll) {
     case CRYPT_COLL_ALLGATHER:
-        return crypt_coll_allgather(team, (crypt_allgather_alg_t)a->alg, a->sbuf,
+        return crypt_coll_allgather(team, (a->alg < 0) ?
+                                    crypt_coll_allgather_select(team, a->m, NULL) :
+                                    (crypt_allgather_alg_t)a->alg, a->sbuf,
                                     a->rbuf, a->m);
     case CRYPT_COLL_BCAST:
         return crypt_coll_bcast(team, a->rbuf, a->m, a->root);
@@ -66,7 +66,7 @@ static void crypt_coll_task_entry(void)
 {
     crypt_coll_task_t *task = crypt_coll_task_starting;
 
-    task->status     = crypt_coll_task_run(task);
+    task->status     = crypt_coll_run(task->team, &task->args);
     task->done       = 1;
     task->team->task = NULL;
     /* uc_link is the caller's context: returning resumes test() */

@@ -51,8 +51,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define CRYPT_MPI_TAG          0x5ec2
+
+typedef struct crypt_mpi_request crypt_mpi_request_t;
 
 typedef struct crypt_mpi_team {
     struct crypt_mpi_team *next; /* every live team, for MPI_Finalize */
@@ -63,6 +66,8 @@ typedef struct crypt_mpi_team {
     int               tamper;     /* TESTING ONLY: UCX_CRYPT_COLL_FAULT */
     int               *lane_peer; /* per rank on another node; NULL: no lane */
     uint64_t          lane_team;  /* tells this team's messages apart */
+    crypt_mpi_request_t *queue;   /* nonblocking calls, in post order */
+    crypt_mpi_request_t **queue_tail;
     crypt_coll_team_t team;
 } crypt_mpi_team_t;
 
@@ -85,6 +90,11 @@ static void crypt_mpi_die(MPI_Comm comm, const char *what)
 
     PMPI_Comm_rank(comm, &rank);
     fprintf(stderr, "ucx-crypt: rank %d: %s\n", rank, what);
+    fflush(stderr);
+    /* the launcher tears the job down on the first abort and may drop what
+     * it had not forwarded yet: give it the reason first (MPICH's hydra
+     * lost it about one run in six) */
+    usleep(200 * 1000);
     PMPI_Abort(comm, 1);
 }
 
@@ -93,77 +103,127 @@ static int crypt_mpi_on_lane(const crypt_mpi_team_t *t, int peer)
     return (peer >= 0) && (t->lane_peer != NULL) && (t->lane_peer[peer] >= 0);
 }
 
-static int crypt_mpi_sendrecv(void *ctx, int dst, const void *sbuf, size_t slen,
-                               int src, void *rbuf, size_t rlen)
+/* One exchange on a team's pipes: frames between nodes on the lane (where
+ * there is one), everything else through the MPI library. */
+typedef struct crypt_mpi_xfer {
+    MPI_Request reqs[2];
+    int         n;
+    int         dst, src;
+    void        *rbuf;
+    size_t      rlen;
+    int         sent, received, mpi_done, failed;
+    uint8_t     *forged;
+} crypt_mpi_xfer_t;
+
+static int crypt_mpi_xfer_post(void *ctx, int dst, const void *sbuf, size_t slen,
+                               int src, void *rbuf, size_t rlen, void **handle)
 {
     crypt_mpi_team_t *t = ctx;
-    const crypt_lane_ops_t *lane = crypt_mpi_lane_ops;
     int send_on_lane = crypt_mpi_on_lane(t, dst);
     int recv_on_lane = crypt_mpi_on_lane(t, src);
-    int sent = !send_on_lane, received = !recv_on_lane, mpi_done = 0;
-    MPI_Request reqs[2];
-    MPI_Status stats[2];
-    int n = 0, spins = 0, ret = 0, r;
-    uint8_t *forged = NULL;
+    crypt_mpi_xfer_t *x;
 
-    if ((slen > (size_t)0x7fffffff) || (rlen > (size_t)0x7fffffff)) {
+    if ((slen > (size_t)0x7fffffff) || (rlen > (size_t)0x7fffffff) ||
+        ((x = calloc(1, sizeof(*x))) == NULL)) {
         return -1;
     }
+    x->dst      = dst;
+    x->src      = src;
+    x->rbuf     = rbuf;
+    x->rlen     = rlen;
+    x->sent     = !send_on_lane;
+    x->received = !recv_on_lane;
     if (t->tamper && (dst >= 0) && (slen > 0) &&
-        (t->team.node_of[dst] != t->team.node_of[t->team.rank])) {
+        (t->team.node_of[dst] != t->team.node_of[t->team.rank]) &&
+        ((x->forged = malloc(slen)) != NULL)) {
         /* TESTING ONLY: an attacker on the wire flips the frame's last bit */
-        forged = malloc(slen);
-        memcpy(forged, sbuf, slen);
-        forged[slen - 1] ^= 1;
-        sbuf      = forged;
+        memcpy(x->forged, sbuf, slen);
+        x->forged[slen - 1] ^= 1;
+        sbuf      = x->forged;
         t->tamper = 0;
     }
     if ((src >= 0) && !recv_on_lane) {
-        PMPI_Irecv(rbuf, (int)rlen, MPI_BYTE, src, CRYPT_MPI_TAG, t->comm, &reqs[n++]);
+        PMPI_Irecv(rbuf, (int)rlen, MPI_BYTE, src, CRYPT_MPI_TAG, t->comm,
+                   &x->reqs[x->n++]);
     }
     if ((dst >= 0) && !send_on_lane) {
         PMPI_Isend((void*)sbuf, (int)slen, MPI_BYTE, dst, CRYPT_MPI_TAG, t->comm,
-                   &reqs[n++]);
+                   &x->reqs[x->n++]);
     }
     if (send_on_lane &&
-        (lane->send(crypt_mpi_lane, t->lane_peer[dst], t->lane_team,
-                    (uint32_t)t->team.rank, sbuf, slen,
-                    CRYPT_COLL_FRAME_OVERHEAD) != 0)) {
-        ret = -1;
+        (crypt_mpi_lane_ops->send(crypt_mpi_lane, t->lane_peer[dst], t->lane_team,
+                                  (uint32_t)t->team.rank, sbuf, slen,
+                                  CRYPT_COLL_FRAME_OVERHEAD) != 0)) {
+        x->failed = 1;
     }
+    *handle = x;
+    return 0;
+}
 
-    /* both directions at once: the peer may be doing the same */
-    while ((ret == 0) && !(sent && received && mpi_done)) {
-        if (!mpi_done) {
-            ret = (PMPI_Testall(n, reqs, &mpi_done, stats) ==
-                   MPI_SUCCESS) ? 0 : -1;
+/* 1: done, 0: in flight, -1: failed; the handle is released unless 0.
+ * Both directions move at once: the peer may be doing the same. */
+static int crypt_mpi_xfer_test(void *ctx, void *handle)
+{
+    crypt_mpi_team_t *t = ctx;
+    const crypt_lane_ops_t *lane = crypt_mpi_lane_ops;
+    crypt_mpi_xfer_t *x = handle;
+    MPI_Status stats[2];
+    int r, ret;
+
+    if (!x->failed && !x->mpi_done) {
+        x->failed = (PMPI_Testall(x->n, x->reqs, &x->mpi_done, stats) != MPI_SUCCESS);
+    }
+    if (!x->failed && (!x->sent || !x->received)) {
+        lane->progress(crypt_mpi_lane);
+        if (!x->sent && ((r = lane->send_idle(crypt_mpi_lane, t->lane_peer[x->dst])) != 0)) {
+            x->failed |= (r < 0);
+            x->sent    = 1;
         }
-        if (!sent || !received) {
-            lane->progress(crypt_mpi_lane);
+        if (!x->received &&
+            ((r = lane->recv(crypt_mpi_lane, t->lane_peer[x->src], t->lane_team,
+                             (uint32_t)x->src, x->rbuf, x->rlen)) != 0)) {
+            x->failed  |= (r < 0);
+            x->received = 1;
         }
-        if (!sent && ((r = lane->send_idle(crypt_mpi_lane, t->lane_peer[dst])) != 0)) {
-            ret  = (r < 0) ? -1 : ret;
-            sent = 1;
-        }
-        if (!received &&
-            ((r = lane->recv(crypt_mpi_lane, t->lane_peer[src], t->lane_team,
-                             (uint32_t)src, rbuf, rlen)) != 0)) {
-            ret      = (r < 0) ? -1 : ret;
-            received = 1;
-        }
+    }
+    if (!x->failed && !(x->sent && x->received && x->mpi_done)) {
+        return 0;
+    }
+    if (x->failed && !x->mpi_done) {
+        /* never leave MPI writing into a buffer the caller gets back */
+        PMPI_Waitall(x->n, x->reqs, stats);
+    }
+    ret = x->failed ? -1 : 1;
+    free(x->forged);
+    free(x);
+    return ret;
+}
+
+static const crypt_coll_nb_ops_t crypt_mpi_nb_ops = {
+    .post = crypt_mpi_xfer_post,
+    .test = crypt_mpi_xfer_test
+};
+
+static int crypt_mpi_sendrecv(void *ctx, int dst, const void *sbuf, size_t slen,
+                              int src, void *rbuf, size_t rlen)
+{
+    int spins = 0, ret;
+    void *handle;
+
+    if (crypt_mpi_xfer_post(ctx, dst, sbuf, slen, src, rbuf, rlen, &handle) != 0) {
+        return -1;
+    }
+    while ((ret = crypt_mpi_xfer_test(ctx, handle)) == 0) {
         if ((++spins & 0xf) == 0) {
             /* ranks may outnumber cores, or share one (emulated hosts,
              * oversubscription): the peer we wait for may need ours */
             sched_yield();
         }
     }
-    if ((ret != 0) && !mpi_done) {
-        /* never leave MPI writing into a buffer the caller gets back */
-        PMPI_Waitall(n, reqs, stats);
-    }
-    free(forged);
-    return ret;
+    return (ret > 0) ? 0 : -1;
 }
+
+static void crypt_mpi_team_drain(crypt_mpi_team_t *t);
 
 static int crypt_mpi_team_free(MPI_Comm comm, int keyval, void *attr, void *extra)
 {
@@ -172,6 +232,7 @@ static int crypt_mpi_team_free(MPI_Comm comm, int keyval, void *attr, void *extr
     crypt_mpi_team_t **pp;
 
     (void)comm; (void)keyval; (void)extra;
+    crypt_mpi_team_drain(t); /* MPI completes what was posted before a free */
     ++crypt_mpi_bootstrapping;
     for (pp = &crypt_mpi_teams; *pp != NULL; pp = &(*pp)->next) {
         if (*pp == t) {
@@ -407,6 +468,8 @@ static crypt_mpi_team_t *crypt_mpi_team(MPI_Comm comm)
     }
     OPENSSL_cleanse(secret, sizeof(secret));
     free(node_of);
+    crypt_coll_team_set_nb(&t->team, &crypt_mpi_nb_ops);
+    t->queue_tail = &t->queue;
     PMPI_Comm_split(t->comm, t->team.node_of[rank], rank, &t->node_comm);
     memcpy(&t->lane_team, t->team.salt, sizeof(t->lane_team));
     crypt_mpi_lane_setup(t, comm);
@@ -491,16 +554,26 @@ static void crypt_mpi_check(MPI_Comm comm, crypt_coll_status_t status,
 
 /* The team that encrypts on `comm`, or NULL where the library's own
  * collective is right: intercommunicators (checked by the caller's type
- * tests first) and teams on one node, which need no crypto. */
-static crypt_mpi_team_t *crypt_mpi_encrypting_team(MPI_Comm comm)
+ * tests first) and teams on one node, which need no crypto.
+ * A nonblocking call only uses a team that is there already: setting one
+ * up takes blocking collectives, and Open MPI itself calls MPI_Iallreduce
+ * inside MPI_Comm_dup/split (to agree on the new context id), where a
+ * nested MPI_Comm_dup of ours hangs. */
+static crypt_mpi_team_t *crypt_mpi_encrypting_team(MPI_Comm comm,
+                                                   const crypt_mpi_nb_t *nb)
 {
-    crypt_mpi_team_t *t = crypt_mpi_team(comm);
+    crypt_mpi_team_t *t;
+    int found;
 
-    if (t->team.num_nodes == 1) {
+    if (nb == NULL) {
+        t = crypt_mpi_team(comm);
+    } else if (crypt_mpi_keyval == MPI_KEYVAL_INVALID) {
+        return NULL;
+    } else if ((PMPI_Comm_get_attr(comm, crypt_mpi_keyval, &t, &found) !=
+                MPI_SUCCESS) || !found) {
         return NULL;
     }
-    memset(&t->team.counters, 0, sizeof(t->team.counters));
-    return t;
+    return (t->team.num_nodes == 1) ? NULL : t;
 }
 
 /* Not ours: a team being set up (its own calls), intercommunicators */
@@ -515,170 +588,305 @@ static int crypt_mpi_declines(MPI_Comm comm)
     return inter;
 }
 
-int crypt_mpi_allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
-                        void *recvbuf, int recvcount, MPI_Datatype recvtype,
-                        MPI_Comm comm)
-{
-    int rsize, ssize = 0, alg;
-    crypt_mpi_team_t *t;
-    size_t m;
-
-    /* only what the core layer handles: contiguous bytes of equal length */
-    if (crypt_mpi_declines(comm) || !crypt_mpi_contiguous(recvtype, &rsize) ||
-        ((sendbuf != MPI_IN_PLACE) &&
-         (!crypt_mpi_contiguous(sendtype, &ssize) ||
-          ((size_t)sendcount * (size_t)ssize != (size_t)recvcount * (size_t)rsize))) ||
-        ((t = crypt_mpi_encrypting_team(comm)) == NULL)) {
-        return CRYPT_MPI_DECLINED;
-    }
-    m   = (size_t)recvcount * (size_t)rsize;
-    alg = crypt_coll_allgather_select(&t->team, m, getenv("UCX_CRYPT_COLL_TUNE"));
-    crypt_mpi_check(comm, crypt_coll_allgather(&t->team, (crypt_allgather_alg_t)alg,
-                                                (sendbuf == MPI_IN_PLACE) ? NULL : sendbuf,
-                                                recvbuf, m),
-                     "MPI_Allgather");
-    if (getenv("UCX_CRYPT_COLL_VERBOSE")) {
-        char what[96];
-        snprintf(what, sizeof(what), "allgather %zu B by %s", m,
-                 crypt_allgather_alg_name((crypt_allgather_alg_t)alg));
-        crypt_mpi_verbose(t, what);
-    }
-    return MPI_SUCCESS;
-}
-
-/* ---- MPI_Bcast and MPI_Allreduce: sealed once per node ---------------------- */
-
-int crypt_mpi_bcast(void *buffer, int count, MPI_Datatype datatype, int root,
-                    MPI_Comm comm)
-{
-    crypt_mpi_team_t *t;
-    int tsize;
-
-    if (crypt_mpi_declines(comm) || !crypt_mpi_contiguous(datatype, &tsize) ||
-        ((t = crypt_mpi_encrypting_team(comm)) == NULL)) {
-        return CRYPT_MPI_DECLINED;
-    }
-    crypt_mpi_check(comm, crypt_coll_bcast(&t->team, buffer,
-                                            (size_t)count * (size_t)tsize, root),
-                     "MPI_Bcast");
-    return MPI_SUCCESS;
-}
+/* ---- one call, blocking or queued ------------------------------------------- */
 
 typedef struct {
     MPI_Datatype type;
     MPI_Op       op;
-} crypt_mpi_op_t;
+} crypt_mpi_reduce_arg_t;
+
+/* What an entry point hands over: the core's arguments and what they
+ * point to that must live as long as the call (byte counts, the op) */
+typedef struct {
+    crypt_mpi_team_t       *t;
+    MPI_Comm               comm;      /* the user's: errors abort it */
+    const char             *name;     /* "MPI_Allgather", for errors */
+    char                   what[64];  /* the verbose line; "" = none */
+    crypt_coll_args_t      args;
+    size_t                 *arrays;   /* counts and displacements, owned */
+    crypt_mpi_reduce_arg_t reduce;
+} crypt_mpi_call_t;
+
+struct crypt_mpi_request {
+    crypt_mpi_request_t *next;        /* the team's queue */
+    crypt_mpi_call_t    call;
+    crypt_coll_task_t   *task;        /* NULL until it is the team's turn */
+    crypt_mpi_nb_t      nb;
+};
 
 static void crypt_mpi_reduce(void *inout, const void *in, size_t count, void *arg)
 {
-    crypt_mpi_op_t *o = arg;
+    crypt_mpi_reduce_arg_t *o = arg;
 
     PMPI_Reduce_local((void*)in, inout, (int)count, o->type, o->op);
 }
 
-int crypt_mpi_allreduce(const void *sendbuf, void *recvbuf, int count,
-                        MPI_Datatype datatype, MPI_Op op, MPI_Comm comm)
+static void crypt_mpi_call_start(crypt_mpi_call_t *c)
 {
-    crypt_mpi_op_t o = {datatype, op};
+    memset(&c->t->team.counters, 0, sizeof(c->t->team.counters));
+    c->args.op_arg = &c->reduce; /* the call may have moved since */
+}
+
+static void crypt_mpi_call_end(crypt_mpi_call_t *c, crypt_coll_status_t status)
+{
+    crypt_mpi_check(c->comm, status, c->name);
+    if (c->what[0] != '\0') {
+        crypt_mpi_verbose(c->t, c->what);
+    }
+    free(c->arrays);
+}
+
+/* Moves the team's oldest nonblocking calls on; returns how many ended */
+static int crypt_mpi_team_progress(crypt_mpi_team_t *t)
+{
+    crypt_mpi_request_t *req;
+    crypt_coll_status_t status;
+    int ended = 0;
+
+    while ((req = t->queue) != NULL) {
+        if (req->task == NULL) {
+            crypt_mpi_call_start(&req->call);
+            if (crypt_coll_task_init(&t->team, &req->call.args, NULL,
+                                     &req->task) != CRYPT_COLL_OK) {
+                crypt_mpi_die(req->call.comm, "cannot start a nonblocking "
+                              "collective (out of memory?)");
+            }
+            status = crypt_coll_task_post(req->task);
+        } else {
+            status = crypt_coll_task_test(req->task);
+        }
+        if (status == CRYPT_COLL_INPROGRESS) {
+            break;
+        }
+        crypt_coll_task_finalize(req->task);
+        crypt_mpi_call_end(&req->call, status);
+        if ((t->queue = req->next) == NULL) {
+            t->queue_tail = &t->queue;
+        }
+        req->nb.complete(req->nb.arg);
+        free(req);
+        ++ended;
+    }
+    return ended;
+}
+
+static int crypt_mpi_progressing;
+
+int crypt_mpi_progress(void)
+{
     crypt_mpi_team_t *t;
+    int ended = 0;
+
+    if (crypt_mpi_progressing) {
+        return 0; /* our own PMPI calls run the library's progress loop */
+    }
+    crypt_mpi_progressing = 1;
+    for (t = crypt_mpi_teams; t != NULL; t = t->next) {
+        if (t->queue != NULL) {
+            ended += crypt_mpi_team_progress(t);
+        }
+    }
+    crypt_mpi_progressing = 0;
+    return ended;
+}
+
+static void crypt_mpi_team_drain(crypt_mpi_team_t *t)
+{
+    int spins = 0;
+
+    while (t->queue != NULL) {
+        crypt_mpi_progress();
+        if ((++spins & 0xf) == 0) {
+            sched_yield();
+        }
+    }
+}
+
+/* Run `c` now (nb NULL) or queue it on its team */
+static int crypt_mpi_issue(crypt_mpi_call_t *c, const crypt_mpi_nb_t *nb)
+{
+    crypt_mpi_request_t *req;
+
+    if ((c->args.coll == CRYPT_COLL_ALLGATHER) && (c->args.alg < 0)) {
+        c->args.alg = crypt_coll_allgather_select(&c->t->team, c->args.m,
+                                                  getenv("UCX_CRYPT_COLL_TUNE"));
+        snprintf(c->what, sizeof(c->what), "%sallgather %zu B by %s",
+                 (nb != NULL) ? "i" : "", c->args.m,
+                 crypt_allgather_alg_name((crypt_allgather_alg_t)c->args.alg));
+    }
+    if (nb == NULL) {
+        crypt_mpi_team_drain(c->t); /* what was posted before goes first */
+        crypt_mpi_call_start(c);
+        crypt_mpi_call_end(c, crypt_coll_run(&c->t->team, &c->args));
+        return MPI_SUCCESS;
+    }
+    if ((req = calloc(1, sizeof(*req))) == NULL) {
+        crypt_mpi_die(c->comm, "out of memory");
+    }
+    req->call      = *c;
+    req->nb        = *nb;
+    *c->t->queue_tail = req;
+    c->t->queue_tail  = &req->next;
+    crypt_mpi_progress(); /* start it if it is the team's turn */
+    return MPI_SUCCESS;
+}
+
+/* The entry points: only what the core layer handles (contiguous types,
+ * matching lengths, intracommunicators over several nodes) */
+
+int crypt_mpi_allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
+                        void *recvbuf, int recvcount, MPI_Datatype recvtype,
+                        MPI_Comm comm, const crypt_mpi_nb_t *nb)
+{
+    crypt_mpi_call_t c = {.comm = comm, .name = "MPI_Allgather"};
+    int rsize, ssize = 0;
+
+    if (crypt_mpi_declines(comm) || !crypt_mpi_contiguous(recvtype, &rsize) ||
+        ((sendbuf != MPI_IN_PLACE) &&
+         (!crypt_mpi_contiguous(sendtype, &ssize) ||
+          ((size_t)sendcount * (size_t)ssize != (size_t)recvcount * (size_t)rsize))) ||
+        ((c.t = crypt_mpi_encrypting_team(comm, nb)) == NULL)) {
+        return CRYPT_MPI_DECLINED;
+    }
+    c.args.coll = CRYPT_COLL_ALLGATHER;
+    c.args.alg  = -1;
+    c.args.sbuf = (sendbuf == MPI_IN_PLACE) ? NULL : sendbuf;
+    c.args.rbuf = recvbuf;
+    c.args.m    = (size_t)recvcount * (size_t)rsize;
+    return crypt_mpi_issue(&c, nb);
+}
+
+/* ---- MPI_Bcast, MPI_Allreduce, MPI_Alltoall: sealed once per node ------------ */
+
+int crypt_mpi_bcast(void *buffer, int count, MPI_Datatype datatype, int root,
+                    MPI_Comm comm, const crypt_mpi_nb_t *nb)
+{
+    crypt_mpi_call_t c = {.comm = comm, .name = "MPI_Bcast"};
+    int tsize;
+
+    if (crypt_mpi_declines(comm) || !crypt_mpi_contiguous(datatype, &tsize) ||
+        ((c.t = crypt_mpi_encrypting_team(comm, nb)) == NULL)) {
+        return CRYPT_MPI_DECLINED;
+    }
+    c.args.coll = CRYPT_COLL_BCAST;
+    c.args.rbuf = buffer;
+    c.args.m    = (size_t)count * (size_t)tsize;
+    c.args.root = root;
+    if (nb != NULL) {
+        snprintf(c.what, sizeof(c.what), "ibcast %zu B", c.args.m);
+    }
+    return crypt_mpi_issue(&c, nb);
+}
+
+int crypt_mpi_allreduce(const void *sendbuf, void *recvbuf, int count,
+                        MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
+                        const crypt_mpi_nb_t *nb)
+{
+    crypt_mpi_call_t c = {.comm = comm, .name = "MPI_Allreduce",
+                          .reduce = {datatype, op}};
     int tsize, commute = 0;
 
     PMPI_Op_commutative(op, &commute);
     /* the node partials are combined in node order: commutative ops only */
     if (crypt_mpi_declines(comm) || !commute ||
         !crypt_mpi_contiguous(datatype, &tsize) ||
-        ((t = crypt_mpi_encrypting_team(comm)) == NULL)) {
+        ((c.t = crypt_mpi_encrypting_team(comm, nb)) == NULL)) {
         return CRYPT_MPI_DECLINED;
     }
-    crypt_mpi_check(comm, crypt_coll_allreduce(&t->team,
-                                                (sendbuf == MPI_IN_PLACE) ? NULL : sendbuf,
-                                                recvbuf, (size_t)count, (size_t)tsize,
-                                                crypt_mpi_reduce, &o),
-                     "MPI_Allreduce");
-    return MPI_SUCCESS;
+    c.args.coll      = CRYPT_COLL_ALLREDUCE;
+    c.args.sbuf      = (sendbuf == MPI_IN_PLACE) ? NULL : sendbuf;
+    c.args.rbuf      = recvbuf;
+    c.args.m         = (size_t)count;
+    c.args.elem_size = (size_t)tsize;
+    c.args.op        = crypt_mpi_reduce;
+    if (nb != NULL) {
+        snprintf(c.what, sizeof(c.what), "iallreduce %zu B", c.args.m * (size_t)tsize);
+    }
+    return crypt_mpi_issue(&c, nb);
 }
 
 int crypt_mpi_alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
                        void *recvbuf, int recvcount, MPI_Datatype recvtype,
-                       MPI_Comm comm)
+                       MPI_Comm comm, const crypt_mpi_nb_t *nb)
 {
-    crypt_mpi_team_t *t;
+    crypt_mpi_call_t c = {.comm = comm, .name = "MPI_Alltoall"};
     int ssize, rsize;
 
     if (crypt_mpi_declines(comm) || (sendbuf == MPI_IN_PLACE) ||
         !crypt_mpi_contiguous(sendtype, &ssize) ||
         !crypt_mpi_contiguous(recvtype, &rsize) ||
         ((size_t)sendcount * (size_t)ssize != (size_t)recvcount * (size_t)rsize) ||
-        ((t = crypt_mpi_encrypting_team(comm)) == NULL)) {
+        ((c.t = crypt_mpi_encrypting_team(comm, nb)) == NULL)) {
         return CRYPT_MPI_DECLINED;
     }
-    crypt_mpi_check(comm, crypt_coll_alltoall(&t->team, sendbuf, recvbuf,
-                                               (size_t)recvcount * (size_t)rsize),
-                     "MPI_Alltoall");
-    return MPI_SUCCESS;
+    c.args.coll = CRYPT_COLL_ALLTOALL;
+    c.args.sbuf = sendbuf;
+    c.args.rbuf = recvbuf;
+    c.args.m    = (size_t)recvcount * (size_t)rsize;
+    if (nb != NULL) {
+        snprintf(c.what, sizeof(c.what), "ialltoall %zu B", c.args.m);
+    }
+    return crypt_mpi_issue(&c, nb);
 }
 
 /* ---- the v-variants: per-rank lengths, in bytes for the core ---------------- */
 
-/* counts[i] * size and displs[i] * size as bytes, for `n` ranks */
-static int crypt_mpi_bytes(int n, const int *counts, const int *displs, int size,
-                           size_t **bcounts, size_t **bdispls)
+/* counts[i] * size and displs[i] * size as bytes, for `n` ranks, into
+ * out[0..n) and out[n..2n); NULL where a value is negative */
+static size_t *crypt_mpi_bytes(int n, const int *counts, const int *displs,
+                               int size, size_t *out)
 {
     int i;
 
-    *bcounts = malloc(sizeof(size_t) * (size_t)n);
-    *bdispls = malloc(sizeof(size_t) * (size_t)n);
-    if ((*bcounts == NULL) || (*bdispls == NULL)) {
-        return -1;
-    }
     for (i = 0; i < n; ++i) {
         if ((counts[i] < 0) || (displs[i] < 0)) {
-            return -1;
+            return NULL;
         }
-        (*bcounts)[i] = (size_t)counts[i] * (size_t)size;
-        (*bdispls)[i] = (size_t)displs[i] * (size_t)size;
+        out[i]     = (size_t)counts[i] * (size_t)size;
+        out[n + i] = (size_t)displs[i] * (size_t)size;
     }
-    return 0;
+    return out;
 }
 
 int crypt_mpi_allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
                          void *recvbuf, const int recvcounts[], const int displs[],
-                         MPI_Datatype recvtype, MPI_Comm comm)
+                         MPI_Datatype recvtype, MPI_Comm comm,
+                         const crypt_mpi_nb_t *nb)
 {
-    size_t *counts = NULL, *bdispls = NULL;
-    int rsize, ssize = 0, rank, size, ret = CRYPT_MPI_DECLINED;
-    crypt_mpi_team_t *t;
+    crypt_mpi_call_t c = {.comm = comm, .name = "MPI_Allgatherv"};
+    int rsize, ssize = 0, rank, size;
 
     if (crypt_mpi_declines(comm) || !crypt_mpi_contiguous(recvtype, &rsize)) {
         return CRYPT_MPI_DECLINED;
     }
     PMPI_Comm_rank(comm, &rank);
     PMPI_Comm_size(comm, &size);
-    if (((sendbuf == MPI_IN_PLACE) ||
-         (crypt_mpi_contiguous(sendtype, &ssize) &&
-          ((size_t)sendcount * (size_t)ssize == (size_t)recvcounts[rank] * (size_t)rsize))) &&
-        (crypt_mpi_bytes(size, recvcounts, displs, rsize, &counts, &bdispls) == 0) &&
-        ((t = crypt_mpi_encrypting_team(comm)) != NULL)) {
-        crypt_mpi_check(comm, crypt_coll_allgatherv(&t->team,
-                                                    (sendbuf == MPI_IN_PLACE) ? NULL : sendbuf,
-                                                    recvbuf, counts, bdispls),
-                        "MPI_Allgatherv");
-        crypt_mpi_verbose(t, "allgatherv");
-        ret = MPI_SUCCESS;
+    if (((sendbuf != MPI_IN_PLACE) &&
+         (!crypt_mpi_contiguous(sendtype, &ssize) ||
+          ((size_t)sendcount * (size_t)ssize != (size_t)recvcounts[rank] * (size_t)rsize))) ||
+        ((c.arrays = malloc(sizeof(size_t) * 2 * (size_t)size)) == NULL) ||
+        (crypt_mpi_bytes(size, recvcounts, displs, rsize, c.arrays) == NULL) ||
+        ((c.t = crypt_mpi_encrypting_team(comm, nb)) == NULL)) {
+        free(c.arrays);
+        return CRYPT_MPI_DECLINED;
     }
-    free(counts);
-    free(bdispls);
-    return ret;
+    c.args.coll   = CRYPT_COLL_ALLGATHERV;
+    c.args.sbuf   = (sendbuf == MPI_IN_PLACE) ? NULL : sendbuf;
+    c.args.rbuf   = recvbuf;
+    c.args.counts = c.arrays;
+    c.args.displs = c.arrays + size;
+    snprintf(c.what, sizeof(c.what), "%sallgatherv", (nb != NULL) ? "i" : "");
+    return crypt_mpi_issue(&c, nb);
 }
 
 int crypt_mpi_alltoallv(const void *sendbuf, const int sendcounts[],
                         const int sdispls[], MPI_Datatype sendtype, void *recvbuf,
                         const int recvcounts[], const int rdispls[],
-                        MPI_Datatype recvtype, MPI_Comm comm)
+                        MPI_Datatype recvtype, MPI_Comm comm,
+                        const crypt_mpi_nb_t *nb)
 {
-    size_t *sc = NULL, *sd = NULL, *rc = NULL, *rd = NULL;
-    int ssize, rsize, size, ret = CRYPT_MPI_DECLINED;
-    crypt_mpi_team_t *t;
+    crypt_mpi_call_t c = {.comm = comm, .name = "MPI_Alltoallv"};
+    int ssize, rsize, size;
 
     if (crypt_mpi_declines(comm) || (sendbuf == MPI_IN_PLACE) ||
         !crypt_mpi_contiguous(sendtype, &ssize) ||
@@ -686,18 +894,21 @@ int crypt_mpi_alltoallv(const void *sendbuf, const int sendcounts[],
         return CRYPT_MPI_DECLINED;
     }
     PMPI_Comm_size(comm, &size);
-    if ((crypt_mpi_bytes(size, sendcounts, sdispls, ssize, &sc, &sd) == 0) &&
-        (crypt_mpi_bytes(size, recvcounts, rdispls, rsize, &rc, &rd) == 0) &&
-        ((t = crypt_mpi_encrypting_team(comm)) != NULL)) {
-        crypt_mpi_check(comm, crypt_coll_alltoallv(&t->team, sendbuf, sc, sd, recvbuf,
-                                                   rc, rd),
-                        "MPI_Alltoallv");
-        crypt_mpi_verbose(t, "alltoallv");
-        ret = MPI_SUCCESS;
+    if (((c.arrays = malloc(sizeof(size_t) * 4 * (size_t)size)) == NULL) ||
+        (crypt_mpi_bytes(size, sendcounts, sdispls, ssize, c.arrays) == NULL) ||
+        (crypt_mpi_bytes(size, recvcounts, rdispls, rsize,
+                         c.arrays + 2 * size) == NULL) ||
+        ((c.t = crypt_mpi_encrypting_team(comm, nb)) == NULL)) {
+        free(c.arrays);
+        return CRYPT_MPI_DECLINED;
     }
-    free(sc);
-    free(sd);
-    free(rc);
-    free(rd);
-    return ret;
+    c.args.coll    = CRYPT_COLL_ALLTOALLV;
+    c.args.sbuf    = sendbuf;
+    c.args.rbuf    = recvbuf;
+    c.args.counts  = c.arrays;
+    c.args.displs  = c.arrays + size;
+    c.args.rcounts = c.arrays + 2 * size;
+    c.args.rdispls = c.arrays + 3 * size;
+    snprintf(c.what, sizeof(c.what), "%salltoallv", (nb != NULL) ? "i" : "");
+    return crypt_mpi_issue(&c, nb);
 }

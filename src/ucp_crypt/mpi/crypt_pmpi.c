@@ -5,8 +5,13 @@
  * Not reached by Open MPI's Fortran bindings (they call PMPI_* directly)
  * nor by collectives the library calls internally: under Open MPI the coll
  * component (coll_crypt.c) is the complete front end.
+ * Nonblocking collectives (MPI_Iallgather, ...) are left to the library
+ * here, over its transport (sealed per hop where that is crypt): standard
+ * MPI has no hook to progress a request of ours inside MPI_Wait.
  */
 #include "crypt_mpi.h"
+
+#include <stddef.h>
 
 /* The coll component stands aside where this library is loaded too */
 __attribute__((visibility("default"))) const int ucx_crypt_pmpi_adapter = 1;
@@ -15,7 +20,7 @@ int MPI_Allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
                   void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm)
 {
     int ret = crypt_mpi_allgather(sendbuf, sendcount, sendtype, recvbuf,
-                                  recvcount, recvtype, comm);
+                                  recvcount, recvtype, comm, NULL);
 
     return (ret != CRYPT_MPI_DECLINED) ? ret :
            PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount,
@@ -24,7 +29,7 @@ int MPI_Allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
 
 int MPI_Bcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm)
 {
-    int ret = crypt_mpi_bcast(buffer, count, datatype, root, comm);
+    int ret = crypt_mpi_bcast(buffer, count, datatype, root, comm, NULL);
 
     return (ret != CRYPT_MPI_DECLINED) ? ret :
            PMPI_Bcast(buffer, count, datatype, root, comm);
@@ -33,7 +38,8 @@ int MPI_Bcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm
 int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count,
                   MPI_Datatype datatype, MPI_Op op, MPI_Comm comm)
 {
-    int ret = crypt_mpi_allreduce(sendbuf, recvbuf, count, datatype, op, comm);
+    int ret = crypt_mpi_allreduce(sendbuf, recvbuf, count, datatype, op, comm,
+                                  NULL);
 
     return (ret != CRYPT_MPI_DECLINED) ? ret :
            PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm);
@@ -43,7 +49,7 @@ int MPI_Alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
                  void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm)
 {
     int ret = crypt_mpi_alltoall(sendbuf, sendcount, sendtype, recvbuf,
-                                 recvcount, recvtype, comm);
+                                 recvcount, recvtype, comm, NULL);
 
     return (ret != CRYPT_MPI_DECLINED) ? ret :
            PMPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount,
@@ -55,7 +61,7 @@ int MPI_Allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
                    MPI_Datatype recvtype, MPI_Comm comm)
 {
     int ret = crypt_mpi_allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts,
-                                   displs, recvtype, comm);
+                                   displs, recvtype, comm, NULL);
 
     return (ret != CRYPT_MPI_DECLINED) ? ret :
            PMPI_Allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs,
@@ -67,7 +73,7 @@ int MPI_Alltoallv(const void *sendbuf, const int sendcounts[], const int sdispls
                   const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm)
 {
     int ret = crypt_mpi_alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf,
-                                  recvcounts, rdispls, recvtype, comm);
+                                  recvcounts, rdispls, recvtype, comm, NULL);
 
     return (ret != CRYPT_MPI_DECLINED) ? ret :
            PMPI_Alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts,
