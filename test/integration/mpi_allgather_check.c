@@ -173,7 +173,8 @@ static void check_v(MPI_Comm comm, int round)
 }
 
 /* The nonblocking forms, all outstanding at once on `comm` and on
- * `other` (posted in the same order on every rank, as MPI requires), a
+ * `other` (posted in the same order on every rank, as MPI requires; the
+ * first collective on `other` is one of them), a
  * blocking all-gather posted while they are, progressed by MPI_Testall
  * alone; every result against what it must give */
 static void check_nonblocking(MPI_Comm comm, MPI_Comm other, int round)
@@ -330,7 +331,11 @@ int main(int argc, char **argv)
         check_bcast_allreduce(split, ++round);
         check_v(MPI_COMM_WORLD, ++round);
         check_v(split, ++round);
-        check_nonblocking(MPI_COMM_WORLD, dup, ++round);
+        /* a fresh communicator: a nonblocking call is its first collective */
+        MPI_Comm fresh;
+        MPI_Comm_dup(MPI_COMM_WORLD, &fresh);
+        check_nonblocking(MPI_COMM_WORLD, fresh, ++round);
+        MPI_Comm_free(&fresh);
     }
     MPI_Comm_free(&split);
     MPI_Comm_free(&dup);

@@ -3,8 +3,10 @@
  * MPI_Allgather per size, after warm-up, the maximum over ranks. With the
  * ucx-crypt PMPI adapter preloaded it measures the encrypted algorithm
  * UCX_CRYPT_COLL_TUNE picks; without it, the library's plaintext one.
+ * With -n, MPI_Iallgather then MPI_Wait (the nonblocking path: under the
+ * coll component, the adapter's tasks).
  *
- *   mpiexec -n P allgather_bench [-i ITERS]
+ *   mpiexec -n P allgather_bench [-i ITERS] [-n]
  */
 #include <mpi.h>
 
@@ -15,12 +17,16 @@
 int main(int argc, char **argv)
 {
     static const size_t sizes[] = {1, 64, 1024, 16384, 65536, 262144, 1048576, 4194304};
-    int rank, nranks, iters = 20, it;
+    int rank, nranks, iters = 20, it, nonblocking = 0, a;
+    MPI_Request req;
 
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &nranks);
-    if ((argc == 3) && !strcmp(argv[1], "-i")) iters = atoi(argv[2]);
+    for (a = 1; a < argc; ++a) {
+        if (!strcmp(argv[a], "-i") && (a + 1 < argc)) iters = atoi(argv[++a]);
+        else if (!strcmp(argv[a], "-n")) nonblocking = 1;
+    }
     for (unsigned s = 0; s < sizeof(sizes) / sizeof(sizes[0]); ++s) {
         size_t m = sizes[s];
         char *sbuf = malloc(m), *rbuf = malloc(m * nranks);
@@ -29,7 +35,14 @@ int main(int argc, char **argv)
         memset(sbuf, rank, m);
         for (it = -2; it < n; ++it) {
             if (it == 0) { MPI_Barrier(MPI_COMM_WORLD); t0 = MPI_Wtime(); }
-            MPI_Allgather(sbuf, (int)m, MPI_BYTE, rbuf, (int)m, MPI_BYTE, MPI_COMM_WORLD);
+            if (nonblocking) {
+                MPI_Iallgather(sbuf, (int)m, MPI_BYTE, rbuf, (int)m, MPI_BYTE,
+                               MPI_COMM_WORLD, &req);
+                MPI_Wait(&req, MPI_STATUS_IGNORE);
+            } else {
+                MPI_Allgather(sbuf, (int)m, MPI_BYTE, rbuf, (int)m, MPI_BYTE,
+                              MPI_COMM_WORLD);
+            }
         }
         t = (MPI_Wtime() - t0) / n * 1e6;
         MPI_Reduce(&t, &tmax, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);

@@ -8,6 +8,8 @@
 #   <alg>      the site configuration as shipped: the coll component,
 #              frames on the collective lane (sealed once per node), with
 #              the score table ("table") or one algorithm forced
+#   plain-nb, table-nb  MPI_Iallgather + MPI_Wait: Open MPI's libnbc in
+#              plaintext, and the coll component's tasks
 # on two emulated hosts (network namespaces joined by a veth, fresh pid and
 # ipc namespaces per host: test/netns.sh), P/2 ranks each, so that inside
 # a host MPI uses shared memory and only host-to-host traffic is on the
@@ -48,7 +50,8 @@ iters=20
 [ -n "$quick" ] && iters=5
 
 run() { # LABEL PARAM_FILE [mpirun args...]: mpirun on host 1, ranks 0..P/2-1
-    local label=$1 params=$2; shift 2
+    local label=$1 params=$2 nb=""; shift 2
+    [[ $label == *-nb ]] && nb=-n
     on_host ucxc-g1 ucxc-gv1 env OMPI_MCA_mca_base_param_files="$params" \
         OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
         NETNS_AGENT_HOSTS="10.78.0.1=ucxc-g1=ucxc-gv1 10.78.0.2=ucxc-g2=ucxc-gv2" \
@@ -56,22 +59,24 @@ run() { # LABEL PARAM_FILE [mpirun args...]: mpirun on host 1, ranks 0..P/2-1
         --host 10.78.0.1:$((p / 2)),10.78.0.2:$((p - p / 2)) \
         --mca plm_rsh_agent "$agent" --mca oob_tcp_if_include ucxc-gv1,ucxc-gv2 \
         --mca mpi_yield_when_idle 1 -x UCX_WARN_UNUSED_ENV_VARS=n "$@" \
-        "$work/allgather_bench" -i $iters \
+        "$work/allgather_bench" -i $iters $nb \
         2>"$work/$label.err" |
         awk -v a="$label" '/^[0-9]+ [0-9.]+$/ {print a "," $1 "," $2}' >>"$csv"
 }
 
 echo "# $(hostname), $(nproc) cpus, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), Open MPI $(ompi_info --parsable 2>/dev/null | sed -n 's/^ompi:version:full://p'), p=$p on 2 emulated hosts over veth, $(date -u +%FT%TZ)" >"$csv"
 echo "config,size,latency_us" >>"$csv"
-run plain /dev/null --mca pml ucx --mca osc ucx --mca btl self,vader --mca opal_common_ucx_tls any \
-    --mca opal_common_ucx_devices any -x UCX_TLS=tcp,sm,self
+plain=(--mca pml ucx --mca osc ucx --mca btl self,vader --mca opal_common_ucx_tls any
+       --mca opal_common_ucx_devices any -x UCX_TLS=tcp,sm,self)
+run plain /dev/null "${plain[@]}"
+run plain-nb /dev/null "${plain[@]}"
 run transport "$site" --mca coll ^crypt -x UCX_TLS=crypt,tcp,sm,self \
     -x UCX_CRYPT_KEY_FILE="$work/job.key"
 # the two hosts share one hostname, so MPI's shared-memory split sees one
 # node: the node map is given (ranks 0..P/2-1 on host 1)
-for alg in table naive o-ring o-rd2 c-ring c-rd; do
+for alg in table table-nb naive o-ring o-rd2 c-ring c-rd; do
     tune=()
-    [ "$alg" != table ] && tune=(-x UCX_CRYPT_COLL_TUNE=allgather:$alg)
+    [ "${alg%-nb}" != table ] && tune=(-x UCX_CRYPT_COLL_TUNE=allgather:$alg)
     run "$alg" "$site" -x UCX_TLS=crypt,tcp,sm,self -x UCX_CRYPT_KEY_FILE="$work/job.key" \
         -x UCX_CRYPT_COLL_NODES=$nodes:block "${tune[@]}"
 done
@@ -80,6 +85,7 @@ done
 import csv, sys
 rows = list(csv.DictReader(l for l in open(sys.argv[1]) if not l.startswith('#')))
 cfgs = ['plain', 'transport', 'table', 'naive', 'o-ring', 'o-rd2', 'c-ring', 'c-rd']
+nb = ['plain-nb', 'table-nb']
 lat = {(r['config'], int(r['size'])): float(r['latency_us']) for r in rows}
 sizes = sorted({int(r['size']) for r in rows})
 print(open(sys.argv[1]).readline().strip())
@@ -93,5 +99,13 @@ for m in sizes:
     r_tr = best[0] / v[1] if best[0] and v[1] else float('nan')
     print('%9d' % m + ''.join('%10.1f' % x if x is not None else '%10s' % '-' for x in v)
           + '  %8s  %6.2f  %10.2f' % (best[1], r_plain, r_tr))
+print()
+print('nonblocking (MPI_Iallgather + MPI_Wait; libnbc in plaintext vs the tasks)')
+print('%9s' % 'size' + ''.join('%10s' % c for c in nb + ['table']) + '  tasks/plain-nb  tasks/blocking')
+for m in sizes:
+    v = [lat.get((c, m)) for c in nb + ['table']]
+    ok = all(x is not None for x in v)
+    print('%9d' % m + ''.join('%10.1f' % x if x is not None else '%10s' % '-' for x in v)
+          + ('  %14.2f  %14.2f' % (v[1] / v[0], v[1] / v[2]) if ok else ''))
 PYEOF
 echo "CSV: $csv"

@@ -554,22 +554,17 @@ static void crypt_mpi_check(MPI_Comm comm, crypt_coll_status_t status,
 
 /* The team that encrypts on `comm`, or NULL where the library's own
  * collective is right: intercommunicators (checked by the caller's type
- * tests first) and teams on one node, which need no crypto.
- * A nonblocking call only uses a team that is there already: setting one
- * up takes blocking collectives, and Open MPI itself calls MPI_Iallreduce
- * inside MPI_Comm_dup/split (to agree on the new context id), where a
- * nested MPI_Comm_dup of ours hangs. */
-static crypt_mpi_team_t *crypt_mpi_encrypting_team(MPI_Comm comm,
-                                                   const crypt_mpi_nb_t *nb)
+ * tests first) and teams on one node, which need no crypto. With
+ * `may_set_up` 0, only a team that exists already (see crypt_mpi_allreduce). */
+static crypt_mpi_team_t *crypt_mpi_encrypting_team(MPI_Comm comm, int may_set_up)
 {
     crypt_mpi_team_t *t;
     int found;
 
-    if (nb == NULL) {
+    if (may_set_up) {
         t = crypt_mpi_team(comm);
-    } else if (crypt_mpi_keyval == MPI_KEYVAL_INVALID) {
-        return NULL;
-    } else if ((PMPI_Comm_get_attr(comm, crypt_mpi_keyval, &t, &found) !=
+    } else if ((crypt_mpi_keyval == MPI_KEYVAL_INVALID) ||
+               (PMPI_Comm_get_attr(comm, crypt_mpi_keyval, &t, &found) !=
                 MPI_SUCCESS) || !found) {
         return NULL;
     }
@@ -745,7 +740,7 @@ int crypt_mpi_allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtyp
         ((sendbuf != MPI_IN_PLACE) &&
          (!crypt_mpi_contiguous(sendtype, &ssize) ||
           ((size_t)sendcount * (size_t)ssize != (size_t)recvcount * (size_t)rsize))) ||
-        ((c.t = crypt_mpi_encrypting_team(comm, nb)) == NULL)) {
+        ((c.t = crypt_mpi_encrypting_team(comm, 1)) == NULL)) {
         return CRYPT_MPI_DECLINED;
     }
     c.args.coll = CRYPT_COLL_ALLGATHER;
@@ -765,7 +760,7 @@ int crypt_mpi_bcast(void *buffer, int count, MPI_Datatype datatype, int root,
     int tsize;
 
     if (crypt_mpi_declines(comm) || !crypt_mpi_contiguous(datatype, &tsize) ||
-        ((c.t = crypt_mpi_encrypting_team(comm, nb)) == NULL)) {
+        ((c.t = crypt_mpi_encrypting_team(comm, 1)) == NULL)) {
         return CRYPT_MPI_DECLINED;
     }
     c.args.coll = CRYPT_COLL_BCAST;
@@ -786,11 +781,19 @@ int crypt_mpi_allreduce(const void *sendbuf, void *recvbuf, int count,
                           .reduce = {datatype, op}};
     int tsize, commute = 0;
 
+    /* Open MPI agrees on a new communicator's context id with nonblocking
+     * allreduces of one MPI_INT (MAX, MIN) on the parent, from inside
+     * MPI_Comm_dup/split (ompi/communicator/comm_cid.c): setting a team up
+     * there would nest our own MPI_Comm_dup, which hangs. Such a call uses
+     * a team that exists, and never sets one up. */
+    int cid_like = (nb != NULL) && (count == 1) && (datatype == MPI_INT) &&
+                   ((op == MPI_MAX) || (op == MPI_MIN));
+
     PMPI_Op_commutative(op, &commute);
     /* the node partials are combined in node order: commutative ops only */
     if (crypt_mpi_declines(comm) || !commute ||
         !crypt_mpi_contiguous(datatype, &tsize) ||
-        ((c.t = crypt_mpi_encrypting_team(comm, nb)) == NULL)) {
+        ((c.t = crypt_mpi_encrypting_team(comm, !cid_like)) == NULL)) {
         return CRYPT_MPI_DECLINED;
     }
     c.args.coll      = CRYPT_COLL_ALLREDUCE;
@@ -816,7 +819,7 @@ int crypt_mpi_alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype
         !crypt_mpi_contiguous(sendtype, &ssize) ||
         !crypt_mpi_contiguous(recvtype, &rsize) ||
         ((size_t)sendcount * (size_t)ssize != (size_t)recvcount * (size_t)rsize) ||
-        ((c.t = crypt_mpi_encrypting_team(comm, nb)) == NULL)) {
+        ((c.t = crypt_mpi_encrypting_team(comm, 1)) == NULL)) {
         return CRYPT_MPI_DECLINED;
     }
     c.args.coll = CRYPT_COLL_ALLTOALL;
@@ -866,7 +869,7 @@ int crypt_mpi_allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendty
           ((size_t)sendcount * (size_t)ssize != (size_t)recvcounts[rank] * (size_t)rsize))) ||
         ((c.arrays = malloc(sizeof(size_t) * 2 * (size_t)size)) == NULL) ||
         (crypt_mpi_bytes(size, recvcounts, displs, rsize, c.arrays) == NULL) ||
-        ((c.t = crypt_mpi_encrypting_team(comm, nb)) == NULL)) {
+        ((c.t = crypt_mpi_encrypting_team(comm, 1)) == NULL)) {
         free(c.arrays);
         return CRYPT_MPI_DECLINED;
     }
@@ -898,7 +901,7 @@ int crypt_mpi_alltoallv(const void *sendbuf, const int sendcounts[],
         (crypt_mpi_bytes(size, sendcounts, sdispls, ssize, c.arrays) == NULL) ||
         (crypt_mpi_bytes(size, recvcounts, rdispls, rsize,
                          c.arrays + 2 * size) == NULL) ||
-        ((c.t = crypt_mpi_encrypting_team(comm, nb)) == NULL)) {
+        ((c.t = crypt_mpi_encrypting_team(comm, 1)) == NULL)) {
         free(c.arrays);
         return CRYPT_MPI_DECLINED;
     }
