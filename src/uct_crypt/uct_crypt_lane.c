@@ -7,8 +7,11 @@
  * the first selected inner transport that connects to a remote iface and
  * has am_bcopy with synchronous callbacks (tcp, ud, dc). A message goes as
  * am_bcopy chunks on AM id 0 of that iface, each with a small header (team,
- * sending rank, first/last, total length); the receiver reassembles per
- * (team, rank) and keeps complete messages until the collective asks.
+ * sending rank, first/last, total length). The receiver writes a message
+ * straight into the buffer the collective posted for it (a receive that
+ * found nothing yet: one copy less, no allocation); otherwise it
+ * reassembles per (team, rank) and keeps complete messages until the
+ * collective asks.
  *
  * Why the lane is not a second UCP context: UCP would put its own protocol
  * on the wire in plaintext (wireup, rendezvous with remote addresses and
@@ -60,6 +63,12 @@ typedef struct uct_crypt_lane_stream {
     uct_crypt_lane_msg_t *partial; /* being reassembled */
     size_t               filled;
     uct_crypt_lane_msg_t *head, *tail; /* complete, in arrival order */
+    /* the caller's buffer for the stream's next message (a receive that
+     * returned 0), until a receive returns non-zero or it is cancelled */
+    uint8_t              *posted;
+    size_t               posted_len;
+    int                  direct;      /* a message is being written there */
+    int                  direct_done; /* ... and has all arrived */
 } uct_crypt_lane_stream_t;
 
 typedef struct uct_crypt_lane_peer {
@@ -119,6 +128,19 @@ static void uct_crypt_lane_stream_fail(uct_crypt_lane_stream_t *s,
     s->failed = 1;
     ucs_free(s->partial);
     s->partial = NULL;
+    s->posted  = NULL; /* nothing more is written to the caller's buffer */
+    s->direct  = 0;
+}
+
+/* where the current message's bytes go: the posted buffer or the partial */
+static uint8_t *uct_crypt_lane_dest(uct_crypt_lane_stream_t *s, size_t *total)
+{
+    if (s->direct) {
+        *total = s->posted_len;
+        return s->posted;
+    }
+    *total = s->partial->len;
+    return s->partial->data;
 }
 
 static ucs_status_t uct_crypt_lane_am(void *arg, void *data, size_t length,
@@ -127,7 +149,8 @@ static ucs_status_t uct_crypt_lane_am(void *arg, void *data, size_t length,
     crypt_lane_t *lane = arg;
     uct_crypt_lane_hdr_t hdr;
     uct_crypt_lane_stream_t *s;
-    size_t chunk;
+    size_t chunk, total;
+    uint8_t *dest;
 
     if (length < sizeof(hdr)) {
         ucs_error("crypt lane: dropping a %zu-byte chunk (shorter than its "
@@ -142,7 +165,7 @@ static ucs_status_t uct_crypt_lane_am(void *arg, void *data, size_t length,
     }
 
     if (hdr.flags & UCT_CRYPT_LANE_FIRST) {
-        if (s->partial != NULL) {
+        if ((s->partial != NULL) || s->direct) {
             uct_crypt_lane_stream_fail(s, "a message began inside another");
             return UCS_OK;
         }
@@ -150,31 +173,45 @@ static ucs_status_t uct_crypt_lane_am(void *arg, void *data, size_t length,
             uct_crypt_lane_stream_fail(s, "message longer than the lane allows");
             return UCS_OK;
         }
-        s->partial = ucs_malloc(sizeof(*s->partial) + hdr.total,
-                                "crypt lane message");
-        if (s->partial == NULL) {
-            uct_crypt_lane_stream_fail(s, "out of memory");
-            return UCS_OK;
+        s->filled = 0;
+        if ((s->posted != NULL) && !s->direct_done && (s->head == NULL) &&
+            (hdr.total == s->posted_len)) {
+            s->direct = 1; /* the next message, of the length asked for */
+        } else {
+            s->partial = ucs_malloc(sizeof(*s->partial) + hdr.total,
+                                    "crypt lane message");
+            if (s->partial == NULL) {
+                uct_crypt_lane_stream_fail(s, "out of memory");
+                return UCS_OK;
+            }
+            s->partial->next = NULL;
+            s->partial->len  = hdr.total;
         }
-        s->partial->next = NULL;
-        s->partial->len  = hdr.total;
-        s->filled        = 0;
-    } else if ((s->partial == NULL) || (hdr.total != s->partial->len)) {
+    } else if ((s->partial == NULL) && !s->direct) {
         uct_crypt_lane_stream_fail(s, "a chunk outside its message");
         return UCS_OK;
     }
-    if (chunk > s->partial->len - s->filled) {
+    dest = uct_crypt_lane_dest(s, &total);
+    if (hdr.total != total) {
+        uct_crypt_lane_stream_fail(s, "a chunk outside its message");
+        return UCS_OK;
+    }
+    if (chunk > total - s->filled) {
         uct_crypt_lane_stream_fail(s, "a chunk beyond its message's length");
         return UCS_OK;
     }
-    memcpy(s->partial->data + s->filled, UCS_PTR_BYTE_OFFSET(data, sizeof(hdr)),
-           chunk);
+    memcpy(dest + s->filled, UCS_PTR_BYTE_OFFSET(data, sizeof(hdr)), chunk);
     s->filled            += chunk;
     lane->bytes_received += chunk;
 
     if (hdr.flags & UCT_CRYPT_LANE_LAST) {
-        if (s->filled != s->partial->len) {
+        if (s->filled != total) {
             uct_crypt_lane_stream_fail(s, "message ended short");
+            return UCS_OK;
+        }
+        if (s->direct) {
+            s->direct      = 0;
+            s->direct_done = 1;
             return UCS_OK;
         }
         if (s->tail != NULL) {
@@ -207,12 +244,33 @@ static int uct_crypt_lane_recv(crypt_lane_t *lane, int peer, uint64_t team,
     if ((s == NULL) || s->failed) {
         return -1;
     }
+    if ((s->direct || s->direct_done) && ((uint8_t*)buf != s->posted)) {
+        uct_crypt_lane_stream_fail(s, "a receive moved its buffer");
+        return -1;
+    }
+    if (s->direct_done) {
+        s->direct_done = 0;
+        s->posted      = NULL;
+        return 1;
+    }
     msg = s->head;
     if (msg == NULL) {
+        if (!s->direct) {
+            s->posted     = buf;
+            s->posted_len = len;
+            if ((s->partial != NULL) && (s->partial->len == len)) {
+                /* begun before the receive: the rest goes there too */
+                memcpy(buf, s->partial->data, s->filled);
+                ucs_free(s->partial);
+                s->partial = NULL;
+                s->direct  = 1;
+            }
+        }
         return ((peer >= 0) && (peer < lane->num_peers) &&
                 lane->peers[peer].failed) ? -1 : 0;
     }
-    s->head = msg->next;
+    s->posted = NULL;
+    s->head   = msg->next;
     if (s->head == NULL) {
         s->tail = NULL;
     }
@@ -226,6 +284,22 @@ static int uct_crypt_lane_recv(crypt_lane_t *lane, int peer, uint64_t team,
     memcpy(buf, msg->data, len);
     ucs_free(msg);
     return 1;
+}
+
+static void uct_crypt_lane_recv_cancel(crypt_lane_t *lane, uint64_t team,
+                                       uint32_t src_rank)
+{
+    uct_crypt_lane_stream_t *s = uct_crypt_lane_stream(lane, team, src_rank);
+
+    if (s == NULL) {
+        return;
+    }
+    if (s->direct || s->direct_done) {
+        /* part or all of a message went to the abandoned buffer: the
+         * stream cannot go on in order */
+        uct_crypt_lane_stream_fail(s, "a receive was abandoned");
+    }
+    s->posted = NULL;
 }
 
 /* ---- sending -------------------------------------------------------------- */
@@ -618,6 +692,7 @@ const crypt_lane_ops_t uct_crypt_coll_lane_ops = {
     .send      = uct_crypt_lane_send,
     .send_idle = uct_crypt_lane_send_idle,
     .recv      = uct_crypt_lane_recv,
+    .recv_cancel = uct_crypt_lane_recv_cancel,
     .progress  = uct_crypt_lane_progress,
     .counters  = uct_crypt_lane_counters
 };

@@ -148,9 +148,44 @@ crypt_coll_status_t crypt_coll_team_init(crypt_coll_team_t *team, int rank,
 
 void crypt_coll_team_cleanup(crypt_coll_team_t *team)
 {
+    int i;
+
     crypt_aead_key_cleanup(&team->key);
     free(team->node_of);
     team->node_of = NULL;
+    for (i = 0; i < CRYPT_COLL_WORKSPACE_SLOTS; ++i) {
+        free(team->workspace[i]);
+        team->workspace[i]      = NULL;
+        team->workspace_size[i] = 0;
+    }
+}
+
+/* A large buffer of one call, from the team's workspace: kept between
+ * calls, because a fresh multi-MiB malloc costs a page fault and the
+ * kernel's zeroing per 4 KiB every time (glibc gives freed blocks that
+ * large back to the kernel): measured, the packing of C-Ring's 8 MiB
+ * local ring took 5 to 13 ms of a 4 MiB all-gather, the copy itself 1.
+ * One collective runs on a team at a time (tasks included), so a slot is
+ * the call's own; functions that call each other use distinct slots
+ * (CRYPT_COLL_WS_*). Contents are not kept. NULL when out of memory. */
+enum {
+    CRYPT_COLL_WS_FRAMES = 0,   /* naive, O-Ring, Bruck */
+    CRYPT_COLL_WS_OUT,
+    CRYPT_COLL_WS_IN,
+    CRYPT_COLL_WS_MERGED,
+    CRYPT_COLL_WS_OUTER_FRAMES, /* C-Ring / C-RD (around Bruck), HS */
+    CRYPT_COLL_WS_OUTER_OUT,
+    CRYPT_COLL_WS_OUTER_IN
+};
+
+static void *crypt_coll_workspace(crypt_coll_team_t *team, int slot, size_t size)
+{
+    if (size > team->workspace_size[slot]) {
+        free(team->workspace[slot]);
+        team->workspace[slot]      = malloc(size);
+        team->workspace_size[slot] = (team->workspace[slot] != NULL) ? size : 0;
+    }
+    return team->workspace[slot];
 }
 
 /* ---- bootstrap through an out-of-band all-gather ------------------------------ */
@@ -372,7 +407,8 @@ static crypt_coll_status_t crypt_allgather_naive(crypt_coll_team_t *team,
 {
     const int p = team->size, r = team->rank;
     const size_t frame_len = m + CRYPT_COLL_FRAME_OVERHEAD;
-    uint8_t *frames = malloc(frame_len * (size_t)p);
+    uint8_t *frames = crypt_coll_workspace(team, CRYPT_COLL_WS_FRAMES,
+                                           frame_len * (size_t)p);
     crypt_coll_status_t status, result = CRYPT_COLL_OK;
     int s, j;
 
@@ -395,7 +431,6 @@ static crypt_coll_status_t crypt_allgather_naive(crypt_coll_team_t *team,
             result = CRYPT_COLL_ERR_AUTH; /* keep going: zero every bad block */
         }
     }
-    free(frames);
     return (status != CRYPT_COLL_OK) ? status : result;
 }
 
@@ -407,7 +442,9 @@ static crypt_coll_status_t crypt_allgather_o_ring(crypt_coll_team_t *team,
     const int p = team->size, r = team->rank;
     const int right = (r + 1) % p, left = (r - 1 + p) % p;
     const size_t frame_len = m + CRYPT_COLL_FRAME_OVERHEAD;
-    uint8_t *frames = malloc(frame_len * (size_t)p), *out = malloc(frame_len);
+    uint8_t *frames = crypt_coll_workspace(team, CRYPT_COLL_WS_FRAMES,
+                                           frame_len * (size_t)p);
+    uint8_t *out    = crypt_coll_workspace(team, CRYPT_COLL_WS_OUT, frame_len);
     char *have_frame = calloc((size_t)p, 1);
     crypt_coll_status_t status = CRYPT_COLL_OK;
     int s, failed = 0;
@@ -452,8 +489,6 @@ static crypt_coll_status_t crypt_allgather_o_ring(crypt_coll_team_t *team,
         }
     }
     free(have_frame);
-    free(out);
-    free(frames);
     return ((status == CRYPT_COLL_OK) && failed) ? CRYPT_COLL_ERR_AUTH : status;
 }
 
@@ -484,11 +519,17 @@ crypt_coll_bruck(crypt_coll_team_t *team, const int *members, const int *owner,
                  size_t m, int *failed)
 {
     const size_t frame_len = m + CRYPT_COLL_FRAME_OVERHEAD;
-    uint8_t *frames = malloc(frame_len * (size_t)k + 1);
+    uint8_t *frames = crypt_coll_workspace(team, CRYPT_COLL_WS_FRAMES,
+                                           frame_len * (size_t)k + 1);
     char *have_frame = calloc((size_t)k + 1, 1);
-    uint8_t *out = malloc((frame_len + m) * (size_t)k + CRYPT_COLL_FRAME_OVERHEAD);
-    uint8_t *in  = malloc((frame_len + m) * (size_t)k + CRYPT_COLL_FRAME_OVERHEAD);
-    uint8_t *merged = malloc(m * (size_t)k + 1);
+    uint8_t *out = crypt_coll_workspace(team, CRYPT_COLL_WS_OUT,
+                                        (frame_len + m) * (size_t)k +
+                                        CRYPT_COLL_FRAME_OVERHEAD);
+    uint8_t *in  = crypt_coll_workspace(team, CRYPT_COLL_WS_IN,
+                                        (frame_len + m) * (size_t)k +
+                                        CRYPT_COLL_FRAME_OVERHEAD);
+    uint8_t *merged = crypt_coll_workspace(team, CRYPT_COLL_WS_MERGED,
+                                           m * (size_t)k + 1);
     crypt_coll_status_t status = CRYPT_COLL_OK;
     int dist, step = 0;
 
@@ -578,11 +619,7 @@ crypt_coll_bruck(crypt_coll_team_t *team, const int *members, const int *owner,
             }
         }
     }
-    free(merged);
-    free(in);
-    free(out);
     free(have_frame);
-    free(frames);
     return status;
 }
 
@@ -689,9 +726,12 @@ static crypt_coll_status_t crypt_allgather_concurrent(crypt_coll_team_t *team,
             my_local = li;
         }
     }
-    frames   = malloc(frame_len * (size_t)N);
-    pack_out = malloc(m * (size_t)N * (size_t)l.max_local + 1);
-    pack_in  = malloc(m * (size_t)N * (size_t)l.max_local + 1);
+    frames   = crypt_coll_workspace(team, CRYPT_COLL_WS_OUTER_FRAMES,
+                                    frame_len * (size_t)N);
+    pack_out = crypt_coll_workspace(team, CRYPT_COLL_WS_OUTER_OUT,
+                                    m * (size_t)N * (size_t)l.max_local + 1);
+    pack_in  = crypt_coll_workspace(team, CRYPT_COLL_WS_OUTER_IN,
+                                    m * (size_t)N * (size_t)l.max_local + 1);
     if ((frames == NULL) || (pack_out == NULL) || (pack_in == NULL)) {
         status = CRYPT_COLL_ERR_PARAM;
     }
@@ -778,9 +818,6 @@ static crypt_coll_status_t crypt_allgather_concurrent(crypt_coll_team_t *team,
         }
     }
 
-    free(pack_in);
-    free(pack_out);
-    free(frames);
     crypt_coll_layout_free(&l);
     return ((status == CRYPT_COLL_OK) && failed) ? CRYPT_COLL_ERR_AUTH : status;
 }
@@ -848,8 +885,8 @@ static crypt_coll_status_t crypt_coll_bruck_frames(crypt_coll_team_t *team,
     for (j = 0; j < k; ++j) {
         total += len[j];
     }
-    out = malloc(total + 1);
-    in  = malloc(total + 1);
+    out = crypt_coll_workspace(team, CRYPT_COLL_WS_OUT, total + 1);
+    in  = crypt_coll_workspace(team, CRYPT_COLL_WS_IN, total + 1);
     if ((out == NULL) || (in == NULL)) {
         status = CRYPT_COLL_ERR_PARAM;
     }
@@ -870,8 +907,6 @@ static crypt_coll_status_t crypt_coll_bruck_frames(crypt_coll_team_t *team,
             in_len += len[slot];
         }
     }
-    free(in);
-    free(out);
     return status;
 }
 
@@ -905,7 +940,8 @@ static crypt_coll_status_t crypt_allgather_hs(crypt_coll_team_t *team,
     off     = calloc((size_t)N, sizeof(*off));
     len     = calloc((size_t)N, sizeof(*len));
     leaders = calloc((size_t)N, sizeof(*leaders));
-    scratch = malloc((size_t)p * m + 1);
+    scratch = crypt_coll_workspace(team, CRYPT_COLL_WS_OUTER_FRAMES,
+                                   (size_t)p * m + 1);
     if (!off || !len || !leaders || !scratch) {
         status = CRYPT_COLL_ERR_PARAM;
         goto out;
@@ -993,7 +1029,6 @@ static crypt_coll_status_t crypt_allgather_hs(crypt_coll_team_t *team,
     }
 
 out:
-    free(scratch);
     free(leaders);
     free(len);
     free(off);

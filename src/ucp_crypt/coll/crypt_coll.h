@@ -34,7 +34,8 @@ enum {
     CRYPT_COLL_MAX_RANKS = 4096,
     /* a sealed frame: header (encrypting rank, sequence) || ciphertext || tag */
     CRYPT_COLL_FRAME_HDR = 12,
-    CRYPT_COLL_FRAME_OVERHEAD = CRYPT_COLL_FRAME_HDR + CRYPT_AEAD_TAG_LEN
+    CRYPT_COLL_FRAME_OVERHEAD = CRYPT_COLL_FRAME_HDR + CRYPT_AEAD_TAG_LEN,
+    CRYPT_COLL_WORKSPACE_SLOTS = 8
 };
 
 typedef enum {
@@ -112,6 +113,9 @@ typedef struct crypt_coll_team {
     uint8_t               salt[16];     /* the team salt (not secret) */
     const crypt_coll_nb_ops_t *nb;      /* NULL: blocking pipes only */
     struct crypt_coll_task *task;       /* the task in flight, if any */
+    /* large per-call buffers kept between calls (crypt_coll.c) */
+    void                  *workspace[CRYPT_COLL_WORKSPACE_SLOTS];
+    size_t                workspace_size[CRYPT_COLL_WORKSPACE_SLOTS];
 } crypt_coll_team_t;
 
 /* Node of every rank: N nodes, ranks spread as evenly as they go (the first

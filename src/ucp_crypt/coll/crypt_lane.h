@@ -31,7 +31,7 @@ extern "C" {
 #endif
 
 #define CRYPT_LANE_OPS_SYMBOL  "uct_crypt_coll_lane_ops"
-#define CRYPT_LANE_OPS_VERSION 1u
+#define CRYPT_LANE_OPS_VERSION 2u
 
 enum {
     CRYPT_LANE_ADDR_MAX = 128   /* a lane address, as exchanged */
@@ -64,9 +64,15 @@ typedef struct crypt_lane_ops {
     int (*send_idle)(crypt_lane_t *lane, int peer);
     /* The next message of (team, src_rank) into buf, which must be its
      * exact length: 1 delivered, 0 not arrived yet, -1 failed (peer gone,
-     * malformed or of another length). */
+     * malformed or of another length). After 0, `buf` is posted: the lane
+     * may write the message straight into it (no copy), so the caller
+     * asks again with the same buffer until 1 or -1, or gives the buffer
+     * back with recv_cancel. */
     int (*recv)(crypt_lane_t *lane, int peer, uint64_t team, uint32_t src_rank,
                 void *buf, size_t len);
+    /* The buffer of a posted receive is the caller's again; a message
+     * already being written there fails the stream. */
+    void (*recv_cancel)(crypt_lane_t *lane, uint64_t team, uint32_t src_rank);
     void (*progress)(crypt_lane_t *lane);
 
     /* Bytes this lane sent and received (tests: the frames took the lane). */

@@ -115,6 +115,21 @@ typedef struct crypt_mpi_xfer {
     uint8_t     *forged;
 } crypt_mpi_xfer_t;
 
+/* the lane receive of an exchange: once it returned 0, the lane may write
+ * into rbuf until it returns non-zero or is cancelled (crypt_lane.h) */
+static void crypt_mpi_xfer_recv(crypt_mpi_team_t *t, crypt_mpi_xfer_t *x)
+{
+    int r;
+
+    if (!x->received && !x->failed &&
+        ((r = crypt_mpi_lane_ops->recv(crypt_mpi_lane, t->lane_peer[x->src],
+                                       t->lane_team, (uint32_t)x->src, x->rbuf,
+                                       x->rlen)) != 0)) {
+        x->failed  |= (r < 0);
+        x->received = 1;
+    }
+}
+
 static int crypt_mpi_xfer_post(void *ctx, int dst, const void *sbuf, size_t slen,
                                int src, void *rbuf, size_t rlen, void **handle)
 {
@@ -157,6 +172,7 @@ static int crypt_mpi_xfer_post(void *ctx, int dst, const void *sbuf, size_t slen
         x->failed = 1;
     }
     *handle = x;
+    crypt_mpi_xfer_recv(t, x); /* posted before the frame comes: no copy */
     return 0;
 }
 
@@ -179,12 +195,7 @@ static int crypt_mpi_xfer_test(void *ctx, void *handle)
             x->failed |= (r < 0);
             x->sent    = 1;
         }
-        if (!x->received &&
-            ((r = lane->recv(crypt_mpi_lane, t->lane_peer[x->src], t->lane_team,
-                             (uint32_t)x->src, x->rbuf, x->rlen)) != 0)) {
-            x->failed  |= (r < 0);
-            x->received = 1;
-        }
+        crypt_mpi_xfer_recv(t, x);
     }
     if (!x->failed && !(x->sent && x->received && x->mpi_done)) {
         return 0;
@@ -192,6 +203,10 @@ static int crypt_mpi_xfer_test(void *ctx, void *handle)
     if (x->failed && !x->mpi_done) {
         /* never leave MPI writing into a buffer the caller gets back */
         PMPI_Waitall(x->n, x->reqs, stats);
+    }
+    if (x->failed && crypt_mpi_on_lane(t, x->src)) {
+        /* nor the lane */
+        lane->recv_cancel(crypt_mpi_lane, t->lane_team, (uint32_t)x->src);
     }
     ret = x->failed ? -1 : 1;
     free(x->forged);

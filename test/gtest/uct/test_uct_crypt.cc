@@ -1325,3 +1325,87 @@ TEST_F(uct_crypt_lane_test, refuses_what_cannot_be_a_sealed_frame)
     EXPECT_LT(ops->connect(x, bad_addr, 2), 0);
     EXPECT_LT(ops->connect(x, bad_addr, sizeof(bad_addr)), 0);
 }
+
+/* A posted receive (recv said 0) may be written in place; recv_cancel
+ * gives the buffer back before anything arrived, and the message then
+ * waits for the next receive */
+TEST_F(uct_crypt_lane_test, a_cancelled_receive_leaves_its_buffer_alone)
+{
+    auto msg = make_payload(11, 200000);
+    std::vector<uint8_t> abandoned(msg.size(), 0), out(msg.size(), 0);
+    ASSERT_EQ(ops->recv(y, y_to_x, 5, 1, abandoned.data(), abandoned.size()), 0);
+    ops->recv_cancel(y, 5, 1);
+    ASSERT_EQ(ops->send(x, x_to_y, 5, 1, msg.data(), msg.size(),
+                        CRYPT_COLL_FRAME_OVERHEAD), 0);
+    uint64_t sent, received = 0;
+    deadline limit(20);
+    while ((ops->send_idle(x, x_to_y) == 0 || received < msg.size()) &&
+           !limit.passed()) {
+        ops->progress(x);
+        ops->progress(y);
+        ops->counters(y, &sent, &received);
+    }
+    ASSERT_EQ(received, msg.size());
+    EXPECT_EQ(abandoned, std::vector<uint8_t>(msg.size(), 0))
+            << "the lane wrote into a cancelled receive's buffer";
+    EXPECT_EQ(ops->recv(y, y_to_x, 5, 1, out.data(), out.size()), 1);
+    EXPECT_EQ(out, msg);
+}
+
+/* the chunks of a message that began before its receive was posted
+ * continue in the posted buffer; the whole message arrives */
+TEST_F(uct_crypt_lane_test, a_receive_posted_mid_message_gets_all_of_it)
+{
+    auto msg = make_payload(12, 16 << 20);
+    std::vector<uint8_t> out(msg.size(), 0);
+    ASSERT_EQ(ops->send(x, x_to_y, 6, 2, msg.data(), msg.size(),
+                        CRYPT_COLL_FRAME_OVERHEAD), 0);
+    uint64_t sent, received = 0;
+    deadline limit(20);
+    while ((received == 0) && !limit.passed()) {
+        ops->progress(x);
+        ops->progress(y);
+        ops->counters(y, &sent, &received);
+    }
+    ASSERT_GT(received, 0u);
+    ASSERT_LT(received, msg.size()) << "16 MiB arrived in one progress call";
+    int got = 0, done = 0;
+    while (!(got && done) && !limit.passed()) {
+        ops->progress(x);
+        if (!got) got = ops->recv(y, y_to_x, 6, 2, out.data(), out.size());
+        if (!done) done = ops->send_idle(x, x_to_y);
+    }
+    ASSERT_EQ(got, 1);
+    EXPECT_EQ(out, msg);
+}
+
+/* abandoning a receive while its message is being written there fails the
+ * stream: the message cannot be delivered whole, nor the next in order */
+TEST_F(uct_crypt_lane_test, abandoning_a_receive_mid_message_fails_the_stream)
+{
+    auto msg = make_payload(13, 16 << 20);
+    std::vector<uint8_t> abandoned(msg.size(), 0);
+    ASSERT_EQ(ops->recv(y, y_to_x, 7, 3, abandoned.data(), abandoned.size()), 0);
+    ASSERT_EQ(ops->send(x, x_to_y, 7, 3, msg.data(), msg.size(),
+                        CRYPT_COLL_FRAME_OVERHEAD), 0);
+    uint64_t sent, received = 0;
+    deadline limit(20);
+    while ((received == 0) && !limit.passed()) {
+        ops->progress(x);
+        ops->progress(y);
+        ops->counters(y, &sent, &received);
+    }
+    ASSERT_GT(received, 0u);
+    ASSERT_LT(received, msg.size());
+    ops->recv_cancel(y, 7, 3);
+    uint64_t at_cancel = received;
+    while ((ops->send_idle(x, x_to_y) == 0) && !limit.passed()) {
+        ops->progress(x);
+        ops->progress(y);
+    }
+    std::vector<uint8_t> out(msg.size());
+    EXPECT_EQ(ops->recv(y, y_to_x, 7, 3, out.data(), out.size()), -1);
+    /* nothing written past what had arrived when it was cancelled */
+    EXPECT_EQ(std::vector<uint8_t>(abandoned.begin() + at_cancel, abandoned.end()),
+              std::vector<uint8_t>(msg.size() - at_cancel, 0));
+}
