@@ -1036,8 +1036,10 @@ out:
     return ((status == CRYPT_COLL_OK) && failed) ? CRYPT_COLL_ERR_AUTH : status;
 }
 
-/* Every rank learns whether any rank failed: a ring all-gather of one
- * status byte per rank, sealed across nodes like data. Without it a rank
+/* Every rank learns whether any rank failed: an all-gather of one status
+ * byte per rank, sealed across nodes like data: O-RD2 (Bruck, merged
+ * frames), ceil(log2 p) rounds, so that the step costs every collective
+ * a logarithmic number of latencies, not p - 1 as a ring would. Without it a rank
  * that opened its blocks cleanly could return data that a node peer had
  * forwarded after a failed open (zeros), as success. An attacker who
  * tampers with this step itself makes the ranks downstream fail while the
@@ -1060,7 +1062,7 @@ static crypt_coll_status_t crypt_coll_agree(crypt_coll_team_t *team,
      * is a failure, so tampering with this step cannot pass for success */
     flags[team->rank] = (mine == CRYPT_COLL_OK) ? 1 : 2;
     ++team->collective; /* its own AAD domain */
-    status = crypt_allgather_o_ring(team, flags, 1);
+    status = crypt_allgather_o_rd(team, flags, 1, CRYPT_COLL_FRAMES_MERGED);
     /* the counters describe the algorithm (Table II), not this step; a
      * plaintext leak would still show */
     algorithm.inter_node_plaintext_bytes = team->counters.inter_node_plaintext_bytes;
