@@ -537,6 +537,22 @@ test_coll_component() {
             "rc=$rc; $(grep -m2 "ucx-crypt: \|ALLGATHER" "$log")"
     fi
 
+    # ... and so does one in a nonblocking collective (the abort then comes
+    # from inside Open MPI's progress loop)
+    log="$work/coll-forged-nb.log"
+    ompi_run 4 "${coll_env[@]}" -x UCX_CRYPT_COLL_NODES=2:block -x UCX_CRYPT_COLL_FAULT=1 \
+        "$work/agc_ompi" -n >"$log" 2>&1
+    rc=$?
+    if [ $rc -ne 0 ] && [ $rc -ne 124 ] && ! grep -q "^NONBLOCKING OK" "$log" &&
+       grep -q "MPI_I\?[A-Za-z]*: a ciphertext from another node failed authentication" "$log" &&
+       grep -q "ucx-crypt: iallgather .* on the collective lane" <(
+           ompi_run 4 "${coll_env[@]}" -x UCX_CRYPT_COLL_NODES=2:block "$work/agc_ompi" -n 2>&1); then
+        record openmpi_coll_component_forged_frame_in_nonblocking_aborts_job pass
+    else
+        record openmpi_coll_component_forged_frame_in_nonblocking_aborts_job fail \
+            "rc=$rc; $(grep -m2 "ucx-crypt: \|NONBLOCKING" "$log")"
+    fi
+
     # no job secret: the component stands aside, the library's collectives
     # run (over the crypt transport) and the program still gets its data
     log="$work/coll-nokey.log"

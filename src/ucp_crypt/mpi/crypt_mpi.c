@@ -748,7 +748,7 @@ int crypt_mpi_allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtyp
                         void *recvbuf, int recvcount, MPI_Datatype recvtype,
                         MPI_Comm comm, const crypt_mpi_nb_t *nb)
 {
-    crypt_mpi_call_t c = {.comm = comm, .name = "MPI_Allgather"};
+    crypt_mpi_call_t c = {.comm = comm, .name = (nb != NULL) ? "MPI_Iallgather" : "MPI_Allgather"};
     int rsize, ssize = 0;
 
     if (crypt_mpi_declines(comm) || !crypt_mpi_contiguous(recvtype, &rsize) ||
@@ -771,7 +771,7 @@ int crypt_mpi_allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtyp
 int crypt_mpi_bcast(void *buffer, int count, MPI_Datatype datatype, int root,
                     MPI_Comm comm, const crypt_mpi_nb_t *nb)
 {
-    crypt_mpi_call_t c = {.comm = comm, .name = "MPI_Bcast"};
+    crypt_mpi_call_t c = {.comm = comm, .name = (nb != NULL) ? "MPI_Ibcast" : "MPI_Bcast"};
     int tsize;
 
     if (crypt_mpi_declines(comm) || !crypt_mpi_contiguous(datatype, &tsize) ||
@@ -792,7 +792,7 @@ int crypt_mpi_allreduce(const void *sendbuf, void *recvbuf, int count,
                         MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
                         const crypt_mpi_nb_t *nb)
 {
-    crypt_mpi_call_t c = {.comm = comm, .name = "MPI_Allreduce",
+    crypt_mpi_call_t c = {.comm = comm, .name = (nb != NULL) ? "MPI_Iallreduce" : "MPI_Allreduce",
                           .reduce = {datatype, op}};
     int tsize, commute = 0;
 
@@ -827,7 +827,7 @@ int crypt_mpi_alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype
                        void *recvbuf, int recvcount, MPI_Datatype recvtype,
                        MPI_Comm comm, const crypt_mpi_nb_t *nb)
 {
-    crypt_mpi_call_t c = {.comm = comm, .name = "MPI_Alltoall"};
+    crypt_mpi_call_t c = {.comm = comm, .name = (nb != NULL) ? "MPI_Ialltoall" : "MPI_Alltoall"};
     int ssize, rsize;
 
     if (crypt_mpi_declines(comm) || (sendbuf == MPI_IN_PLACE) ||
@@ -871,7 +871,7 @@ int crypt_mpi_allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendty
                          MPI_Datatype recvtype, MPI_Comm comm,
                          const crypt_mpi_nb_t *nb)
 {
-    crypt_mpi_call_t c = {.comm = comm, .name = "MPI_Allgatherv"};
+    crypt_mpi_call_t c = {.comm = comm, .name = (nb != NULL) ? "MPI_Iallgatherv" : "MPI_Allgatherv"};
     int rsize, ssize = 0, rank, size;
 
     if (crypt_mpi_declines(comm) || !crypt_mpi_contiguous(recvtype, &rsize)) {
@@ -903,7 +903,7 @@ int crypt_mpi_alltoallv(const void *sendbuf, const int sendcounts[],
                         MPI_Datatype recvtype, MPI_Comm comm,
                         const crypt_mpi_nb_t *nb)
 {
-    crypt_mpi_call_t c = {.comm = comm, .name = "MPI_Alltoallv"};
+    crypt_mpi_call_t c = {.comm = comm, .name = (nb != NULL) ? "MPI_Ialltoallv" : "MPI_Alltoallv"};
     int ssize, rsize, size;
 
     if (crypt_mpi_declines(comm) || (sendbuf == MPI_IN_PLACE) ||
