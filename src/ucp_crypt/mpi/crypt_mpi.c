@@ -12,8 +12,8 @@
  * out-of-band all-gather (rank 0's team salt; nodes from each rank's host
  * identity, or UCX_CRYPT_COLL_NODES to emulate nodes on one machine, given
  * to MPI_COMM_WORLD's ranks), the job secret (UCX_CRYPT_KEY_FILE, the
- * transport's), the node's ranks split off, and, for HS1/HS2, a node-shared window
- * (MPI_Win_allocate_shared). Setting a team up calls MPI collectives on
+ * transport's), the node's ranks split off, and, for HS1/HS2, a node-shared
+ * segment (POSIX shared memory). Setting a team up calls MPI collectives on
  * the communicator; while it does, every entry point declines, so that a
  * front end inside the library (the coll component) does not recurse.
  *
@@ -45,12 +45,15 @@
 
 #include <mpi.h>
 #include <openssl/crypto.h>
+#include <openssl/rand.h>
 
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #define CRYPT_MPI_TAG          0x5ec2
@@ -62,7 +65,8 @@ typedef struct crypt_mpi_team {
     MPI_Comm          user_comm;  /* the attribute's owner */
     MPI_Comm          comm;       /* our duplicate */
     MPI_Comm          node_comm;
-    MPI_Win           win;
+    void              *shm;       /* the node's segment (HS1/HS2), mapped */
+    size_t            shm_size;
     int               tamper;     /* TESTING ONLY: UCX_CRYPT_COLL_FAULT */
     int               *lane_peer; /* per rank on another node; NULL: no lane */
     uint64_t          lane_team;  /* tells this team's messages apart */
@@ -257,8 +261,8 @@ static int crypt_mpi_team_free(MPI_Comm comm, int keyval, void *attr, void *extr
     }
     crypt_coll_team_cleanup(&t->team);
     free(t->lane_peer);
-    if (t->win != MPI_WIN_NULL) {
-        PMPI_Win_free(&t->win);
+    if (t->shm != NULL) {
+        munmap(t->shm, t->shm_size);
     }
     PMPI_Comm_free(&t->node_comm);
     PMPI_Comm_free(&t->comm);
@@ -414,6 +418,79 @@ static void crypt_mpi_emulated_nodes(MPI_Comm comm, int size, int *node_of)
     free(world_ranks);
 }
 
+/* The node's shared segment for HS1/HS2: POSIX shared memory, created by
+ * the node's first rank (mode 0600), mapped by the others, unlinked once
+ * all have it. Not MPI_Win_allocate_shared: MPICH 4.0.2 over UCX 1.13
+ * hangs in MPI_Finalize now and then after a shared window was freed
+ * (plaintext too: MPI_Win_allocate_shared, MPI_Win_free, MPI_Finalize is
+ * enough), and Open MPI's osc ucx has no shared windows. A random token
+ * written by the first rank and read back by the others proves that they
+ * share it (a hand-made node map could join ranks of two hosts). HS1/HS2
+ * only where every rank of the team has its node's segment: the choice of
+ * algorithm must be the same on every rank. */
+static void crypt_mpi_node_shm(crypt_mpi_team_t *t)
+{
+    size_t size = crypt_coll_node_shm_size(t->team.size, CRYPT_COLL_HS_DEFAULT_MAX);
+    struct {
+        char    name[48];
+        uint8_t token[16];
+    } id;
+    void *base = MAP_FAILED;
+    int node_rank, ok = 0, all = 0, fd = -1;
+
+    PMPI_Comm_rank(t->node_comm, &node_rank);
+    memset(&id, 0, sizeof(id));
+    if (node_rank == 0) {
+        uint64_t nonce;
+        if ((RAND_bytes(id.token, sizeof(id.token)) == 1) &&
+            (RAND_bytes((unsigned char*)&nonce, sizeof(nonce)) == 1)) {
+            snprintf(id.name, sizeof(id.name), "/ucx-crypt-coll.%d.%016llx",
+                     (int)getpid(), (unsigned long long)nonce);
+            fd = shm_open(id.name, O_CREAT | O_EXCL | O_RDWR, 0600);
+        }
+        if ((fd >= 0) && (ftruncate(fd, (off_t)size) != 0)) {
+            close(fd);
+            shm_unlink(id.name);
+            fd = -1;
+        }
+        if (fd < 0) {
+            id.name[0] = '\0'; /* no segment on this node */
+        }
+    } else {
+        PMPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, t->node_comm);
+        if (id.name[0] != '\0') {
+            fd = shm_open(id.name, O_RDWR, 0);
+        }
+    }
+    if (node_rank == 0) {
+        if (fd >= 0) {
+            base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+            if (base != MAP_FAILED) {
+                memcpy(base, id.token, sizeof(id.token));
+            }
+        }
+        PMPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, t->node_comm);
+    } else if (fd >= 0) {
+        base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    }
+    if (fd >= 0) {
+        close(fd);
+    }
+    ok = (base != MAP_FAILED) && !memcmp(base, id.token, sizeof(id.token));
+    PMPI_Barrier(t->node_comm); /* everyone mapped it (or gave up) */
+    if ((node_rank == 0) && (id.name[0] != '\0')) {
+        shm_unlink(id.name);
+    }
+    PMPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, t->comm);
+    if (base != MAP_FAILED) {
+        t->shm      = base;
+        t->shm_size = size;
+    }
+    if (all) {
+        crypt_coll_team_set_node_shm(&t->team, base, size);
+    }
+}
+
 static crypt_mpi_team_t *crypt_mpi_team(MPI_Comm comm)
 {
     uint8_t secret[KEYEX_JOB_SECRET_LEN];
@@ -422,8 +499,6 @@ static crypt_mpi_team_t *crypt_mpi_team(MPI_Comm comm)
     int rank, size, found, *node_of = NULL;
     crypt_mpi_team_t *t;
     char error[256];
-    MPI_Aint shm_size;
-    void *shm = NULL;
 
     if (crypt_mpi_keyval == MPI_KEYVAL_INVALID) {
         PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, crypt_mpi_team_free,
@@ -451,7 +526,6 @@ static crypt_mpi_team_t *crypt_mpi_team(MPI_Comm comm)
     if (t == NULL) {
         crypt_mpi_die(comm, "out of memory");
     }
-    t->win = MPI_WIN_NULL;
     PMPI_Comm_dup(comm, &t->comm);
     if ((getenv("UCX_CRYPT_COLL_FAULT") != NULL) &&
         (atoi(getenv("UCX_CRYPT_COLL_FAULT")) == rank)) {
@@ -489,31 +563,7 @@ static crypt_mpi_team_t *crypt_mpi_team(MPI_Comm comm)
     memcpy(&t->lane_team, t->team.salt, sizeof(t->lane_team));
     crypt_mpi_lane_setup(t, comm);
 
-    /* node-shared memory for HS1/HS2 */
-    shm_size = (MPI_Aint)crypt_coll_node_shm_size(size, CRYPT_COLL_HS_DEFAULT_MAX);
-    {
-        int node_rank;
-        PMPI_Comm_rank(t->node_comm, &node_rank);
-        /* not every one-sided component has shared windows (Open MPI's osc
-         * ucx has not): without one, HS1/HS2 are simply not chosen */
-        PMPI_Comm_set_errhandler(t->node_comm, MPI_ERRORS_RETURN);
-        if (PMPI_Win_allocate_shared(node_rank == 0 ? shm_size : 0, 1, MPI_INFO_NULL,
-                                     t->node_comm, &shm, &t->win) == MPI_SUCCESS) {
-            MPI_Aint sz;
-            int disp;
-            PMPI_Win_shared_query(t->win, 0, &sz, &disp, &shm);
-            crypt_coll_team_set_node_shm(&t->team, shm, (size_t)sz);
-        }
-    }
-    {
-        /* HS1/HS2 only where every node has its segment: the choice of
-         * algorithm must be the same on every rank */
-        int have = (t->team.node_shm != NULL), all;
-        PMPI_Allreduce(&have, &all, 1, MPI_INT, MPI_MIN, t->comm);
-        if (!all) {
-            crypt_coll_team_set_node_shm(&t->team, NULL, 0);
-        }
-    }
+    crypt_mpi_node_shm(t);
     t->user_comm     = comm;
     t->next          = crypt_mpi_teams;
     crypt_mpi_teams = t;
