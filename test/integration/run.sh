@@ -393,6 +393,19 @@ test_collectives() {
     test_collective_lane
     test_coll_component
 
+    # MPICH 4.0.2 over UCX 1.13 hangs in MPI_Finalize now and then once an
+    # MPI shared window was freed (plaintext too): the adapter must not
+    # bring one into every job (its node segment is POSIX shared memory)
+    local lib windows=""
+    for lib in "$prefix"/lib/libucxcrypt_pmpi_*.so "$prefix"/lib/openmpi/mca_coll_crypt.so; do
+        nm -D --undefined-only "$lib" | grep -q "Win_allocate_shared" && windows+="$lib "
+    done
+    if [ -z "$windows" ]; then
+        record adapter_uses_no_mpi_shared_window pass
+    else
+        record adapter_uses_no_mpi_shared_window fail "calls MPI_Win_allocate_shared: $windows"
+    fi
+
     local attempt
     for attempt in 1 2; do
         timeout 60 mpiexec.mpich -n 2 env LD_PRELOAD="$prefix/lib/libucxcrypt_pmpi_mpich.so" \
