@@ -146,6 +146,8 @@ crypt_coll_status_t crypt_coll_team_init(crypt_coll_team_t *team, int rank,
     return CRYPT_COLL_OK;
 }
 
+void crypt_coll_task_team_cleanup(crypt_coll_team_t *team); /* crypt_coll_task.c */
+
 void crypt_coll_team_cleanup(crypt_coll_team_t *team)
 {
     int i;
@@ -153,6 +155,7 @@ void crypt_coll_team_cleanup(crypt_coll_team_t *team)
     crypt_aead_key_cleanup(&team->key);
     free(team->node_of);
     team->node_of = NULL;
+    crypt_coll_task_team_cleanup(team);
     for (i = 0; i < CRYPT_COLL_WORKSPACE_SLOTS; ++i) {
         free(team->workspace[i]);
         team->workspace[i]      = NULL;

@@ -113,6 +113,9 @@ typedef struct crypt_coll_team {
     uint8_t               salt[16];     /* the team salt (not secret) */
     const crypt_coll_nb_ops_t *nb;      /* NULL: blocking pipes only */
     struct crypt_coll_task *task;       /* the task in flight, if any */
+    /* a finished task's stack, kept for the next task (crypt_coll_task.c) */
+    void                  *task_stack;
+    size_t                task_stack_len;
     /* large per-call buffers kept between calls (crypt_coll.c) */
     void                  *workspace[CRYPT_COLL_WORKSPACE_SLOTS];
     size_t                workspace_size[CRYPT_COLL_WORKSPACE_SLOTS];

@@ -32,6 +32,18 @@ struct crypt_coll_task {
     crypt_coll_status_t status;
 };
 
+/* a task's stack goes back to its team for the next task, or away */
+static void crypt_coll_task_stack_release(crypt_coll_team_t *team,
+                                          crypt_coll_task_t *task)
+{
+    if (team->task_stack == NULL) {
+        team->task_stack     = task->stack_map;
+        team->task_stack_len = task->stack_map_len;
+    } else {
+        munmap(task->stack_map, task->stack_map_len);
+    }
+}
+
 /* makecontext passes ints only: the task being started is handed over
  * here, read once by the entry function before anything else runs */
 static __thread crypt_coll_task_t *crypt_coll_task_starting;
@@ -121,20 +133,27 @@ crypt_coll_status_t crypt_coll_task_init(crypt_coll_team_t *team,
         task->args.alg = crypt_coll_allgather_select(team, args->m, tune);
     }
     task->stack_map_len = CRYPT_COLL_TASK_STACK + (size_t)page;
-    task->stack_map     = mmap(NULL, task->stack_map_len, PROT_READ | PROT_WRITE,
+    if (team->task_stack != NULL) {
+        /* the last finished task's (a syscall and its page faults less
+         * per nonblocking collective) */
+        task->stack_map  = team->task_stack;
+        team->task_stack = NULL;
+    } else {
+        task->stack_map = mmap(NULL, task->stack_map_len, PROT_READ | PROT_WRITE,
                                MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if ((task->stack_map == MAP_FAILED) ||
-        (mprotect(task->stack_map, (size_t)page, PROT_NONE) != 0)) {
-        /* the lowest page stays unmapped: an overflow faults, never
-         * corrupts the heap */
-        if (task->stack_map != MAP_FAILED) {
-            munmap(task->stack_map, task->stack_map_len);
+        if ((task->stack_map == MAP_FAILED) ||
+            (mprotect(task->stack_map, (size_t)page, PROT_NONE) != 0)) {
+            /* the lowest page stays unmapped: an overflow faults, never
+             * corrupts the heap */
+            if (task->stack_map != MAP_FAILED) {
+                munmap(task->stack_map, task->stack_map_len);
+            }
+            free(task);
+            return CRYPT_COLL_ERR_PARAM;
         }
-        free(task);
-        return CRYPT_COLL_ERR_PARAM;
     }
     if (getcontext(&task->self) != 0) {
-        munmap(task->stack_map, task->stack_map_len);
+        crypt_coll_task_stack_release(team, task);
         free(task);
         return CRYPT_COLL_ERR_PARAM;
     }
@@ -176,9 +195,17 @@ crypt_coll_status_t crypt_coll_task_finalize(crypt_coll_task_t *task)
     if (task->posted && !task->done) {
         return CRYPT_COLL_ERR_PARAM; /* its stack is in use */
     }
-    munmap(task->stack_map, task->stack_map_len);
+    crypt_coll_task_stack_release(task->team, task);
     free(task);
     return CRYPT_COLL_OK;
+}
+
+void crypt_coll_task_team_cleanup(crypt_coll_team_t *team)
+{
+    if (team->task_stack != NULL) {
+        munmap(team->task_stack, team->task_stack_len);
+        team->task_stack = NULL;
+    }
 }
 
 /* ---- the score table and its tune string ------------------------------------ */
