@@ -1245,6 +1245,26 @@ protected:
         uct_crypt_test::TearDown();
     }
 
+    /* x starts sending `msg` (16 MiB: more than one progress call takes);
+     * both progress until some, not all, of it reached y, which is
+     * returned */
+    uint64_t send_until_partly_arrived(uint64_t team, uint32_t rank,
+                                       const std::vector<uint8_t> &msg)
+    {
+        EXPECT_EQ(ops->send(x, x_to_y, team, rank, msg.data(), msg.size(),
+                            CRYPT_COLL_FRAME_OVERHEAD), 0);
+        uint64_t sent, received = 0;
+        deadline limit(20);
+        while ((received == 0) && !limit.passed()) {
+            ops->progress(x);
+            ops->progress(y);
+            ops->counters(y, &sent, &received);
+        }
+        EXPECT_GT(received, 0u);
+        EXPECT_LT(received, msg.size()) << "the message arrived in one progress call";
+        return received;
+    }
+
     /* send from x while y receives; returns y's recv verdict */
     int transfer(uint64_t team, uint32_t rank, const std::vector<uint8_t> &msg,
                  std::vector<uint8_t> &out, size_t expect_len)
@@ -1366,17 +1386,8 @@ TEST_F(uct_crypt_lane_test, a_receive_posted_mid_message_gets_all_of_it)
 {
     auto msg = make_payload(12, 16 << 20);
     std::vector<uint8_t> out(msg.size(), 0);
-    ASSERT_EQ(ops->send(x, x_to_y, 6, 2, msg.data(), msg.size(),
-                        CRYPT_COLL_FRAME_OVERHEAD), 0);
-    uint64_t sent, received = 0;
+    send_until_partly_arrived(6, 2, msg);
     deadline limit(20);
-    while ((received == 0) && !limit.passed()) {
-        ops->progress(x);
-        ops->progress(y);
-        ops->counters(y, &sent, &received);
-    }
-    ASSERT_GT(received, 0u);
-    ASSERT_LT(received, msg.size()) << "16 MiB arrived in one progress call";
     int got = 0, done = 0;
     while (!(got && done) && !limit.passed()) {
         ops->progress(x);
@@ -1394,19 +1405,9 @@ TEST_F(uct_crypt_lane_test, abandoning_a_receive_mid_message_fails_the_stream)
     auto msg = make_payload(13, 16 << 20);
     std::vector<uint8_t> abandoned(msg.size(), 0);
     ASSERT_EQ(ops->recv(y, y_to_x, 7, 3, abandoned.data(), abandoned.size()), 0);
-    ASSERT_EQ(ops->send(x, x_to_y, 7, 3, msg.data(), msg.size(),
-                        CRYPT_COLL_FRAME_OVERHEAD), 0);
-    uint64_t sent, received = 0;
-    deadline limit(20);
-    while ((received == 0) && !limit.passed()) {
-        ops->progress(x);
-        ops->progress(y);
-        ops->counters(y, &sent, &received);
-    }
-    ASSERT_GT(received, 0u);
-    ASSERT_LT(received, msg.size());
+    uint64_t at_cancel = send_until_partly_arrived(7, 3, msg);
     ops->recv_cancel(y, 7, 3);
-    uint64_t at_cancel = received;
+    deadline limit(20);
     while ((ops->send_idle(x, x_to_y) == 0) && !limit.passed()) {
         ops->progress(x);
         ops->progress(y);
