@@ -181,6 +181,9 @@ enum {
     CRYPT_COLL_WS_OUTER_IN
 };
 
+/* C-Ring / C-RD's local ring packs blocks below this size into one message */
+enum { CRYPT_COLL_RING_PACK_MAX = 64 * 1024 };
+
 static void *crypt_coll_workspace(crypt_coll_team_t *team, int slot, size_t size)
 {
     if (size > team->workspace_size[slot]) {
@@ -707,6 +710,24 @@ static int crypt_coll_owner(const crypt_coll_layout_t *l, int n, int g)
     return (g < l->count[n]) ? l->ranks[n][g] : -1;
 }
 
+/* the owners of the blocks that local rank q passes on in C-Ring / C-RD's
+ * local ring (every group it served, from every node), in ring order */
+static int crypt_coll_group_blocks(const crypt_coll_layout_t *l, int q,
+                                   int nodes_in, int *owners)
+{
+    int g, n, count = 0;
+
+    for (g = 0; g < l->max_local; ++g) {
+        for (n = 0; n < l->num_nodes; ++n) {
+            int owner = crypt_coll_owner(l, n, g);
+            if ((owner >= 0) && (g % nodes_in == q)) {
+                owners[count++] = owner;
+            }
+        }
+    }
+    return count;
+}
+
 /* C-Ring (ring sub-all-gathers) and C-RD (Bruck sub-all-gathers) */
 static crypt_coll_status_t crypt_allgather_concurrent(crypt_coll_team_t *team,
                                                       uint8_t *rbuf, size_t m,
@@ -717,6 +738,7 @@ static crypt_coll_status_t crypt_allgather_concurrent(crypt_coll_team_t *team,
     crypt_coll_status_t status = CRYPT_COLL_OK;
     crypt_coll_layout_t l = {0};
     uint8_t *frames = NULL, *pack_out = NULL, *pack_in = NULL;
+    int *out_owner = NULL, *in_owner = NULL;
     int N, g, s, my_local = 0, li, nodes_in, failed = 0;
 
     if (crypt_coll_layout(team, &l) != 0) {
@@ -731,11 +753,14 @@ static crypt_coll_status_t crypt_allgather_concurrent(crypt_coll_team_t *team,
     }
     frames   = crypt_coll_workspace(team, CRYPT_COLL_WS_OUTER_FRAMES,
                                     frame_len * (size_t)N);
-    pack_out = crypt_coll_workspace(team, CRYPT_COLL_WS_OUTER_OUT,
-                                    m * (size_t)N * (size_t)l.max_local + 1);
-    pack_in  = crypt_coll_workspace(team, CRYPT_COLL_WS_OUTER_IN,
-                                    m * (size_t)N * (size_t)l.max_local + 1);
-    if ((frames == NULL) || (pack_out == NULL) || (pack_in == NULL)) {
+    if (m < CRYPT_COLL_RING_PACK_MAX) { /* the local ring packs (step 2) */
+        pack_out = crypt_coll_workspace(team, CRYPT_COLL_WS_OUTER_OUT,
+                                        m * (size_t)N * (size_t)l.max_local + 1);
+        pack_in  = crypt_coll_workspace(team, CRYPT_COLL_WS_OUTER_IN,
+                                        m * (size_t)N * (size_t)l.max_local + 1);
+    }
+    if ((frames == NULL) ||
+        ((m < CRYPT_COLL_RING_PACK_MAX) && ((pack_out == NULL) || (pack_in == NULL)))) {
         status = CRYPT_COLL_ERR_PARAM;
     }
 
@@ -782,45 +807,47 @@ static crypt_coll_status_t crypt_allgather_concurrent(crypt_coll_team_t *team,
     }
 
     /* step 2: a plaintext ring inside the node; local rank q contributes
-     * the blocks of every group it served, from every node */
-    nodes_in = l.count[my_node];
+     * the blocks of every group it served, from every node. Small blocks
+     * go packed, one message a step; large ones one by one, straight from
+     * rbuf to rbuf (packing 8 MiB and unpacking it again cost more than
+     * the extra messages) */
+    nodes_in  = l.count[my_node];
+    out_owner = malloc(sizeof(int) * (size_t)N * (size_t)l.max_local + 1);
+    in_owner  = malloc(sizeof(int) * (size_t)N * (size_t)l.max_local + 1);
+    if ((out_owner == NULL) || (in_owner == NULL)) {
+        status = CRYPT_COLL_ERR_PARAM;
+    }
     for (s = 0; (status == CRYPT_COLL_OK) && (s < nodes_in - 1); ++s) {
-        int send_q = (my_local - s + nodes_in) % nodes_in;
-        int recv_q = (my_local - s - 1 + nodes_in) % nodes_in;
-        size_t out_len = 0, in_len = 0;
-        int n;
+        int next = l.ranks[my_node][(my_local + 1) % nodes_in];
+        int prev = l.ranks[my_node][(my_local - 1 + nodes_in) % nodes_in];
+        int nout = crypt_coll_group_blocks(&l, (my_local - s + nodes_in) % nodes_in,
+                                           nodes_in, out_owner);
+        int nin  = crypt_coll_group_blocks(&l, (my_local - s - 1 + nodes_in) % nodes_in,
+                                           nodes_in, in_owner);
+        int i;
 
-        for (g = 0; g < l.max_local; ++g) {
-            for (n = 0; n < N; ++n) {
-                int owner = crypt_coll_owner(&l, n, g);
-                if (owner < 0) {
-                    continue;
-                }
-                if (g % nodes_in == send_q) {
-                    memcpy(pack_out + out_len, rbuf + (size_t)owner * m, m);
-                    out_len += m;
-                }
-                if (g % nodes_in == recv_q) {
-                    in_len += m;
-                }
+        if (m >= CRYPT_COLL_RING_PACK_MAX) {
+            for (i = 0; (status == CRYPT_COLL_OK) && (i < nout || i < nin); ++i) {
+                status = crypt_coll_move(team, (i < nout) ? next : -1,
+                                         (i < nout) ? rbuf + (size_t)out_owner[i] * m : NULL,
+                                         (i < nout) ? m : 0, 0, (i < nin) ? prev : -1,
+                                         (i < nin) ? rbuf + (size_t)in_owner[i] * m : NULL,
+                                         (i < nin) ? m : 0);
             }
+            continue;
         }
-        status = crypt_coll_move(team, l.ranks[my_node][(my_local + 1) % nodes_in],
-                                 pack_out, out_len, 0,
-                                 l.ranks[my_node][(my_local - 1 + nodes_in) % nodes_in],
-                                 pack_in, in_len);
-        in_len = 0;
-        for (g = 0; (status == CRYPT_COLL_OK) && (g < l.max_local); ++g) {
-            for (n = 0; n < N; ++n) {
-                int owner = crypt_coll_owner(&l, n, g);
-                if ((owner >= 0) && (g % nodes_in == recv_q)) {
-                    memcpy(rbuf + (size_t)owner * m, pack_in + in_len, m);
-                    in_len += m;
-                }
-            }
+        for (i = 0; i < nout; ++i) {
+            memcpy(pack_out + (size_t)i * m, rbuf + (size_t)out_owner[i] * m, m);
+        }
+        status = crypt_coll_move(team, next, pack_out, (size_t)nout * m, 0, prev,
+                                 pack_in, (size_t)nin * m);
+        for (i = 0; (status == CRYPT_COLL_OK) && (i < nin); ++i) {
+            memcpy(rbuf + (size_t)in_owner[i] * m, pack_in + (size_t)i * m, m);
         }
     }
 
+    free(in_owner);
+    free(out_owner);
     crypt_coll_layout_free(&l);
     return ((status == CRYPT_COLL_OK) && failed) ? CRYPT_COLL_ERR_AUTH : status;
 }
