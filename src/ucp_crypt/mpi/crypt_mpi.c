@@ -115,9 +115,42 @@ typedef struct crypt_mpi_xfer {
     int         dst, src;
     void        *rbuf;
     size_t      rlen;
+    const void  *sbuf;        /* the lane send's */
+    size_t      slen;
+    int         send_started;
     int         sent, received, mpi_done, failed;
     uint8_t     *forged;
 } crypt_mpi_xfer_t;
+
+/* the lane send of an exchange. The lane carries one message per peer at
+ * a time, and another team's task may have one in flight to the same
+ * peer: ours starts once the peer is idle. */
+static void crypt_mpi_xfer_send(crypt_mpi_team_t *t, crypt_mpi_xfer_t *x)
+{
+    const crypt_lane_ops_t *lane = crypt_mpi_lane_ops;
+    int peer = t->lane_peer[x->dst], r;
+
+    if (x->sent || x->failed) {
+        return;
+    }
+    if (!x->send_started) {
+        if ((r = lane->send_idle(crypt_mpi_lane, peer)) == 0) {
+            return; /* busy with another team's message */
+        }
+        if ((r < 0) ||
+            (lane->send(crypt_mpi_lane, peer, t->lane_team, (uint32_t)t->team.rank,
+                        x->sbuf, x->slen, CRYPT_COLL_FRAME_OVERHEAD) != 0)) {
+            x->failed = 1;
+            return;
+        }
+        x->send_started = 1;
+    }
+    /* idle: ours is handed over (a later one of another team may be too) */
+    if ((r = lane->send_idle(crypt_mpi_lane, peer)) != 0) {
+        x->failed |= (r < 0);
+        x->sent    = 1;
+    }
+}
 
 /* the lane receive of an exchange: once it returned 0, the lane may write
  * into rbuf until it returns non-zero or is cancelled (crypt_lane.h) */
@@ -169,11 +202,10 @@ static int crypt_mpi_xfer_post(void *ctx, int dst, const void *sbuf, size_t slen
         PMPI_Isend((void*)sbuf, (int)slen, MPI_BYTE, dst, CRYPT_MPI_TAG, t->comm,
                    &x->reqs[x->n++]);
     }
-    if (send_on_lane &&
-        (crypt_mpi_lane_ops->send(crypt_mpi_lane, t->lane_peer[dst], t->lane_team,
-                                  (uint32_t)t->team.rank, sbuf, slen,
-                                  CRYPT_COLL_FRAME_OVERHEAD) != 0)) {
-        x->failed = 1;
+    x->sbuf = sbuf;
+    x->slen = slen;
+    if (send_on_lane) {
+        crypt_mpi_xfer_send(t, x);
     }
     *handle = x;
     crypt_mpi_xfer_recv(t, x); /* posted before the frame comes: no copy */
@@ -195,10 +227,7 @@ static int crypt_mpi_xfer_test(void *ctx, void *handle)
     }
     if (!x->failed && (!x->sent || !x->received)) {
         lane->progress(crypt_mpi_lane);
-        if (!x->sent && ((r = lane->send_idle(crypt_mpi_lane, t->lane_peer[x->dst])) != 0)) {
-            x->failed |= (r < 0);
-            x->sent    = 1;
-        }
+        crypt_mpi_xfer_send(t, x);
         crypt_mpi_xfer_recv(t, x);
     }
     if (!x->failed && !(x->sent && x->received && x->mpi_done)) {
