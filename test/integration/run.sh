@@ -522,7 +522,7 @@ test_coll_component() {
     fi
 
     # Fortran: Open MPI's bindings bypass MPI_Allgather (PMPI cannot see
-    # them); the component does
+    # them); the component does, MPI_IALLGATHER included
     log="$work/coll-fortran.log"
     if ! mpif90 -O2 -o "$work/agc_fortran" "$(dirname "$0")/mpi_allgather_check.f90" \
             >"$work/cc.log" 2>&1; then
@@ -531,7 +531,8 @@ test_coll_component() {
         ompi_run 4 "${coll_env[@]}" -x UCX_CRYPT_COLL_NODES=2:block "$work/agc_fortran" >"$log" 2>&1
         rc=$?
         if [ $rc -eq 0 ] && [ "$(grep -c '^FORTRAN OK' "$log")" = 4 ] &&
-           [ "$(grep -c 'ucx-crypt: allgather 4000 B .*sealed [1-9]' "$log")" = 4 ]; then
+           [ "$(grep -c 'ucx-crypt: allgather 4000 B .*sealed [1-9]' "$log")" = 4 ] &&
+           [ "$(grep -c 'ucx-crypt: iallgather 4000 B .*sealed [1-9]' "$log")" = 4 ]; then
             record openmpi_coll_component_reaches_fortran pass
         else
             record openmpi_coll_component_reaches_fortran fail "rc=$rc; $(tail -2 "$log")"
