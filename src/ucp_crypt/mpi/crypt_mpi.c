@@ -601,27 +601,6 @@ static crypt_mpi_team_t *crypt_mpi_team(MPI_Comm comm)
     return t;
 }
 
-/* UCX_CRYPT_COLL_VERBOSE: what a call did, on which lane, with its crypto
- * counts (the tests read these lines) */
-static void crypt_mpi_verbose(const crypt_mpi_team_t *t, const char *what)
-{
-    uint64_t lane_sent = 0, lane_received = 0;
-
-    if (getenv("UCX_CRYPT_COLL_VERBOSE") == NULL) {
-        return;
-    }
-    if (t->lane_peer != NULL) {
-        crypt_mpi_lane_ops->counters(crypt_mpi_lane, &lane_sent, &lane_received);
-    }
-    fprintf(stderr, "ucx-crypt: %s on the %s lane (sent there so far %llu): "
-            "sealed %llu opened %llu plaintext across nodes %llu\n", what,
-            (t->lane_peer != NULL) ? "collective" : "MPI",
-            (unsigned long long)lane_sent,
-            (unsigned long long)t->team.counters.bytes_sealed,
-            (unsigned long long)t->team.counters.bytes_opened,
-            (unsigned long long)t->team.counters.inter_node_plaintext_bytes);
-}
-
 static int crypt_mpi_contiguous(MPI_Datatype type, int *size)
 {
     MPI_Aint lb, extent;
@@ -689,8 +668,7 @@ typedef struct {
 typedef struct {
     crypt_mpi_team_t       *t;
     MPI_Comm               comm;      /* the user's: errors abort it */
-    const char             *name;     /* "MPI_Allgather", for errors */
-    char                   what[64];  /* the verbose line; "" = none */
+    int                    nonblocking;
     crypt_coll_args_t      args;
     size_t                 *arrays;   /* counts and displacements, owned */
     crypt_mpi_reduce_arg_t reduce;
@@ -716,12 +694,71 @@ static void crypt_mpi_call_start(crypt_mpi_call_t *c)
     c->args.op_arg = &c->reduce; /* the call may have moved since */
 }
 
+/* The MPI call `c` stands for, as errors name it */
+static const char *crypt_mpi_call_name(const crypt_mpi_call_t *c)
+{
+    static const char *names[CRYPT_COLL_LAST][2] = {
+        [CRYPT_COLL_ALLGATHER]  = {"MPI_Allgather",  "MPI_Iallgather"},
+        [CRYPT_COLL_BCAST]      = {"MPI_Bcast",      "MPI_Ibcast"},
+        [CRYPT_COLL_ALLREDUCE]  = {"MPI_Allreduce",  "MPI_Iallreduce"},
+        [CRYPT_COLL_ALLTOALL]   = {"MPI_Alltoall",   "MPI_Ialltoall"},
+        [CRYPT_COLL_ALLGATHERV] = {"MPI_Allgatherv", "MPI_Iallgatherv"},
+        [CRYPT_COLL_ALLTOALLV]  = {"MPI_Alltoallv",  "MPI_Ialltoallv"}
+    };
+
+    return names[c->args.coll][c->nonblocking];
+}
+
+/* UCX_CRYPT_COLL_VERBOSE: what a call did, on which lane, with its crypto
+ * counts (the tests read these lines; blocking bcast, allreduce and
+ * alltoall print none) */
+static void crypt_mpi_verbose(const crypt_mpi_call_t *c)
+{
+    const crypt_mpi_team_t *t = c->t;
+    const crypt_coll_args_t *a = &c->args;
+    const char *i = c->nonblocking ? "i" : "";
+    uint64_t lane_sent = 0, lane_received = 0;
+    char what[64];
+
+    if (getenv("UCX_CRYPT_COLL_VERBOSE") == NULL) {
+        return;
+    }
+    switch (a->coll) {
+    case CRYPT_COLL_ALLGATHER:
+        snprintf(what, sizeof(what), "%sallgather %zu B by %s", i, a->m,
+                 crypt_allgather_alg_name((crypt_allgather_alg_t)a->alg));
+        break;
+    case CRYPT_COLL_ALLGATHERV:
+    case CRYPT_COLL_ALLTOALLV:
+        snprintf(what, sizeof(what), "%s%s", i,
+                 (a->coll == CRYPT_COLL_ALLGATHERV) ? "allgatherv" : "alltoallv");
+        break;
+    default: /* bcast, allreduce, alltoall: the nonblocking forms only */
+        if (!c->nonblocking) {
+            return;
+        }
+        /* MPI_Ibcast -> "ibcast" */
+        snprintf(what, sizeof(what), "i%s %zu B",
+                 crypt_mpi_call_name(c) + sizeof("MPI_I") - 1,
+                 (a->coll == CRYPT_COLL_ALLREDUCE) ? a->m * a->elem_size : a->m);
+        break;
+    }
+    if (t->lane_peer != NULL) {
+        crypt_mpi_lane_ops->counters(crypt_mpi_lane, &lane_sent, &lane_received);
+    }
+    fprintf(stderr, "ucx-crypt: %s on the %s lane (sent there so far %llu): "
+            "sealed %llu opened %llu plaintext across nodes %llu\n", what,
+            (t->lane_peer != NULL) ? "collective" : "MPI",
+            (unsigned long long)lane_sent,
+            (unsigned long long)t->team.counters.bytes_sealed,
+            (unsigned long long)t->team.counters.bytes_opened,
+            (unsigned long long)t->team.counters.inter_node_plaintext_bytes);
+}
+
 static void crypt_mpi_call_end(crypt_mpi_call_t *c, crypt_coll_status_t status)
 {
-    crypt_mpi_check(c->comm, status, c->name);
-    if (c->what[0] != '\0') {
-        crypt_mpi_verbose(c->t, c->what);
-    }
+    crypt_mpi_check(c->comm, status, crypt_mpi_call_name(c));
+    crypt_mpi_verbose(c);
     free(c->arrays);
 }
 
@@ -796,12 +833,10 @@ static int crypt_mpi_issue(crypt_mpi_call_t *c, const crypt_mpi_nb_t *nb)
 {
     crypt_mpi_request_t *req;
 
+    c->nonblocking = (nb != NULL);
     if ((c->args.coll == CRYPT_COLL_ALLGATHER) && (c->args.alg < 0)) {
         c->args.alg = crypt_coll_allgather_select(&c->t->team, c->args.m,
                                                   getenv("UCX_CRYPT_COLL_TUNE"));
-        snprintf(c->what, sizeof(c->what), "%sallgather %zu B by %s",
-                 (nb != NULL) ? "i" : "", c->args.m,
-                 crypt_allgather_alg_name((crypt_allgather_alg_t)c->args.alg));
     }
     if (nb == NULL) {
         crypt_mpi_team_drain(c->t); /* what was posted before goes first */
@@ -827,7 +862,7 @@ int crypt_mpi_allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtyp
                         void *recvbuf, int recvcount, MPI_Datatype recvtype,
                         MPI_Comm comm, const crypt_mpi_nb_t *nb)
 {
-    crypt_mpi_call_t c = {.comm = comm, .name = (nb != NULL) ? "MPI_Iallgather" : "MPI_Allgather"};
+    crypt_mpi_call_t c = {.comm = comm};
     int rsize, ssize = 0;
 
     if (crypt_mpi_declines(comm) || !crypt_mpi_contiguous(recvtype, &rsize) ||
@@ -850,7 +885,7 @@ int crypt_mpi_allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtyp
 int crypt_mpi_bcast(void *buffer, int count, MPI_Datatype datatype, int root,
                     MPI_Comm comm, const crypt_mpi_nb_t *nb)
 {
-    crypt_mpi_call_t c = {.comm = comm, .name = (nb != NULL) ? "MPI_Ibcast" : "MPI_Bcast"};
+    crypt_mpi_call_t c = {.comm = comm};
     int tsize;
 
     if (crypt_mpi_declines(comm) || !crypt_mpi_contiguous(datatype, &tsize) ||
@@ -861,9 +896,6 @@ int crypt_mpi_bcast(void *buffer, int count, MPI_Datatype datatype, int root,
     c.args.rbuf = buffer;
     c.args.m    = (size_t)count * (size_t)tsize;
     c.args.root = root;
-    if (nb != NULL) {
-        snprintf(c.what, sizeof(c.what), "ibcast %zu B", c.args.m);
-    }
     return crypt_mpi_issue(&c, nb);
 }
 
@@ -871,8 +903,7 @@ int crypt_mpi_allreduce(const void *sendbuf, void *recvbuf, int count,
                         MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
                         const crypt_mpi_nb_t *nb)
 {
-    crypt_mpi_call_t c = {.comm = comm, .name = (nb != NULL) ? "MPI_Iallreduce" : "MPI_Allreduce",
-                          .reduce = {datatype, op}};
+    crypt_mpi_call_t c = {.comm = comm, .reduce = {datatype, op}};
     int tsize, commute = 0;
 
     /* Open MPI agrees on a new communicator's context id with nonblocking
@@ -896,9 +927,6 @@ int crypt_mpi_allreduce(const void *sendbuf, void *recvbuf, int count,
     c.args.m         = (size_t)count;
     c.args.elem_size = (size_t)tsize;
     c.args.op        = crypt_mpi_reduce;
-    if (nb != NULL) {
-        snprintf(c.what, sizeof(c.what), "iallreduce %zu B", c.args.m * (size_t)tsize);
-    }
     return crypt_mpi_issue(&c, nb);
 }
 
@@ -906,7 +934,7 @@ int crypt_mpi_alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype
                        void *recvbuf, int recvcount, MPI_Datatype recvtype,
                        MPI_Comm comm, const crypt_mpi_nb_t *nb)
 {
-    crypt_mpi_call_t c = {.comm = comm, .name = (nb != NULL) ? "MPI_Ialltoall" : "MPI_Alltoall"};
+    crypt_mpi_call_t c = {.comm = comm};
     int ssize, rsize;
 
     if (crypt_mpi_declines(comm) || (sendbuf == MPI_IN_PLACE) ||
@@ -920,9 +948,6 @@ int crypt_mpi_alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype
     c.args.sbuf = sendbuf;
     c.args.rbuf = recvbuf;
     c.args.m    = (size_t)recvcount * (size_t)rsize;
-    if (nb != NULL) {
-        snprintf(c.what, sizeof(c.what), "ialltoall %zu B", c.args.m);
-    }
     return crypt_mpi_issue(&c, nb);
 }
 
@@ -950,7 +975,7 @@ int crypt_mpi_allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendty
                          MPI_Datatype recvtype, MPI_Comm comm,
                          const crypt_mpi_nb_t *nb)
 {
-    crypt_mpi_call_t c = {.comm = comm, .name = (nb != NULL) ? "MPI_Iallgatherv" : "MPI_Allgatherv"};
+    crypt_mpi_call_t c = {.comm = comm};
     int rsize, ssize = 0, rank, size;
 
     if (crypt_mpi_declines(comm) || !crypt_mpi_contiguous(recvtype, &rsize)) {
@@ -972,7 +997,6 @@ int crypt_mpi_allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendty
     c.args.rbuf   = recvbuf;
     c.args.counts = c.arrays;
     c.args.displs = c.arrays + size;
-    snprintf(c.what, sizeof(c.what), "%sallgatherv", (nb != NULL) ? "i" : "");
     return crypt_mpi_issue(&c, nb);
 }
 
@@ -982,7 +1006,7 @@ int crypt_mpi_alltoallv(const void *sendbuf, const int sendcounts[],
                         MPI_Datatype recvtype, MPI_Comm comm,
                         const crypt_mpi_nb_t *nb)
 {
-    crypt_mpi_call_t c = {.comm = comm, .name = (nb != NULL) ? "MPI_Ialltoallv" : "MPI_Alltoallv"};
+    crypt_mpi_call_t c = {.comm = comm};
     int ssize, rsize, size;
 
     if (crypt_mpi_declines(comm) || (sendbuf == MPI_IN_PLACE) ||
@@ -1006,6 +1030,5 @@ int crypt_mpi_alltoallv(const void *sendbuf, const int sendcounts[],
     c.args.displs  = c.arrays + size;
     c.args.rcounts = c.arrays + 2 * size;
     c.args.rdispls = c.arrays + 3 * size;
-    snprintf(c.what, sizeof(c.what), "%salltoallv", (nb != NULL) ? "i" : "");
     return crypt_mpi_issue(&c, nb);
 }
