@@ -76,30 +76,32 @@ OBJ_CLASS_INSTANCE(mca_coll_crypt_module_t, mca_coll_base_module_t,
 
 /* ---- the blocking collectives -------------------------------------------------- */
 
+/* The adapter's answer, or the layer below's call */
+#define MCA_COLL_CRYPT_CALL(_name, _adapter_call, _prev_args) \
+    do { \
+        mca_coll_crypt_module_t *m = (mca_coll_crypt_module_t*)module; \
+        int ret = _adapter_call; \
+        return (ret != CRYPT_MPI_DECLINED) ? ret : m->prev_##_name _prev_args; \
+    } while (0)
+
 static int mca_coll_crypt_allgather(const void *sbuf, int scount,
                                     struct ompi_datatype_t *sdtype, void *rbuf,
                                     int rcount, struct ompi_datatype_t *rdtype,
                                     struct ompi_communicator_t *comm,
                                     mca_coll_base_module_t *module)
 {
-    mca_coll_crypt_module_t *m = (mca_coll_crypt_module_t*)module;
-    int ret = crypt_mpi_allgather(sbuf, scount, sdtype, rbuf, rcount, rdtype, comm,
-                                  NULL);
-
-    return (ret != CRYPT_MPI_DECLINED) ? ret :
-           m->prev_allgather(sbuf, scount, sdtype, rbuf, rcount, rdtype, comm,
-                             m->prev_allgather_module);
+    MCA_COLL_CRYPT_CALL(allgather,
+        crypt_mpi_allgather(sbuf, scount, sdtype, rbuf, rcount, rdtype, comm, NULL),
+        (sbuf, scount, sdtype, rbuf, rcount, rdtype, comm, m->prev_allgather_module));
 }
 
 static int mca_coll_crypt_bcast(void *buf, int count, struct ompi_datatype_t *dtype,
                                 int root, struct ompi_communicator_t *comm,
                                 mca_coll_base_module_t *module)
 {
-    mca_coll_crypt_module_t *m = (mca_coll_crypt_module_t*)module;
-    int ret = crypt_mpi_bcast(buf, count, dtype, root, comm, NULL);
-
-    return (ret != CRYPT_MPI_DECLINED) ? ret :
-           m->prev_bcast(buf, count, dtype, root, comm, m->prev_bcast_module);
+    MCA_COLL_CRYPT_CALL(bcast,
+        crypt_mpi_bcast(buf, count, dtype, root, comm, NULL),
+        (buf, count, dtype, root, comm, m->prev_bcast_module));
 }
 
 static int mca_coll_crypt_allreduce(const void *sbuf, void *rbuf, int count,
@@ -108,12 +110,9 @@ static int mca_coll_crypt_allreduce(const void *sbuf, void *rbuf, int count,
                                     struct ompi_communicator_t *comm,
                                     mca_coll_base_module_t *module)
 {
-    mca_coll_crypt_module_t *m = (mca_coll_crypt_module_t*)module;
-    int ret = crypt_mpi_allreduce(sbuf, rbuf, count, dtype, op, comm, NULL);
-
-    return (ret != CRYPT_MPI_DECLINED) ? ret :
-           m->prev_allreduce(sbuf, rbuf, count, dtype, op, comm,
-                             m->prev_allreduce_module);
+    MCA_COLL_CRYPT_CALL(allreduce,
+        crypt_mpi_allreduce(sbuf, rbuf, count, dtype, op, comm, NULL),
+        (sbuf, rbuf, count, dtype, op, comm, m->prev_allreduce_module));
 }
 
 static int mca_coll_crypt_alltoall(const void *sbuf, int scount,
@@ -122,13 +121,9 @@ static int mca_coll_crypt_alltoall(const void *sbuf, int scount,
                                    struct ompi_communicator_t *comm,
                                    mca_coll_base_module_t *module)
 {
-    mca_coll_crypt_module_t *m = (mca_coll_crypt_module_t*)module;
-    int ret = crypt_mpi_alltoall(sbuf, scount, sdtype, rbuf, rcount, rdtype, comm,
-                                 NULL);
-
-    return (ret != CRYPT_MPI_DECLINED) ? ret :
-           m->prev_alltoall(sbuf, scount, sdtype, rbuf, rcount, rdtype, comm,
-                            m->prev_alltoall_module);
+    MCA_COLL_CRYPT_CALL(alltoall,
+        crypt_mpi_alltoall(sbuf, scount, sdtype, rbuf, rcount, rdtype, comm, NULL),
+        (sbuf, scount, sdtype, rbuf, rcount, rdtype, comm, m->prev_alltoall_module));
 }
 
 static int mca_coll_crypt_allgatherv(const void *sbuf, int scount,
@@ -138,13 +133,11 @@ static int mca_coll_crypt_allgatherv(const void *sbuf, int scount,
                                      struct ompi_communicator_t *comm,
                                      mca_coll_base_module_t *module)
 {
-    mca_coll_crypt_module_t *m = (mca_coll_crypt_module_t*)module;
-    int ret = crypt_mpi_allgatherv(sbuf, scount, sdtype, rbuf, rcounts, disps,
-                                   rdtype, comm, NULL);
-
-    return (ret != CRYPT_MPI_DECLINED) ? ret :
-           m->prev_allgatherv(sbuf, scount, sdtype, rbuf, rcounts, disps, rdtype,
-                              comm, m->prev_allgatherv_module);
+    MCA_COLL_CRYPT_CALL(allgatherv,
+        crypt_mpi_allgatherv(sbuf, scount, sdtype, rbuf, rcounts, disps, rdtype,
+                             comm, NULL),
+        (sbuf, scount, sdtype, rbuf, rcounts, disps, rdtype, comm,
+         m->prev_allgatherv_module));
 }
 
 static int mca_coll_crypt_alltoallv(const void *sbuf, const int *scounts,
@@ -154,13 +147,11 @@ static int mca_coll_crypt_alltoallv(const void *sbuf, const int *scounts,
                                     struct ompi_communicator_t *comm,
                                     mca_coll_base_module_t *module)
 {
-    mca_coll_crypt_module_t *m = (mca_coll_crypt_module_t*)module;
-    int ret = crypt_mpi_alltoallv(sbuf, scounts, sdisps, sdtype, rbuf, rcounts,
-                                  rdisps, rdtype, comm, NULL);
-
-    return (ret != CRYPT_MPI_DECLINED) ? ret :
-           m->prev_alltoallv(sbuf, scounts, sdisps, sdtype, rbuf, rcounts, rdisps,
-                             rdtype, comm, m->prev_alltoallv_module);
+    MCA_COLL_CRYPT_CALL(alltoallv,
+        crypt_mpi_alltoallv(sbuf, scounts, sdisps, sdtype, rbuf, rcounts, rdisps,
+                            rdtype, comm, NULL),
+        (sbuf, scounts, sdisps, sdtype, rbuf, rcounts, rdisps, rdtype, comm,
+         m->prev_alltoallv_module));
 }
 
 /* ---- the nonblocking collectives ------------------------------------------------ */
