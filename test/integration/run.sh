@@ -289,6 +289,20 @@ ompi_run() { # NP [mpirun args...] -- the rest goes to mpirun as is
     "${ompi_env[@]}" timeout 120 mpirun -np "$np" --oversubscribe "$@"
 }
 
+# abort_verdict NAME RC LOG OK_LINE REASON [ABSENT]: the job ended by
+# itself (not by the timeout), no rank printed OK_LINE, the log gives
+# REASON (and, where given, never ABSENT)
+abort_verdict() {
+    local name=$1 rc=$2 log=$3 ok_line=$4 reason=$5 absent=${6:-}
+    if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && ! grep -q "^$ok_line" "$log" &&
+       { [ -z "$absent" ] || ! grep -q "$absent" "$log"; } &&
+       grep -q "$reason" "$log"; then
+        record "$name" pass
+    else
+        record "$name" fail "rc=$rc; $(grep -m2 "crypt\|$ok_line" "$log")"
+    fi
+}
+
 # mpi_verdict NAME LOG NP: every rank verified its data and sealed records
 mpi_verdict() {
     local name=$1 log=$2 np=$3
@@ -328,15 +342,8 @@ EOS
     ompi_run 2 -x UCX_TLS=crypt,tcp,self -x UCX_NET_DEVICES=lo \
         -x UCX_CRYPT_KEY_FILE="$work/job.key" \
         "$work/rank0-tampers.sh" "$work/mpi_check_ompi" >"$work/ompi-tamper.log" 2>&1
-    local rc=$?
-    if [ $rc -ne 0 ] && [ $rc -ne 124 ] && ! grep -q "^MPI OK" "$work/ompi-tamper.log" &&
-       grep -q "dropped a record from peer [0-9a-f]\{8\} flow .*authentication failed" \
-           "$work/ompi-tamper.log"; then
-        record openmpi_forged_record_aborts_job_with_reason pass
-    else
-        record openmpi_forged_record_aborts_job_with_reason fail \
-            "rc=$rc; $(grep -m2 "crypt\|MPI OK" "$work/ompi-tamper.log")"
-    fi
+    abort_verdict openmpi_forged_record_aborts_job_with_reason $? "$work/ompi-tamper.log" \
+        "MPI OK" "dropped a record from peer [0-9a-f]\{8\} flow .*authentication failed"
 }
 
 # ---- encrypted collectives through the PMPI adapter --------------------------
@@ -381,14 +388,8 @@ test_collectives() {
 
     "${mpich[@]}" UCX_CRYPT_COLL_NODES=3:block UCX_CRYPT_COLL_FAULT=1 \
         UCX_CRYPT_COLL_TUNE=allgather:c-ring "$work/agc_mpich" >"$work/agc-forged.log" 2>&1
-    local rc=$?
-    if [ $rc -ne 0 ] && [ $rc -ne 124 ] && ! grep -q "^COLLECTIVES OK" "$work/agc-forged.log" &&
-       grep -q "failed authentication" "$work/agc-forged.log"; then
-        record allgather_forged_frame_aborts_job_with_reason pass
-    else
-        record allgather_forged_frame_aborts_job_with_reason fail \
-            "rc=$rc; $(grep -m2 "ucx-crypt\|ALLGATHER" "$work/agc-forged.log")"
-    fi
+    abort_verdict allgather_forged_frame_aborts_job_with_reason $? "$work/agc-forged.log" \
+        "COLLECTIVES OK" "failed authentication"
 
     test_collective_lane
     test_coll_component
@@ -406,7 +407,7 @@ test_collectives() {
         record adapter_uses_no_mpi_shared_window fail "calls MPI_Win_allocate_shared: $windows"
     fi
 
-    local attempt
+    local attempt rc
     for attempt in 1 2; do
         timeout 60 mpiexec.mpich -n 2 env LD_PRELOAD="$prefix/lib/libucxcrypt_pmpi_mpich.so" \
             UCX_CRYPT_COLL_NODES=2 "$work/agc_mpich" >"$work/agc-nokey.log" 2>&1
@@ -436,7 +437,7 @@ test_collective_lane() {
     local lane_env=(-x UCX_TLS=crypt,tcp,self -x UCX_NET_DEVICES=lo -x UCX_CRYPT_STATS=y
                     -x LD_PRELOAD="$prefix/lib/libucxcrypt_pmpi_ompi.so"
                     -x UCX_CRYPT_KEY_FILE="$work/job.key" -x UCX_CRYPT_COLL_VERBOSE=y)
-    local mode on_lane through_mpi
+    local mode on_lane through_mpi rc
     # steady state, 8 x 1 MiB per rank on two emulated nodes: Open MPI over
     # the crypt transport (site configuration), frames on the lane vs the
     # same run with frames through the MPI library (the control)
@@ -460,15 +461,8 @@ test_collective_lane() {
     # a frame forged on the lane: the job ends with the reason
     ompi_run 4 "${lane_env[@]}" -x UCX_CRYPT_COLL_NODES=2:block -x UCX_CRYPT_COLL_FAULT=1 \
         -x UCX_CRYPT_COLL_TUNE=allgather:c-ring "$work/agc_ompi" >"$work/lane-forged.log" 2>&1
-    local rc=$?
-    if [ $rc -ne 0 ] && [ $rc -ne 124 ] && ! grep -q "^COLLECTIVES OK" "$work/lane-forged.log" &&
-       ! grep -q "no collective lane" "$work/lane-forged.log" &&
-       grep -q "failed authentication" "$work/lane-forged.log"; then
-        record collective_lane_forged_frame_aborts_job_with_reason pass
-    else
-        record collective_lane_forged_frame_aborts_job_with_reason fail \
-            "rc=$rc; $(grep -m2 "ucx-crypt: \|ALLGATHER" "$work/lane-forged.log")"
-    fi
+    abort_verdict collective_lane_forged_frame_aborts_job_with_reason $? \
+        "$work/lane-forged.log" "COLLECTIVES OK" "failed authentication" "no collective lane"
 
     # MPICH over the crypt transport (the launcher's preload plus the adapter)
     timeout 120 mpiexec.mpich -n 2 env LD_PRELOAD="$plugin:$prefix/lib/libucxcrypt_pmpi_mpich.so" \
@@ -543,14 +537,8 @@ test_coll_component() {
     log="$work/coll-forged.log"
     ompi_run 4 "${coll_env[@]}" -x UCX_CRYPT_COLL_NODES=2:block -x UCX_CRYPT_COLL_FAULT=2 \
         -x UCX_CRYPT_COLL_TUNE=allgather:c-rd "$work/agc_ompi" >"$log" 2>&1
-    rc=$?
-    if [ $rc -ne 0 ] && [ $rc -ne 124 ] && ! grep -q "^COLLECTIVES OK" "$log" &&
-       grep -q "failed authentication" "$log"; then
-        record openmpi_coll_component_forged_frame_aborts_job pass
-    else
-        record openmpi_coll_component_forged_frame_aborts_job fail \
-            "rc=$rc; $(grep -m2 "ucx-crypt: \|ALLGATHER" "$log")"
-    fi
+    abort_verdict openmpi_coll_component_forged_frame_aborts_job $? "$log" \
+        "COLLECTIVES OK" "failed authentication"
 
     # nonblocking collectives first on their communicators, and large
     # ones on two communicators at once (one team's frame waits for the
@@ -572,14 +560,8 @@ test_coll_component() {
     log="$work/coll-forged-nb.log"
     ompi_run 4 "${coll_env[@]}" -x UCX_CRYPT_COLL_NODES=2:block -x UCX_CRYPT_COLL_FAULT=1 \
         "$work/agc_ompi" -n >"$log" 2>&1
-    rc=$?
-    if [ $rc -ne 0 ] && [ $rc -ne 124 ] && ! grep -q "^NONBLOCKING OK" "$log" &&
-       grep -q "MPI_I\?[A-Za-z]*: a ciphertext from another node failed authentication" "$log"; then
-        record openmpi_coll_component_forged_frame_in_nonblocking_aborts_job pass
-    else
-        record openmpi_coll_component_forged_frame_in_nonblocking_aborts_job fail \
-            "rc=$rc; $(grep -m2 "ucx-crypt: \|NONBLOCKING" "$log")"
-    fi
+    abort_verdict openmpi_coll_component_forged_frame_in_nonblocking_aborts_job $? "$log" \
+        "NONBLOCKING OK" "MPI_I\?[A-Za-z]*: a ciphertext from another node failed authentication"
 
     # no job secret: the component stands aside, the library's collectives
     # run (over the crypt transport) and the program still gets its data
