@@ -5,8 +5,9 @@
 #                                  _build/install, run the main job: the
 #                                  encrypted two-host ping-pong vs plaintext
 #   contrib/quickstart.sh build    install dependencies and build only
-#   contrib/quickstart.sh check    build, then run every test; prints
-#                                  "N passed, N failed, N skipped" last
+#   contrib/quickstart.sh check    build, then build the test build (tamper
+#                                  hooks compiled in) and run every test;
+#                                  prints "N passed, N failed, N skipped" last
 #   contrib/quickstart.sh bench    build, then run the crypto engine benchmark
 #
 # Re-running is cheap: nothing is re-fetched, re-configured or rebuilt that is
@@ -16,8 +17,10 @@ set -euo pipefail
 
 top=$(cd "$(dirname "$0")/.." && pwd)
 build="$top/_build"
-obj="$build/obj"
+obj="$build/obj"                  # the product (release build)
 prefix="$build/install"
+obj_test="$build/obj-test"        # the test build (tamper hooks compiled in)
+prefix_test="$build/install-test"
 results="$build/results"
 jobs=$(nproc 2>/dev/null || echo 2)
 
@@ -37,16 +40,28 @@ do_build() {
         "$top/autogen.sh"
     fi
 
-    mkdir -p "$obj"
-    if [ ! -f "$obj/config.status" ] || [ "$top/configure" -nt "$obj/config.status" ]; then
-        log "configure"
-        (cd "$obj" && "$top/configure" --prefix="$prefix" --with-ucx=/usr \
-                                       --with-ucx-src="$ucx_src")
+    configure_and_build "$obj" "$prefix"
+}
+
+# The test build: the same sources with the tamper hooks the tests drive
+# (configure --enable-fault-injection), installed apart from the product.
+do_build_tests() {
+    configure_and_build "$obj_test" "$prefix_test" --enable-fault-injection
+}
+
+configure_and_build() {
+    local dir=$1 to=$2
+    shift 2
+    mkdir -p "$dir"
+    if [ ! -f "$dir/config.status" ] || [ "$top/configure" -nt "$dir/config.status" ]; then
+        log "configure $dir"
+        (cd "$dir" && "$top/configure" --prefix="$to" --with-ucx=/usr \
+                                       --with-ucx-src="$ucx_src" "$@")
     fi
 
-    log "build and install into $prefix"
-    make -C "$obj" -j"$jobs" --no-print-directory
-    make -C "$obj" install --no-print-directory >/dev/null
+    log "build and install into $to"
+    make -C "$dir" -j"$jobs" --no-print-directory
+    make -C "$dir" install --no-print-directory >/dev/null
 }
 
 # Run one GoogleTest binary with a JUnit XML report; the summary is added up
@@ -86,13 +101,16 @@ summarize() {
 do_check() {
     rm -rf "$results"
     mkdir -p "$results"
+    do_build_tests
     log "build tests"
-    make -C "$obj" -j"$jobs" --no-print-directory check TESTS=
-    run_gtest core "$obj/test/gtest/gtest_core"
-    run_gtest uct "$obj/test/gtest/gtest_uct"
-    TSAN_OPTIONS="halt_on_error=1 exitcode=66" run_gtest pool_tsan "$obj/test/gtest/gtest_pool_tsan"
+    make -C "$obj_test" -j"$jobs" --no-print-directory check TESTS=
+    run_gtest core "$obj_test/test/gtest/gtest_core"
+    run_gtest uct "$obj_test/test/gtest/gtest_uct"
+    TSAN_OPTIONS="halt_on_error=1 exitcode=66" run_gtest pool_tsan "$obj_test/test/gtest/gtest_pool_tsan"
+    log "test: the product build (layering, exports, no test hooks)"
+    "$top/test/integration/build_check.sh" "$top" "$prefix" "$prefix_test" "$results"
     log "test: integration (crypt transport, two processes, two emulated hosts)"
-    "$top/test/integration/run.sh" "$obj" "$prefix" "$results"
+    "$top/test/integration/run.sh" "$obj_test" "$prefix_test" "$results"
     summarize
 }
 

@@ -1,11 +1,14 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * The crypt UCT transport: shared definitions of md, iface, ep and flows.
+ * The crypt UCT transport: what its files share (md, iface, ep, flows) and
+ * which file implements what. The layer's rules are in README.md beside
+ * this file; the wire formats in uct_crypt_wire.h.
  */
 #ifndef UCT_CRYPT_H
 #define UCT_CRYPT_H
 
-#include "crypt_wire.h"
-#include "uct_crypt_stats.h"
+#include "uct_crypt_wire.h"
+#include "api/uct_crypt_stats.h"
 
 #include <uct/base/uct_iface.h>
 #include <uct/base/uct_md.h>
@@ -39,12 +42,15 @@ typedef struct uct_crypt_md_config {
     uct_crypt_global_config_t global;
 } uct_crypt_md_config_t;
 
-/* Per iface (UCX_CRYPT_* too): only the test-only fault hook, per iface so
- * that one process can hold a tampering and an honest iface (UCT tests). */
+/* Per iface (UCX_CRYPT_* too): the bulk engine, and in test builds the
+ * fault hook, per iface so that one process can hold a tampering and an
+ * honest iface (UCT tests). */
 typedef struct uct_crypt_iface_config {
     uct_iface_config_t super;
-    char               *fault;
+#if UCX_CRYPT_FAULT_INJECTION
+    char               *fault;          /* uct_crypt_fault.c */
     unsigned long      fault_after;
+#endif
     /* the bulk engine (uct_crypt_bulk.c) */
     int                bulk;            /* advertise encrypted put_zcopy */
     char               *bulk_mode;      /* pipelined | naive */
@@ -87,7 +93,8 @@ typedef struct uct_crypt_rkey {
     uct_rkey_bundle_t inner;
 } uct_crypt_rkey_t;
 
-/* Fault injection, for the tamper tests (sender side only). */
+#if UCX_CRYPT_FAULT_INJECTION
+/* Fault injection, for the tamper tests (sender side only; test builds). */
 typedef enum {
     UCT_CRYPT_FAULT_NONE = 0,
     UCT_CRYPT_FAULT_FLIP_HEADER,
@@ -108,6 +115,17 @@ typedef enum {
     UCT_CRYPT_FAULT_BULK_SPLICE,          /* announce it as part of another put */
     UCT_CRYPT_FAULT_LAST
 } uct_crypt_fault_t;
+
+typedef struct uct_crypt_fault_state {
+    uct_crypt_fault_t kind;
+    unsigned long     after;              /* records/segments sent intact */
+    unsigned long     records_sent;
+    unsigned long     bulk_segments_sent;
+    uint8_t           *held_record;       /* replay/reorder */
+    size_t            held_length;
+    uint8_t           held_am_id;
+} uct_crypt_fault_state_t;
+#endif
 
 /* Sending half of a flow: one per crypt ep. */
 typedef struct uct_crypt_tx_flow {
@@ -169,16 +187,20 @@ struct uct_crypt_iface {
     keyex_traffic_keys_t      *trial_keys;    /* receiver's next generation */
     uct_worker_cb_id_t        fail_cb_id;
     int                       fail_pending;
-    /* fault injection (tests) */
-    uct_crypt_fault_t         fault;
-    unsigned long             fault_after;
-    unsigned long             records_sent;
-    unsigned long             bulk_segments_sent;
-    uint8_t                   *held_record;   /* replay/reorder */
-    size_t                    held_length;
-    uint8_t                   held_am_id;
+#if UCX_CRYPT_FAULT_INJECTION
+    uct_crypt_fault_state_t   fault;          /* tests */
+#endif
     uct_crypt_bulk_t          *bulk;          /* NULL: no encrypted put */
 };
+
+/* Why an ep stops sending: a record of its peer failed authentication
+ * (uct_crypt_record_reject marks it; reported from progress, where UCP's
+ * error handler may destroy it) */
+typedef enum {
+    UCT_CRYPT_EP_OK = 0,
+    UCT_CRYPT_EP_FAILED,       /* marked; the error is not reported yet */
+    UCT_CRYPT_EP_FAIL_REPORTED /* uct_iface_handle_ep_err was called */
+} uct_crypt_ep_fail_state_t;
 
 /* An ep fence behind bulk work still inside crypt (uct_crypt_bulk.c) */
 typedef enum {
@@ -193,7 +215,7 @@ struct uct_crypt_ep {
     ucs_list_link_t           list;
     uint8_t                   peer_public[KEYEX_PUBLIC_KEY_LEN];
     int                       peer_known;     /* connect-to-ep: after connect */
-    int                       failed;
+    uct_crypt_ep_fail_state_t failed;
     uct_crypt_fail_reason_t   fail_reason;    /* why, once failed */
     uint64_t                  fail_flow_id;   /* the peer's flow that failed */
     uct_crypt_tx_flow_t       tx;
@@ -218,8 +240,26 @@ extern uct_crypt_stats_t uct_crypt_process_stats;
 #define UCT_CRYPT_STAT_ADD(_field, _n) \
     __atomic_fetch_add(&uct_crypt_process_stats._field, (_n), __ATOMIC_RELAXED)
 
-/* md */
+/* process-wide (uct_crypt_global.c) */
+extern ucs_config_field_t uct_crypt_global_config_table[];
+void uct_crypt_global_config_read(void);
+void uct_crypt_global_config_release(void);
 ucs_status_t uct_crypt_global_init(void);
+void uct_crypt_global_cleanup(void);
+void uct_crypt_stats_print(void);
+
+/* inner transports (uct_crypt_inner.c) */
+void uct_crypt_inner_from_ucx_tls(void);
+void uct_crypt_inner_hide_network(void);
+void uct_crypt_inner_restore(void);
+uct_component_h uct_crypt_inner_component_find(const char *name);
+/* the crypt md name of an (inner md, inner tl) pair, UCT_MD_NAME_MAX */
+void uct_crypt_md_name(char *name, const char *inner_md, const char *tl);
+
+/* md (uct_crypt_md.c) */
+extern ucs_config_field_t uct_crypt_md_config_table[];
+ucs_status_t uct_crypt_md_open(uct_component_t *component, const char *md_name,
+                               const uct_md_config_t *config, uct_md_h *md_p);
 ucs_status_t uct_crypt_query_tl_devices(uct_md_h tl_md,
                                         uct_tl_device_resource_t **devices_p,
                                         unsigned *num_devices_p);
@@ -232,13 +272,13 @@ typedef int (*uct_crypt_inner_cb_t)(void *arg, uct_component_h component,
 void uct_crypt_foreach_inner(uct_crypt_inner_cb_t cb, void *arg,
                              char *unmatched, size_t unmatched_max);
 
-/* iface */
+/* iface (uct_crypt_iface.c) */
 void uct_crypt_iface_tune_inner(const char *inner_tl,
                                 uct_iface_config_t *inner_config);
 ucs_status_t uct_crypt_iface_inner_err(void *arg, uct_ep_h inner_ep,
                                        ucs_status_t status);
 
-/* ep */
+/* ep (uct_crypt_ep.c) */
 UCS_CLASS_DECLARE_NEW_FUNC(uct_crypt_ep_t, uct_ep_t, const uct_ep_params_t*);
 UCS_CLASS_DECLARE_DELETE_FUNC(uct_crypt_ep_t, uct_ep_t);
 ucs_status_t uct_crypt_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t header,
@@ -256,8 +296,18 @@ ucs_status_t uct_crypt_ep_connect_to_ep(uct_ep_h tl_ep,
                                         const uct_ep_addr_t *ep_addr);
 ucs_status_t uct_crypt_ep_send_control(uct_crypt_ep_t *ep, const void *payload,
                                        unsigned length);
+ucs_status_t uct_crypt_ep_pending_add(uct_ep_h tl_ep, uct_pending_req_t *req,
+                                      unsigned flags);
+void uct_crypt_ep_pending_purge(uct_ep_h tl_ep, uct_pending_purge_callback_t cb,
+                                void *arg);
+ucs_status_t uct_crypt_ep_flush(uct_ep_h tl_ep, unsigned flags,
+                                uct_completion_t *comp);
+ucs_status_t uct_crypt_ep_fence(uct_ep_h tl_ep, unsigned flags);
+ucs_status_t uct_crypt_ep_check(uct_ep_h tl_ep, unsigned flags,
+                                uct_completion_t *comp);
 
-/* bulk engine (uct_crypt_bulk.c) */
+/* bulk engine (uct_crypt_bulk*.c, uct_crypt_get.c; its own state is in
+ * uct_crypt_bulk.h) */
 ucs_status_t uct_crypt_bulk_init(uct_crypt_iface_t *iface,
                                  const uct_crypt_iface_config_t *config);
 void uct_crypt_bulk_cleanup(uct_crypt_iface_t *iface);
@@ -282,22 +332,38 @@ void uct_crypt_bulk_ep_cancel(uct_crypt_ep_t *ep, ucs_status_t status);
 void uct_crypt_bulk_control(uct_crypt_iface_t *iface, uct_crypt_rx_flow_t *flow,
                             uint8_t am_id, uint8_t *payload, size_t length);
 void uct_crypt_bulk_rx_flow_cleanup(uct_crypt_rx_flow_t *flow);
+
+/* keys (uct_crypt_keys.c) */
 ucs_status_t uct_crypt_bulk_keys(uct_crypt_iface_t *iface,
                                  const uint8_t sender[KEYEX_PUBLIC_KEY_LEN],
                                  const uint8_t receiver[KEYEX_PUBLIC_KEY_LEN],
                                  const uint8_t peer[KEYEX_PUBLIC_KEY_LEN],
                                  uint64_t flow_id, keyex_traffic_keys_t **keys_p);
+ucs_status_t uct_crypt_tx_flow_init(uct_crypt_iface_t *iface,
+                                    uct_crypt_tx_flow_t *tx,
+                                    const uint8_t peer_public[KEYEX_PUBLIC_KEY_LEN]);
+void uct_crypt_tx_flow_cleanup(uct_crypt_tx_flow_t *tx);
+void uct_crypt_tx_flow_rekey_check(uct_crypt_iface_t *iface,
+                                   uct_crypt_tx_flow_t *tx);
+uct_crypt_rx_flow_t *
+uct_crypt_rx_flow_create(uct_crypt_iface_t *iface, uint64_t flow_id,
+                         const uint8_t sender_public[KEYEX_PUBLIC_KEY_LEN]);
+void uct_crypt_rx_flow_free(uct_crypt_rx_flow_t *flow);
+void uct_crypt_rx_flows_cleanup(uct_crypt_iface_t *iface);
+/* Open under the flow's keys, or under the next generation's when the
+ * sender announces a key update; the update is kept only if it opens. */
+crypt_aead_status_t uct_crypt_rx_flow_open(uct_crypt_iface_t *iface,
+                                           uct_crypt_rx_flow_t *flow,
+                                           const crypt_record_hdr_t *hdr,
+                                           const crypt_record_aad_t *aad,
+                                           uint8_t *payload, size_t payload_len);
+
+/* record layer (uct_crypt_record.c) */
 ucs_status_t uct_crypt_record_reject(uct_crypt_iface_t *iface,
                                      uct_crypt_rx_flow_t *flow,
                                      const uint8_t *peer_public,
                                      uint64_t flow_id, uint8_t am_id,
                                      uct_crypt_fail_reason_t reason);
-
-/* record layer */
-ucs_status_t uct_crypt_tx_flow_init(uct_crypt_iface_t *iface,
-                                    uct_crypt_tx_flow_t *tx,
-                                    const uint8_t peer_public[KEYEX_PUBLIC_KEY_LEN]);
-void uct_crypt_tx_flow_cleanup(uct_crypt_tx_flow_t *tx);
 size_t uct_crypt_record_header_len(const uct_crypt_tx_flow_t *tx);
 /* Seal `payload_len` bytes at record + header_len in place, write the header
  * in front and the tag behind, under the flow's next sequence number;
@@ -311,13 +377,35 @@ void uct_crypt_record_commit(uct_crypt_iface_t *iface, uct_crypt_tx_flow_t *tx,
                              size_t payload_len);
 ucs_status_t uct_crypt_record_am_handler(void *arg, void *data, size_t length,
                                          unsigned flags);
-void uct_crypt_rx_flows_cleanup(uct_crypt_iface_t *iface);
-/* After a record left: apply the test-only fault, if configured. Returns 1
- * if the caller must not send `record` (it is held or dropped). */
-int uct_crypt_fault_apply(uct_crypt_iface_t *iface, uct_crypt_ep_t *ep,
-                          uint8_t am_id, uint8_t *record, size_t *length);
+
+/* fault injection (uct_crypt_fault.c, test builds only; without it these
+ * are no-ops the compiler removes) */
+#if UCX_CRYPT_FAULT_INJECTION
 void uct_crypt_fault_init(uct_crypt_iface_t *iface,
                           const uct_crypt_iface_config_t *config);
+void uct_crypt_fault_cleanup(uct_crypt_iface_t *iface);
+/* After a record was sealed: apply the fault, if configured. Returns 1 if
+ * the caller must not send `record` (it is held or dropped). */
+int uct_crypt_fault_apply(uct_crypt_iface_t *iface, uct_crypt_ep_t *ep,
+                          uint8_t am_id, uint8_t *record, size_t *length);
+/* Is the bulk segment leaving now the one to tamper with? */
+int uct_crypt_bulk_fault_due(uct_crypt_iface_t *iface);
+void uct_crypt_bulk_fault_seal(uct_crypt_iface_t *iface, uint8_t *bounce,
+                               size_t length);
+/* Returns 1 if the announcement must not be sent (dropped). */
+int uct_crypt_bulk_fault_announce(uct_crypt_iface_t *iface,
+                                  crypt_bulk_segment_t *announce);
+#define uct_crypt_fault_enabled(_iface) \
+    ((_iface)->fault.kind != UCT_CRYPT_FAULT_NONE)
+#else
+#define uct_crypt_fault_enabled(_iface)                   0
+#define uct_crypt_fault_init(_iface, _config)             do {} while (0)
+#define uct_crypt_fault_cleanup(_iface)                   do {} while (0)
+#define uct_crypt_fault_apply(_iface, _ep, _id, _rec, _l) 0
+#define uct_crypt_bulk_fault_due(_iface)                  0
+#define uct_crypt_bulk_fault_seal(_iface, _bounce, _l)    do {} while (0)
+#define uct_crypt_bulk_fault_announce(_iface, _announce)  0
+#endif
 
 #define uct_crypt_log_peer_fmt "peer %02x%02x%02x%02x flow 0x%016" PRIx64
 #define uct_crypt_log_peer_arg(_pub, _flow) \

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * crypt ep: one inner ep and the sending half of one flow. Every AM is
  * sealed into one record; a sequence number is consumed only once the inner
@@ -20,7 +21,7 @@ static UCS_CLASS_INIT_FUNC(uct_crypt_ep_t, const uct_ep_params_t *params)
     /* UCS classes are not zero-filled */
     memset(&self->tx, 0, sizeof(self->tx));
     self->peer_known = 0;
-    self->failed     = 0;
+    self->failed     = UCT_CRYPT_EP_OK;
     self->inner      = NULL;
     self->bulk       = NULL;
     self->fence      = UCT_CRYPT_FENCE_NONE;
@@ -161,7 +162,7 @@ ucs_status_t uct_crypt_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t header,
     /* The test-only fault hook acts on short records alone: it may send
      * extra records, which it must not do from inside an inner pack
      * callback. */
-    if (ucs_unlikely(iface->fault != UCT_CRYPT_FAULT_NONE) &&
+    if (ucs_unlikely(uct_crypt_fault_enabled(iface)) &&
         uct_crypt_fault_apply(iface, ep, id, record, (size_t*)&record_len)) {
         uct_crypt_record_commit(iface, &ep->tx, payload_len);
         return UCS_OK; /* held back or dropped by the test hook */
@@ -291,4 +292,61 @@ ucs_status_t uct_crypt_ep_send_control(uct_crypt_ep_t *ep, const void *payload,
     ssize_t packed = uct_crypt_ep_bcopy(&ctx);
 
     return (packed < 0) ? (ucs_status_t)packed : UCS_OK;
+}
+
+/* ---- ops that the inner ep does, behind crypt's own bulk work ---------- */
+
+/* Behind a fence, requests wait in the ep's own queue (uct_crypt_bulk.c
+ * dispatches it once the fence clears); otherwise in the inner's. */
+ucs_status_t uct_crypt_ep_pending_add(uct_ep_h tl_ep, uct_pending_req_t *req,
+                                      unsigned flags)
+{
+    uct_crypt_ep_t *ep = ucs_derived_of(tl_ep, uct_crypt_ep_t);
+
+    if (ep->fence != UCT_CRYPT_FENCE_NONE) {
+        uct_pending_req_queue_push(&ep->fence_pending, req);
+        return UCS_OK;
+    }
+    return uct_ep_pending_add(ep->inner, req, flags);
+}
+
+void uct_crypt_ep_pending_purge(uct_ep_h tl_ep,
+                                uct_pending_purge_callback_t cb, void *arg)
+{
+    uct_crypt_ep_t *ep = ucs_derived_of(tl_ep, uct_crypt_ep_t);
+    uct_pending_req_priv_queue_t *priv;
+
+    uct_pending_queue_purge(priv, &ep->fence_pending, 1, cb, arg);
+    uct_ep_pending_purge(ep->inner, cb, arg);
+}
+
+ucs_status_t uct_crypt_ep_flush(uct_ep_h tl_ep, unsigned flags,
+                                uct_completion_t *comp)
+{
+    /* bulk puts first (they complete when the target acknowledges), then
+     * whatever the inner still holds */
+    ucs_status_t status = uct_crypt_bulk_ep_flush(
+            ucs_derived_of(tl_ep, uct_crypt_ep_t), flags, comp);
+
+    if (status != UCS_OK) {
+        return status;
+    }
+    return uct_ep_flush(ucs_derived_of(tl_ep, uct_crypt_ep_t)->inner, flags, comp);
+}
+
+
+ucs_status_t uct_crypt_ep_check(uct_ep_h tl_ep, unsigned flags,
+                                uct_completion_t *comp)
+{
+    return uct_ep_check(ucs_derived_of(tl_ep, uct_crypt_ep_t)->inner, flags, comp);
+}
+
+/* The inner's fence orders the inner's operations; bulk work still inside
+ * crypt is fenced by crypt itself */
+ucs_status_t uct_crypt_ep_fence(uct_ep_h tl_ep, unsigned flags)
+{
+    uct_crypt_ep_t *ep = ucs_derived_of(tl_ep, uct_crypt_ep_t);
+
+    uct_crypt_bulk_ep_fence(ep);
+    return uct_ep_fence(ep->inner, flags);
 }

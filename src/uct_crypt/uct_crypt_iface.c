@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * crypt iface: opens the inner network iface, takes over its AM handlers,
  * and shows UCP the inner's capabilities minus everything that would move
@@ -11,6 +12,7 @@ static ucs_config_field_t uct_crypt_iface_config_table[] = {
     {"", "", NULL, ucs_offsetof(uct_crypt_iface_config_t, super),
      UCS_CONFIG_TYPE_TABLE(uct_iface_config_table)},
 
+#if UCX_CRYPT_FAULT_INJECTION
     {"FAULT", "none",
      "TESTING ONLY: tamper with this process's own outgoing records to check\n"
      "that peers detect it: none, flip_header, flip_ciphertext, flip_tag,\n"
@@ -23,6 +25,7 @@ static ucs_config_field_t uct_crypt_iface_config_table[] = {
      "TESTING ONLY: number of records (bulk faults: segments) sent intact\n"
      "before UCX_CRYPT_FAULT applies.",
      ucs_offsetof(uct_crypt_iface_config_t, fault_after), UCS_CONFIG_TYPE_ULONG},
+#endif
 
     {"BULK", "y",
      "Offer encrypted put_zcopy and get_zcopy (the bulk engine), which give UCP\n"
@@ -195,16 +198,6 @@ static ucs_status_t uct_crypt_iface_flush(uct_iface_h tl_iface, unsigned flags,
     return uct_iface_flush(iface->inner, flags, comp);
 }
 
-/* The inner's fence orders the inner's operations; bulk work still inside
- * crypt is fenced by crypt itself */
-static ucs_status_t uct_crypt_ep_fence(uct_ep_h tl_ep, unsigned flags)
-{
-    uct_crypt_ep_t *ep = ucs_derived_of(tl_ep, uct_crypt_ep_t);
-
-    uct_crypt_bulk_ep_fence(ep);
-    return uct_ep_fence(ep->inner, flags);
-}
-
 static ucs_status_t uct_crypt_iface_fence(uct_iface_h tl_iface, unsigned flags)
 {
     uct_crypt_iface_t *iface = ucs_derived_of(tl_iface, uct_crypt_iface_t);
@@ -321,10 +314,6 @@ static UCS_CLASS_INIT_FUNC(uct_crypt_iface_t, uct_md_h tl_md, uct_worker_h worke
     self->inner        = NULL;
     self->scratch      = NULL;
     self->trial_keys   = NULL;
-    self->held_record  = NULL;
-    self->held_length  = 0;
-    self->records_sent = 0;
-    self->bulk_segments_sent = 0;
     self->fail_pending = 0;
     ucs_list_head_init(&self->eps);
     kh_init_inplace(uct_crypt_rx_flows, &self->rx_flows);
@@ -448,7 +437,7 @@ static UCS_CLASS_CLEANUP_FUNC(uct_crypt_iface_t)
     uct_crypt_rx_flows_cleanup(self);
     kh_destroy_inplace(uct_crypt_rx_flows, &self->rx_flows);
     keyex_keypair_cleanup(&self->keypair);
-    ucs_free(self->held_record);
+    uct_crypt_fault_cleanup(self);
     ucs_free(self->scratch);
 }
 
@@ -457,55 +446,6 @@ static UCS_CLASS_DEFINE_NEW_FUNC(uct_crypt_iface_t, uct_iface_t, uct_md_h,
                                  uct_worker_h, const uct_iface_params_t*,
                                  const uct_iface_config_t*);
 static UCS_CLASS_DEFINE_DELETE_FUNC(uct_crypt_iface_t, uct_iface_t);
-
-/* ---- ep ops that only forward --------------------------------------------- */
-
-#define UCT_CRYPT_INNER_EP(_tl_ep) (ucs_derived_of(_tl_ep, uct_crypt_ep_t)->inner)
-
-/* Behind a fence, requests wait in the ep's own queue (uct_crypt_bulk.c
- * dispatches it once the fence clears); otherwise in the inner's. */
-static ucs_status_t uct_crypt_ep_pending_add(uct_ep_h tl_ep, uct_pending_req_t *req,
-                                             unsigned flags)
-{
-    uct_crypt_ep_t *ep = ucs_derived_of(tl_ep, uct_crypt_ep_t);
-
-    if (ep->fence != UCT_CRYPT_FENCE_NONE) {
-        uct_pending_req_queue_push(&ep->fence_pending, req);
-        return UCS_OK;
-    }
-    return uct_ep_pending_add(ep->inner, req, flags);
-}
-
-static void uct_crypt_ep_pending_purge(uct_ep_h tl_ep,
-                                       uct_pending_purge_callback_t cb, void *arg)
-{
-    uct_crypt_ep_t *ep = ucs_derived_of(tl_ep, uct_crypt_ep_t);
-    uct_pending_req_priv_queue_t *priv;
-
-    uct_pending_queue_purge(priv, &ep->fence_pending, 1, cb, arg);
-    uct_ep_pending_purge(ep->inner, cb, arg);
-}
-
-static ucs_status_t uct_crypt_ep_flush(uct_ep_h tl_ep, unsigned flags,
-                                       uct_completion_t *comp)
-{
-    /* bulk puts first (they complete when the target acknowledges), then
-     * whatever the inner still holds */
-    ucs_status_t status = uct_crypt_bulk_ep_flush(
-            ucs_derived_of(tl_ep, uct_crypt_ep_t), flags, comp);
-
-    if (status != UCS_OK) {
-        return status;
-    }
-    return uct_ep_flush(UCT_CRYPT_INNER_EP(tl_ep), flags, comp);
-}
-
-
-static ucs_status_t uct_crypt_ep_check(uct_ep_h tl_ep, unsigned flags,
-                                       uct_completion_t *comp)
-{
-    return uct_ep_check(UCT_CRYPT_INNER_EP(tl_ep), flags, comp);
-}
 
 static uct_iface_ops_t uct_crypt_iface_ops = {
     .ep_am_short              = uct_crypt_ep_am_short,

@@ -1,13 +1,13 @@
 /*
- * The collective lane (src/ucp_crypt/coll/crypt_lane.h): the collective
+ * The collective lane (src/uct_crypt/api/uct_crypt_lane.h): the collective
  * layer's sealed frames on the inner network transport, not sealed again.
  *
  * The plugin hides the network components from UCP (uct_crypt_md.c), so it
  * is the only place that can open them; it opens one iface for the lane on
  * the first selected inner transport that connects to a remote iface and
  * has am_bcopy with synchronous callbacks (tcp, ud, dc). A message goes as
- * am_bcopy chunks on AM id 0 of that iface, each with a small header (team,
- * sending rank, first/last, total length). The receiver writes a message
+ * am_bcopy chunks of that iface, each behind a small header (team, sending
+ * rank, first/last, total length: crypt_lane_chunk_hdr_t, uct_crypt_wire.h). The receiver writes a message
  * straight into the buffer the collective posted for it (a receive that
  * found nothing yet: one copy less, no allocation); otherwise it
  * reassembles per (team, rank) and keeps complete messages until the
@@ -23,30 +23,18 @@
  * layer then refuses to open.
  */
 #include "uct_crypt.h"
-#include "ucp_crypt/coll/crypt_lane.h"
+#include "uct_crypt/api/uct_crypt_lane.h"
 
 #include <ucs/async/async.h>
 #include <ucs/sys/string.h>
 #include <ucs/time/time.h>
+#include <endian.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define UCT_CRYPT_LANE_AM_ID     0
 #define UCT_CRYPT_LANE_MSG_MAX   (1ul << 31) /* what one MPI count can hold */
 #define UCT_CRYPT_LANE_MAX_PEERS 4096
 #define UCT_CRYPT_LANE_CLOSE_SEC 5
-
-enum {
-    UCT_CRYPT_LANE_FIRST = 1,
-    UCT_CRYPT_LANE_LAST  = 2
-};
-
-typedef struct UCS_S_PACKED uct_crypt_lane_hdr {
-    uint64_t team;
-    uint32_t src_rank;
-    uint32_t flags;  /* FIRST, LAST */
-    uint64_t total;  /* the whole message's length */
-} uct_crypt_lane_hdr_t;
 
 typedef struct uct_crypt_lane_msg {
     struct uct_crypt_lane_msg *next;
@@ -73,18 +61,18 @@ typedef struct uct_crypt_lane_stream {
 
 typedef struct uct_crypt_lane_peer {
     uct_ep_h             ep;
-    uint8_t              addr[CRYPT_LANE_ADDR_MAX];
+    uint8_t              addr[UCT_CRYPT_LANE_ADDR_MAX];
     size_t               addr_len;
     int                  failed;
     /* the message being sent */
     const uint8_t        *buf;
     size_t               len, offset;
-    uct_crypt_lane_hdr_t hdr;
+    crypt_lane_chunk_hdr_t hdr;
     int                  busy;
     int                  used;     /* anything was ever sent to it */
 } uct_crypt_lane_peer_t;
 
-struct crypt_lane {
+struct uct_crypt_lane {
     ucs_async_context_t     *async;
     uct_worker_h            worker;
     uct_md_h                md;
@@ -101,7 +89,7 @@ struct crypt_lane {
 /* ---- receiving ------------------------------------------------------------ */
 
 static uct_crypt_lane_stream_t *
-uct_crypt_lane_stream(crypt_lane_t *lane, uint64_t team, uint32_t src_rank)
+uct_crypt_lane_stream(uct_crypt_lane_t *lane, uint64_t team, uint32_t src_rank)
 {
     uct_crypt_lane_stream_t *s;
 
@@ -146,8 +134,8 @@ static uint8_t *uct_crypt_lane_dest(uct_crypt_lane_stream_t *s, size_t *total)
 static ucs_status_t uct_crypt_lane_am(void *arg, void *data, size_t length,
                                       unsigned flags)
 {
-    crypt_lane_t *lane = arg;
-    uct_crypt_lane_hdr_t hdr;
+    uct_crypt_lane_t *lane = arg;
+    crypt_lane_chunk_hdr_t hdr;
     uct_crypt_lane_stream_t *s;
     size_t chunk, total;
     uint8_t *dest;
@@ -158,13 +146,18 @@ static ucs_status_t uct_crypt_lane_am(void *arg, void *data, size_t length,
         return UCS_OK;
     }
     memcpy(&hdr, data, sizeof(hdr));
+    /* little endian on the wire (uct_crypt_wire.h); host order from here */
+    hdr.team     = le64toh(hdr.team);
+    hdr.src_rank = le32toh(hdr.src_rank);
+    hdr.flags    = le32toh(hdr.flags);
+    hdr.total    = le64toh(hdr.total);
     chunk = length - sizeof(hdr);
     s     = uct_crypt_lane_stream(lane, hdr.team, hdr.src_rank);
     if ((s == NULL) || s->failed) {
         return UCS_OK;
     }
 
-    if (hdr.flags & UCT_CRYPT_LANE_FIRST) {
+    if (hdr.flags & CRYPT_LANE_CHUNK_FIRST) {
         if ((s->partial != NULL) || s->direct) {
             uct_crypt_lane_stream_fail(s, "a message began inside another");
             return UCS_OK;
@@ -204,7 +197,7 @@ static ucs_status_t uct_crypt_lane_am(void *arg, void *data, size_t length,
     s->filled            += chunk;
     lane->bytes_received += chunk;
 
-    if (hdr.flags & UCT_CRYPT_LANE_LAST) {
+    if (hdr.flags & CRYPT_LANE_CHUNK_LAST) {
         if (s->filled != total) {
             uct_crypt_lane_stream_fail(s, "message ended short");
             return UCS_OK;
@@ -227,13 +220,13 @@ static ucs_status_t uct_crypt_lane_am(void *arg, void *data, size_t length,
 
 /* The worker, and what the async thread could not do while we held the
  * context (UCP does the same in ucp_worker_progress; a UCT user must). */
-static void uct_crypt_lane_worker_progress(crypt_lane_t *lane)
+static void uct_crypt_lane_worker_progress(uct_crypt_lane_t *lane)
 {
     ucs_async_check_miss(lane->async);
     uct_worker_progress(lane->worker);
 }
 
-static int uct_crypt_lane_recv(crypt_lane_t *lane, int peer, uint64_t team,
+static int uct_crypt_lane_recv(uct_crypt_lane_t *lane, int peer, uint64_t team,
                                uint32_t src_rank, void *buf, size_t len)
 {
     uct_crypt_lane_stream_t *s;
@@ -286,7 +279,7 @@ static int uct_crypt_lane_recv(crypt_lane_t *lane, int peer, uint64_t team,
     return 1;
 }
 
-static void uct_crypt_lane_recv_cancel(crypt_lane_t *lane, uint64_t team,
+static void uct_crypt_lane_recv_cancel(uct_crypt_lane_t *lane, uint64_t team,
                                        uint32_t src_rank)
 {
     uct_crypt_lane_stream_t *s = uct_crypt_lane_stream(lane, team, src_rank);
@@ -320,7 +313,7 @@ static size_t uct_crypt_lane_pack(void *dest, void *arg)
 }
 
 /* hand as many chunks to the transport as it takes now */
-static void uct_crypt_lane_push(crypt_lane_t *lane, uct_crypt_lane_peer_t *peer)
+static void uct_crypt_lane_push(uct_crypt_lane_t *lane, uct_crypt_lane_peer_t *peer)
 {
     size_t max_chunk = lane->attr.cap.am.max_bcopy - sizeof(peer->hdr);
     uct_crypt_lane_pack_arg_t arg;
@@ -329,9 +322,10 @@ static void uct_crypt_lane_push(crypt_lane_t *lane, uct_crypt_lane_peer_t *peer)
     while (peer->busy && !peer->failed) {
         arg.peer  = peer;
         arg.chunk = ucs_min(max_chunk, peer->len - peer->offset);
-        peer->hdr.flags = ((peer->offset == 0) ? UCT_CRYPT_LANE_FIRST : 0) |
-                          ((peer->offset + arg.chunk == peer->len) ?
-                           UCT_CRYPT_LANE_LAST : 0);
+        peer->hdr.flags = htole32(((peer->offset == 0) ?
+                                   CRYPT_LANE_CHUNK_FIRST : 0) |
+                                  ((peer->offset + arg.chunk == peer->len) ?
+                                   CRYPT_LANE_CHUNK_LAST : 0));
         packed = uct_ep_am_bcopy(peer->ep, UCT_CRYPT_LANE_AM_ID,
                                  uct_crypt_lane_pack, &arg, 0);
         if (packed == UCS_ERR_NO_RESOURCE) {
@@ -351,7 +345,7 @@ static void uct_crypt_lane_push(crypt_lane_t *lane, uct_crypt_lane_peer_t *peer)
     }
 }
 
-static int uct_crypt_lane_send(crypt_lane_t *lane, int peer_index, uint64_t team,
+static int uct_crypt_lane_send(uct_crypt_lane_t *lane, int peer_index, uint64_t team,
                                uint32_t src_rank, const void *buf, size_t len,
                                size_t min_frame)
 {
@@ -372,16 +366,16 @@ static int uct_crypt_lane_send(crypt_lane_t *lane, int peer_index, uint64_t team
     peer->buf          = buf;
     peer->len          = len;
     peer->offset       = 0;
-    peer->hdr.team     = team;
-    peer->hdr.src_rank = src_rank;
-    peer->hdr.total    = len;
+    peer->hdr.team     = htole64(team);
+    peer->hdr.src_rank = htole32(src_rank);
+    peer->hdr.total    = htole64(len);
     peer->busy         = 1;
     peer->used         = 1;
     uct_crypt_lane_push(lane, peer);
     return peer->failed ? -1 : 0;
 }
 
-static int uct_crypt_lane_send_idle(crypt_lane_t *lane, int peer_index)
+static int uct_crypt_lane_send_idle(uct_crypt_lane_t *lane, int peer_index)
 {
     uct_crypt_lane_peer_t *peer = &lane->peers[peer_index];
 
@@ -389,7 +383,7 @@ static int uct_crypt_lane_send_idle(crypt_lane_t *lane, int peer_index)
     return peer->failed ? -1 : !peer->busy;
 }
 
-static void uct_crypt_lane_progress(crypt_lane_t *lane)
+static void uct_crypt_lane_progress(uct_crypt_lane_t *lane)
 {
     int i;
 
@@ -404,7 +398,7 @@ static void uct_crypt_lane_progress(crypt_lane_t *lane)
 static ucs_status_t uct_crypt_lane_ep_err(void *arg, uct_ep_h ep,
                                           ucs_status_t status)
 {
-    crypt_lane_t *lane = arg;
+    uct_crypt_lane_t *lane = arg;
     int i;
 
     for (i = 0; i < lane->num_peers; ++i) {
@@ -417,7 +411,7 @@ static ucs_status_t uct_crypt_lane_ep_err(void *arg, uct_ep_h ep,
     return UCS_OK;
 }
 
-static size_t uct_crypt_lane_address(crypt_lane_t *lane, void *buf, size_t max)
+static size_t uct_crypt_lane_address(uct_crypt_lane_t *lane, void *buf, size_t max)
 {
     size_t dev_len = lane->attr.device_addr_len, if_len = lane->attr.iface_addr_len;
     uint8_t *p = buf;
@@ -435,14 +429,14 @@ static size_t uct_crypt_lane_address(crypt_lane_t *lane, void *buf, size_t max)
     return 2 + dev_len + if_len;
 }
 
-static int uct_crypt_lane_connect(crypt_lane_t *lane, const void *addr, size_t len)
+static int uct_crypt_lane_connect(uct_crypt_lane_t *lane, const void *addr, size_t len)
 {
     const uint8_t *p = addr;
     uct_crypt_lane_peer_t *grown, *peer;
     uct_ep_params_t params;
     int i;
 
-    if ((len < 2) || (len > CRYPT_LANE_ADDR_MAX) || (2u + p[0] + p[1] != len) ||
+    if ((len < 2) || (len > UCT_CRYPT_LANE_ADDR_MAX) || (2u + p[0] + p[1] != len) ||
         (p[0] + p[1] == 0)) {
         return -1;
     }
@@ -499,7 +493,7 @@ static int uct_crypt_lane_device_allowed(const char *dev_name)
     return allowed;
 }
 
-static ucs_status_t uct_crypt_lane_open_iface(crypt_lane_t *lane, const char *tl,
+static ucs_status_t uct_crypt_lane_open_iface(uct_crypt_lane_t *lane, const char *tl,
                                               const char *dev)
 {
     uct_iface_config_t *config;
@@ -532,9 +526,9 @@ static ucs_status_t uct_crypt_lane_open_iface(crypt_lane_t *lane, const char *tl
     }
     if ((uct_iface_query(lane->iface, &lane->attr) != UCS_OK) ||
         ((lane->attr.cap.flags & need) != need) ||
-        (lane->attr.cap.am.max_bcopy <= 2 * sizeof(uct_crypt_lane_hdr_t)) ||
+        (lane->attr.cap.am.max_bcopy <= 2 * sizeof(crypt_lane_chunk_hdr_t)) ||
         (2 + lane->attr.device_addr_len + lane->attr.iface_addr_len >
-         CRYPT_LANE_ADDR_MAX) ||
+         UCT_CRYPT_LANE_ADDR_MAX) ||
         (uct_iface_set_am_handler(lane->iface, UCT_CRYPT_LANE_AM_ID,
                                   uct_crypt_lane_am, lane, 0) != UCS_OK)) {
         uct_iface_close(lane->iface);
@@ -551,7 +545,7 @@ static ucs_status_t uct_crypt_lane_open_iface(crypt_lane_t *lane, const char *tl
 static int uct_crypt_lane_try(void *arg, uct_component_h component,
                               const char *md_name, const char *tl_name)
 {
-    crypt_lane_t *lane = arg;
+    uct_crypt_lane_t *lane = arg;
     uct_tl_resource_desc_t *rscs;
     uct_md_config_t *md_config;
     unsigned i, num;
@@ -583,11 +577,11 @@ static int uct_crypt_lane_try(void *arg, uct_component_h component,
     return 0;
 }
 
-static void uct_crypt_lane_close(crypt_lane_t *lane);
+static void uct_crypt_lane_close(uct_crypt_lane_t *lane);
 
-static crypt_lane_t *uct_crypt_lane_open(char *error, size_t error_len)
+static uct_crypt_lane_t *uct_crypt_lane_open(char *error, size_t error_len)
 {
-    crypt_lane_t *lane;
+    uct_crypt_lane_t *lane;
 
     if (!uct_crypt_global.enable) {
         ucs_snprintf_zero(error, error_len, "the crypt transport is disabled");
@@ -618,7 +612,7 @@ static crypt_lane_t *uct_crypt_lane_open(char *error, size_t error_len)
     return lane;
 }
 
-static void uct_crypt_lane_close(crypt_lane_t *lane)
+static void uct_crypt_lane_close(uct_crypt_lane_t *lane)
 {
     ucs_time_t deadline;
     uct_crypt_lane_stream_t *s;
@@ -674,7 +668,7 @@ static void uct_crypt_lane_close(crypt_lane_t *lane)
     ucs_free(lane);
 }
 
-static void uct_crypt_lane_counters(crypt_lane_t *lane, uint64_t *sent,
+static void uct_crypt_lane_counters(uct_crypt_lane_t *lane, uint64_t *sent,
                                     uint64_t *received)
 {
     *sent     = lane->bytes_sent;
@@ -683,8 +677,8 @@ static void uct_crypt_lane_counters(crypt_lane_t *lane, uint64_t *sent,
 
 /* Found by front ends with dlsym (crypt_lane.h) */
 __attribute__((visibility("default")))
-const crypt_lane_ops_t uct_crypt_coll_lane_ops = {
-    .version   = CRYPT_LANE_OPS_VERSION,
+const uct_crypt_lane_ops_t uct_crypt_coll_lane_ops = {
+    .version   = UCT_CRYPT_LANE_OPS_VERSION,
     .open      = uct_crypt_lane_open,
     .close     = uct_crypt_lane_close,
     .address   = uct_crypt_lane_address,

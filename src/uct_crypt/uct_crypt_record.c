@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The record layer: seal on the way out, authenticate, sequence-check and
  * open on the way in. Nothing that fails here reaches UCP; the flow is
@@ -12,89 +13,11 @@
  * §3.4.3).
  */
 #include "uct_crypt.h"
+#include "uct_crypt_bulk.h"
 
 #include <openssl/crypto.h>
-#include <openssl/rand.h>
 #include <ucs/sys/math.h>
 #include <endian.h>
-
-/* ---- keys of one flow ----------------------------------------------------- */
-
-static ucs_status_t uct_crypt_flow_keys(uct_crypt_iface_t *iface,
-                                        const uint8_t sender[KEYEX_PUBLIC_KEY_LEN],
-                                        const uint8_t receiver[KEYEX_PUBLIC_KEY_LEN],
-                                        const uint8_t peer[KEYEX_PUBLIC_KEY_LEN],
-                                        uint64_t flow_id,
-                                        keyex_purpose_t purpose,
-                                        keyex_traffic_keys_t **keys_p,
-                                        crypt_aead_key_t *aead)
-{
-    uint8_t pair_secret[KEYEX_SECRET_LEN];
-    keyex_traffic_keys_t *keys;
-    keyex_status_t kstatus;
-
-    keys = keyex_secure_alloc(sizeof(*keys));
-    if (keys == NULL) {
-        return UCS_ERR_NO_MEMORY;
-    }
-
-    /* X25519 with the peer's key, salted with the job secret; a low-order
-     * peer key is refused here (keyex_x25519) */
-    kstatus = keyex_derive_pair_secret(&iface->keypair, peer,
-                                       uct_crypt_job_secret, pair_secret);
-    if (kstatus == KEYEX_OK) {
-        kstatus = keyex_derive_flow_keys(pair_secret, purpose,
-                                         sender, receiver, flow_id,
-                                         iface->key_len, keys);
-    }
-    OPENSSL_cleanse(pair_secret, sizeof(pair_secret));
-    if ((kstatus != KEYEX_OK) ||
-        ((aead != NULL) &&
-         (crypt_aead_key_init(aead, iface->backend, keys->key, keys->key_len) !=
-          CRYPT_AEAD_OK))) {
-        keyex_secure_free(keys, sizeof(*keys));
-        return UCS_ERR_INVALID_PARAM;
-    }
-    *keys_p = keys;
-    return UCS_OK;
-}
-
-/* The bulk keys of a flow, on first use (the bulk engine) */
-ucs_status_t uct_crypt_bulk_keys(uct_crypt_iface_t *iface,
-                                 const uint8_t sender[KEYEX_PUBLIC_KEY_LEN],
-                                 const uint8_t receiver[KEYEX_PUBLIC_KEY_LEN],
-                                 const uint8_t peer[KEYEX_PUBLIC_KEY_LEN],
-                                 uint64_t flow_id, keyex_traffic_keys_t **keys_p)
-{
-    return uct_crypt_flow_keys(iface, sender, receiver, peer, flow_id,
-                               KEYEX_PURPOSE_BULK, keys_p, NULL);
-}
-
-ucs_status_t uct_crypt_tx_flow_init(uct_crypt_iface_t *iface,
-                                    uct_crypt_tx_flow_t *tx,
-                                    const uint8_t peer_public[KEYEX_PUBLIC_KEY_LEN])
-{
-    memset(tx, 0, sizeof(*tx));
-    /* A random flow id: unique among the receiver's flows with overwhelming
-     * probability, and unguessable, so a stranger cannot aim a HELLO at a
-     * flow that will exist. */
-    if (RAND_bytes((uint8_t*)&tx->flow_id, sizeof(tx->flow_id)) != 1) {
-        return UCS_ERR_NO_RESOURCE;
-    }
-    tx->flow_id |= 1; /* flow 0 is never valid */
-    return uct_crypt_flow_keys(iface, iface->keypair.public_key, peer_public,
-                               peer_public, tx->flow_id, KEYEX_PURPOSE_RECORD,
-                               &tx->keys, &tx->aead);
-}
-
-void uct_crypt_tx_flow_cleanup(uct_crypt_tx_flow_t *tx)
-{
-    if (tx->keys != NULL) {
-        crypt_aead_key_cleanup(&tx->aead);
-        keyex_secure_free(tx->keys, sizeof(*tx->keys));
-    }
-    memset(tx, 0, sizeof(*tx));
-}
 
 size_t uct_crypt_record_header_len(const uct_crypt_tx_flow_t *tx)
 {
@@ -142,39 +65,17 @@ ssize_t uct_crypt_record_seal(uct_crypt_iface_t *iface, uct_crypt_tx_flow_t *tx,
     return hdr_len + payload_len + CRYPT_AEAD_TAG_LEN;
 }
 
-static unsigned long uct_crypt_rekey_records(void)
-{
-    return uct_crypt_global.rekey_records ? uct_crypt_global.rekey_records :
-                                            KEYEX_REKEY_RECORDS;
-}
-
 void uct_crypt_record_commit(uct_crypt_iface_t *iface, uct_crypt_tx_flow_t *tx,
                              size_t payload_len)
 {
+    ucs_assert(tx->keys != NULL);
     ++tx->next_sequence;
     tx->hello_done = 1;
     ++tx->records_this_key;
     tx->bytes_this_key += payload_len;
     UCT_CRYPT_STAT_ADD(records_sealed, 1);
     UCT_CRYPT_STAT_ADD(bytes_sealed, payload_len);
-
-    /* Key update before any per-key limit (keyex.h) is reached: the next
-     * record goes out under generation + 1, which tells the receiver. */
-    if ((tx->records_this_key >= uct_crypt_rekey_records()) ||
-        (keyex_usage_check(tx->records_this_key, tx->bytes_this_key, 0) !=
-         KEYEX_USAGE_OK)) {
-        crypt_aead_key_cleanup(&tx->aead);
-        if ((keyex_update_flow_keys(tx->keys) != KEYEX_OK) ||
-            (crypt_aead_key_init(&tx->aead, iface->backend, tx->keys->key,
-                                 tx->keys->key_len) != CRYPT_AEAD_OK)) {
-            /* cannot happen short of memory corruption; sealing under a
-             * worn-out key is not an option */
-            ucs_fatal("crypt: key update failed");
-        }
-        tx->records_this_key = 0;
-        tx->bytes_this_key   = 0;
-        UCT_CRYPT_STAT_ADD(rekeys, 1);
-    }
+    uct_crypt_tx_flow_rekey_check(iface, tx);
 }
 
 /* ---- failing ------------------------------------------------------------- */
@@ -193,8 +94,9 @@ static unsigned uct_crypt_fail_eps_progress(void *arg)
     iface->fail_cb_id   = UCS_CALLBACKQ_ID_NULL;
 restart:
     ucs_list_for_each(ep, &iface->eps, list) {
-        if (ep->failed == 1) {
-            ep->failed = 2; /* reported */
+        ucs_assert(ep->failed <= UCT_CRYPT_EP_FAIL_REPORTED);
+        if (ep->failed == UCT_CRYPT_EP_FAILED) {
+            ep->failed = UCT_CRYPT_EP_FAIL_REPORTED;
             ++count;
             reason  = ep->fail_reason;
             flow_id = ep->fail_flow_id;
@@ -238,10 +140,10 @@ static void uct_crypt_schedule_fail(uct_crypt_iface_t *iface)
 }
 
 ucs_status_t uct_crypt_record_reject(uct_crypt_iface_t *iface,
-                                            uct_crypt_rx_flow_t *flow,
-                                            const uint8_t *peer_public,
-                                            uint64_t flow_id, uint8_t am_id,
-                                            uct_crypt_fail_reason_t reason)
+                                     uct_crypt_rx_flow_t *flow,
+                                     const uint8_t *peer_public,
+                                     uint64_t flow_id, uint8_t am_id,
+                                     uct_crypt_fail_reason_t reason)
 {
     static const uint8_t unknown_peer[KEYEX_PUBLIC_KEY_LEN];
     unsigned failed_eps = 0;
@@ -261,7 +163,7 @@ ucs_status_t uct_crypt_record_reject(uct_crypt_iface_t *iface,
             if (ep->peer_known && !ep->failed &&
                 !CRYPTO_memcmp(ep->peer_public, peer_public,
                                KEYEX_PUBLIC_KEY_LEN)) {
-                ep->failed      = 1;
+                ep->failed      = UCT_CRYPT_EP_FAILED;
                 ep->fail_reason = reason;
                 ep->fail_flow_id = flow_id;
                 ++failed_eps;
@@ -280,95 +182,6 @@ ucs_status_t uct_crypt_record_reject(uct_crypt_iface_t *iface,
 }
 
 /* ---- receiving ----------------------------------------------------------- */
-
-static void uct_crypt_rx_flow_free(uct_crypt_rx_flow_t *flow)
-{
-    uct_crypt_bulk_rx_flow_cleanup(flow);
-    crypt_aead_key_cleanup(&flow->aead);
-    keyex_secure_free(flow->keys, sizeof(*flow->keys));
-    ucs_free(flow);
-}
-
-void uct_crypt_rx_flows_cleanup(uct_crypt_iface_t *iface)
-{
-    uct_crypt_rx_flow_t *flow;
-
-    kh_foreach_value(&iface->rx_flows, flow, uct_crypt_rx_flow_free(flow));
-    kh_clear(uct_crypt_rx_flows, &iface->rx_flows);
-    if (iface->trial_keys != NULL) {
-        keyex_secure_free(iface->trial_keys, sizeof(*iface->trial_keys));
-        iface->trial_keys = NULL;
-    }
-}
-
-static uct_crypt_rx_flow_t *
-uct_crypt_rx_flow_create(uct_crypt_iface_t *iface, uint64_t flow_id,
-                         const uint8_t sender_public[KEYEX_PUBLIC_KEY_LEN])
-{
-    uct_crypt_rx_flow_t *flow;
-
-    flow = ucs_calloc(1, sizeof(*flow), "crypt rx flow");
-    if (flow == NULL) {
-        return NULL;
-    }
-    flow->flow_id = flow_id;
-    memcpy(flow->peer_public, sender_public, KEYEX_PUBLIC_KEY_LEN);
-    if (uct_crypt_flow_keys(iface, sender_public, iface->keypair.public_key,
-                            sender_public, flow_id, KEYEX_PURPOSE_RECORD,
-                            &flow->keys, &flow->aead) != UCS_OK) {
-        ucs_free(flow);
-        return NULL;
-    }
-    return flow;
-}
-
-/* Open under the flow's keys, or under the next generation's when the
- * sender announces a key update; the update is kept only if it opens. */
-static crypt_aead_status_t uct_crypt_rx_open(uct_crypt_iface_t *iface,
-                                             uct_crypt_rx_flow_t *flow,
-                                             const crypt_record_hdr_t *hdr,
-                                             const crypt_record_aad_t *aad,
-                                             uint8_t *payload, size_t payload_len)
-{
-    const uint64_t sequence = le64toh(hdr->sequence);
-    crypt_aead_key_t next_aead;
-    crypt_aead_status_t status;
-
-    if (hdr->key_generation == (uint8_t)flow->keys->generation) {
-        return crypt_record_open(&flow->aead, flow->keys->nonce_prefix,
-                                 sequence, aad, sizeof(*aad), payload,
-                                 payload_len, payload, payload + payload_len);
-    }
-    if (hdr->key_generation != (uint8_t)(flow->keys->generation + 1)) {
-        return CRYPT_AEAD_ERR_AUTH;
-    }
-
-    if (iface->trial_keys == NULL) {
-        iface->trial_keys = keyex_secure_alloc(sizeof(*iface->trial_keys));
-        if (iface->trial_keys == NULL) {
-            return CRYPT_AEAD_ERR_BACKEND;
-        }
-    }
-    *iface->trial_keys = *flow->keys;
-    if ((keyex_update_flow_keys(iface->trial_keys) != KEYEX_OK) ||
-        (crypt_aead_key_init(&next_aead, iface->backend, iface->trial_keys->key,
-                             iface->trial_keys->key_len) != CRYPT_AEAD_OK)) {
-        OPENSSL_cleanse(iface->trial_keys, sizeof(*iface->trial_keys));
-        return CRYPT_AEAD_ERR_BACKEND;
-    }
-    status = crypt_record_open(&next_aead, iface->trial_keys->nonce_prefix,
-                               sequence, aad, sizeof(*aad), payload, payload_len,
-                               payload, payload + payload_len);
-    if (status == CRYPT_AEAD_OK) {
-        crypt_aead_key_cleanup(&flow->aead);
-        flow->aead   = next_aead;
-        *flow->keys  = *iface->trial_keys;
-    } else {
-        crypt_aead_key_cleanup(&next_aead);
-    }
-    OPENSSL_cleanse(iface->trial_keys, sizeof(*iface->trial_keys));
-    return status;
-}
 
 ucs_status_t uct_crypt_record_am_handler(void *arg, void *data, size_t length,
                                          unsigned flags)
@@ -450,7 +263,7 @@ ucs_status_t uct_crypt_record_am_handler(void *arg, void *data, size_t length,
     payload     = (uint8_t*)data + hdr_len;
     payload_len = length - hdr_len - CRYPT_AEAD_TAG_LEN;
     uct_crypt_record_aad(&aad, &hdr, ctx->am_id, payload_len);
-    if (uct_crypt_rx_open(iface, flow, &hdr, &aad, payload, payload_len) !=
+    if (uct_crypt_rx_flow_open(iface, flow, &hdr, &aad, payload, payload_len) !=
         CRYPT_AEAD_OK) {
         if (hdr.type == CRYPT_RECORD_HELLO) {
             /* never installed: a forged HELLO leaves no state behind */
@@ -485,129 +298,4 @@ ucs_status_t uct_crypt_record_am_handler(void *arg, void *data, size_t length,
     uct_iface_invoke_am(&iface->super, ctx->am_id, payload, (unsigned)payload_len,
                         flags & ~UCT_CB_PARAM_FLAG_DESC);
     return UCS_OK;
-}
-
-/* ---- fault injection (tests) -------------------------------------------- */
-
-void uct_crypt_fault_init(uct_crypt_iface_t *iface,
-                          const uct_crypt_iface_config_t *config)
-{
-    static const char *names[] = {
-        [UCT_CRYPT_FAULT_NONE]            = "none",
-        [UCT_CRYPT_FAULT_FLIP_HEADER]     = "flip_header",
-        [UCT_CRYPT_FAULT_FLIP_CIPHERTEXT] = "flip_ciphertext",
-        [UCT_CRYPT_FAULT_FLIP_TAG]        = "flip_tag",
-        [UCT_CRYPT_FAULT_TRUNCATE]        = "truncate",
-        [UCT_CRYPT_FAULT_REPLAY]          = "replay",
-        [UCT_CRYPT_FAULT_REORDER]         = "reorder",
-        [UCT_CRYPT_FAULT_DROP]            = "drop",
-        [UCT_CRYPT_FAULT_INJECT]          = "inject",
-        [UCT_CRYPT_FAULT_BULK_FLIP_CIPHERTEXT] = "bulk_flip_ciphertext",
-        [UCT_CRYPT_FAULT_BULK_FLIP_TAG]   = "bulk_flip_tag",
-        [UCT_CRYPT_FAULT_BULK_DROP]       = "bulk_drop",
-        [UCT_CRYPT_FAULT_BULK_REORDER]    = "bulk_reorder",
-        [UCT_CRYPT_FAULT_BULK_TRUNCATE]   = "bulk_truncate",
-        [UCT_CRYPT_FAULT_BULK_MOVE]       = "bulk_move",
-        [UCT_CRYPT_FAULT_BULK_SPLICE]     = "bulk_splice"
-    };
-    int i;
-
-    iface->fault       = UCT_CRYPT_FAULT_NONE;
-    iface->fault_after = config->fault_after;
-    for (i = 0; i < UCT_CRYPT_FAULT_LAST; ++i) {
-        if (!strcmp(config->fault, names[i])) {
-            iface->fault = (uct_crypt_fault_t)i;
-        }
-    }
-    if (iface->fault != UCT_CRYPT_FAULT_NONE) {
-        ucs_warn("crypt: TESTING: will '%s' outgoing record/segment %lu",
-                 config->fault, iface->fault_after);
-    }
-}
-
-typedef struct {
-    const uint8_t *data;
-    size_t        length;
-} uct_crypt_raw_record_t;
-
-static size_t uct_crypt_pack_raw(void *dest, void *arg)
-{
-    uct_crypt_raw_record_t *raw = arg;
-
-    memcpy(dest, raw->data, raw->length);
-    return raw->length;
-}
-
-static void uct_crypt_fault_send_raw(uct_crypt_ep_t *ep, uint8_t am_id,
-                                     const uint8_t *data, size_t length)
-{
-    uct_crypt_raw_record_t raw = {data, length};
-
-    (void)uct_ep_am_bcopy(ep->inner, am_id, uct_crypt_pack_raw, &raw, 0);
-}
-
-int uct_crypt_fault_apply(uct_crypt_iface_t *iface, uct_crypt_ep_t *ep,
-                          uint8_t am_id, uint8_t *record, size_t *length)
-{
-    size_t hdr_len = CRYPT_RECORD_HDR_LEN;
-    uint8_t forged[256];
-
-    if ((((crypt_record_hdr_t*)record)->type == CRYPT_RECORD_HELLO) ||
-        (iface->fault >= UCT_CRYPT_FAULT_BULK_FLIP_CIPHERTEXT)) {
-        return 0; /* data records of an established flow; bulk: elsewhere */
-    }
-
-    if (iface->held_record != NULL) {
-        /* reorder: this record goes first, the held one after it */
-        uct_crypt_fault_send_raw(ep, am_id, record, *length);
-        uct_crypt_fault_send_raw(ep, iface->held_am_id, iface->held_record,
-                                 iface->held_length);
-        ucs_free(iface->held_record);
-        iface->held_record = NULL;
-        return 1;
-    }
-
-    if (++iface->records_sent != iface->fault_after) {
-        return 0;
-    }
-
-    switch (iface->fault) {
-    case UCT_CRYPT_FAULT_FLIP_HEADER:
-        record[1] ^= 1; /* key generation: authenticated as AAD */
-        return 0;
-    case UCT_CRYPT_FAULT_FLIP_CIPHERTEXT:
-        record[hdr_len + (*length - hdr_len - CRYPT_AEAD_TAG_LEN) / 2] ^= 0x10;
-        return 0;
-    case UCT_CRYPT_FAULT_FLIP_TAG:
-        record[*length - 1] ^= 0x80;
-        return 0;
-    case UCT_CRYPT_FAULT_TRUNCATE:
-        *length -= 1;
-        return 0;
-    case UCT_CRYPT_FAULT_REPLAY:
-        /* the record, then the same record again */
-        uct_crypt_fault_send_raw(ep, am_id, record, *length);
-        return 0;
-    case UCT_CRYPT_FAULT_REORDER:
-        iface->held_record = ucs_malloc(*length, "crypt held record");
-        if (iface->held_record == NULL) {
-            return 0;
-        }
-        memcpy(iface->held_record, record, *length);
-        iface->held_length = *length;
-        iface->held_am_id  = am_id;
-        return 1;
-    case UCT_CRYPT_FAULT_DROP:
-        return 1;
-    case UCT_CRYPT_FAULT_INJECT:
-        /* an attacker's record in the flow's place: right header, random
-         * body and tag */
-        hdr_len = ucs_min(*length, sizeof(forged));
-        memcpy(forged, record, CRYPT_RECORD_HDR_LEN);
-        RAND_bytes(forged + CRYPT_RECORD_HDR_LEN, (int)(hdr_len - CRYPT_RECORD_HDR_LEN));
-        uct_crypt_fault_send_raw(ep, am_id, forged, hdr_len);
-        return 0;
-    default:
-        return 0;
-    }
 }

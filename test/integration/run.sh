@@ -29,9 +29,8 @@ agent="$(cd "$(dirname "$0")/.." && pwd)/netns-agent.sh"
 keygen="$prefix/bin/ucx-crypt-keygen"
 work=$(mktemp -d /tmp/ucx-crypt-it.XXXXXX)
 port_base=$((20000 + RANDOM % 20000))
-declare -a names=() outcomes=() reasons=()
-
 . "$(dirname "$0")/../netns.sh"
+. "$(dirname "$0")/../lib/report.sh"
 
 cleanup() {
     netns_down ucxc-h1 ucxc-h2
@@ -45,11 +44,6 @@ cleanup() {
     fi
 }
 trap cleanup EXIT
-
-record() { # name outcome [reason]
-    names+=("$1"); outcomes+=("$2"); reasons+=("${3:-}")
-    if [ "$2" = pass ]; then echo "PASS $1"; else echo "FAIL $1: ${3:-}"; fi
-}
 
 next_port() { port_base=$((port_base + 1)); echo $port_base; }
 
@@ -743,21 +737,5 @@ for group in test_ucp_sizes_verified test_key_update test_perftest test_fail_clo
 done
 
 # ---- report -------------------------------------------------------------------
-mkdir -p "$results"
-failures=0
-for o in "${outcomes[@]}"; do [ "$o" = pass ] || failures=$((failures + 1)); done
-{
-    printf '<testsuites tests="%d" failures="%d" errors="0" disabled="0">\n' \
-        "${#names[@]}" "$failures"
-    printf '<testsuite name="integration" tests="%d" failures="%d">\n' "${#names[@]}" "$failures"
-    for i in "${!names[@]}"; do
-        if [ "${outcomes[$i]}" = pass ]; then
-            printf '<testcase name="%s"/>\n' "${names[$i]}"
-        else
-            printf '<testcase name="%s"><failure message="%s"/></testcase>\n' "${names[$i]}" \
-                "$(printf '%s' "${reasons[$i]}" | tr -d '<>&"' | tr '\n' ' ')"
-        fi
-    done
-    printf '</testsuite></testsuites>\n'
-} >"$results/integration.xml"
+write_report integration "$results/integration.xml"
 exit 0

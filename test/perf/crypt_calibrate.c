@@ -14,7 +14,7 @@
  */
 #include "ucx_crypt_config.h"
 #include "aead/aead.h"
-#include "ucp_crypt/crypt_pool.h"
+#include "uct_crypt/crypt_pool.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -27,8 +27,9 @@
  *
  * A frame that fails authentication aborts the job (MPI_Abort) with the
  * reason on stderr: a collective never returns forged data.
- * UCX_CRYPT_COLL_FAULT=R (TESTING ONLY) makes rank R forge its first frame
- * to another node.
+ * UCX_CRYPT_COLL_FAULT=R (TESTING ONLY, test builds: configure
+ * --enable-fault-injection) makes rank R forge its first frame to another
+ * node.
  *
  * The lane: frames between nodes do not go through the MPI library, which
  * may itself run over the crypt transport and would seal them a second
@@ -40,7 +41,7 @@
  */
 #include "crypt_mpi.h"
 #include "ucp_crypt/coll/crypt_coll.h"
-#include "ucp_crypt/coll/crypt_lane.h"
+#include "uct_crypt/api/uct_crypt_lane.h"
 #include "keyex/keyex.h"
 
 #include <mpi.h>
@@ -76,8 +77,8 @@ typedef struct crypt_mpi_team {
 } crypt_mpi_team_t;
 
 /* the process's collective lane, shared by its teams */
-static const crypt_lane_ops_t *crypt_mpi_lane_ops;
-static crypt_lane_t *crypt_mpi_lane;
+static const uct_crypt_lane_ops_t *crypt_mpi_lane_ops;
+static uct_crypt_lane_t *crypt_mpi_lane;
 static int crypt_mpi_lane_tried;
 
 /* > 0 while a team is set up or freed: its MPI calls reach the library's
@@ -127,7 +128,7 @@ typedef struct crypt_mpi_xfer {
  * peer: ours starts once the peer is idle. */
 static void crypt_mpi_xfer_send(crypt_mpi_team_t *t, crypt_mpi_xfer_t *x)
 {
-    const crypt_lane_ops_t *lane = crypt_mpi_lane_ops;
+    const uct_crypt_lane_ops_t *lane = crypt_mpi_lane_ops;
     int peer = t->lane_peer[x->dst], r;
 
     if (x->sent || x->failed) {
@@ -185,6 +186,7 @@ static int crypt_mpi_xfer_post(void *ctx, int dst, const void *sbuf, size_t slen
     x->rlen     = rlen;
     x->sent     = !send_on_lane;
     x->received = !recv_on_lane;
+#if UCX_CRYPT_FAULT_INJECTION
     if (t->tamper && (dst >= 0) && (slen > 0) &&
         (t->team.node_of[dst] != t->team.node_of[t->team.rank]) &&
         ((x->forged = malloc(slen)) != NULL)) {
@@ -194,6 +196,7 @@ static int crypt_mpi_xfer_post(void *ctx, int dst, const void *sbuf, size_t slen
         sbuf      = x->forged;
         t->tamper = 0;
     }
+#endif
     if ((src >= 0) && !recv_on_lane) {
         PMPI_Irecv(rbuf, (int)rlen, MPI_BYTE, src, CRYPT_MPI_TAG, t->comm,
                    &x->reqs[x->n++]);
@@ -217,10 +220,10 @@ static int crypt_mpi_xfer_post(void *ctx, int dst, const void *sbuf, size_t slen
 static int crypt_mpi_xfer_test(void *ctx, void *handle)
 {
     crypt_mpi_team_t *t = ctx;
-    const crypt_lane_ops_t *lane = crypt_mpi_lane_ops;
+    const uct_crypt_lane_ops_t *lane = crypt_mpi_lane_ops;
     crypt_mpi_xfer_t *x = handle;
     MPI_Status stats[2];
-    int r, ret;
+    int ret;
 
     if (!x->failed && !x->mpi_done) {
         x->failed = (PMPI_Testall(x->n, x->reqs, &x->mpi_done, stats) != MPI_SUCCESS);
@@ -329,7 +332,7 @@ static int crypt_mpi_oob_allgather(void *ctx, const void *sbuf, void *rbuf,
 
 /* The process's lane, opened once: NULL where there is none or where the
  * user asked for frames through the MPI library. */
-static crypt_lane_t *crypt_mpi_lane_get(void)
+static uct_crypt_lane_t *crypt_mpi_lane_get(void)
 {
     const char *mode = getenv("UCX_CRYPT_COLL_LANE");
     char error[160];
@@ -346,9 +349,9 @@ static crypt_lane_t *crypt_mpi_lane_get(void)
                 "transport\n", mode);
         exit(1);
     }
-    crypt_mpi_lane_ops = dlsym(RTLD_DEFAULT, CRYPT_LANE_OPS_SYMBOL);
+    crypt_mpi_lane_ops = dlsym(RTLD_DEFAULT, UCT_CRYPT_LANE_OPS_SYMBOL);
     if ((crypt_mpi_lane_ops == NULL) ||
-        (crypt_mpi_lane_ops->version != CRYPT_LANE_OPS_VERSION)) {
+        (crypt_mpi_lane_ops->version != UCT_CRYPT_LANE_OPS_VERSION)) {
         return NULL; /* no crypt plugin: the MPI library's wire is not sealed */
     }
     crypt_mpi_lane = crypt_mpi_lane_ops->open(error, sizeof(error));
@@ -361,15 +364,20 @@ static crypt_lane_t *crypt_mpi_lane_get(void)
 }
 
 /* Every rank of the team on the lane, or none: a frame sent on the lane
- * must be received from it. Peers on the same node are never on it. */
+ * must be received from it. Peers on the same node are never on it. The
+ * lane's addresses are opaque here: each rank sends its length with it. */
+typedef struct {
+    uint32_t len;
+    uint8_t  addr[UCT_CRYPT_LANE_ADDR_MAX];
+} crypt_mpi_lane_addr_t;
+
 static void crypt_mpi_lane_setup(crypt_mpi_team_t *t, MPI_Comm comm)
 {
     int rank = t->team.rank, size = t->team.size, ok, all, r;
-    uint8_t *addrs;
-    size_t len;
+    crypt_mpi_lane_addr_t *addrs;
 
     ok    = (crypt_mpi_lane_get() != NULL);
-    addrs = calloc((size_t)size, CRYPT_LANE_ADDR_MAX);
+    addrs = calloc((size_t)size, sizeof(*addrs));
     t->lane_peer = malloc(sizeof(int) * (size_t)size);
     if ((addrs == NULL) || (t->lane_peer == NULL)) {
         crypt_mpi_die(comm, "out of memory");
@@ -377,19 +385,19 @@ static void crypt_mpi_lane_setup(crypt_mpi_team_t *t, MPI_Comm comm)
     PMPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, t->comm);
     if (all) {
         /* through the MPI library: authenticated by its transport */
-        len = crypt_mpi_lane_ops->address(crypt_mpi_lane,
-                                           addrs + (size_t)rank * CRYPT_LANE_ADDR_MAX,
-                                           CRYPT_LANE_ADDR_MAX);
-        PMPI_Allgather(MPI_IN_PLACE, 0, MPI_BYTE, addrs, CRYPT_LANE_ADDR_MAX,
+        addrs[rank].len = (uint32_t)crypt_mpi_lane_ops->address(
+                crypt_mpi_lane, addrs[rank].addr, sizeof(addrs[rank].addr));
+        PMPI_Allgather(MPI_IN_PLACE, 0, MPI_BYTE, addrs, (int)sizeof(*addrs),
                        MPI_BYTE, t->comm);
-        ok = (len > 0);
+        ok = (addrs[rank].len > 0);
         for (r = 0; r < size; ++r) {
-            const uint8_t *a = addrs + (size_t)r * CRYPT_LANE_ADDR_MAX;
             t->lane_peer[r] = -1;
             if (ok && (t->team.node_of[r] != t->team.node_of[rank])) {
-                t->lane_peer[r] = crypt_mpi_lane_ops->connect(
-                        crypt_mpi_lane, a, 2u + a[0] + a[1]);
-                ok = (t->lane_peer[r] >= 0);
+                ok = (addrs[r].len > 0) &&
+                     (addrs[r].len <= sizeof(addrs[r].addr));
+                t->lane_peer[r] = ok ? crypt_mpi_lane_ops->connect(
+                        crypt_mpi_lane, addrs[r].addr, addrs[r].len) : -1;
+                ok = ok && (t->lane_peer[r] >= 0);
             }
         }
         PMPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, t->comm);
@@ -556,12 +564,14 @@ static crypt_mpi_team_t *crypt_mpi_team(MPI_Comm comm)
         crypt_mpi_die(comm, "out of memory");
     }
     PMPI_Comm_dup(comm, &t->comm);
+#if UCX_CRYPT_FAULT_INJECTION
     if ((getenv("UCX_CRYPT_COLL_FAULT") != NULL) &&
         (atoi(getenv("UCX_CRYPT_COLL_FAULT")) == rank)) {
         fprintf(stderr, "ucx-crypt: TESTING: rank %d forges its first frame to "
                 "another node\n", rank);
         t->tamper = 1;
     }
+#endif
 
     /* nodes: emulated (given to MPI_COMM_WORLD's ranks), or the core's
      * host identity gathered through the OOB (NULL) */

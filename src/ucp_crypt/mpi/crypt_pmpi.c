@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * PMPI front end of the MPI adapter (crypt_mpi.h), for any MPI library:
  * preload it (LD_PRELOAD) or link it before the MPI library; applications
@@ -13,9 +14,14 @@
 
 #include <stddef.h>
 
-/* The coll component stands aside where this library is loaded too */
-__attribute__((visibility("default"))) const int ucx_crypt_pmpi_adapter = 1;
+/* Built with hidden visibility: what it interposes is exported here, as
+ * MPICH's mpi.h does not mark its declarations (Open MPI's does) */
+#define CRYPT_PMPI_EXPORT __attribute__((visibility("default")))
 
+/* The coll component stands aside where this library is loaded too */
+CRYPT_PMPI_EXPORT const int ucx_crypt_pmpi_adapter = 1;
+
+CRYPT_PMPI_EXPORT
 int MPI_Allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
                   void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm)
 {
@@ -27,6 +33,7 @@ int MPI_Allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
                           recvtype, comm);
 }
 
+CRYPT_PMPI_EXPORT
 int MPI_Bcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm)
 {
     int ret = crypt_mpi_bcast(buffer, count, datatype, root, comm, NULL);
@@ -35,6 +42,7 @@ int MPI_Bcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm
            PMPI_Bcast(buffer, count, datatype, root, comm);
 }
 
+CRYPT_PMPI_EXPORT
 int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count,
                   MPI_Datatype datatype, MPI_Op op, MPI_Comm comm)
 {
@@ -45,6 +53,7 @@ int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count,
            PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm);
 }
 
+CRYPT_PMPI_EXPORT
 int MPI_Alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
                  void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm)
 {
@@ -56,6 +65,7 @@ int MPI_Alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
                          recvtype, comm);
 }
 
+CRYPT_PMPI_EXPORT
 int MPI_Allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
                    void *recvbuf, const int recvcounts[], const int displs[],
                    MPI_Datatype recvtype, MPI_Comm comm)
@@ -68,6 +78,7 @@ int MPI_Allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
                            recvtype, comm);
 }
 
+CRYPT_PMPI_EXPORT
 int MPI_Alltoallv(const void *sendbuf, const int sendcounts[], const int sdispls[],
                   MPI_Datatype sendtype, void *recvbuf, const int recvcounts[],
                   const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm)

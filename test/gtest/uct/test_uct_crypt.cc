@@ -11,7 +11,7 @@
 #include <gtest/gtest.h>
 
 #include <uct/api/uct.h>
-#include "uct_crypt/uct_crypt_stats.h"
+#include "uct_crypt/api/uct_crypt_stats.h"
 #include <ucs/async/async_fwd.h>
 #include <ucs/sys/compiler_def.h>
 
@@ -811,7 +811,7 @@ protected:
     }
 
     /* get: `from` reads `to`'s src region into its own dst region, i.e.
-     * `to` seals and puts it (crypt_wire.h); `extra` bytes of the range
+     * `to` seals and puts it (uct_crypt_wire.h); `extra` bytes of the range
      * lie past the target's registration (0: all inside) */
     void post_get(uct_ep_h ep, side &from, side &to, put_op &op, size_t len,
                   uint64_t seq, size_t extra = 0)
@@ -1193,31 +1193,31 @@ INSTANTIATE_TEST_SUITE_P(stream, uct_crypt_bulk_tamper_test, ::testing::Values(
             return std::string(info.param.fault);
         });
 
-/* ---- the collective lane (src/ucp_crypt/coll/crypt_lane.h) ------------------
+/* ---- the collective lane (src/uct_crypt/api/uct_crypt_lane.h) ------------------
  * Two lanes in one process over tcp loopback, through the ops the MPI
  * adapter finds with dlsym. */
 #include "ucp_crypt/coll/crypt_coll.h"
-#include "ucp_crypt/coll/crypt_lane.h"
+#include "uct_crypt/api/uct_crypt_lane.h"
 
 class uct_crypt_lane_test : public uct_crypt_test {
 protected:
-    const crypt_lane_ops_t *ops = nullptr;
-    crypt_lane_t *x = nullptr, *y = nullptr;
+    const uct_crypt_lane_ops_t *ops = nullptr;
+    uct_crypt_lane_t *x = nullptr, *y = nullptr;
     int x_to_y = -1, y_to_x = -1;
 
     void SetUp() override
     {
         uct_crypt_test::SetUp();
         setenv("UCX_NET_DEVICES", "lo", 1);
-        ops = static_cast<const crypt_lane_ops_t*>(dlsym(plugin, CRYPT_LANE_OPS_SYMBOL));
+        ops = static_cast<const uct_crypt_lane_ops_t*>(dlsym(plugin, UCT_CRYPT_LANE_OPS_SYMBOL));
         ASSERT_NE(ops, nullptr);
-        ASSERT_EQ(ops->version, CRYPT_LANE_OPS_VERSION);
+        ASSERT_EQ(ops->version, UCT_CRYPT_LANE_OPS_VERSION);
         char error[160] = "";
         x = ops->open(error, sizeof(error));
         ASSERT_NE(x, nullptr) << error;
         y = ops->open(error, sizeof(error));
         ASSERT_NE(y, nullptr) << error;
-        uint8_t addr[CRYPT_LANE_ADDR_MAX];
+        uint8_t addr[UCT_CRYPT_LANE_ADDR_MAX];
         size_t len = ops->address(y, addr, sizeof(addr));
         ASSERT_GT(len, 0u);
         x_to_y = ops->connect(x, addr, len);

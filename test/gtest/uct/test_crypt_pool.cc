@@ -8,7 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "aead/aead.h"
-#include "ucp_crypt/crypt_pool.h"
+#include "uct_crypt/crypt_pool.h"
 #include "common/aead_backends.h"
 
 #include <algorithm>

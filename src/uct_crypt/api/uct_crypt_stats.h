@@ -1,7 +1,9 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * Counters of the crypt transport, readable by tests through
- * uct_crypt_stats_read() and printed at exit with UCX_CRYPT_STATS=y.
- * This header is the public one: no UCX includes.
+ * Counters of the crypt transport, readable through uct_crypt_stats_read()
+ * (found with dlsym in the loaded plugin) and printed at exit with
+ * UCX_CRYPT_STATS=y. Installed as <uct_crypt/uct_crypt_stats.h>: no UCX
+ * includes.
  */
 #ifndef UCT_CRYPT_STATS_H
 #define UCT_CRYPT_STATS_H
@@ -11,6 +13,10 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* The plugin is built with hidden visibility: what it offers the layers
+ * above (the stats calls, the lane ops table) is marked with this. */
+#define UCT_CRYPT_API __attribute__((visibility("default")))
 
 typedef enum {
     UCT_CRYPT_FAIL_AUTH = 0,    /* tag mismatch: forged or corrupted */
@@ -38,8 +44,8 @@ typedef struct uct_crypt_stats {
 } uct_crypt_stats_t;
 
 /* Sum over every crypt iface of the process, open or closed. */
-void uct_crypt_stats_read(uct_crypt_stats_t *stats);
-const char *uct_crypt_fail_reason_name(uct_crypt_fail_reason_t reason);
+UCT_CRYPT_API void uct_crypt_stats_read(uct_crypt_stats_t *stats);
+UCT_CRYPT_API const char *uct_crypt_fail_reason_name(uct_crypt_fail_reason_t reason);
 
 #ifdef __cplusplus
 }

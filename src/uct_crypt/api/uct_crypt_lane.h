@@ -1,13 +1,19 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * The collective lane: carries the collective layer's sealed frames between
+ * The collective lane: the one contract the crypt transport offers the
+ * layers above it (installed as <uct_crypt/uct_crypt_lane.h>). It carries the collective layer's sealed frames between
  * nodes on the network transport *underneath* crypt, so that a frame sealed
  * once under the team key is not sealed a second time by the transport
  * (../shared/research/collectives-integration.md section 2, "double
  * encryption"). The crypt plugin implements it (src/uct_crypt/uct_crypt_lane.c)
  * because only the plugin holds the network components it hides from UCP;
- * front ends find it at run time:
+ * front ends find it at run time, so that nothing above links the plugin:
  *
- *     const crypt_lane_ops_t *ops = dlsym(RTLD_DEFAULT, CRYPT_LANE_OPS_SYMBOL);
+ *     const uct_crypt_lane_ops_t *ops = dlsym(RTLD_DEFAULT, UCT_CRYPT_LANE_OPS_SYMBOL);
+ *
+ * Versioning: `version` is UCT_CRYPT_LANE_OPS_VERSION of the plugin; a
+ * caller compiled against another version must not use the table. A change
+ * of any member's meaning or the table's layout bumps it.
  *
  * and, without it (plugin not loaded: the MPI library's transport does not
  * encrypt), send frames through the MPI library as before.
@@ -20,8 +26,8 @@
  * lane could not reassemble fails the receive. One thread per lane (the
  * caller's), like the collectives.
  */
-#ifndef UCX_CRYPT_COLL_LANE_H
-#define UCX_CRYPT_COLL_LANE_H
+#ifndef UCT_CRYPT_LANE_H
+#define UCT_CRYPT_LANE_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -30,54 +36,54 @@
 extern "C" {
 #endif
 
-#define CRYPT_LANE_OPS_SYMBOL  "uct_crypt_coll_lane_ops"
-#define CRYPT_LANE_OPS_VERSION 2u
+#define UCT_CRYPT_LANE_OPS_SYMBOL  "uct_crypt_coll_lane_ops"
+#define UCT_CRYPT_LANE_OPS_VERSION 2u
 
 enum {
-    CRYPT_LANE_ADDR_MAX = 128   /* a lane address, as exchanged */
+    UCT_CRYPT_LANE_ADDR_MAX = 128   /* a lane address, as exchanged */
 };
 
-typedef struct crypt_lane crypt_lane_t;
+typedef struct uct_crypt_lane uct_crypt_lane_t;
 
-typedef struct crypt_lane_ops {
-    unsigned version;           /* CRYPT_LANE_OPS_VERSION */
+typedef struct uct_crypt_lane_ops {
+    unsigned version;           /* UCT_CRYPT_LANE_OPS_VERSION */
 
     /* The process's lane on the first inner network transport that can
      * connect to a remote iface (tcp, ud, dc; not rc, which connects ep to
      * ep). NULL with a reason in `error` where there is none. */
-    crypt_lane_t *(*open)(char *error, size_t error_len);
-    void          (*close)(crypt_lane_t *lane); /* flushes what is sent */
+    uct_crypt_lane_t *(*open)(char *error, size_t error_len);
+    void          (*close)(uct_crypt_lane_t *lane); /* flushes what is sent */
 
-    /* This lane's address (at most CRYPT_LANE_ADDR_MAX bytes). */
-    size_t (*address)(crypt_lane_t *lane, void *buf, size_t max);
+    /* This lane's address (at most UCT_CRYPT_LANE_ADDR_MAX bytes). */
+    size_t (*address)(uct_crypt_lane_t *lane, void *buf, size_t max);
     /* A peer by its address (the same address gives the same peer); < 0 on
      * error. */
-    int    (*connect)(crypt_lane_t *lane, const void *addr, size_t len);
+    int    (*connect)(uct_crypt_lane_t *lane, const void *addr, size_t len);
 
     /* Start sending one message (`len` is 0 or at least min_frame bytes;
      * `buf` stays the caller's until send_idle says 1). One message per
      * peer at a time. 0 or -1. */
-    int (*send)(crypt_lane_t *lane, int peer, uint64_t team, uint32_t src_rank,
+    int (*send)(uct_crypt_lane_t *lane, int peer, uint64_t team, uint32_t src_rank,
                 const void *buf, size_t len, size_t min_frame);
     /* 1: the message to `peer` is handed to the transport; 0: not yet;
      * -1: the peer failed. */
-    int (*send_idle)(crypt_lane_t *lane, int peer);
+    int (*send_idle)(uct_crypt_lane_t *lane, int peer);
     /* The next message of (team, src_rank) into buf, which must be its
      * exact length: 1 delivered, 0 not arrived yet, -1 failed (peer gone,
      * malformed or of another length). After 0, `buf` is posted: the lane
      * may write the message straight into it (no copy), so the caller
      * asks again with the same buffer until 1 or -1, or gives the buffer
      * back with recv_cancel. */
-    int (*recv)(crypt_lane_t *lane, int peer, uint64_t team, uint32_t src_rank,
+    int (*recv)(uct_crypt_lane_t *lane, int peer, uint64_t team, uint32_t src_rank,
                 void *buf, size_t len);
     /* The buffer of a posted receive is the caller's again; a message
      * already being written there fails the stream. */
-    void (*recv_cancel)(crypt_lane_t *lane, uint64_t team, uint32_t src_rank);
-    void (*progress)(crypt_lane_t *lane);
+    void (*recv_cancel)(uct_crypt_lane_t *lane, uint64_t team, uint32_t src_rank);
+    void (*progress)(uct_crypt_lane_t *lane);
 
     /* Bytes this lane sent and received (tests: the frames took the lane). */
-    void (*counters)(crypt_lane_t *lane, uint64_t *sent, uint64_t *received);
-} crypt_lane_ops_t;
+    void (*counters)(uct_crypt_lane_t *lane, uint64_t *sent, uint64_t *received);
+} uct_crypt_lane_ops_t;
 
 #ifdef __cplusplus
 }

@@ -1,11 +1,26 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * What crosses the network for the crypt transport, declared once.
+ * Everything the crypt transport puts on the network, declared once, in
+ * the style of WireGuard's messages.h: every on-wire struct with its byte
+ * diagram, its size asserted, every multi-byte field little endian (the
+ * code converts with htole/le*toh at the point of packing and parsing; no
+ * struct here is used in host order). Nothing else in src/uct_crypt
+ * defines or parses a wire format.
+ *
+ * Wires:
+ *   - records (uct_crypt_record.c): every AM of UCP, and crypt's own
+ *     control messages, on the inner transport;
+ *   - addresses exchanged by UCP (uct_crypt_iface.c, uct_crypt_ep.c);
+ *   - bulk segments and their control records (uct_crypt_bulk_*.c,
+ *     uct_crypt_get.c);
+ *   - collective lane chunks (uct_crypt_lane.c).
  *
  * Record (one per active message the inner transport carries):
  *
  *   0        1        2        4                12               20
  *   +--------+--------+--------+----------------+----------------+
- *   | type   | keygen | zero   | flow id (LE64) | sequence (LE64)|
+ *   | type   | keygen | flags  | flow id (LE64) | sequence (LE64)|
+ *   |        |        | (LE16) |                |                |
  *   +--------+--------+--------+----------------+----------------+
  *   [ sender X25519 public key, 32 bytes: HELLO records only     ]
  *   [ ciphertext of the AM payload as UCP gave it (for am_short:  ]
@@ -87,7 +102,7 @@ typedef struct crypt_ep_addr {
 } __attribute__((packed)) crypt_ep_addr_t;
 
 /*
- * Bulk put (the bulk engine, uct_crypt_bulk.c). The initiator seals segment
+ * Bulk put (the bulk engine, uct_crypt_bulk_tx.c / uct_crypt_bulk_rx.c). The initiator seals segment
  * i of put P into a bounce buffer, puts the ciphertext with the inner
  * transport to where the plaintext belongs, then sends a SEGMENT control
  * record (sealed and sequenced like every record) with the segment's
@@ -101,6 +116,17 @@ typedef struct crypt_ep_addr {
  * truncation inside a put; the put id in the nonce and AAD stops splicing
  * between puts; the address and length in the AAD stop moving a segment.
  */
+/*
+ * SEGMENT control record payload (56 bytes):
+ *
+ *   0      1      2          4          8                16
+ *   +------+------+----------+----------+----------------+
+ *   | kind | last | gen LE16 | idx LE32 | put id (LE64)  |
+ *   +------+------+----------+----------+----------------+
+ *   | address (LE64)  | length (LE64)  | GCM tag (16)    |
+ *   +-----------------+----------------+-----------------+
+ *   16                24               32               48
+ */
 typedef struct crypt_bulk_segment {
     uint8_t  kind;           /* CRYPT_CONTROL_SEGMENT */
     uint8_t  last;           /* 1 on the put's last segment */
@@ -112,6 +138,8 @@ typedef struct crypt_bulk_segment {
     uint8_t  tag[CRYPT_AEAD_TAG_LEN];
 } __attribute__((packed)) crypt_bulk_segment_t;
 
+/* ACK and GET_DONE control record payload (24 bytes):
+ *   kind (1) | reserved, zero (7) | flow id (LE64) | put or get id (LE64) */
 typedef struct crypt_bulk_ack {
     uint8_t  kind;           /* CRYPT_CONTROL_ACK */
     uint8_t  reserved[7];
@@ -141,6 +169,7 @@ typedef struct crypt_bulk_get_req {
     /* the initiator's packed remote key for local_addr follows */
 } __attribute__((packed)) crypt_bulk_get_req_t;
 
+/* GCM associated data of a bulk segment (not sent: both sides build it) */
 typedef struct crypt_bulk_aad {
     uint64_t flow_id;
     uint64_t put_id;
@@ -148,7 +177,48 @@ typedef struct crypt_bulk_aad {
     uint64_t length;
 } __attribute__((packed)) crypt_bulk_aad_t;
 
+/*
+ * Collective lane chunk (uct_crypt_lane.c; the contract is
+ * api/uct_crypt_lane.h). A lane message (sealed collective frames, opened
+ * and authenticated by the collective layer, not here) goes as am_bcopy
+ * chunks on AM id UCT_CRYPT_LANE_AM_ID of the lane's own inner iface, each
+ * behind this header (24 bytes):
+ *
+ *   0                8          12         16               24
+ *   +----------------+----------+----------+----------------+
+ *   | team (LE64)    | src rank | flags    | total length   |
+ *   |                | (LE32)   | (LE32)   | (LE64)         |
+ *   +----------------+----------+----------+----------------+
+ *
+ * flags: CRYPT_LANE_CHUNK_FIRST on a message's first chunk, _LAST on its
+ * last; total is the whole message's length, repeated in every chunk.
+ */
+enum {
+    UCT_CRYPT_LANE_AM_ID   = 0,
+    CRYPT_LANE_CHUNK_FIRST = 1,
+    CRYPT_LANE_CHUNK_LAST  = 2
+};
+
+typedef struct crypt_lane_chunk_hdr {
+    uint64_t team;
+    uint32_t src_rank;
+    uint32_t flags;
+    uint64_t total;
+} __attribute__((packed)) crypt_lane_chunk_hdr_t;
+
 _Static_assert(sizeof(crypt_record_hdr_t) == CRYPT_RECORD_HDR_LEN,
                "record header layout");
+_Static_assert(sizeof(crypt_record_aad_t) == CRYPT_RECORD_HDR_LEN + 8,
+               "record associated data layout");
+_Static_assert(sizeof(crypt_iface_addr_t) == 3 + KEYEX_PUBLIC_KEY_LEN,
+               "iface address layout");
+_Static_assert(sizeof(crypt_ep_addr_t) == KEYEX_PUBLIC_KEY_LEN,
+               "ep address layout");
+_Static_assert(sizeof(crypt_bulk_segment_t) == 32 + CRYPT_AEAD_TAG_LEN,
+               "bulk SEGMENT layout");
+_Static_assert(sizeof(crypt_bulk_ack_t) == 24, "bulk ACK/GET_DONE layout");
+_Static_assert(sizeof(crypt_bulk_get_req_t) == 40, "bulk GET_REQ layout");
+_Static_assert(sizeof(crypt_bulk_aad_t) == 32, "bulk associated data layout");
+_Static_assert(sizeof(crypt_lane_chunk_hdr_t) == 24, "lane chunk layout");
 
 #endif

@@ -6,7 +6,7 @@
 #include "ucx_crypt_config.h"
 #endif
 
-#include "ucp_crypt/crypt_pool.h"
+#include "uct_crypt/crypt_pool.h"
 
 #include <errno.h>
 #include <fcntl.h>

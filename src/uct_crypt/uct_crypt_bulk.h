@@ -1,0 +1,226 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The bulk engine's own state, shared by its files and by no one else:
+ *
+ *   uct_crypt_bulk.c     the engine of an iface: options, bounce segments,
+ *                        the pool, sleeping progress, progress, flush,
+ *                        cancel
+ *   uct_crypt_bulk_tx.c  an ep's puts: seal, put, announce, fence
+ *   uct_crypt_bulk_rx.c  the target: open announced segments in place,
+ *                        acknowledge, take ACKs
+ *   uct_crypt_get.c      get = a request that the peer seal and put
+ *   uct_crypt_keys.c     bulk keys and their updates
+ *
+ * The wire formats are in uct_crypt_wire.h.
+ */
+#ifndef UCT_CRYPT_BULK_H
+#define UCT_CRYPT_BULK_H
+
+#include "uct_crypt.h"
+#include "crypt_pool.h"
+
+#include <endian.h>
+#include <string.h>
+
+#define UCT_CRYPT_BULK_DEFAULT_SEGMENT  (256 * 1024)
+#define UCT_CRYPT_BULK_DEFAULT_THREADS  2
+#define UCT_CRYPT_BULK_MAX_PUT          (1ul << 30)   /* per put_zcopy call */
+#define UCT_CRYPT_BULK_REGISTRY_FMT     "/dev/shm/ucx-crypt-threads.%u"
+
+typedef enum {
+    UCT_CRYPT_SEG_SEALING,   /* a pool job owns it */
+    UCT_CRYPT_SEG_SEALED,    /* ready to put */
+    UCT_CRYPT_SEG_PUT,       /* the inner has the ciphertext, SEGMENT not sent */
+    UCT_CRYPT_SEG_ANNOUNCED  /* SEGMENT sent; waiting for the inner put */
+} uct_crypt_seg_state_t;
+
+typedef struct uct_crypt_bulk_op uct_crypt_bulk_op_t;
+
+typedef struct uct_crypt_bulk_slot {
+    ucs_list_link_t       list;
+    uint8_t               *buffer;
+} uct_crypt_bulk_slot_t;
+
+typedef struct uct_crypt_bulk_segment {
+    crypt_pool_job_t      job;
+    uct_crypt_bulk_op_t   *op;
+    ucs_list_link_t       list;        /* the ep's segments, in send order */
+    uct_crypt_seg_state_t state;
+    uint32_t              index;
+    int                   last;
+    size_t                offset;
+    size_t                length;
+    uct_crypt_bulk_slot_t *slot;       /* NULL in naive mode */
+    uint8_t               *bounce;
+    uct_mem_h             bounce_memh; /* inner md's */
+    int                   put_done;
+    int                   tamper;      /* tests: the fault hook's segment */
+    uct_completion_t      put_comp;
+    crypt_aead_status_t   seal_status;
+    uint8_t               tag[CRYPT_AEAD_TAG_LEN];
+} uct_crypt_bulk_segment_t;
+
+struct uct_crypt_bulk_op {
+    ucs_list_link_t       list;        /* the ep's puts, in order */
+    uct_crypt_bulk_tx_t   *tx;
+    const uint8_t         *src;
+    size_t                length;
+    uint64_t              remote_addr;
+    uct_rkey_t            inner_rkey;
+    uct_completion_t      *comp;
+    uint64_t              put_id;
+    uint16_t              generation;  /* bulk key generation it is sealed under */
+    uint32_t              num_segments;
+    uint32_t              next_to_seal;
+    uint32_t              announced;
+    int                   inline_seal;
+};
+
+typedef struct {
+    ucs_list_link_t       list;
+    uct_completion_t      *comp;
+    unsigned              flags;
+} uct_crypt_bulk_flush_t;
+
+/* a get this ep asked its peer for, until GET_DONE */
+typedef struct {
+    ucs_list_link_t       list;
+    uint64_t              get_id;
+    uct_completion_t      *comp;
+    uintptr_t             address;     /* where the peer will put it */
+    size_t                length;
+} uct_crypt_bulk_get_t;
+
+/* a get served for a peer: the answering put's completion */
+typedef struct {
+    uct_completion_t      comp;
+    uct_crypt_iface_t     *iface;
+    uct_rkey_bundle_t     rkey;         /* the initiator's, for its buffer */
+    uint8_t               peer_public[KEYEX_PUBLIC_KEY_LEN];
+    crypt_bulk_ack_t      done;         /* GET_DONE */
+} uct_crypt_bulk_serve_t;
+
+struct uct_crypt_bulk_tx {
+    uct_crypt_ep_t        *ep;
+    uct_crypt_bulk_t      *bulk;
+    ucs_list_link_t       ops;
+    ucs_list_link_t       gets;        /* uct_crypt_bulk_get_t, in order */
+    uint64_t              next_get_id;
+    ucs_list_link_t       segments;
+    ucs_list_link_t       flushes;
+    ucs_list_link_t       active;      /* in bulk->active while it has work */
+    int                   is_active;
+    uint64_t              next_put_id;
+    uint64_t              fence_put_id;  /* the ep's fence: puts before it */
+    uint64_t              fence_get_id;  /* and gets before it */
+    uint64_t              segments_this_key;
+    uint64_t              bytes_this_key;
+    keyex_traffic_keys_t  *keys;       /* secure memory */
+    crypt_aead_backend_t  backend;
+    /* one expanded key per pool worker (0 = the progress thread): an
+     * OpenSSL context must not be shared between threads (aead.h) */
+    crypt_aead_key_t      aead[CRYPT_POOL_MAX_THREADS + 1];
+};
+
+typedef struct {
+    ucs_list_link_t       list;
+    uint8_t               peer_public[KEYEX_PUBLIC_KEY_LEN];
+    crypt_bulk_ack_t      ack;
+} uct_crypt_bulk_pending_ack_t;
+
+struct uct_crypt_bulk {
+    uct_crypt_iface_t     *iface;
+    int                   naive;
+    size_t                segment;
+    unsigned              depth;
+    unsigned              max_outstanding;
+    unsigned              outstanding;  /* puts in flight on this iface */
+    crypt_pool_t          *pool;
+    uint8_t               *bounce_base;
+    size_t                bounce_length;
+    uct_mem_h             bounce_memh;
+    uct_crypt_bulk_slot_t *slots;
+    ucs_list_link_t       free_slots;
+    ucs_list_link_t       active;       /* uct_crypt_bulk_tx_t with work */
+    ucs_list_link_t       pending_acks;
+    /* waking a progress thread that sleeps in ucp_worker_wait: the pool
+     * writes to wake_fd when `armed`; event_fd = epoll(inner's fd, wake_fd) */
+    int                   wake_fd;
+    int                   event_fd;
+    int                   armed;
+    /* what a get request carries: our packed key, a handle where needed */
+    size_t                rkey_packed_size;
+    int                   need_memh;
+    uct_worker_cb_id_t    progress_id;
+};
+
+/* The nonce prefix and associated data of a segment (uct_crypt_wire.h) */
+static inline void
+uct_crypt_bulk_stream_prefix(uint8_t prefix[CRYPT_STREAM_NONCE_PREFIX_LEN],
+                             uint64_t put_id)
+{
+    uint64_t le = htole64(put_id);
+
+    memcpy(prefix, &le, CRYPT_STREAM_NONCE_PREFIX_LEN);
+}
+
+static inline void uct_crypt_bulk_aad(crypt_bulk_aad_t *aad, uint64_t flow_id,
+                                      uint64_t put_id, uint64_t address,
+                                      uint64_t length)
+{
+    aad->flow_id = htole64(flow_id);
+    aad->put_id  = htole64(put_id);
+    aad->address = htole64(address);
+    aad->length  = htole64(length);
+}
+
+/* uct_crypt_bulk.c */
+void uct_crypt_bulk_activate(uct_crypt_bulk_tx_t *tx);
+unsigned uct_crypt_bulk_progress(void *arg);
+uct_crypt_bulk_tx_t *uct_crypt_bulk_tx_get(uct_crypt_ep_t *ep);
+void uct_crypt_bulk_op_complete(uct_crypt_bulk_tx_t *tx, uct_crypt_bulk_op_t *op,
+                                ucs_status_t status);
+void uct_crypt_bulk_segment_free(uct_crypt_bulk_t *bulk,
+                                 uct_crypt_bulk_segment_t *seg);
+
+/* uct_crypt_bulk_tx.c */
+void uct_crypt_bulk_tx_seal(uct_crypt_bulk_tx_t *tx);
+unsigned uct_crypt_bulk_tx_send(uct_crypt_bulk_tx_t *tx);
+void uct_crypt_bulk_tx_flushes(uct_crypt_bulk_tx_t *tx);
+int uct_crypt_bulk_tx_idle(uct_crypt_bulk_tx_t *tx);
+void uct_crypt_bulk_tx_fence(uct_crypt_bulk_tx_t *tx);
+/* One bulk put of a contiguous span (put_zcopy, and the answer to a get) */
+ucs_status_t uct_crypt_bulk_put(uct_crypt_ep_t *ep, const void *src,
+                                size_t length, uint64_t remote_addr,
+                                uct_rkey_t inner_rkey, uct_completion_t *comp);
+ucs_status_t uct_crypt_bulk_check_iov(uct_crypt_ep_t *ep, const uct_iov_t *iov,
+                                      size_t iovcnt);
+
+/* uct_crypt_bulk_rx.c */
+uct_crypt_ep_t *uct_crypt_bulk_ep_to(uct_crypt_iface_t *iface,
+                                     const uint8_t *peer_public);
+void uct_crypt_bulk_send_pending_acks(uct_crypt_bulk_t *bulk);
+void uct_crypt_bulk_reply(uct_crypt_iface_t *iface,
+                          const uint8_t peer_public[KEYEX_PUBLIC_KEY_LEN],
+                          uint64_t flow_id, const crypt_bulk_ack_t *msg);
+uct_crypt_bulk_tx_t *uct_crypt_bulk_tx_of(uct_crypt_iface_t *iface,
+                                          uct_crypt_rx_flow_t *flow,
+                                          uint64_t flow_id);
+
+/* uct_crypt_get.c */
+int uct_crypt_bulk_get_window(uct_crypt_iface_t *iface,
+                              const uint8_t *peer_public, uint64_t address,
+                              uint64_t length);
+void uct_crypt_bulk_serve_get(uct_crypt_iface_t *iface,
+                              uct_crypt_rx_flow_t *flow, uint8_t am_id,
+                              const uint8_t *payload, size_t length);
+void uct_crypt_bulk_get_done(uct_crypt_iface_t *iface, uct_crypt_rx_flow_t *flow,
+                             uint8_t am_id, const crypt_bulk_ack_t *done);
+
+/* uct_crypt_keys.c */
+ucs_status_t uct_crypt_bulk_rx_key(uct_crypt_iface_t *iface,
+                                   uct_crypt_rx_flow_t *flow, int update);
+int uct_crypt_bulk_tx_key_ready(uct_crypt_bulk_tx_t *tx, size_t length);
+void uct_crypt_bulk_tx_keys_cleanup(uct_crypt_bulk_tx_t *tx);
+
+#endif

@@ -1,0 +1,238 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The target side of the bulk engine: a SEGMENT record (authenticated and
+ * in sequence, like every record) names a segment that the inner transport
+ * put in place; it is opened there, in flow order, only inside memory this
+ * process registered or a get window it asked for; the last segment of a
+ * put is acknowledged. Also the initiator's handling of ACKs, and the
+ * dispatch of every bulk control record.
+ */
+#include "uct_crypt_bulk.h"
+
+#include <openssl/crypto.h>
+
+uct_crypt_ep_t *uct_crypt_bulk_ep_to(uct_crypt_iface_t *iface,
+                                     const uint8_t *peer_public)
+{
+    uct_crypt_ep_t *ep;
+
+    ucs_list_for_each(ep, &iface->eps, list) {
+        if (ep->peer_known && !ep->failed &&
+            !CRYPTO_memcmp(ep->peer_public, peer_public, KEYEX_PUBLIC_KEY_LEN)) {
+            return ep;
+        }
+    }
+    return NULL;
+}
+
+void uct_crypt_bulk_send_pending_acks(uct_crypt_bulk_t *bulk)
+{
+    uct_crypt_bulk_pending_ack_t *pending, *tmp;
+    uct_crypt_ep_t *ep;
+    ucs_status_t status;
+
+    ucs_list_for_each_safe(pending, tmp, &bulk->pending_acks, list) {
+        ep = uct_crypt_bulk_ep_to(bulk->iface, pending->peer_public);
+        if (ep == NULL) {
+            /* the peer went away; its put can never complete anyway */
+            status = UCS_OK;
+        } else {
+            status = uct_crypt_ep_send_control(ep, &pending->ack,
+                                               sizeof(pending->ack));
+        }
+        if (status == UCS_ERR_NO_RESOURCE) {
+            return; /* keep the order */
+        }
+        ucs_list_del(&pending->list);
+        ucs_free(pending);
+    }
+}
+
+/* A control message back to a peer (ACK, GET_DONE): now, or queued in
+ * order behind the ones that found no room */
+void uct_crypt_bulk_reply(uct_crypt_iface_t *iface,
+                          const uint8_t peer_public[KEYEX_PUBLIC_KEY_LEN],
+                          uint64_t flow_id, const crypt_bulk_ack_t *msg)
+{
+    uct_crypt_bulk_t *bulk = iface->bulk;
+    uct_crypt_bulk_pending_ack_t *pending;
+    uct_crypt_ep_t *ep;
+
+    ep = uct_crypt_bulk_ep_to(iface, peer_public);
+    if ((ep != NULL) && ((bulk == NULL) || ucs_list_is_empty(&bulk->pending_acks)) &&
+        (uct_crypt_ep_send_control(ep, msg, sizeof(*msg)) == UCS_OK)) {
+        return;
+    }
+    if (bulk == NULL) {
+        ucs_error("crypt: cannot acknowledge a put from " uct_crypt_log_peer_fmt
+                  ": no endpoint back to it", uct_crypt_log_peer_arg(
+                  peer_public, flow_id));
+        return;
+    }
+    pending = ucs_malloc(sizeof(*pending), "crypt pending ack");
+    if (pending == NULL) {
+        ucs_fatal("crypt: out of memory for a bulk acknowledgement");
+    }
+    memcpy(pending->peer_public, peer_public, KEYEX_PUBLIC_KEY_LEN);
+    pending->ack = *msg;
+    ucs_list_add_tail(&bulk->pending_acks, &pending->list);
+    if (bulk->progress_id == UCS_CALLBACKQ_ID_NULL) {
+        uct_worker_progress_register_safe(&iface->super.worker->super,
+                                          uct_crypt_bulk_progress, bulk, 0,
+                                          &bulk->progress_id);
+    }
+}
+
+static void uct_crypt_bulk_ack(uct_crypt_iface_t *iface,
+                               uct_crypt_rx_flow_t *flow, uint64_t put_id)
+{
+    crypt_bulk_ack_t ack;
+
+    memset(&ack, 0, sizeof(ack));
+    ack.kind    = CRYPT_CONTROL_ACK;
+    ack.flow_id = htole64(flow->flow_id);
+    ack.put_id  = htole64(put_id);
+    uct_crypt_bulk_reply(iface, flow->peer_public, flow->flow_id, &ack);
+}
+
+/* Open one announced segment in place. Everything here came in an
+ * authenticated, in-sequence record of `flow`. */
+static void uct_crypt_bulk_open_segment(uct_crypt_iface_t *iface,
+                                        uct_crypt_rx_flow_t *flow, uint8_t am_id,
+                                        const crypt_bulk_segment_t *announce)
+{
+    uint64_t put_id    = le64toh(announce->put_id);
+    uint32_t index     = le32toh(announce->index);
+    uint64_t address   = le64toh(announce->address);
+    uint64_t length    = le64toh(announce->length);
+    uint16_t generation = le16toh(announce->generation);
+    uint8_t prefix[CRYPT_STREAM_NONCE_PREFIX_LEN];
+    crypt_bulk_aad_t aad;
+
+    /* a put's segments come in order, puts come in order, none is skipped:
+     * anything else is a dropped, reordered or truncated stream */
+    if ((put_id != flow->bulk_next_put) || (index != flow->bulk_next_segment) ||
+        (announce->last > 1) || (length > UCT_CRYPT_BULK_MAX_PUT)) {
+        uct_crypt_record_reject(iface, flow, NULL, flow->flow_id, am_id,
+                                UCT_CRYPT_FAIL_BULK_ORDER);
+        return;
+    }
+    /* the sender updates the bulk key between puts only */
+    if (((flow->bulk_keys == NULL) &&
+         (uct_crypt_bulk_rx_key(iface, flow, 0) != UCS_OK)) ||
+        ((index == 0) &&
+         (generation == (uint16_t)(flow->bulk_keys->generation + 1)) &&
+         (uct_crypt_bulk_rx_key(iface, flow, 1) != UCS_OK))) {
+        uct_crypt_record_reject(iface, flow, NULL, flow->flow_id, am_id,
+                                UCT_CRYPT_FAIL_HANDSHAKE);
+        return;
+    }
+    if (generation != (uint16_t)flow->bulk_keys->generation) {
+        uct_crypt_record_reject(iface, flow, NULL, flow->flow_id, am_id,
+                                UCT_CRYPT_FAIL_AUTH);
+        return;
+    }
+    /* only memory this process registered, or the destination of a get we
+     * asked this peer for, is opened (or zeroed, when the open fails): an
+     * authenticated peer cannot aim us elsewhere */
+    if (!uct_crypt_md_registered(ucs_derived_of(iface->super.md, uct_crypt_md_t),
+                                 address, length) &&
+        !uct_crypt_bulk_get_window(iface, flow->peer_public, address, length)) {
+        ucs_error("crypt: " uct_crypt_log_peer_fmt " announced %" PRIu64
+                  " bytes at 0x%" PRIx64 ", outside registered memory",
+                  uct_crypt_log_peer_arg(flow->peer_public, flow->flow_id),
+                  length, address);
+        uct_crypt_record_reject(iface, flow, NULL, flow->flow_id, am_id,
+                                UCT_CRYPT_FAIL_MALFORMED);
+        return;
+    }
+
+    uct_crypt_bulk_stream_prefix(prefix, put_id);
+    uct_crypt_bulk_aad(&aad, flow->flow_id, put_id, address, length);
+    /* in place: the inner put left the ciphertext where the plaintext
+     * belongs; a failed open zeroes it (aead.h), so neither forged plaintext
+     * nor ciphertext is left for UCP */
+    if (crypt_stream_open_segment(&flow->bulk_aead, prefix, index,
+                                  announce->last, &aad, sizeof(aad),
+                                  (void*)(uintptr_t)address, length,
+                                  (void*)(uintptr_t)address,
+                                  announce->tag) != CRYPT_AEAD_OK) {
+        uct_crypt_record_reject(iface, flow, NULL, flow->flow_id, am_id,
+                                UCT_CRYPT_FAIL_AUTH);
+        return;
+    }
+    UCT_CRYPT_STAT_ADD(bulk_bytes_opened, length);
+
+    if (announce->last) {
+        flow->bulk_next_put++;
+        flow->bulk_next_segment = 0;
+        uct_crypt_bulk_ack(iface, flow, put_id);
+    } else {
+        flow->bulk_next_segment++;
+    }
+}
+
+/* The bulk state of our ep whose sending flow is `flow_id`, if the reply
+ * about it came from the peer that ep talks to (ACK, GET_DONE) */
+uct_crypt_bulk_tx_t *uct_crypt_bulk_tx_of(uct_crypt_iface_t *iface,
+                                          uct_crypt_rx_flow_t *flow,
+                                          uint64_t flow_id)
+{
+    uct_crypt_ep_t *ep;
+
+    ucs_list_for_each(ep, &iface->eps, list) {
+        if ((ep->tx.flow_id == flow_id) && (ep->bulk != NULL) && !ep->failed) {
+            return CRYPTO_memcmp(ep->peer_public, flow->peer_public,
+                                 KEYEX_PUBLIC_KEY_LEN) ? NULL : ep->bulk;
+        }
+    }
+    return NULL;
+}
+
+static void uct_crypt_bulk_acked(uct_crypt_iface_t *iface,
+                                 uct_crypt_rx_flow_t *flow, uint8_t am_id,
+                                 const crypt_bulk_ack_t *ack)
+{
+    uct_crypt_bulk_tx_t *tx = uct_crypt_bulk_tx_of(iface, flow,
+                                                   le64toh(ack->flow_id));
+    uct_crypt_bulk_op_t *op;
+
+    /* acknowledged in order, only once all of it was announced, and only
+     * by the peer it was sent to */
+    if ((tx != NULL) && !ucs_list_is_empty(&tx->ops)) {
+        op = ucs_list_head(&tx->ops, uct_crypt_bulk_op_t, list);
+        if ((op->put_id == le64toh(ack->put_id)) &&
+            (op->announced == op->num_segments)) {
+            UCT_CRYPT_STAT_ADD(bulk_bytes_sealed, op->length);
+            uct_crypt_bulk_op_complete(tx, op, UCS_OK);
+            uct_crypt_bulk_tx_flushes(tx);
+            return;
+        }
+    }
+    uct_crypt_record_reject(iface, flow, NULL, flow->flow_id, am_id,
+                            UCT_CRYPT_FAIL_MALFORMED);
+}
+
+void uct_crypt_bulk_control(uct_crypt_iface_t *iface, uct_crypt_rx_flow_t *flow,
+                            uint8_t am_id, uint8_t *payload, size_t length)
+{
+    crypt_bulk_segment_t announce;
+    crypt_bulk_ack_t ack;
+
+    if ((length == sizeof(announce)) && (payload[0] == CRYPT_CONTROL_SEGMENT)) {
+        memcpy(&announce, payload, sizeof(announce));
+        uct_crypt_bulk_open_segment(iface, flow, am_id, &announce);
+    } else if ((length == sizeof(ack)) && (payload[0] == CRYPT_CONTROL_ACK)) {
+        memcpy(&ack, payload, sizeof(ack));
+        uct_crypt_bulk_acked(iface, flow, am_id, &ack);
+    } else if ((length == sizeof(ack)) && (payload[0] == CRYPT_CONTROL_GET_DONE)) {
+        memcpy(&ack, payload, sizeof(ack));
+        uct_crypt_bulk_get_done(iface, flow, am_id, &ack);
+    } else if ((length >= sizeof(crypt_bulk_get_req_t)) &&
+               (payload[0] == CRYPT_CONTROL_GET_REQ)) {
+        uct_crypt_bulk_serve_get(iface, flow, am_id, payload, length);
+    } else {
+        uct_crypt_record_reject(iface, flow, NULL, flow->flow_id, am_id,
+                                UCT_CRYPT_FAIL_MALFORMED);
+    }
+}

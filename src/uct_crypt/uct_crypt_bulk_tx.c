@@ -1,0 +1,379 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The sending side of the bulk engine: an ep's puts are cut into segments,
+ * sealed (by the pool, or inline), put by the inner transport to where
+ * their plaintext belongs, and announced by a SEGMENT record, strictly in
+ * order per ep; and the ep fence that keeps later sends behind bulk work
+ * still inside crypt.
+ */
+#include "uct_crypt_bulk.h"
+
+#include <ucs/sys/math.h>
+
+/* On a pool thread (or the progress thread, worker 0) */
+static void uct_crypt_bulk_seal_job(crypt_pool_job_t *job, unsigned worker)
+{
+    uct_crypt_bulk_segment_t *seg = ucs_container_of(job,
+                                                     uct_crypt_bulk_segment_t,
+                                                     job);
+    uct_crypt_bulk_op_t *op       = seg->op;
+    uct_crypt_bulk_tx_t *tx       = op->tx;
+    crypt_aead_key_t *key         = &tx->aead[worker];
+    uint8_t prefix[CRYPT_STREAM_NONCE_PREFIX_LEN];
+    crypt_bulk_aad_t aad;
+
+    if ((key->impl == NULL) &&
+        (crypt_aead_key_init(key, tx->backend, tx->keys->key,
+                             tx->keys->key_len) != CRYPT_AEAD_OK)) {
+        seg->seal_status = CRYPT_AEAD_ERR_BACKEND;
+        return;
+    }
+    uct_crypt_bulk_stream_prefix(prefix, op->put_id);
+    uct_crypt_bulk_aad(&aad, tx->ep->tx.flow_id, op->put_id,
+                       op->remote_addr + seg->offset, seg->length);
+    seg->seal_status = crypt_stream_seal_segment(key, prefix, seg->index,
+                                                 seg->last, &aad, sizeof(aad),
+                                                 op->src + seg->offset,
+                                                 seg->length, seg->bounce,
+                                                 seg->tag);
+}
+
+static void uct_crypt_bulk_put_done(uct_completion_t *self)
+{
+    uct_crypt_bulk_segment_t *seg = ucs_container_of(self,
+                                                     uct_crypt_bulk_segment_t,
+                                                     put_comp);
+    seg->put_done = 1;
+}
+
+/* Start sealing segments while bounce space lasts. */
+void uct_crypt_bulk_tx_seal(uct_crypt_bulk_tx_t *tx)
+{
+    uct_crypt_bulk_t *bulk = tx->bulk;
+    uct_crypt_md_t *md = ucs_derived_of(bulk->iface->super.md, uct_crypt_md_t);
+    uct_crypt_bulk_segment_t *seg;
+    uct_crypt_bulk_op_t *op;
+    size_t offset;
+
+    ucs_list_for_each(op, &tx->ops, list) {
+        while (op->next_to_seal < op->num_segments) {
+            if (!bulk->naive && ucs_list_is_empty(&bulk->free_slots)) {
+                return; /* bounded: the rest waits for a free slot */
+            }
+            if ((op->next_to_seal == 0) &&
+                !uct_crypt_bulk_tx_key_ready(tx, op->length)) {
+                return;
+            }
+            seg = ucs_calloc(1, sizeof(*seg), "crypt bulk segment");
+            if (seg == NULL) {
+                return; /* retried from progress */
+            }
+            offset        = (size_t)op->next_to_seal * bulk->segment;
+            seg->op       = op;
+            seg->index    = op->next_to_seal;
+            seg->last     = (op->next_to_seal + 1 == op->num_segments);
+            seg->offset   = bulk->naive ? 0 : offset;
+            seg->length   = bulk->naive ? op->length :
+                            ucs_min(bulk->segment, op->length - offset);
+            seg->put_comp.func   = uct_crypt_bulk_put_done;
+            seg->put_comp.count  = 1;
+            seg->put_comp.status = UCS_OK;
+            seg->bounce_memh     = bulk->bounce_memh;
+            if (bulk->naive) {
+                /* the baseline: a buffer for the whole message */
+                seg->bounce      = ucs_malloc(ucs_max(seg->length, 1),
+                                              "crypt naive bounce");
+                seg->bounce_memh = UCT_MEM_HANDLE_NULL;
+                if ((seg->bounce == NULL) ||
+                    (md->inner_reg &&
+                     (uct_md_mem_reg(md->inner_md, seg->bounce,
+                                     ucs_max(seg->length, 1),
+                                     UCT_MD_MEM_ACCESS_ALL,
+                                     &seg->bounce_memh) != UCS_OK))) {
+                    ucs_free(seg->bounce);
+                    ucs_free(seg);
+                    return;
+                }
+            } else {
+                seg->slot   = ucs_list_extract_head(&bulk->free_slots,
+                                                    uct_crypt_bulk_slot_t, list);
+                seg->bounce = seg->slot->buffer;
+            }
+            if (op->next_to_seal == 0) {
+                op->generation = (uint16_t)tx->keys->generation;
+            }
+            tx->segments_this_key++;
+            tx->bytes_this_key += seg->length;
+            ++op->next_to_seal;
+            seg->state   = UCT_CRYPT_SEG_SEALING;
+            seg->job.run = uct_crypt_bulk_seal_job;
+            ucs_list_add_tail(&tx->segments, &seg->list);
+            if (op->inline_seal || (bulk->pool == NULL) ||
+                (crypt_pool_size(bulk->pool) == 0)) {
+                seg->job.done = 0;
+                uct_crypt_bulk_seal_job(&seg->job, 0);
+                seg->job.done = 1;
+                /* on this thread: send each segment as soon as it is
+                 * sealed, so the target opens it while we seal the next;
+                 * and do not seal ahead of a blocked inner (the wire would
+                 * idle while we do) */
+                uct_crypt_bulk_tx_send(tx);
+                if (!ucs_list_is_empty(&tx->segments) &&
+                    (ucs_list_tail(&tx->segments, uct_crypt_bulk_segment_t,
+                                   list)->state < UCT_CRYPT_SEG_PUT)) {
+                    return;
+                }
+            } else {
+                crypt_pool_submit(bulk->pool, &seg->job);
+            }
+        }
+    }
+}
+
+/* Put sealed segments and announce them, strictly in order. */
+unsigned uct_crypt_bulk_tx_send(uct_crypt_bulk_tx_t *tx)
+{
+    uct_crypt_ep_t *ep = tx->ep;
+    uct_crypt_bulk_segment_t *seg, *tmp;
+    crypt_bulk_segment_t announce;
+    uct_crypt_bulk_op_t *op;
+    ucs_status_t status;
+    unsigned count = 0;
+    uct_iov_t iov;
+
+    ucs_list_for_each_safe(seg, tmp, &tx->segments, list) {
+        op = seg->op;
+        if (seg->state == UCT_CRYPT_SEG_SEALING) {
+            if (!crypt_pool_job_done(&seg->job)) {
+                break;
+            }
+            if (seg->seal_status != CRYPT_AEAD_OK) {
+                ucs_fatal("crypt: sealing a bulk segment failed (%d)",
+                          seg->seal_status);
+            }
+            seg->state = UCT_CRYPT_SEG_SEALED;
+            /* tests: once per segment, not per retry of its put */
+            seg->tamper = uct_crypt_bulk_fault_due(tx->bulk->iface);
+            if (ucs_unlikely(seg->tamper)) {
+                uct_crypt_bulk_fault_seal(tx->bulk->iface, seg->bounce,
+                                          seg->length);
+            }
+        }
+        if (seg->state == UCT_CRYPT_SEG_SEALED) {
+            if (seg->length == 0) {
+                seg->put_done = 1;
+            } else {
+                iov.buffer = seg->bounce;
+                iov.length = seg->length;
+                iov.memh   = seg->bounce_memh;
+                iov.stride = 0;
+                iov.count  = 1;
+                status = uct_ep_put_zcopy(ep->inner, &iov, 1,
+                                          op->remote_addr + seg->offset,
+                                          op->inner_rkey, &seg->put_comp);
+                if (status == UCS_ERR_NO_RESOURCE) {
+                    break;
+                } else if (status == UCS_OK) {
+                    seg->put_done = 1;
+                } else if (status != UCS_INPROGRESS) {
+                    /* the inner ep failed: its error handler reports it */
+                    break;
+                }
+            }
+            seg->state = UCT_CRYPT_SEG_PUT;
+        }
+        if (seg->state == UCT_CRYPT_SEG_PUT) {
+            /* the announcement must not overtake the data */
+            uct_ep_fence(ep->inner, 0);
+            memset(&announce, 0, sizeof(announce));
+            announce.kind     = CRYPT_CONTROL_SEGMENT;
+            announce.last     = seg->last;
+            announce.generation = htole16(op->generation);
+            announce.index    = htole32(seg->index);
+            announce.put_id   = htole64(op->put_id);
+            announce.address  = htole64(op->remote_addr + seg->offset);
+            announce.length   = htole64(seg->length);
+            memcpy(announce.tag, seg->tag, sizeof(announce.tag));
+            if (ucs_unlikely(seg->tamper) &&
+                uct_crypt_bulk_fault_announce(tx->bulk->iface, &announce)) {
+                status = UCS_OK; /* "sent" */
+            } else {
+                status = uct_crypt_ep_send_control(ep, &announce,
+                                                   sizeof(announce));
+            }
+            if (status != UCS_OK) {
+                break; /* NO_RESOURCE: again from progress */
+            }
+            seg->state = UCT_CRYPT_SEG_ANNOUNCED;
+            ++op->announced;
+            ++count;
+        }
+        if (seg->put_done) {
+            ucs_list_del(&seg->list);
+            uct_crypt_bulk_segment_free(tx->bulk, seg);
+        }
+    }
+    return count;
+}
+
+void uct_crypt_bulk_tx_flushes(uct_crypt_bulk_tx_t *tx)
+{
+    uct_crypt_bulk_flush_t *flush, *tmp;
+    ucs_status_t status;
+
+    if (!ucs_list_is_empty(&tx->ops) || !ucs_list_is_empty(&tx->gets)) {
+        return;
+    }
+    ucs_list_for_each_safe(flush, tmp, &tx->flushes, list) {
+        status = uct_ep_flush(tx->ep->inner, flush->flags, flush->comp);
+        if (status == UCS_ERR_NO_RESOURCE) {
+            return;
+        }
+        if (status != UCS_INPROGRESS) {
+            uct_invoke_completion(flush->comp, status);
+        }
+        ucs_list_del(&flush->list);
+        ucs_free(flush);
+    }
+}
+
+int uct_crypt_bulk_tx_idle(uct_crypt_bulk_tx_t *tx)
+{
+    return ucs_list_is_empty(&tx->ops) && ucs_list_is_empty(&tx->segments) &&
+           ucs_list_is_empty(&tx->flushes) && ucs_list_is_empty(&tx->gets) &&
+           (tx->ep->fence == UCT_CRYPT_FENCE_NONE);
+}
+
+/* ---- fence ----------------------------------------------------------------
+ * uct_ep_fence orders what is posted after it behind what was posted
+ * before it. The inner's fence covers the inner's operations, but a bulk
+ * put stays inside crypt until its last segment is announced, and a get
+ * until the peer's GET_DONE. Behind such work, later sends on the ep answer
+ * NO_RESOURCE and their pending requests wait in the ep's own queue until
+ * the fence is clear:
+ * - a put must be announced: the target opens segments in flow order,
+ *   before any record sent after them is delivered;
+ * - a get must be done: the target reads (seals) the range on its pool,
+ *   possibly after later records were delivered to it. */
+void uct_crypt_bulk_ep_fence(uct_crypt_ep_t *ep)
+{
+    uct_crypt_bulk_tx_t *tx = ep->bulk;
+
+    if ((tx == NULL) || ep->failed ||
+        (ucs_list_is_empty(&tx->ops) && ucs_list_is_empty(&tx->gets))) {
+        return; /* nothing inside crypt to wait for */
+    }
+    tx->fence_put_id = tx->next_put_id;
+    tx->fence_get_id = tx->next_get_id;
+    ep->fence        = UCT_CRYPT_FENCE_WAIT;
+    uct_crypt_bulk_activate(tx);
+}
+
+static int uct_crypt_bulk_fence_clear(uct_crypt_bulk_tx_t *tx)
+{
+    uct_crypt_bulk_op_t *op;
+    uct_crypt_bulk_get_t *get;
+
+    ucs_list_for_each(op, &tx->ops, list) {      /* in put_id order */
+        if (op->put_id >= tx->fence_put_id) {
+            break;
+        }
+        if (op->announced < op->num_segments) {
+            return 0;
+        }
+    }
+    if (!ucs_list_is_empty(&tx->gets)) {          /* done in get_id order */
+        get = ucs_list_head(&tx->gets, uct_crypt_bulk_get_t, list);
+        if (get->get_id < tx->fence_get_id) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* Once clear, the requests that waited go first, in order; a request the
+ * inner refuses stays at the head and sends stay blocked until it went */
+void uct_crypt_bulk_tx_fence(uct_crypt_bulk_tx_t *tx)
+{
+    uct_crypt_ep_t *ep = tx->ep;
+    uct_pending_req_priv_queue_t *priv;
+
+    if ((ep->fence == UCT_CRYPT_FENCE_WAIT) && uct_crypt_bulk_fence_clear(tx)) {
+        ep->fence = UCT_CRYPT_FENCE_DRAIN;
+    }
+    if (ep->fence == UCT_CRYPT_FENCE_DRAIN) {
+        ep->fence_dispatching = 1;
+        uct_pending_queue_dispatch(priv, &ep->fence_pending, 1);
+        ep->fence_dispatching = 0;
+        if (ucs_queue_is_empty(&ep->fence_pending)) {
+            ep->fence = UCT_CRYPT_FENCE_NONE;
+        }
+    }
+}
+
+/* One bulk put of a contiguous span (put_zcopy, and the answer to a get) */
+ucs_status_t uct_crypt_bulk_put(uct_crypt_ep_t *ep, const void *src,
+                                size_t length, uint64_t remote_addr,
+                                uct_rkey_t inner_rkey,
+                                uct_completion_t *comp)
+{
+    uct_crypt_bulk_tx_t *tx;
+    uct_crypt_bulk_op_t *op;
+
+    tx = uct_crypt_bulk_tx_get(ep);
+    op = ucs_calloc(1, sizeof(*op), "crypt bulk put");
+    if ((tx == NULL) || (op == NULL)) {
+        ucs_free(op);
+        return UCS_ERR_NO_MEMORY;
+    }
+    op->tx           = tx;
+    op->src          = src;
+    op->length       = length;
+    op->remote_addr  = remote_addr;
+    op->inner_rkey   = inner_rkey;
+    op->comp         = comp;
+    op->put_id       = tx->next_put_id++;
+    op->num_segments = tx->bulk->naive ? 1 :
+                       ucs_max(1, ucs_div_round_up(length, tx->bulk->segment));
+    op->inline_seal  = (tx->bulk->outstanding >= tx->bulk->max_outstanding);
+    ++tx->bulk->outstanding;
+    ucs_list_add_tail(&tx->ops, &op->list);
+
+    uct_crypt_bulk_activate(tx);
+    uct_crypt_bulk_tx_seal(tx);
+    uct_crypt_bulk_tx_send(tx);
+    return UCS_INPROGRESS;
+}
+
+ucs_status_t uct_crypt_bulk_check_iov(uct_crypt_ep_t *ep,
+                                      const uct_iov_t *iov, size_t iovcnt)
+{
+    if (ucs_unlikely(ep->failed)) {
+        return UCS_ERR_CONNECTION_RESET;
+    }
+    if (ucs_unlikely(!ep->peer_known)) {
+        return UCS_ERR_NOT_CONNECTED;
+    }
+    if (ucs_unlikely(uct_crypt_ep_fenced(ep))) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+    if (ucs_unlikely((iovcnt != 1) || (iov[0].count != 1) ||
+                     (iov[0].length > UCT_CRYPT_BULK_MAX_PUT))) {
+        return UCS_ERR_INVALID_PARAM; /* as advertised: one contiguous span */
+    }
+    return UCS_OK;
+}
+
+ucs_status_t uct_crypt_ep_put_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
+                                    size_t iovcnt, uint64_t remote_addr,
+                                    uct_rkey_t rkey, uct_completion_t *comp)
+{
+    uct_crypt_ep_t *ep  = ucs_derived_of(tl_ep, uct_crypt_ep_t);
+    ucs_status_t status = uct_crypt_bulk_check_iov(ep, iov, iovcnt);
+
+    if (status != UCS_OK) {
+        return status;
+    }
+    return uct_crypt_bulk_put(ep, iov[0].buffer, iov[0].length, remote_addr,
+                              ((uct_crypt_rkey_t*)rkey)->inner.rkey, comp);
+}

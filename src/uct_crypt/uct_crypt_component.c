@@ -1,0 +1,195 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The crypt component and its loading.
+ *
+ * Loading: the constructor registers component and tl "crypt" and takes the
+ * network components (tcp, ib, rdmacm, ...) off UCT's component list
+ * (uct_crypt_inner.c), so UCP can reach the network only through crypt,
+ * whatever UCX_TLS says: fail closed. Intra-node components stay visible
+ * and untouched.
+ *
+ * The component offers one md per selected (inner md, inner tl) pair
+ * (uct_crypt_md.c); its remote keys are the inner's, behind the inner
+ * component's name.
+ */
+#include "uct_crypt.h"
+
+#include <uct/api/version.h>
+#include <ucs/sys/string.h>
+#include <dlfcn.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int uct_crypt_registered;
+
+/* ---- component: md resources --------------------------------------------- */
+
+typedef struct {
+    uct_md_resource_desc_t *resources;
+    unsigned               count;
+} uct_crypt_resource_list_t;
+
+static int uct_crypt_add_resource(void *arg, uct_component_h component,
+                                  const char *md_name, const char *tl_name)
+{
+    uct_crypt_resource_list_t *list = arg;
+    uct_md_resource_desc_t *grown;
+
+    grown = ucs_realloc(list->resources, sizeof(*grown) * (list->count + 1),
+                        "crypt md resources");
+    if (grown == NULL) {
+        return 1;
+    }
+    list->resources = grown;
+    uct_crypt_md_name(grown[list->count++].md_name, md_name, tl_name);
+    return 0;
+}
+
+static ucs_status_t
+uct_crypt_query_md_resources(uct_component_t *component,
+                             uct_md_resource_desc_t **resources_p,
+                             unsigned *num_resources_p)
+{
+    uct_crypt_resource_list_t list = {NULL, 0};
+    char unmatched[256];
+
+    uct_crypt_foreach_inner(uct_crypt_add_resource, &list, unmatched,
+                            sizeof(unmatched));
+    /* An alias names several transports, of which a host has some: only
+     * when nothing at all matched is the configuration wrong. */
+    if ((list.count == 0) && (unmatched[0] != '\0')) {
+        /* misconfiguration: say so, loudly, and offer nothing for it */
+        ucs_error("crypt: inner transport(s)%s not available on this host; "
+                  "set UCX_CRYPT_TLS (or the network transports in UCX_TLS) "
+                  "to ones 'ucx_info -d' lists under crypt, e.g. tcp or rc",
+                  unmatched);
+    }
+    *resources_p     = list.resources;
+    *num_resources_p = list.count;
+    return UCS_OK;
+}
+
+/* ---- remote keys ---------------------------------------------------------- */
+
+/* The rkey names the inner component: unpack with it, keep the bundle. */
+static ucs_status_t uct_crypt_rkey_unpack(uct_component_t *component,
+                                          const void *rkey_buffer,
+                                          uct_rkey_t *rkey_p, void **handle_p)
+{
+    char name[UCT_COMPONENT_NAME_MAX + 1];
+    uct_component_h inner;
+    uct_crypt_rkey_t *rkey;
+    ucs_status_t status;
+
+    ucs_strncpy_zero(name, rkey_buffer, sizeof(name));
+    inner = uct_crypt_inner_component_find(name);
+    if (inner == NULL) {
+        ucs_error("crypt: remote key for unknown inner component '%s'", name);
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    rkey = ucs_malloc(sizeof(*rkey), "crypt rkey");
+    if (rkey == NULL) {
+        return UCS_ERR_NO_MEMORY;
+    }
+    rkey->component = inner;
+    status = uct_rkey_unpack(rkey->component,
+                             UCS_PTR_BYTE_OFFSET(rkey_buffer,
+                                                 UCT_COMPONENT_NAME_MAX),
+                             &rkey->inner);
+    if (status != UCS_OK) {
+        ucs_free(rkey);
+        return status;
+    }
+    *rkey_p   = (uintptr_t)rkey;
+    *handle_p = rkey;
+    return UCS_OK;
+}
+
+static ucs_status_t uct_crypt_rkey_release(uct_component_t *component,
+                                           uct_rkey_t tl_rkey, void *handle)
+{
+    uct_crypt_rkey_t *rkey = handle;
+    ucs_status_t status;
+
+    status = uct_rkey_release(rkey->component, &rkey->inner);
+    ucs_free(rkey);
+    return status;
+}
+
+uct_component_t uct_crypt_component = {
+    .query_md_resources = uct_crypt_query_md_resources,
+    .md_open            = uct_crypt_md_open,
+    .cm_open            = ucs_empty_function_return_unsupported,
+    .rkey_unpack        = uct_crypt_rkey_unpack,
+    .rkey_ptr           = ucs_empty_function_return_unsupported,
+    .rkey_release       = uct_crypt_rkey_release,
+    .name               = UCT_CRYPT_NAME,
+    .md_config          = {
+        .name           = "Crypt memory domain",
+        .prefix         = UCT_CRYPT_CONFIG_PREFIX,
+        .table          = uct_crypt_md_config_table,
+        .size           = sizeof(uct_crypt_md_config_t),
+    },
+    .cm_config          = UCS_CONFIG_EMPTY_GLOBAL_LIST_ENTRY,
+    .tl_list            = UCT_COMPONENT_TL_LIST_INITIALIZER(&uct_crypt_component),
+    .flags              = 0,
+    .md_vfs_init        = (uct_component_md_vfs_init_func_t)ucs_empty_function
+};
+
+/* ---- loading ------------------------------------------------------------- */
+
+/* Refuse to run inside another UCX release than the one we were compiled
+ * against: the internal struct layouts we embed would not match. */
+static void uct_crypt_check_ucx_version(void)
+{
+    void (*get_version)(unsigned*, unsigned*, unsigned*);
+    unsigned major, minor, release;
+
+    get_version = (void (*)(unsigned*, unsigned*, unsigned*))
+            dlsym(RTLD_DEFAULT, "ucp_get_version");
+    if (get_version == NULL) {
+        return; /* a UCT-only program: libuct's soname pins the ABI */
+    }
+    get_version(&major, &minor, &release);
+    if ((major != UCT_VERNO_MAJOR) || (minor != UCT_VERNO_MINOR)) {
+        fprintf(stderr, "ucx-crypt: FATAL: built for UCX %s but running with "
+                "UCX %u.%u.%u: rebuild ucx-crypt against this UCX (configure "
+                "--with-ucx/--with-ucx-src) or run with the UCX it was built "
+                "for\n", UCX_CRYPT_BUILT_FOR_UCX, major, minor, release);
+        _exit(1);
+    }
+}
+
+static void UCS_F_CTOR uct_crypt_init(void)
+{
+    uct_crypt_global_config_read();
+    if (!uct_crypt_global.enable) {
+        ucs_warn("crypt: disabled by UCX_CRYPT_ENABLE=n: network traffic is "
+                 "NOT encrypted");
+        return;
+    }
+
+    /* may set UCX_CRYPT_TLS: read the configuration again */
+    uct_crypt_inner_from_ucx_tls();
+    uct_crypt_global_config_release();
+    uct_crypt_global_config_read();
+
+    uct_crypt_check_ucx_version();
+    uct_crypt_inner_hide_network();
+    uct_tl_register(&uct_crypt_component, &uct_crypt_tl);
+    uct_component_register(&uct_crypt_component);
+    uct_crypt_registered = 1;
+    if (uct_crypt_global.stats) {
+        atexit(uct_crypt_stats_print);
+    }
+}
+
+static void UCS_F_DTOR uct_crypt_cleanup(void)
+{
+    if (uct_crypt_registered) {
+        uct_component_unregister(&uct_crypt_component);
+        uct_crypt_inner_restore();
+    }
+    uct_crypt_global_cleanup();
+}

@@ -1,0 +1,191 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * TESTING ONLY: the tamper hooks of the tests (UCX_CRYPT_FAULT,
+ * UCX_CRYPT_FAULT_AFTER). A process tampers with its own outgoing records
+ * or bulk segments, so that the tests can check that its peer detects
+ * every kind of forgery. Compiled only into test builds (configure
+ * --enable-fault-injection, which `contrib/quickstart.sh check` uses); a
+ * release build has neither this code nor its options, as WireGuard keeps
+ * its self-tests behind DEBUG.
+ */
+#include "uct_crypt.h"
+
+#include <openssl/rand.h>
+#include <ucs/sys/math.h>
+#include <endian.h>
+#include <string.h>
+
+void uct_crypt_fault_init(uct_crypt_iface_t *iface,
+                          const uct_crypt_iface_config_t *config)
+{
+    static const char *names[] = {
+        [UCT_CRYPT_FAULT_NONE]            = "none",
+        [UCT_CRYPT_FAULT_FLIP_HEADER]     = "flip_header",
+        [UCT_CRYPT_FAULT_FLIP_CIPHERTEXT] = "flip_ciphertext",
+        [UCT_CRYPT_FAULT_FLIP_TAG]        = "flip_tag",
+        [UCT_CRYPT_FAULT_TRUNCATE]        = "truncate",
+        [UCT_CRYPT_FAULT_REPLAY]          = "replay",
+        [UCT_CRYPT_FAULT_REORDER]         = "reorder",
+        [UCT_CRYPT_FAULT_DROP]            = "drop",
+        [UCT_CRYPT_FAULT_INJECT]          = "inject",
+        [UCT_CRYPT_FAULT_BULK_FLIP_CIPHERTEXT] = "bulk_flip_ciphertext",
+        [UCT_CRYPT_FAULT_BULK_FLIP_TAG]   = "bulk_flip_tag",
+        [UCT_CRYPT_FAULT_BULK_DROP]       = "bulk_drop",
+        [UCT_CRYPT_FAULT_BULK_REORDER]    = "bulk_reorder",
+        [UCT_CRYPT_FAULT_BULK_TRUNCATE]   = "bulk_truncate",
+        [UCT_CRYPT_FAULT_BULK_MOVE]       = "bulk_move",
+        [UCT_CRYPT_FAULT_BULK_SPLICE]     = "bulk_splice"
+    };
+    int i;
+
+    /* UCS classes are not zero-filled */
+    memset(&iface->fault, 0, sizeof(iface->fault));
+    iface->fault.kind  = UCT_CRYPT_FAULT_NONE;
+    iface->fault.after = config->fault_after;
+    for (i = 0; i < UCT_CRYPT_FAULT_LAST; ++i) {
+        if (!strcmp(config->fault, names[i])) {
+            iface->fault.kind = (uct_crypt_fault_t)i;
+        }
+    }
+    if (iface->fault.kind != UCT_CRYPT_FAULT_NONE) {
+        ucs_warn("crypt: TESTING: will '%s' outgoing record/segment %lu",
+                 config->fault, iface->fault.after);
+    }
+}
+
+typedef struct {
+    const uint8_t *data;
+    size_t        length;
+} uct_crypt_raw_record_t;
+
+static size_t uct_crypt_pack_raw(void *dest, void *arg)
+{
+    uct_crypt_raw_record_t *raw = arg;
+
+    memcpy(dest, raw->data, raw->length);
+    return raw->length;
+}
+
+static void uct_crypt_fault_send_raw(uct_crypt_ep_t *ep, uint8_t am_id,
+                                     const uint8_t *data, size_t length)
+{
+    uct_crypt_raw_record_t raw = {data, length};
+
+    (void)uct_ep_am_bcopy(ep->inner, am_id, uct_crypt_pack_raw, &raw, 0);
+}
+
+int uct_crypt_fault_apply(uct_crypt_iface_t *iface, uct_crypt_ep_t *ep,
+                          uint8_t am_id, uint8_t *record, size_t *length)
+{
+    size_t hdr_len = CRYPT_RECORD_HDR_LEN;
+    uint8_t forged[256];
+
+    if ((((crypt_record_hdr_t*)record)->type == CRYPT_RECORD_HELLO) ||
+        (iface->fault.kind >= UCT_CRYPT_FAULT_BULK_FLIP_CIPHERTEXT)) {
+        return 0; /* data records of an established flow; bulk: elsewhere */
+    }
+
+    if (iface->fault.held_record != NULL) {
+        /* reorder: this record goes first, the held one after it */
+        uct_crypt_fault_send_raw(ep, am_id, record, *length);
+        uct_crypt_fault_send_raw(ep, iface->fault.held_am_id,
+                                 iface->fault.held_record,
+                                 iface->fault.held_length);
+        ucs_free(iface->fault.held_record);
+        iface->fault.held_record = NULL;
+        return 1;
+    }
+
+    if (++iface->fault.records_sent != iface->fault.after) {
+        return 0;
+    }
+
+    switch (iface->fault.kind) {
+    case UCT_CRYPT_FAULT_FLIP_HEADER:
+        record[1] ^= 1; /* key generation: authenticated as AAD */
+        return 0;
+    case UCT_CRYPT_FAULT_FLIP_CIPHERTEXT:
+        record[hdr_len + (*length - hdr_len - CRYPT_AEAD_TAG_LEN) / 2] ^= 0x10;
+        return 0;
+    case UCT_CRYPT_FAULT_FLIP_TAG:
+        record[*length - 1] ^= 0x80;
+        return 0;
+    case UCT_CRYPT_FAULT_TRUNCATE:
+        *length -= 1;
+        return 0;
+    case UCT_CRYPT_FAULT_REPLAY:
+        /* the record, then the same record again */
+        uct_crypt_fault_send_raw(ep, am_id, record, *length);
+        return 0;
+    case UCT_CRYPT_FAULT_REORDER:
+        iface->fault.held_record = ucs_malloc(*length, "crypt held record");
+        if (iface->fault.held_record == NULL) {
+            return 0;
+        }
+        memcpy(iface->fault.held_record, record, *length);
+        iface->fault.held_length = *length;
+        iface->fault.held_am_id  = am_id;
+        return 1;
+    case UCT_CRYPT_FAULT_DROP:
+        return 1;
+    case UCT_CRYPT_FAULT_INJECT:
+        /* an attacker's record in the flow's place: right header, random
+         * body and tag */
+        hdr_len = ucs_min(*length, sizeof(forged));
+        memcpy(forged, record, CRYPT_RECORD_HDR_LEN);
+        RAND_bytes(forged + CRYPT_RECORD_HDR_LEN, (int)(hdr_len - CRYPT_RECORD_HDR_LEN));
+        uct_crypt_fault_send_raw(ep, am_id, forged, hdr_len);
+        return 0;
+    default:
+        return 0;
+    }
+}
+
+int uct_crypt_bulk_fault_due(uct_crypt_iface_t *iface)
+{
+    return (iface->fault.kind >= UCT_CRYPT_FAULT_BULK_FLIP_CIPHERTEXT) &&
+           (++iface->fault.bulk_segments_sent == iface->fault.after);
+}
+
+/* Returns 1 if the announcement must not be sent (dropped). */
+int uct_crypt_bulk_fault_announce(uct_crypt_iface_t *iface,
+                                  crypt_bulk_segment_t *announce)
+{
+    switch (iface->fault.kind) {
+    case UCT_CRYPT_FAULT_BULK_FLIP_TAG:
+        announce->tag[0] ^= 0x01;
+        return 0;
+    case UCT_CRYPT_FAULT_BULK_DROP:
+        return 1;
+    case UCT_CRYPT_FAULT_BULK_REORDER:
+        announce->index = htole32(le32toh(announce->index) + 1);
+        return 0;
+    case UCT_CRYPT_FAULT_BULK_TRUNCATE:
+        announce->last = !announce->last;
+        return 0;
+    case UCT_CRYPT_FAULT_BULK_MOVE:
+        announce->address = htole64(le64toh(announce->address) + 64);
+        return 0;
+    case UCT_CRYPT_FAULT_BULK_SPLICE:
+        announce->put_id = htole64(le64toh(announce->put_id) + 1);
+        return 0;
+    default:
+        return 0;
+    }
+}
+
+
+void uct_crypt_bulk_fault_seal(uct_crypt_iface_t *iface, uint8_t *bounce,
+                               size_t length)
+{
+    if ((iface->fault.kind == UCT_CRYPT_FAULT_BULK_FLIP_CIPHERTEXT) &&
+        (length > 0)) {
+        bounce[length / 2] ^= 0x10;
+    }
+}
+
+void uct_crypt_fault_cleanup(uct_crypt_iface_t *iface)
+{
+    ucs_free(iface->fault.held_record);
+    iface->fault.held_record = NULL;
+}

@@ -1,0 +1,202 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Bulk get over crypt: a GET_REQ record asks the peer to seal the range and
+ * put it into our buffer (uct_crypt_wire.h). The target serves it only from
+ * memory it registered; the initiator opens the answer only inside the
+ * window of a get it asked for, and completes the get on GET_DONE.
+ */
+#include "uct_crypt_bulk.h"
+
+#include <openssl/crypto.h>
+
+/* get = ask the peer to seal the range and put it into our buffer
+ * (crypt_wire.h); our remote key for the buffer goes with the request */
+ucs_status_t uct_crypt_ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
+                                    size_t iovcnt, uint64_t remote_addr,
+                                    uct_rkey_t rkey, uct_completion_t *comp)
+{
+    uct_crypt_ep_t *ep       = ucs_derived_of(tl_ep, uct_crypt_ep_t);
+    uct_crypt_iface_t *iface = ucs_derived_of(ep->super.super.iface,
+                                              uct_crypt_iface_t);
+    ucs_status_t status      = uct_crypt_bulk_check_iov(ep, iov, iovcnt);
+    crypt_bulk_get_req_t req;
+    uct_crypt_bulk_get_t *get;
+    uct_crypt_bulk_tx_t *tx;
+    size_t rkey_len;
+    uint8_t *request;
+
+    (void)rkey; /* the peer reads its own memory; it checks the range */
+    if (status != UCS_OK) {
+        return status;
+    }
+    rkey_len = iface->bulk->rkey_packed_size;
+    if (((iov[0].memh == UCT_MEM_HANDLE_NULL) && iface->bulk->need_memh) ||
+        (sizeof(req) + rkey_len > iface->inner_attr.cap.am.max_bcopy / 2)) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+    tx      = uct_crypt_bulk_tx_get(ep);
+    get     = ucs_calloc(1, sizeof(*get), "crypt bulk get");
+    request = ucs_alloca(sizeof(req) + rkey_len);
+    if ((tx == NULL) || (get == NULL)) {
+        ucs_free(get);
+        return UCS_ERR_NO_MEMORY;
+    }
+    status = uct_crypt_md_pack_rkey(ucs_derived_of(iface->super.md, uct_crypt_md_t),
+                                    iov[0].memh, request + sizeof(req));
+    if (status != UCS_OK) {
+        ucs_free(get);
+        return status;
+    }
+    memset(&req, 0, sizeof(req));
+    req.kind        = CRYPT_CONTROL_GET_REQ;
+    req.rkey_length = htole32((uint32_t)rkey_len);
+    req.get_id      = htole64(tx->next_get_id);
+    req.remote_addr = htole64(remote_addr);
+    req.local_addr  = htole64((uintptr_t)iov[0].buffer);
+    req.length      = htole64(iov[0].length);
+    memcpy(request, &req, sizeof(req));
+    status = uct_crypt_ep_send_control(ep, request, sizeof(req) + rkey_len);
+    if (status != UCS_OK) {
+        ucs_free(get); /* NO_RESOURCE: UCP asks again */
+        return status;
+    }
+    get->get_id  = tx->next_get_id++;
+    get->comp    = comp;
+    get->address = (uintptr_t)iov[0].buffer;
+    get->length  = iov[0].length;
+    ucs_list_add_tail(&tx->gets, &get->list);
+    return UCS_INPROGRESS;
+}
+
+/* Is [address, address + length) inside the destination of a get that we
+ * asked the peer with this public key for? (UCP does not register a get's
+ * destination where the inner needs no handle: tcp.) */
+int uct_crypt_bulk_get_window(uct_crypt_iface_t *iface,
+                              const uint8_t *peer_public,
+                              uint64_t address, uint64_t length)
+{
+    uct_crypt_bulk_get_t *get;
+    uct_crypt_ep_t *ep;
+
+    ucs_list_for_each(ep, &iface->eps, list) {
+        if ((ep->bulk == NULL) ||
+            CRYPTO_memcmp(ep->peer_public, peer_public, KEYEX_PUBLIC_KEY_LEN)) {
+            continue;
+        }
+        ucs_list_for_each(get, &ep->bulk->gets, list) {
+            if ((address >= get->address) && (address + length >= address) &&
+                (address + length <= get->address + get->length)) {
+                return 1;
+            }
+        }
+    }
+    return 0;
+}
+
+/* the put answering a get was acknowledged: tell the initiator */
+static void uct_crypt_bulk_served(uct_completion_t *self)
+{
+    uct_crypt_bulk_serve_t *serve = ucs_container_of(self, uct_crypt_bulk_serve_t,
+                                                     comp);
+
+    if (self->status == UCS_OK) {
+        uct_crypt_bulk_reply(serve->iface, serve->peer_public,
+                             le64toh(serve->done.flow_id), &serve->done);
+    }
+    uct_rkey_release(&uct_crypt_component, &serve->rkey);
+    ucs_free(serve);
+}
+
+/* A peer's GET_REQ, in an authenticated, in-sequence record: seal the
+ * range and put it to the peer, if the range is memory we registered (a
+ * get may not read anything else, whatever the peer's key says). */
+void uct_crypt_bulk_serve_get(uct_crypt_iface_t *iface,
+                              uct_crypt_rx_flow_t *flow, uint8_t am_id,
+                              const uint8_t *payload, size_t length)
+{
+    uct_crypt_md_t *md = ucs_derived_of(iface->super.md, uct_crypt_md_t);
+    uct_crypt_bulk_serve_t *serve = NULL;
+    crypt_bulk_get_req_t req;
+    uint64_t get_id, remote_addr, local_addr, get_length;
+    uct_crypt_ep_t *ep;
+    ucs_status_t status;
+
+    memcpy(&req, payload, sizeof(req));
+    get_id      = le64toh(req.get_id);
+    remote_addr = le64toh(req.remote_addr);
+    local_addr  = le64toh(req.local_addr);
+    get_length  = le64toh(req.length);
+    if ((length != sizeof(req) + le32toh(req.rkey_length)) ||
+        (le32toh(req.rkey_length) < UCT_COMPONENT_NAME_MAX) ||
+        (get_id != flow->bulk_next_get) || (get_length > UCT_CRYPT_BULK_MAX_PUT) ||
+        (iface->bulk == NULL)) {
+        goto reject;
+    }
+    if (!uct_crypt_md_registered(md, remote_addr, get_length)) {
+        ucs_error("crypt: " uct_crypt_log_peer_fmt " asked to read %" PRIu64
+                  " bytes at 0x%" PRIx64 ", outside registered memory",
+                  uct_crypt_log_peer_arg(flow->peer_public, flow->flow_id),
+                  get_length, remote_addr);
+        goto reject;
+    }
+    ++flow->bulk_next_get;
+    UCT_CRYPT_STAT_ADD(bulk_gets_served, 1);
+
+    ep    = uct_crypt_bulk_ep_to(iface, flow->peer_public);
+    serve = ucs_calloc(1, sizeof(*serve), "crypt bulk get served");
+    if ((ep == NULL) || (serve == NULL)) {
+        ucs_error("crypt: cannot answer a get from " uct_crypt_log_peer_fmt
+                  ": no endpoint back to it", uct_crypt_log_peer_arg(
+                  flow->peer_public, flow->flow_id));
+        goto reject_free;
+    }
+    if (uct_rkey_unpack(&uct_crypt_component, payload + sizeof(req),
+                        &serve->rkey) != UCS_OK) {
+        goto reject_free;
+    }
+    serve->comp.func   = uct_crypt_bulk_served;
+    serve->comp.count  = 1;
+    serve->comp.status = UCS_OK;
+    serve->iface       = iface;
+    memcpy(serve->peer_public, flow->peer_public, KEYEX_PUBLIC_KEY_LEN);
+    serve->done.kind    = CRYPT_CONTROL_GET_DONE;
+    serve->done.flow_id = htole64(flow->flow_id);
+    serve->done.put_id  = htole64(get_id);
+    status = uct_crypt_bulk_put(ep, (const void*)(uintptr_t)remote_addr,
+                                get_length, local_addr,
+                                ((uct_crypt_rkey_t*)serve->rkey.rkey)->inner.rkey,
+                                &serve->comp);
+    if (status == UCS_INPROGRESS) {
+        return;
+    }
+    uct_rkey_release(&uct_crypt_component, &serve->rkey);
+reject_free:
+    ucs_free(serve);
+reject:
+    uct_crypt_record_reject(iface, flow, NULL, flow->flow_id, am_id,
+                            UCT_CRYPT_FAIL_MALFORMED);
+}
+
+/* GET_DONE: our oldest get on that flow is in place and opened */
+void uct_crypt_bulk_get_done(uct_crypt_iface_t *iface,
+                             uct_crypt_rx_flow_t *flow, uint8_t am_id,
+                             const crypt_bulk_ack_t *done)
+{
+    uct_crypt_bulk_tx_t *tx = uct_crypt_bulk_tx_of(iface, flow,
+                                                   le64toh(done->flow_id));
+    uct_crypt_bulk_get_t *get;
+
+    /* in order, and only from the peer we asked */
+    if ((tx != NULL) && !ucs_list_is_empty(&tx->gets)) {
+        get = ucs_list_head(&tx->gets, uct_crypt_bulk_get_t, list);
+        if (get->get_id == le64toh(done->put_id)) {
+            ucs_list_del(&get->list);
+            uct_invoke_completion(get->comp, UCS_OK);
+            ucs_free(get);
+            uct_crypt_bulk_tx_flushes(tx);
+            return;
+        }
+    }
+    uct_crypt_record_reject(iface, flow, NULL, flow->flow_id, am_id,
+                            UCT_CRYPT_FAIL_MALFORMED);
+}

@@ -1,0 +1,238 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Process-wide state of the crypt transport: the UCX_CRYPT_* options that
+ * are not per md or per iface (one UCX config table, read once by the
+ * loader), the job secret and AES-GCM backend (set up once, by the first md
+ * opened), and the record counters (uct_crypt_stats.h).
+ */
+#include "uct_crypt.h"
+
+#include <ucs/datastruct/string_buffer.h>
+#include <ucs/sys/string.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+uct_crypt_global_config_t uct_crypt_global;
+uint8_t *uct_crypt_job_secret;
+
+ucs_config_field_t uct_crypt_global_config_table[] = {
+    {"ENABLE", "y",
+     "Encrypt network traffic. With 'n' the shim stays out of the way and says\n"
+     "so in the log: traffic is then NOT encrypted.",
+     ucs_offsetof(uct_crypt_global_config_t, enable), UCS_CONFIG_TYPE_BOOL},
+
+    {"TLS", "",
+     "Inner network transports that crypt encrypts over, e.g. tcp or rc.\n"
+     "Empty: the network transports named in UCX_TLS beside 'crypt', or every\n"
+     "network transport if there are none.",
+     ucs_offsetof(uct_crypt_global_config_t, tls), UCS_CONFIG_TYPE_STRING},
+
+    {"KEY_FILE", "",
+     "Job secret: a file of 32 random bytes, mode 0600, made by ucx-crypt-keygen.\n"
+     "Without one, peers are not authenticated (passive-adversary security only).",
+     ucs_offsetof(uct_crypt_global_config_t, key_file), UCS_CONFIG_TYPE_STRING},
+
+    {"KEY_BITS", "128",
+     "AES key size of the GCM records: 128 or 256.",
+     ucs_offsetof(uct_crypt_global_config_t, key_bits), UCS_CONFIG_TYPE_UINT},
+
+    {"BACKEND", "auto",
+     "AES-GCM implementation: auto (ipsec-mb if built in), ipsec-mb, openssl.",
+     ucs_offsetof(uct_crypt_global_config_t, backend), UCS_CONFIG_TYPE_STRING},
+
+    {"STATS", "n",
+     "Print the record counters (sealed, opened, failures by reason) at exit.",
+     ucs_offsetof(uct_crypt_global_config_t, stats), UCS_CONFIG_TYPE_BOOL},
+
+    {"REKEY_RECORDS", "0",
+     "Update a flow's key after this many records, and its bulk key after\n"
+     "this many bulk segments, at the next put (0: the limits of\n"
+     "src/keyex/keyex.h). Lower values are for testing key updates.",
+     ucs_offsetof(uct_crypt_global_config_t, rekey_records), UCS_CONFIG_TYPE_ULONG},
+
+    {"COLL_NODES", "",
+     "Collectives (MPI adapter): emulate nodes on one machine, N, N:block or\n"
+     "N:cyclic. Empty: the MPI library's shared-memory split.",
+     ucs_offsetof(uct_crypt_global_config_t, coll_nodes), UCS_CONFIG_TYPE_STRING},
+
+    {"COLL_TUNE", "",
+     "Collectives (MPI adapter): algorithm per size, UCC style:\n"
+     "allgather:LO-HI:ALG[,...] with ALG in naive, o-ring, o-rd, o-rd2, c-ring,\n"
+     "c-rd, hs1, hs2. Empty: the built-in score table.",
+     ucs_offsetof(uct_crypt_global_config_t, coll_tune), UCS_CONFIG_TYPE_STRING},
+
+    {"COLL_VERBOSE", "n",
+     "Collectives (MPI adapter): print each call's algorithm and crypto counts.",
+     ucs_offsetof(uct_crypt_global_config_t, coll_verbose), UCS_CONFIG_TYPE_BOOL},
+
+    {"COLL_FAULT", "",
+     "TESTING ONLY (MPI adapter): this rank forges its first frame to another node.",
+     ucs_offsetof(uct_crypt_global_config_t, coll_fault), UCS_CONFIG_TYPE_STRING},
+
+    {"COLL_LANE", "auto",
+     "Where the MPI adapter sends collective frames between nodes: 'auto' on the\n"
+     "collective lane (the network transport under crypt, frames not sealed a\n"
+     "second time; src/uct_crypt/api/uct_crypt_lane.h) where every rank has one,\n"
+     "'transport' through the MPI library (sealed again by crypt).",
+     ucs_offsetof(uct_crypt_global_config_t, coll_lane), UCS_CONFIG_TYPE_STRING},
+
+    {NULL}
+};
+
+/* ---- statistics ---------------------------------------------------------- */
+
+uct_crypt_stats_t uct_crypt_process_stats;
+
+void uct_crypt_stats_read(uct_crypt_stats_t *stats)
+{
+    uint64_t *dst = (uint64_t*)stats;
+    uint64_t *src = (uint64_t*)&uct_crypt_process_stats;
+    size_t i;
+
+    for (i = 0; i < sizeof(*stats) / sizeof(uint64_t); ++i) {
+        dst[i] = __atomic_load_n(&src[i], __ATOMIC_RELAXED);
+    }
+}
+
+const char *uct_crypt_fail_reason_name(uct_crypt_fail_reason_t reason)
+{
+    static const char *names[] = {
+        [UCT_CRYPT_FAIL_AUTH]         = "authentication failed",
+        [UCT_CRYPT_FAIL_REPLAY]       = "replayed record",
+        [UCT_CRYPT_FAIL_REORDER]      = "reordered or dropped record",
+        [UCT_CRYPT_FAIL_UNKNOWN_FLOW] = "record of an unknown flow",
+        [UCT_CRYPT_FAIL_MALFORMED]    = "malformed record",
+        [UCT_CRYPT_FAIL_HANDSHAKE]    = "handshake refused",
+        [UCT_CRYPT_FAIL_FLOW_FAILED]  = "record on a failed flow",
+        [UCT_CRYPT_FAIL_BULK_ORDER]   = "bulk segment out of order"
+    };
+    return (reason < UCT_CRYPT_FAIL_LAST) ? names[reason] : "unknown";
+}
+
+void uct_crypt_stats_print(void)
+{
+    UCS_STRING_BUFFER_ONSTACK(line, 512);
+    uct_crypt_stats_t s;
+    int i;
+
+    uct_crypt_stats_read(&s);
+    ucs_string_buffer_appendf(&line, "[ucx-crypt pid %d] records sealed %"
+                              PRIu64 " (%" PRIu64 " bytes), opened %" PRIu64
+                              " (%" PRIu64 " bytes), key updates %" PRIu64
+                              ", bulk bytes sealed %" PRIu64 " opened %" PRIu64
+                              ", bulk key updates %" PRIu64
+                              ", bulk gets served %" PRIu64,
+                              getpid(), s.records_sealed, s.bytes_sealed,
+                              s.records_opened, s.bytes_opened, s.rekeys,
+                              s.bulk_bytes_sealed, s.bulk_bytes_opened,
+                              s.bulk_rekeys, s.bulk_gets_served);
+    for (i = 0; i < UCT_CRYPT_FAIL_LAST; ++i) {
+        ucs_string_buffer_appendf(&line, ", %s %" PRIu64,
+                                  uct_crypt_fail_reason_name(
+                                          (uct_crypt_fail_reason_t)i),
+                                  s.failures[i]);
+    }
+    ucs_string_buffer_appendf(&line, "\n");
+    /* one write: ranks of one job share stderr, lines must not interleave */
+    if (write(STDERR_FILENO, ucs_string_buffer_cstr(&line),
+              ucs_string_buffer_length(&line)) < 0) {
+        /* nothing sensible left to do at exit */
+    }
+}
+
+/* ---- process-wide init: job secret, backend ------------------------------ */
+
+static ucs_status_t uct_crypt_global_status = UCS_ERR_NO_ELEM;
+static pthread_once_t uct_crypt_global_once = PTHREAD_ONCE_INIT;
+
+static void uct_crypt_global_init_once(void)
+{
+    char error[KEYEX_ERROR_MAX];
+    crypt_aead_backend_t backend;
+
+    backend = crypt_aead_backend_from_name(uct_crypt_global.backend);
+    if (backend == CRYPT_AEAD_BACKEND_LAST) {
+        ucs_error("crypt: UCX_CRYPT_BACKEND=%s is not one of auto, ipsec-mb, "
+                  "openssl", uct_crypt_global.backend);
+        uct_crypt_global_status = UCS_ERR_INVALID_PARAM;
+        return;
+    }
+    if (crypt_aead_init(backend) != CRYPT_AEAD_OK) {
+        ucs_error("crypt: AES-GCM backend '%s' is not available in this build "
+                  "(set UCX_CRYPT_BACKEND=openssl)", uct_crypt_global.backend);
+        uct_crypt_global_status = UCS_ERR_UNSUPPORTED;
+        return;
+    }
+    if ((uct_crypt_global.key_bits != 128) && (uct_crypt_global.key_bits != 256)) {
+        ucs_error("crypt: UCX_CRYPT_KEY_BITS=%u: use 128 or 256",
+                  uct_crypt_global.key_bits);
+        uct_crypt_global_status = UCS_ERR_INVALID_PARAM;
+        return;
+    }
+
+    if (uct_crypt_global.key_file[0] == '\0') {
+        ucs_warn("crypt: UCX_CRYPT_KEY_FILE is not set: traffic is encrypted "
+                 "but peers are not authenticated (an active attacker can "
+                 "impersonate them); create a job secret with ucx-crypt-keygen");
+    } else {
+        uct_crypt_job_secret = keyex_secure_alloc(KEYEX_JOB_SECRET_LEN);
+        if (uct_crypt_job_secret == NULL) {
+            uct_crypt_global_status = UCS_ERR_NO_MEMORY;
+            return;
+        }
+        if (keyex_job_secret_load(uct_crypt_global.key_file,
+                                  uct_crypt_job_secret, error,
+                                  sizeof(error)) != KEYEX_OK) {
+            ucs_error("crypt: %s", error);
+            keyex_secure_free(uct_crypt_job_secret, KEYEX_JOB_SECRET_LEN);
+            uct_crypt_job_secret    = NULL;
+            uct_crypt_global_status = UCS_ERR_INVALID_PARAM;
+            return;
+        }
+    }
+
+    ucs_debug("crypt: AES-%u-GCM on %s (%s), job secret %s",
+              uct_crypt_global.key_bits, crypt_aead_backend_name(
+                      crypt_aead_backend_resolve(backend)),
+              crypt_aead_backend_arch(backend),
+              uct_crypt_job_secret ? "loaded" : "absent");
+    uct_crypt_global_status = UCS_OK;
+}
+
+ucs_status_t uct_crypt_global_init(void)
+{
+    pthread_once(&uct_crypt_global_once, uct_crypt_global_init_once);
+    return uct_crypt_global_status;
+}
+
+/* UCX_CRYPT_* into uct_crypt_global; a bad value ends the process with a
+ * hint: this runs from the loader, before anything could report an error */
+void uct_crypt_global_config_read(void)
+{
+    ucs_status_t status;
+
+    status = ucs_config_parser_fill_opts(&uct_crypt_global,
+                                         uct_crypt_global_config_table, "UCX_",
+                                         UCT_CRYPT_CONFIG_PREFIX, 0);
+    if (status != UCS_OK) {
+        fprintf(stderr, "ucx-crypt: FATAL: invalid UCX_CRYPT_* setting (%s); "
+                "'ucx_info -c -f' documents them\n", ucs_status_string(status));
+        _exit(1);
+    }
+}
+
+void uct_crypt_global_config_release(void)
+{
+    ucs_config_parser_release_opts(&uct_crypt_global,
+                                   uct_crypt_global_config_table);
+}
+
+void uct_crypt_global_cleanup(void)
+{
+    if (uct_crypt_job_secret != NULL) {
+        keyex_secure_free(uct_crypt_job_secret, KEYEX_JOB_SECRET_LEN);
+        uct_crypt_job_secret = NULL;
+    }
+    uct_crypt_global_config_release();
+}

@@ -1,0 +1,312 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The inner transports: which UCT components are networks (hidden from UCP
+ * behind crypt at load time: fail closed) and which of their transports the
+ * user selected for crypt to encrypt over (UCX_CRYPT_TLS, or the network
+ * names in UCX_TLS beside "crypt").
+ */
+#include "uct_crypt.h"
+
+#include <ucs/sys/string.h>
+#include <stdlib.h>
+#include <string.h>
+
+static uct_component_h uct_crypt_inner_components[32];
+static unsigned uct_crypt_num_inner_components;
+
+/* Components that never leave the node: left visible. Anything else is
+ * treated as a network and hidden behind crypt (an unknown component is
+ * hidden too: fail closed). */
+static const char *uct_crypt_intra_node_components[] = {
+    "self", "sysv", "posix", "cma", "knem", "xpmem", "cuda_cpy", "cuda_ipc",
+    "gdr_copy", "rocm_cpy", "rocm_ipc", "ze_copy", "ze_ipc", UCT_CRYPT_NAME,
+    NULL
+};
+
+/* UCX_TLS words that name intra-node transports or are not transports */
+static const char *uct_crypt_not_inner_tls[] = {
+    "crypt", "self", "sm", "shm", "posix", "sysv", "cma", "knem", "xpmem",
+    "cuda", "cuda_copy", "cuda_ipc", "gdr_copy", "rocm", "rocm_copy",
+    "rocm_ipc", "all", NULL
+};
+
+/* The aliases of ucp_context.c (1.13.1, ucp_tl_aliases) for networks */
+static const struct {
+    const char *alias;
+    const char *tls;
+} uct_crypt_tl_aliases[] = {
+    {"rc",   "rc_mlx5,rc_verbs"},
+    {"rc_x", "rc_mlx5"},
+    {"rc_v", "rc_verbs"},
+    {"ud",   "ud_mlx5,ud_verbs"},
+    {"ud_x", "ud_mlx5"},
+    {"ud_v", "ud_verbs"},
+    {"dc",   "dc_mlx5"},
+    {"dc_x", "dc_mlx5"},
+    {"ib",   "rc_mlx5,ud_mlx5,dc_mlx5,rc_verbs,ud_verbs"},
+    {NULL,   NULL}
+};
+
+/* ---- inner transport selection ------------------------------------------- */
+
+static void uct_crypt_strcat(char *dst, const char *src, size_t max)
+{
+    size_t len = strlen(dst);
+
+    if (len + 1 < max) {
+        ucs_strncpy_zero(dst + len, src, max - len);
+    }
+}
+
+static int uct_crypt_word_in(const char *word, const char **list)
+{
+    for (; *list != NULL; ++list) {
+        if (!strcmp(word, *list)) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* A UCX_TLS word without its strict-name '\\' and ":aux" decorations. */
+static void uct_crypt_tl_base_name(const char *word, char *name, size_t max)
+{
+    ucs_strncpy_zero(name, word + (word[0] == '\\'), max);
+    name[strcspn(name, ":")] = '\0';
+}
+
+/* The inner tl names, comma separated, into `out`. */
+static void uct_crypt_inner_tls(char *out, size_t max)
+{
+    const char *source = uct_crypt_global.tls;
+    char *copy, *word, *save = NULL;
+    const char *env;
+    int i;
+
+    out[0] = '\0';
+    if (source[0] == '\0') {
+        env    = getenv("UCX_TLS");
+        source = ((env != NULL) && (env[0] != '^')) ? env : "";
+    }
+
+    copy = strdup(source);
+    if (copy == NULL) {
+        return;
+    }
+    for (word = strtok_r(copy, ",", &save); word != NULL;
+         word = strtok_r(NULL, ",", &save)) {
+        char name[64];
+        const char *tls;
+
+        uct_crypt_tl_base_name(word, name, sizeof(name));
+        if (uct_crypt_word_in(name, uct_crypt_not_inner_tls)) {
+            continue;
+        }
+        tls = name;
+        for (i = 0; uct_crypt_tl_aliases[i].alias != NULL; ++i) {
+            if (!strcmp(name, uct_crypt_tl_aliases[i].alias)) {
+                tls = uct_crypt_tl_aliases[i].tls;
+                break;
+            }
+        }
+        uct_crypt_strcat(out, ",", max);
+        uct_crypt_strcat(out, tls, max);
+    }
+    free(copy);
+}
+
+/* Is `tl_name` in the comma-led list `list` (",a,b")? */
+static int uct_crypt_tl_in_list(const char *list, const char *tl_name)
+{
+    char pattern[UCT_TL_NAME_MAX + 2];
+
+    ucs_snprintf_zero(pattern, sizeof(pattern), ",%s", tl_name);
+    for (const char *p = strstr(list, pattern); p != NULL;
+         p = strstr(p + 1, pattern)) {
+        char next = p[strlen(pattern)];
+        if ((next == ',') || (next == '\0')) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static int uct_crypt_tl_selected(const char *selected, const char *tl_name)
+{
+    /* nothing named: every network transport */
+    return (selected[0] == '\0') || uct_crypt_tl_in_list(selected, tl_name);
+}
+
+void uct_crypt_md_name(char *name, const char *inner_md, const char *tl)
+{
+    if (!strcmp(inner_md, tl)) {
+        ucs_snprintf_zero(name, UCT_MD_NAME_MAX, "%s", inner_md);
+    } else {
+        ucs_snprintf_zero(name, UCT_MD_NAME_MAX, "%s/%s", inner_md, tl);
+    }
+}
+
+/* Walk every (inner component, md, tl) the user selected (uct_crypt.h). */
+void uct_crypt_foreach_inner(uct_crypt_inner_cb_t cb, void *arg,
+                             char *unmatched, size_t unmatched_max)
+{
+    char selected[512], *word, *save = NULL, seen[512] = "";
+    uct_component_attr_t cattr;
+    uct_tl_resource_desc_t *tl_rscs;
+    unsigned c, m, t, num_tl_rscs;
+    uct_md_config_t *md_config;
+    uct_md_h md;
+    int stop = 0;
+
+    uct_crypt_inner_tls(selected, sizeof(selected));
+    for (c = 0; (c < uct_crypt_num_inner_components) && !stop; ++c) {
+        uct_component_h component = uct_crypt_inner_components[c];
+
+        cattr.field_mask = UCT_COMPONENT_ATTR_FIELD_MD_RESOURCE_COUNT;
+        if (uct_component_query(component, &cattr) != UCS_OK) {
+            continue;
+        }
+        cattr.md_resources = ucs_alloca(sizeof(*cattr.md_resources) *
+                                        cattr.md_resource_count);
+        cattr.field_mask   = UCT_COMPONENT_ATTR_FIELD_MD_RESOURCES;
+        if (uct_component_query(component, &cattr) != UCS_OK) {
+            continue;
+        }
+
+        for (m = 0; (m < cattr.md_resource_count) && !stop; ++m) {
+            const char *md_name = cattr.md_resources[m].md_name;
+            if ((uct_md_config_read(component, NULL, NULL, &md_config) != UCS_OK)) {
+                continue;
+            }
+            if (uct_md_open(component, md_name, md_config, &md) != UCS_OK) {
+                uct_config_release(md_config);
+                continue;
+            }
+            uct_config_release(md_config);
+            if (uct_md_query_tl_resources(md, &tl_rscs, &num_tl_rscs) == UCS_OK) {
+                for (t = 0; (t < num_tl_rscs) && !stop; ++t) {
+                    const char *tl = tl_rscs[t].tl_name;
+                    if ((tl_rscs[t].dev_type != UCT_DEVICE_TYPE_NET) ||
+                        !uct_crypt_tl_selected(selected, tl)) {
+                        continue;
+                    }
+                    uct_crypt_strcat(seen, ",", sizeof(seen));
+                    uct_crypt_strcat(seen, tl, sizeof(seen));
+                    /* one call per (md, tl): skip other devices of the tl */
+                    if ((t > 0) && !strcmp(tl, tl_rscs[t - 1].tl_name)) {
+                        continue;
+                    }
+                    stop = cb(arg, component, md_name, tl);
+                }
+                uct_release_tl_resource_list(tl_rscs);
+            }
+            uct_md_close(md);
+        }
+    }
+
+    /* Names the user gave that matched nothing at all */
+    if (unmatched != NULL) {
+        unmatched[0] = '\0';
+        for (word = strtok_r(selected, ",", &save); word != NULL;
+             word = strtok_r(NULL, ",", &save)) {
+            if (!uct_crypt_tl_in_list(seen, word)) {
+                uct_crypt_strcat(unmatched, " ", unmatched_max);
+                uct_crypt_strcat(unmatched, word, unmatched_max);
+            }
+        }
+    }
+}
+
+uct_component_h uct_crypt_inner_component_find(const char *name)
+{
+    uct_component_attr_t attr;
+    unsigned i;
+
+    for (i = 0; i < uct_crypt_num_inner_components; ++i) {
+        attr.field_mask = UCT_COMPONENT_ATTR_FIELD_NAME;
+        if ((uct_component_query(uct_crypt_inner_components[i], &attr) == UCS_OK) &&
+            !strcmp(attr.name, name)) {
+            return uct_crypt_inner_components[i];
+        }
+    }
+    return NULL;
+}
+
+/* ---- at load time --------------------------------------------------------- */
+
+void uct_crypt_inner_hide_network(void)
+{
+    uct_component_h *components, component, tmp;
+    unsigned num_components;
+
+    /* Loads UCX's own modules (ib, rdmacm, cma) now, so that their
+     * components are on the list before we take network ones off. Safe from
+     * a preloaded library's constructor on 1.13 (no module-loading lock is
+     * held here). */
+    if (uct_query_components(&components, &num_components) == UCS_OK) {
+        uct_release_component_list(components);
+    }
+
+    ucs_list_for_each_safe(component, tmp, &uct_components_list, list) {
+        if (uct_crypt_word_in(component->name, uct_crypt_intra_node_components) ||
+            (uct_crypt_num_inner_components ==
+             ucs_static_array_size(uct_crypt_inner_components))) {
+            continue;
+        }
+        ucs_list_del(&component->list);
+        uct_crypt_inner_components[uct_crypt_num_inner_components++] = component;
+    }
+}
+
+/*
+ * UCX_TLS=crypt,tcp is the user's syntax: 'tcp' there names the wire crypt
+ * encrypts over. UCP would find no tl named tcp (we hide it) and warn, so
+ * hand those names to UCX_CRYPT_TLS (unless it is set) and leave UCP only
+ * the names it can resolve. Runs before UCP reads its configuration.
+ */
+void uct_crypt_inner_from_ucx_tls(void)
+{
+    char *copy, *word, *save = NULL, keep[512] = "", inner[512] = "";
+    const char *env = getenv("UCX_TLS");
+    int has_crypt   = 0;
+
+    if ((env == NULL) || (env[0] == '^')) {
+        return;
+    }
+    copy = strdup(env);
+    if (copy == NULL) {
+        return;
+    }
+    for (word = strtok_r(copy, ",", &save); word != NULL;
+         word = strtok_r(NULL, ",", &save)) {
+        char name[64];
+
+        uct_crypt_tl_base_name(word, name, sizeof(name));
+        has_crypt |= !strcmp(name, UCT_CRYPT_NAME);
+        if (uct_crypt_word_in(name, uct_crypt_not_inner_tls)) {
+            uct_crypt_strcat(keep, keep[0] ? "," : "", sizeof(keep));
+            uct_crypt_strcat(keep, word, sizeof(keep));
+        } else {
+            uct_crypt_strcat(inner, inner[0] ? "," : "", sizeof(inner));
+            uct_crypt_strcat(inner, name, sizeof(inner));
+        }
+    }
+    free(copy);
+
+    if (has_crypt && (inner[0] != '\0')) {
+        setenv("UCX_CRYPT_TLS", inner, 0);
+        setenv("UCX_TLS", keep, 1);
+    }
+}
+
+/* Back onto UCT's list, at unload */
+void uct_crypt_inner_restore(void)
+{
+    unsigned i;
+
+    for (i = 0; i < uct_crypt_num_inner_components; ++i) {
+        ucs_list_add_tail(&uct_components_list,
+                          &uct_crypt_inner_components[i]->list);
+    }
+    uct_crypt_num_inner_components = 0;
+}

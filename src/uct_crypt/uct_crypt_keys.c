@@ -1,0 +1,299 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The handshake and the whole key lifecycle of the transport, in one place
+ * (as WireGuard keeps them in noise.c): per-iface X25519 key pair (made in
+ * uct_crypt_iface.c), the keys of every flow (a sending half per ep, a
+ * receiving half per flow id, found by the HELLO that opens it), their
+ * updates before the per-key usage limits of src/keyex/keyex.h, and their
+ * wiping. Keys live in secure memory (keyex_secure_alloc) and are wiped
+ * with OPENSSL_cleanse when they are replaced or freed.
+ *
+ * Key derivation (src/keyex/schedule.c): X25519 (RFC 7748) between the two
+ * iface keys, salted with the job secret, then HKDF-SHA256 (RFC 5869)
+ * bound to the purpose (record or bulk), both public keys and the flow id.
+ * A key update is HKDF over the current key (keyex_update_flow_keys); the
+ * record header's 8-bit generation tells the receiver, which tries the next
+ * generation only when the header announces it and keeps it only if the
+ * record opens (uct_crypt_rx_flow_open).
+ */
+#include "uct_crypt.h"
+#include "uct_crypt_bulk.h"
+
+#include <openssl/crypto.h>
+#include <openssl/rand.h>
+#include <string.h>
+
+/* ---- keys of one flow ----------------------------------------------------- */
+
+static ucs_status_t uct_crypt_flow_keys(uct_crypt_iface_t *iface,
+                                        const uint8_t sender[KEYEX_PUBLIC_KEY_LEN],
+                                        const uint8_t receiver[KEYEX_PUBLIC_KEY_LEN],
+                                        const uint8_t peer[KEYEX_PUBLIC_KEY_LEN],
+                                        uint64_t flow_id,
+                                        keyex_purpose_t purpose,
+                                        keyex_traffic_keys_t **keys_p,
+                                        crypt_aead_key_t *aead)
+{
+    uint8_t pair_secret[KEYEX_SECRET_LEN];
+    keyex_traffic_keys_t *keys;
+    keyex_status_t kstatus;
+
+    keys = keyex_secure_alloc(sizeof(*keys));
+    if (keys == NULL) {
+        return UCS_ERR_NO_MEMORY;
+    }
+
+    /* X25519 with the peer's key, salted with the job secret; a low-order
+     * peer key is refused here (keyex_x25519) */
+    kstatus = keyex_derive_pair_secret(&iface->keypair, peer,
+                                       uct_crypt_job_secret, pair_secret);
+    if (kstatus == KEYEX_OK) {
+        kstatus = keyex_derive_flow_keys(pair_secret, purpose,
+                                         sender, receiver, flow_id,
+                                         iface->key_len, keys);
+    }
+    OPENSSL_cleanse(pair_secret, sizeof(pair_secret));
+    if ((kstatus != KEYEX_OK) ||
+        ((aead != NULL) &&
+         (crypt_aead_key_init(aead, iface->backend, keys->key, keys->key_len) !=
+          CRYPT_AEAD_OK))) {
+        keyex_secure_free(keys, sizeof(*keys));
+        return UCS_ERR_INVALID_PARAM;
+    }
+    *keys_p = keys;
+    return UCS_OK;
+}
+
+/* The bulk keys of a flow, on first use (the bulk engine) */
+ucs_status_t uct_crypt_bulk_keys(uct_crypt_iface_t *iface,
+                                 const uint8_t sender[KEYEX_PUBLIC_KEY_LEN],
+                                 const uint8_t receiver[KEYEX_PUBLIC_KEY_LEN],
+                                 const uint8_t peer[KEYEX_PUBLIC_KEY_LEN],
+                                 uint64_t flow_id, keyex_traffic_keys_t **keys_p)
+{
+    return uct_crypt_flow_keys(iface, sender, receiver, peer, flow_id,
+                               KEYEX_PURPOSE_BULK, keys_p, NULL);
+}
+
+ucs_status_t uct_crypt_tx_flow_init(uct_crypt_iface_t *iface,
+                                    uct_crypt_tx_flow_t *tx,
+                                    const uint8_t peer_public[KEYEX_PUBLIC_KEY_LEN])
+{
+    memset(tx, 0, sizeof(*tx));
+    /* A random flow id: unique among the receiver's flows with overwhelming
+     * probability, and unguessable, so a stranger cannot aim a HELLO at a
+     * flow that will exist. */
+    if (RAND_bytes((uint8_t*)&tx->flow_id, sizeof(tx->flow_id)) != 1) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+    tx->flow_id |= 1; /* flow 0 is never valid */
+    return uct_crypt_flow_keys(iface, iface->keypair.public_key, peer_public,
+                               peer_public, tx->flow_id, KEYEX_PURPOSE_RECORD,
+                               &tx->keys, &tx->aead);
+}
+
+void uct_crypt_tx_flow_cleanup(uct_crypt_tx_flow_t *tx)
+{
+    if (tx->keys != NULL) {
+        crypt_aead_key_cleanup(&tx->aead);
+        keyex_secure_free(tx->keys, sizeof(*tx->keys));
+    }
+    memset(tx, 0, sizeof(*tx));
+}
+
+static unsigned long uct_crypt_rekey_records(void)
+{
+    return uct_crypt_global.rekey_records ? uct_crypt_global.rekey_records :
+                                            KEYEX_REKEY_RECORDS;
+}
+
+/* After a record left: update the flow's key before any per-key limit
+ * (keyex.h) is reached; the next record goes out under generation + 1,
+ * which tells the receiver. */
+void uct_crypt_tx_flow_rekey_check(uct_crypt_iface_t *iface,
+                                   uct_crypt_tx_flow_t *tx)
+{
+    if ((tx->records_this_key < uct_crypt_rekey_records()) &&
+        (keyex_usage_check(tx->records_this_key, tx->bytes_this_key, 0) ==
+         KEYEX_USAGE_OK)) {
+        return;
+    }
+    crypt_aead_key_cleanup(&tx->aead);
+    if ((keyex_update_flow_keys(tx->keys) != KEYEX_OK) ||
+        (crypt_aead_key_init(&tx->aead, iface->backend, tx->keys->key,
+                             tx->keys->key_len) != CRYPT_AEAD_OK)) {
+        /* cannot happen short of memory corruption; sealing under a
+         * worn-out key is not an option */
+        ucs_fatal("crypt: key update failed");
+    }
+    tx->records_this_key = 0;
+    tx->bytes_this_key   = 0;
+    UCT_CRYPT_STAT_ADD(rekeys, 1);
+}
+
+/* ---- receiving flows ---------------------------------------------------- */
+
+void uct_crypt_rx_flow_free(uct_crypt_rx_flow_t *flow)
+{
+    uct_crypt_bulk_rx_flow_cleanup(flow);
+    crypt_aead_key_cleanup(&flow->aead);
+    keyex_secure_free(flow->keys, sizeof(*flow->keys));
+    ucs_free(flow);
+}
+
+void uct_crypt_rx_flows_cleanup(uct_crypt_iface_t *iface)
+{
+    uct_crypt_rx_flow_t *flow;
+
+    kh_foreach_value(&iface->rx_flows, flow, uct_crypt_rx_flow_free(flow));
+    kh_clear(uct_crypt_rx_flows, &iface->rx_flows);
+    if (iface->trial_keys != NULL) {
+        keyex_secure_free(iface->trial_keys, sizeof(*iface->trial_keys));
+        iface->trial_keys = NULL;
+    }
+}
+
+uct_crypt_rx_flow_t *
+uct_crypt_rx_flow_create(uct_crypt_iface_t *iface, uint64_t flow_id,
+                         const uint8_t sender_public[KEYEX_PUBLIC_KEY_LEN])
+{
+    uct_crypt_rx_flow_t *flow;
+
+    flow = ucs_calloc(1, sizeof(*flow), "crypt rx flow");
+    if (flow == NULL) {
+        return NULL;
+    }
+    flow->flow_id = flow_id;
+    memcpy(flow->peer_public, sender_public, KEYEX_PUBLIC_KEY_LEN);
+    if (uct_crypt_flow_keys(iface, sender_public, iface->keypair.public_key,
+                            sender_public, flow_id, KEYEX_PURPOSE_RECORD,
+                            &flow->keys, &flow->aead) != UCS_OK) {
+        ucs_free(flow);
+        return NULL;
+    }
+    return flow;
+}
+
+/* Open under the flow's keys, or under the next generation's when the
+ * sender announces a key update; the update is kept only if it opens. */
+crypt_aead_status_t uct_crypt_rx_flow_open(uct_crypt_iface_t *iface,
+                                           uct_crypt_rx_flow_t *flow,
+                                           const crypt_record_hdr_t *hdr,
+                                           const crypt_record_aad_t *aad,
+                                           uint8_t *payload, size_t payload_len)
+{
+    const uint64_t sequence = le64toh(hdr->sequence);
+    crypt_aead_key_t next_aead;
+    crypt_aead_status_t status;
+
+    if (hdr->key_generation == (uint8_t)flow->keys->generation) {
+        return crypt_record_open(&flow->aead, flow->keys->nonce_prefix,
+                                 sequence, aad, sizeof(*aad), payload,
+                                 payload_len, payload, payload + payload_len);
+    }
+    if (hdr->key_generation != (uint8_t)(flow->keys->generation + 1)) {
+        return CRYPT_AEAD_ERR_AUTH;
+    }
+
+    if (iface->trial_keys == NULL) {
+        iface->trial_keys = keyex_secure_alloc(sizeof(*iface->trial_keys));
+        if (iface->trial_keys == NULL) {
+            return CRYPT_AEAD_ERR_BACKEND;
+        }
+    }
+    *iface->trial_keys = *flow->keys;
+    if ((keyex_update_flow_keys(iface->trial_keys) != KEYEX_OK) ||
+        (crypt_aead_key_init(&next_aead, iface->backend, iface->trial_keys->key,
+                             iface->trial_keys->key_len) != CRYPT_AEAD_OK)) {
+        OPENSSL_cleanse(iface->trial_keys, sizeof(*iface->trial_keys));
+        return CRYPT_AEAD_ERR_BACKEND;
+    }
+    status = crypt_record_open(&next_aead, iface->trial_keys->nonce_prefix,
+                               sequence, aad, sizeof(*aad), payload, payload_len,
+                               payload, payload + payload_len);
+    if (status == CRYPT_AEAD_OK) {
+        crypt_aead_key_cleanup(&flow->aead);
+        flow->aead   = next_aead;
+        *flow->keys  = *iface->trial_keys;
+    } else {
+        crypt_aead_key_cleanup(&next_aead);
+    }
+    OPENSSL_cleanse(iface->trial_keys, sizeof(*iface->trial_keys));
+    return status;
+}
+
+/* ---- bulk keys ------------------------------------------------------------ */
+
+/* The bulk key of a received flow: derived on first use, or updated to
+ * the next generation. */
+ucs_status_t uct_crypt_bulk_rx_key(uct_crypt_iface_t *iface,
+                                   uct_crypt_rx_flow_t *flow, int update)
+{
+    if (!update) {
+        if (uct_crypt_bulk_keys(iface, flow->peer_public,
+                                iface->keypair.public_key, flow->peer_public,
+                                flow->flow_id, &flow->bulk_keys) != UCS_OK) {
+            return UCS_ERR_INVALID_PARAM;
+        }
+    } else {
+        crypt_aead_key_cleanup(&flow->bulk_aead);
+        if (keyex_update_flow_keys(flow->bulk_keys) != KEYEX_OK) {
+            return UCS_ERR_INVALID_PARAM;
+        }
+    }
+    return (crypt_aead_key_init(&flow->bulk_aead, iface->backend,
+                                flow->bulk_keys->key,
+                                flow->bulk_keys->key_len) == CRYPT_AEAD_OK) ?
+           UCS_OK : UCS_ERR_INVALID_PARAM;
+}
+
+/* Bulk key update between puts, before the bulk key reaches its limits
+ * (keyex.h); the SEGMENT records carry the generation, so the target
+ * follows. Only when no segment is in flight: a pool worker may hold the
+ * key. Returns 1 when `length` more bytes may be sealed under the key. */
+int uct_crypt_bulk_tx_key_ready(uct_crypt_bulk_tx_t *tx, size_t length)
+{
+    unsigned w;
+
+    /* UCX_CRYPT_REKEY_RECORDS, when set, counts bulk segments too (tests) */
+    if ((keyex_usage_check(tx->segments_this_key, tx->bytes_this_key,
+                           length) == KEYEX_USAGE_OK) &&
+        ((uct_crypt_global.rekey_records == 0) ||
+         (tx->segments_this_key < uct_crypt_global.rekey_records))) {
+        return 1;
+    }
+    if (!ucs_list_is_empty(&tx->segments)) {
+        return 0; /* drain first */
+    }
+    for (w = 0; w <= CRYPT_POOL_MAX_THREADS; ++w) {
+        crypt_aead_key_cleanup(&tx->aead[w]);
+    }
+    if (keyex_update_flow_keys(tx->keys) != KEYEX_OK) {
+        ucs_fatal("crypt: bulk key update failed");
+    }
+    tx->segments_this_key = 0;
+    tx->bytes_this_key    = 0;
+    UCT_CRYPT_STAT_ADD(bulk_rekeys, 1);
+    return 1;
+}
+
+/* The sending half's bulk keys, wiped (the ep is going away) */
+void uct_crypt_bulk_tx_keys_cleanup(uct_crypt_bulk_tx_t *tx)
+{
+    unsigned w;
+
+    for (w = 0; w <= CRYPT_POOL_MAX_THREADS; ++w) {
+        crypt_aead_key_cleanup(&tx->aead[w]);
+    }
+    keyex_secure_free(tx->keys, sizeof(*tx->keys));
+    tx->keys = NULL;
+}
+
+void uct_crypt_bulk_rx_flow_cleanup(uct_crypt_rx_flow_t *flow)
+{
+    if (flow->bulk_keys != NULL) {
+        crypt_aead_key_cleanup(&flow->bulk_aead);
+        keyex_secure_free(flow->bulk_keys, sizeof(*flow->bulk_keys));
+        flow->bulk_keys = NULL;
+    }
+}

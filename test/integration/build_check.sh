@@ -1,0 +1,150 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
+#
+# Checks of the built and installed product, not of its behaviour:
+#
+#   test/integration/build_check.sh SRCDIR PREFIX TEST_PREFIX RESULTS_DIR
+#
+# SRCDIR the source tree, PREFIX the installation of the release build,
+# TEST_PREFIX the installation of the test build (configure
+# --enable-fault-injection). Report: RESULTS_DIR/build.xml.
+#
+# - layering: every folder includes only the layers below it (the rules of
+#   src/*/README.md);
+# - exports: each shared object exports its entry points and nothing else
+#   (hidden visibility: no layer binds to another's private copy);
+# - the installed API headers compile on their own, in C and C++;
+# - the tamper hooks exist in the test build and nowhere in the release
+#   build (neither the code nor the knobs).
+set -uo pipefail
+
+src=${1:?usage: $0 SRCDIR PREFIX TEST_PREFIX RESULTS_DIR}
+prefix=${2:?}
+prefix_test=${3:?}
+results=${4:?}
+work=$(mktemp -d /tmp/ucx-crypt-build.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+
+. "$(dirname "$0")/../lib/report.sh"
+
+# ---- layering ------------------------------------------------------------------
+# FOLDER and an extended regex of what its files must not include
+forbidden_includes() {
+    local folder=$1 pattern=$2 hits
+    hits=$(grep -rnE "^#include [<\"]($pattern)" "$src/$folder" \
+               --include='*.c' --include='*.h' 2>/dev/null)
+    if [ -n "$hits" ]; then
+        echo "$hits" | sed "s|$src/||" | head -5
+    fi
+}
+
+check_layering() {
+    local why=""
+    # the crypto core: no UCX, no MPI, nothing of the layers above
+    why+=$(forbidden_includes src/aead 'uc[spt]/|uct_crypt/|ucp_crypt/|keyex/|mpi\.h')
+    why+=$(forbidden_includes src/keyex 'uc[spt]/|uct_crypt/|ucp_crypt/|mpi\.h')
+    # the transport: UCT and UCS, never UCP, the collectives or MPI
+    why+=$(forbidden_includes src/uct_crypt 'ucp/|ucp_crypt/|mpi\.h|ompi|opal')
+    # the collectives' team layer: no UCX, no MPI; of the transport only
+    # its installed contract (api/)
+    why+=$(forbidden_includes src/ucp_crypt/coll 'uc[spt]/|mpi\.h|uct_crypt/[^a]')
+    # the MPI adapters: the team layer, the keys and the transport's api/
+    why+=$(forbidden_includes src/ucp_crypt/mpi 'uc[spt]/|uct_crypt/[^a]|aead/aead_')
+    if [ -z "$why" ]; then
+        record layering_includes_point_down pass
+    else
+        record layering_includes_point_down fail "$why"
+    fi
+}
+
+# ---- exports -------------------------------------------------------------------
+# LIB and an extended regex that every defined dynamic symbol must match
+exports_only() {
+    local name=$1 lib=$2 allowed=$3 syms extra
+    if [ ! -f "$lib" ]; then
+        record "$name" fail "$lib not installed"
+        return
+    fi
+    syms=$(nm -D --defined-only "$lib" | awk '{print $3}')
+    extra=$(grep -vxE "$allowed" <<<"$syms" | tr '\n' ' ')
+    if [ -n "$syms" ] && [ -z "$extra" ]; then
+        record "$name" pass
+    else
+        record "$name" fail "exports $(wc -w <<<"$syms") symbols; not allowed: ${extra:-none at all}"
+    fi
+}
+
+check_exports() {
+    exports_only plugin_exports_only_its_entry_points "$prefix/lib/libuct_crypt.so" \
+        'uct_crypt_(stats_read|fail_reason_name|coll_lane_ops)'
+    local mpi
+    for mpi in mpich ompi; do
+        exports_only "pmpi_${mpi}_exports_only_mpi_calls" \
+            "$prefix/lib/libucxcrypt_pmpi_$mpi.so" \
+            'MPI_(Allgather|Allgatherv|Allreduce|Alltoall|Alltoallv|Bcast)|ucx_crypt_pmpi_adapter'
+    done
+    exports_only coll_component_exports_only_its_component \
+        "$prefix/lib/openmpi/mca_coll_crypt.so" 'mca_coll_crypt_component'
+}
+
+# ---- installed headers ---------------------------------------------------------
+check_api_headers() {
+    local inc="$prefix/include" ok=1 log="$work/api.log" h
+    for h in uct_crypt_lane.h uct_crypt_stats.h; do
+        [ -f "$inc/uct_crypt/$h" ] || { ok=0; echo "missing $inc/uct_crypt/$h" >>"$log"; }
+    done
+    printf '#include <uct_crypt/uct_crypt_lane.h>\n#include <uct_crypt/uct_crypt_stats.h>\nint main(void) { uct_crypt_stats_t s; (void)s; return (int)sizeof(uct_crypt_lane_ops_t) * 0; }\n' \
+        >"$work/api.c"
+    cp "$work/api.c" "$work/api.cc"
+    cc -std=c99 -Wall -Wextra -Werror -I"$inc" -c "$work/api.c" -o "$work/api.o" >>"$log" 2>&1 || ok=0
+    c++ -Wall -Wextra -Werror -I"$inc" -c "$work/api.cc" -o "$work/api_cc.o" >>"$log" 2>&1 || ok=0
+    if [ $ok = 1 ]; then
+        record installed_api_headers_compile_alone pass
+    else
+        record installed_api_headers_compile_alone fail "$(head -3 "$log")"
+    fi
+}
+
+# ---- test hooks ----------------------------------------------------------------
+# the strings a tamper hook leaves in a binary: its knob names
+hook_strings() { # lib...
+    strings "$@" 2>/dev/null | grep -cE 'flip_ciphertext|bulk_splice|UCX_CRYPT_COLL_FAULT|TESTING: '
+}
+
+# what ucx_info documents of crypt's knobs, with the plugin of PREFIX loaded
+fault_knobs() { # prefix
+    LD_PRELOAD="$1/lib/libuct_crypt.so" ucx_info -c -f 2>/dev/null | grep -cE '^UCX_CRYPT_FAULT'
+}
+
+check_test_hooks() {
+    local libs_release=("$prefix/lib/libuct_crypt.so" "$prefix"/lib/libucxcrypt_pmpi_*.so
+                        "$prefix/lib/openmpi/mca_coll_crypt.so")
+    local libs_test=("$prefix_test/lib/libuct_crypt.so" "$prefix_test"/lib/libucxcrypt_pmpi_*.so
+                     "$prefix_test/lib/openmpi/mca_coll_crypt.so")
+    local rel tst rel_knobs tst_knobs
+    rel=$(hook_strings "${libs_release[@]}")
+    tst=$(hook_strings "${libs_test[@]}")
+    rel_knobs=$(fault_knobs "$prefix")
+    tst_knobs=$(fault_knobs "$prefix_test")
+    echo "  tamper hook strings: release $rel, test $tst; UCX_CRYPT_FAULT* knobs: release $rel_knobs, test $tst_knobs"
+    if [ "$rel" = 0 ] && [ "$rel_knobs" = 0 ]; then
+        record release_build_has_no_tamper_hooks pass
+    else
+        record release_build_has_no_tamper_hooks fail \
+            "$rel hook strings, $rel_knobs UCX_CRYPT_FAULT knobs in the release build"
+    fi
+    # the other way round, so that the check above cannot pass by looking
+    # in the wrong place
+    if [ "$tst" -gt 0 ] && [ "$tst_knobs" -gt 0 ]; then
+        record test_build_has_tamper_hooks pass
+    else
+        record test_build_has_tamper_hooks fail "$tst hook strings, $tst_knobs knobs"
+    fi
+}
+
+check_layering
+check_exports
+check_api_headers
+check_test_hooks
+write_report build "$results/build.xml"
+exit 0
