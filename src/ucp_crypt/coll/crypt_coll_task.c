@@ -1,6 +1,6 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * UCC-shaped tasks over the blocking algorithms, and the score table
- * (crypt_coll.h).
+ * UCC-shaped tasks over the blocking algorithms (crypt_coll.h).
  *
  * A task owns a stack (mmap'd, with a guard page below it) and runs the
  * collective there through ucontext. Every pipe operation of the
@@ -11,7 +11,7 @@
  * that cannot complete yet, or to its end. No thread, no lock: the task
  * only ever runs inside test() (or post()), on the caller's thread.
  */
-#include "crypt_coll.h"
+#include "ucp_crypt/coll/crypt_coll_priv.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -47,32 +47,6 @@ static void crypt_coll_task_stack_release(crypt_coll_team_t *team,
 /* makecontext passes ints only: the task being started is handed over
  * here, read once by the entry function before anything else runs */
 static __thread crypt_coll_task_t *crypt_coll_task_starting;
-
-crypt_coll_status_t crypt_coll_run(crypt_coll_team_t *team,
-                                   const crypt_coll_args_t *a)
-{
-    switch (a->coll) {
-    case CRYPT_COLL_ALLGATHER:
-        return crypt_coll_allgather(team, (a->alg < 0) ?
-                                    crypt_coll_allgather_select(team, a->m, NULL) :
-                                    (crypt_allgather_alg_t)a->alg, a->sbuf,
-                                    a->rbuf, a->m);
-    case CRYPT_COLL_BCAST:
-        return crypt_coll_bcast(team, a->rbuf, a->m, a->root);
-    case CRYPT_COLL_ALLREDUCE:
-        return crypt_coll_allreduce(team, a->sbuf, a->rbuf, a->m, a->elem_size,
-                                    a->op, a->op_arg);
-    case CRYPT_COLL_ALLTOALL:
-        return crypt_coll_alltoall(team, a->sbuf, a->rbuf, a->m);
-    case CRYPT_COLL_ALLGATHERV:
-        return crypt_coll_allgatherv(team, a->sbuf, a->rbuf, a->counts, a->displs);
-    case CRYPT_COLL_ALLTOALLV:
-        return crypt_coll_alltoallv(team, a->sbuf, a->counts, a->displs, a->rbuf,
-                                    a->rcounts, a->rdispls);
-    default:
-        return CRYPT_COLL_ERR_PARAM;
-    }
-}
 
 static void crypt_coll_task_entry(void)
 {
@@ -206,83 +180,4 @@ void crypt_coll_task_team_cleanup(crypt_coll_team_t *team)
         munmap(team->task_stack, team->task_stack_len);
         team->task_stack = NULL;
     }
-}
-
-/* ---- the score table and its tune string ------------------------------------ */
-
-static size_t crypt_coll_tune_size(const char *s, char **end)
-{
-    double v;
-
-    if (!strncmp(s, "inf", 3)) {
-        *end = (char*)s + 3;
-        return (size_t)-1;
-    }
-    v = strtod(s, end);
-    if ((**end == 'k') || (**end == 'K')) { v *= 1024; ++*end; }
-    else if ((**end == 'm') || (**end == 'M')) { v *= 1024 * 1024; ++*end; }
-    return (size_t)v;
-}
-
-int crypt_allgather_alg_by_name(const char *name, size_t len)
-{
-    int a;
-
-    for (a = 0; a < CRYPT_ALLGATHER_LAST; ++a) {
-        const char *n = crypt_allgather_alg_name((crypt_allgather_alg_t)a);
-        if ((strlen(n) == len) && !strncmp(n, name, len)) {
-            return a;
-        }
-    }
-    return -1;
-}
-
-/* One tune entry, "LO-HI:ALG" or "ALG": the algorithm if it applies to m */
-static int crypt_coll_tune_entry(const char *entry, size_t len, size_t m)
-{
-    const char *colon = memchr(entry, ':', len);
-    size_t lo = 0, hi = (size_t)-1;
-    char *end;
-
-    if (colon != NULL) {
-        lo = crypt_coll_tune_size(entry, &end);
-        hi = (*end == '-') ? crypt_coll_tune_size(end + 1, &end) : lo;
-        if (end != colon) {
-            return -1;
-        }
-        len  -= (size_t)(colon + 1 - entry);
-        entry = colon + 1;
-    }
-    return ((m >= lo) && (m <= hi)) ? crypt_allgather_alg_by_name(entry, len) : -1;
-}
-
-static int crypt_coll_hs_fits(const crypt_coll_team_t *team, size_t m)
-{
-    return (team->node_shm != NULL) &&
-           (team->node_shm_size >= crypt_coll_node_shm_size(team->size, m));
-}
-
-crypt_allgather_alg_t crypt_coll_allgather_select(const crypt_coll_team_t *team,
-                                                  size_t m, const char *tune)
-{
-    const char *p, *stop;
-    int a = -1;
-
-    if ((tune != NULL) && !strncmp(tune, "allgather:", 10)) {
-        for (p = tune + 10; (*p != '\0') && (a < 0); p = (*stop == ',') ? stop + 1 : stop) {
-            stop = strchr(p, ',');
-            stop = (stop != NULL) ? stop : p + strlen(p);
-            a    = crypt_coll_tune_entry(p, (size_t)(stop - p), m);
-        }
-    }
-    if (a < 0) {
-        a = (m < 4096) ? CRYPT_ALLGATHER_O_RD2 :
-            ((m <= CRYPT_COLL_HS_DEFAULT_MAX) && crypt_coll_hs_fits(team, m)) ?
-            CRYPT_ALLGATHER_HS2 : CRYPT_ALLGATHER_C_RING;
-    }
-    if (((a == CRYPT_ALLGATHER_HS1) || (a == CRYPT_ALLGATHER_HS2)) &&
-        !crypt_coll_hs_fits(team, m)) {
-        a = CRYPT_ALLGATHER_C_RING; /* no segment big enough */
-    }
-    return (crypt_allgather_alg_t)a;
 }

@@ -1,0 +1,57 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The collectives' one wire format: the sealed frame, and what its tag
+ * authenticates. Frames travel between nodes on whatever pipe the caller
+ * gives the team (the collective lane of uct_crypt/api/uct_crypt_lane.h,
+ * or the MPI library); inside a node blocks move in plaintext.
+ *
+ * Frame (CRYPT_COLL_FRAME_OVERHEAD + m bytes):
+ *
+ *   0                4                          12
+ *   +----------------+--------------------------+------------------+-----+
+ *   | sealer (BE32)  | sequence (BE64)          | ciphertext (m)   | tag |
+ *   +----------------+--------------------------+------------------+-----+
+ *
+ * The 12-byte header is the GCM nonce itself, sent verbatim: the
+ * deterministic construction of NIST SP 800-38D section 8.2.1, fixed field
+ * = the sealing rank, invocation field = that rank's counter under the
+ * team key, both big endian as src/aead builds every record nonce. A nonce
+ * is therefore unique per key by construction, never random.
+ *
+ * The tag also covers crypt_coll_aad_t (not sent, both sides build it):
+ * the team's collective number, the block's owner, the sealing rank and
+ * the plaintext length, little endian: a frame cannot be replayed into
+ * another collective, moved to another block or cut short. Owners above
+ * the rank range name aggregate frames (CRYPT_COLL_OWNER_*).
+ */
+#ifndef UCX_CRYPT_COLL_WIRE_H
+#define UCX_CRYPT_COLL_WIRE_H
+
+#include "ucp_crypt/coll/crypt_coll.h"
+
+#include <stdint.h>
+
+typedef struct crypt_coll_frame_hdr {
+    uint32_t sealer;         /* big endian: nonce fixed field */
+    uint64_t sequence;       /* big endian: nonce invocation field */
+} __attribute__((packed)) crypt_coll_frame_hdr_t;
+
+typedef struct crypt_coll_aad {
+    uint64_t collective;     /* little endian, from here on */
+    uint32_t owner;
+    uint32_t sealer;
+    uint64_t length;
+} __attribute__((packed)) crypt_coll_aad_t;
+
+/* owners of frames that carry more than one rank's block */
+#define CRYPT_COLL_OWNER_BCAST(_root)     (0x10000000u | (unsigned)(_root))
+#define CRYPT_COLL_OWNER_NODE(_node)      (0x20000000u | (unsigned)(_node))
+#define CRYPT_COLL_OWNER_MERGED(_round)   (0x40000000u | (unsigned)(_round))
+
+_Static_assert(sizeof(crypt_coll_frame_hdr_t) == CRYPT_COLL_FRAME_HDR,
+               "frame header layout");
+_Static_assert((int)CRYPT_COLL_FRAME_HDR == (int)CRYPT_AEAD_NONCE_LEN,
+               "the frame header is the GCM nonce");
+_Static_assert(sizeof(crypt_coll_aad_t) == 24, "frame associated data layout");
+
+#endif
