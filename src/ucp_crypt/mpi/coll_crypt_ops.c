@@ -1,78 +1,11 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * Open MPI front end of the MPI adapter (crypt_mpi.h): a coll component,
- * "crypt", built out of tree against the installed Open MPI 4.1 headers
- * (../shared/research/collectives-integration.md section 2(b)) and loaded
- * from the shipped site configuration (mca_base_component_path).
- *
- * Unlike PMPI interposition it sees every caller: C, both Fortran bindings,
- * and collectives the library runs itself. Priority 80 by default
- * (coll_crypt_priority), above tuned (30), sync (50) and self (75, which
- * only matters on one-rank communicators: we refuse those). On each
- * communicator it keeps the module below it for every call it takes over
- * (allgather, allgatherv, bcast, allreduce, alltoall, alltoallv, and their
- * nonblocking forms) and hands it whatever the adapter declines. Nothing
- * else is replaced.
- *
- * A nonblocking collective is an ompi_request_t of ours; the adapter's
- * queued collectives move in an opal_progress callback (registered on
- * first use, unregistered when the component closes), so MPI_Wait/Test
- * and every other call that progresses MPI drive them.
- *
- * It stands aside (the library's own collectives run, over the crypt
- * transport) where there is no job secret (UCX_CRYPT_KEY_FILE: the team
- * keys come from it) and where the PMPI library is preloaded as well (one
- * front end at a time; each keeps its own teams).
+ * The collectives the module takes over, blocking and nonblocking: the
+ * adapter's (crypt_mpi.h) where it takes the call, the module below's
+ * where it declines. A nonblocking collective is an ompi_request_t of
+ * ours, completed from the adapter's progress.
  */
-#include "ompi_config.h"
-#include "crypt_mpi.h"
-
-#include "ompi/communicator/communicator.h"
-#include "ompi/mca/coll/coll.h"
-#include "ompi/mca/coll/base/base.h"
-#include "ompi/request/request.h"
-#include "opal/runtime/opal_progress.h"
-
-#include <dlfcn.h>
-#include <stdlib.h>
-
-/* Every collective we take over: (name, the slot's function type) */
-#define MCA_COLL_CRYPT_FOREACH(_do) \
-    _do(allgather) _do(bcast) _do(allreduce) _do(alltoall) \
-    _do(allgatherv) _do(alltoallv) \
-    _do(iallgather) _do(ibcast) _do(iallreduce) _do(ialltoall) \
-    _do(iallgatherv) _do(ialltoallv)
-
-typedef struct mca_coll_crypt_module {
-    mca_coll_base_module_t super;
-    /* the layer below ours, for what the adapter declines */
-#define MCA_COLL_CRYPT_PREV(_name) \
-    mca_coll_base_module_##_name##_fn_t prev_##_name; \
-    mca_coll_base_module_t              *prev_##_name##_module;
-    MCA_COLL_CRYPT_FOREACH(MCA_COLL_CRYPT_PREV)
-#undef MCA_COLL_CRYPT_PREV
-} mca_coll_crypt_module_t;
-
-static int mca_coll_crypt_priority = 80;
-
-static void mca_coll_crypt_module_construct(mca_coll_crypt_module_t *module)
-{
-#define MCA_COLL_CRYPT_CLEAR(_name) module->prev_##_name##_module = NULL;
-    MCA_COLL_CRYPT_FOREACH(MCA_COLL_CRYPT_CLEAR)
-#undef MCA_COLL_CRYPT_CLEAR
-}
-
-static void mca_coll_crypt_module_destruct(mca_coll_crypt_module_t *module)
-{
-#define MCA_COLL_CRYPT_RELEASE(_name) \
-    if (module->prev_##_name##_module != NULL) { \
-        OBJ_RELEASE(module->prev_##_name##_module); \
-    }
-    MCA_COLL_CRYPT_FOREACH(MCA_COLL_CRYPT_RELEASE)
-#undef MCA_COLL_CRYPT_RELEASE
-}
-
-OBJ_CLASS_INSTANCE(mca_coll_crypt_module_t, mca_coll_base_module_t,
-                   mca_coll_crypt_module_construct, mca_coll_crypt_module_destruct);
+#include "coll_crypt.h"
 
 /* ---- the blocking collectives -------------------------------------------------- */
 
@@ -163,13 +96,6 @@ typedef struct mca_coll_crypt_request {
 
 OBJ_CLASS_INSTANCE(mca_coll_crypt_request_t, ompi_request_t, NULL, NULL);
 
-static int mca_coll_crypt_progress_registered;
-
-static int mca_coll_crypt_progress(void)
-{
-    return crypt_mpi_progress();
-}
-
 static int mca_coll_crypt_request_free(ompi_request_t **request)
 {
     mca_coll_crypt_request_t *req = (mca_coll_crypt_request_t*)*request;
@@ -213,10 +139,7 @@ mca_coll_crypt_request_new(struct ompi_communicator_t *comm, crypt_mpi_nb_t *nb)
     if (req == NULL) {
         return NULL;
     }
-    if (!mca_coll_crypt_progress_registered) {
-        opal_progress_register(mca_coll_crypt_progress);
-        mca_coll_crypt_progress_registered = 1;
-    }
+    mca_coll_crypt_progress_register();
     OMPI_REQUEST_INIT(&req->super, false);
     req->super.req_type            = OMPI_REQUEST_COLL;
     req->super.req_state           = OMPI_REQUEST_ACTIVE;
@@ -327,54 +250,8 @@ static int mca_coll_crypt_ialltoallv(const void *sbuf, const int *scounts,
          request, m->prev_ialltoallv_module));
 }
 
-/* ---- module and component ------------------------------------------------------ */
-
-/* Modules are enabled in rising priority, each on top of what is in
- * c_coll already (coll_base_comm_select.c): below ours is there now. */
-static int mca_coll_crypt_module_enable(mca_coll_base_module_t *module,
-                                        struct ompi_communicator_t *comm)
+void mca_coll_crypt_module_set_ops(mca_coll_crypt_module_t *m)
 {
-    mca_coll_crypt_module_t *m = (mca_coll_crypt_module_t*)module;
-
-#define MCA_COLL_CRYPT_SAVE(_name) \
-    m->prev_##_name          = comm->c_coll->coll_##_name; \
-    m->prev_##_name##_module = comm->c_coll->coll_##_name##_module; \
-    if ((m->prev_##_name == NULL) || (m->prev_##_name##_module == NULL)) { \
-        return OMPI_ERR_NOT_FOUND; /* nothing to fall back to */ \
-    } \
-    OBJ_RETAIN(m->prev_##_name##_module);
-
-    MCA_COLL_CRYPT_FOREACH(MCA_COLL_CRYPT_SAVE)
-#undef MCA_COLL_CRYPT_SAVE
-    return OMPI_SUCCESS;
-}
-
-static int mca_coll_crypt_init_query(bool enable_progress_threads,
-                                     bool enable_mpi_threads)
-{
-    (void)enable_progress_threads;
-    /* the adapter keeps process-wide state without locks */
-    return enable_mpi_threads ? OMPI_ERR_NOT_SUPPORTED : OMPI_SUCCESS;
-}
-
-static mca_coll_base_module_t *
-mca_coll_crypt_comm_query(struct ompi_communicator_t *comm, int *priority)
-{
-    const char *key_file = getenv("UCX_CRYPT_KEY_FILE");
-    mca_coll_crypt_module_t *m;
-
-    if (OMPI_COMM_IS_INTER(comm) || (ompi_comm_size(comm) < 2) ||
-        (key_file == NULL) || (key_file[0] == '\0') ||
-        (mca_coll_crypt_priority <= 0) ||
-        (dlsym(RTLD_DEFAULT, "ucx_crypt_pmpi_adapter") != NULL)) {
-        return NULL;
-    }
-    m = OBJ_NEW(mca_coll_crypt_module_t);
-    if (m == NULL) {
-        return NULL;
-    }
-    *priority                    = mca_coll_crypt_priority;
-    m->super.coll_module_enable  = mca_coll_crypt_module_enable;
     m->super.coll_allgather      = mca_coll_crypt_allgather;
     m->super.coll_bcast          = mca_coll_crypt_bcast;
     m->super.coll_allreduce      = mca_coll_crypt_allreduce;
@@ -387,44 +264,4 @@ mca_coll_crypt_comm_query(struct ompi_communicator_t *comm, int *priority)
     m->super.coll_ialltoall      = mca_coll_crypt_ialltoall;
     m->super.coll_iallgatherv    = mca_coll_crypt_iallgatherv;
     m->super.coll_ialltoallv     = mca_coll_crypt_ialltoallv;
-    return &m->super;
-}
-
-static int mca_coll_crypt_register(void);
-
-static int mca_coll_crypt_close(void)
-{
-    if (mca_coll_crypt_progress_registered) {
-        opal_progress_unregister(mca_coll_crypt_progress);
-        mca_coll_crypt_progress_registered = 0;
-    }
-    return OMPI_SUCCESS;
-}
-
-__attribute__((visibility("default")))
-mca_coll_base_component_2_0_0_t mca_coll_crypt_component = {
-    .collm_version = {
-        MCA_COLL_BASE_VERSION_2_0_0,
-        .mca_component_name = "crypt",
-        MCA_BASE_MAKE_VERSION(component, OMPI_MAJOR_VERSION, OMPI_MINOR_VERSION,
-                              OMPI_RELEASE_VERSION),
-        .mca_register_component_params = mca_coll_crypt_register,
-        .mca_close_component = mca_coll_crypt_close
-    },
-    .collm_data = {
-        MCA_BASE_METADATA_PARAM_NONE
-    },
-    .collm_init_query = mca_coll_crypt_init_query,
-    .collm_comm_query = mca_coll_crypt_comm_query
-};
-
-static int mca_coll_crypt_register(void)
-{
-    (void)mca_base_component_var_register(
-            &mca_coll_crypt_component.collm_version, "priority",
-            "Priority of the crypt coll component (encrypted collectives of "
-            "ucx-crypt; 0 turns it off)",
-            MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_6,
-            MCA_BASE_VAR_SCOPE_READONLY, &mca_coll_crypt_priority);
-    return OMPI_SUCCESS;
 }
