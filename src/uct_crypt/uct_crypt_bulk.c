@@ -154,7 +154,6 @@ ucs_status_t uct_crypt_bulk_init(uct_crypt_iface_t *iface,
     bulk->naive           = !strcmp(config->bulk_mode, "naive");
     status = uct_md_query(&md->super, &md_attr);
     if (status != UCS_OK) {
-        close(bulk->wake_fd);
         ucs_free(bulk);
         return status;
     }
@@ -173,6 +172,23 @@ ucs_status_t uct_crypt_bulk_init(uct_crypt_iface_t *iface,
     ucs_list_head_init(&bulk->free_slots);
     ucs_list_head_init(&bulk->active);
     ucs_list_head_init(&bulk->pending_acks);
+
+    /* the data path's descriptors: a segment per sealed span, an op per put */
+    status = uct_crypt_mpool_init(&bulk->seg_mp, sizeof(uct_crypt_bulk_segment_t),
+                                  bulk->depth, "crypt_bulk_segments");
+    if (status != UCS_OK) {
+        close(bulk->wake_fd);
+        ucs_free(bulk);
+        return status;
+    }
+    status = uct_crypt_mpool_init(&bulk->op_mp, sizeof(uct_crypt_bulk_op_t),
+                                  bulk->max_outstanding, "crypt_bulk_puts");
+    if (status != UCS_OK) {
+        ucs_mpool_cleanup(&bulk->seg_mp, 0);
+        close(bulk->wake_fd);
+        ucs_free(bulk);
+        return status;
+    }
 
     if (!bulk->naive) {
         /* one bounce area, registered once; first touch by this thread puts
@@ -231,6 +247,8 @@ err:
     }
     ucs_free(bulk->slots);
     ucs_free(bulk->bounce_base);
+    ucs_mpool_cleanup(&bulk->op_mp, 1);
+    ucs_mpool_cleanup(&bulk->seg_mp, 1);
     close(bulk->wake_fd);
     ucs_free(bulk);
     return status;
@@ -265,6 +283,9 @@ void uct_crypt_bulk_cleanup(uct_crypt_iface_t *iface)
     }
     ucs_free(bulk->bounce_base);
     ucs_free(bulk->slots);
+    /* leak check: every segment and put went back with its ep */
+    ucs_mpool_cleanup(&bulk->op_mp, 1);
+    ucs_mpool_cleanup(&bulk->seg_mp, 1);
     if (bulk->event_fd >= 0) {
         close(bulk->event_fd);
     }
@@ -474,7 +495,7 @@ void uct_crypt_bulk_op_complete(uct_crypt_bulk_tx_t *tx,
     if (op->comp != NULL) {
         uct_invoke_completion(op->comp, status);
     }
-    ucs_free(op);
+    ucs_mpool_put(op);
 }
 
 void uct_crypt_bulk_ep_cancel(uct_crypt_ep_t *ep, ucs_status_t status)
@@ -548,5 +569,5 @@ void uct_crypt_bulk_segment_free(uct_crypt_bulk_t *bulk,
         }
         ucs_free(seg->bounce);
     }
-    ucs_free(seg);
+    ucs_mpool_put(seg);
 }

@@ -18,6 +18,7 @@
 
 #include "uct_crypt.h"
 #include "crypt_pool.h"
+#include "uct_crypt_compat.h"
 
 #include <endian.h>
 #include <string.h>
@@ -152,6 +153,8 @@ struct uct_crypt_bulk {
     size_t                rkey_packed_size;
     int                   need_memh;
     uct_worker_cb_id_t    progress_id;
+    ucs_mpool_t           seg_mp;       /* uct_crypt_bulk_segment_t */
+    ucs_mpool_t           op_mp;        /* uct_crypt_bulk_op_t */
 };
 
 /* The nonce prefix and associated data of a segment (uct_crypt_wire.h) */

@@ -64,10 +64,11 @@ void uct_crypt_bulk_tx_seal(uct_crypt_bulk_tx_t *tx)
                 !uct_crypt_bulk_tx_key_ready(tx, op->length)) {
                 return;
             }
-            seg = ucs_calloc(1, sizeof(*seg), "crypt bulk segment");
+            seg = ucs_mpool_get(&bulk->seg_mp);
             if (seg == NULL) {
                 return; /* retried from progress */
             }
+            memset(seg, 0, sizeof(*seg));
             offset        = (size_t)op->next_to_seal * bulk->segment;
             seg->op       = op;
             seg->index    = op->next_to_seal;
@@ -91,7 +92,7 @@ void uct_crypt_bulk_tx_seal(uct_crypt_bulk_tx_t *tx)
                                      UCT_MD_MEM_ACCESS_ALL,
                                      &seg->bounce_memh) != UCS_OK))) {
                     ucs_free(seg->bounce);
-                    ucs_free(seg);
+                    ucs_mpool_put(seg);
                     return;
                 }
             } else {
@@ -151,6 +152,7 @@ unsigned uct_crypt_bulk_tx_send(uct_crypt_bulk_tx_t *tx)
                 ucs_fatal("crypt: sealing a bulk segment failed (%d)",
                           seg->seal_status);
             }
+            ucs_assert((op != NULL) && (op->tx == tx));
             seg->state = UCT_CRYPT_SEG_SEALED;
             /* tests: once per segment, not per retry of its put */
             seg->tamper = uct_crypt_bulk_fault_due(tx->bulk->iface);
@@ -180,6 +182,7 @@ unsigned uct_crypt_bulk_tx_send(uct_crypt_bulk_tx_t *tx)
                     break;
                 }
             }
+            ucs_assert(seg->state == UCT_CRYPT_SEG_SEALED);
             seg->state = UCT_CRYPT_SEG_PUT;
         }
         if (seg->state == UCT_CRYPT_SEG_PUT) {
@@ -204,6 +207,7 @@ unsigned uct_crypt_bulk_tx_send(uct_crypt_bulk_tx_t *tx)
             if (status != UCS_OK) {
                 break; /* NO_RESOURCE: again from progress */
             }
+            ucs_assert(op->announced < op->num_segments);
             seg->state = UCT_CRYPT_SEG_ANNOUNCED;
             ++op->announced;
             ++count;
@@ -299,6 +303,7 @@ void uct_crypt_bulk_tx_fence(uct_crypt_bulk_tx_t *tx)
     uct_pending_req_priv_queue_t *priv;
 
     if ((ep->fence == UCT_CRYPT_FENCE_WAIT) && uct_crypt_bulk_fence_clear(tx)) {
+        ucs_assert(!ep->fence_dispatching);
         ep->fence = UCT_CRYPT_FENCE_DRAIN;
     }
     if (ep->fence == UCT_CRYPT_FENCE_DRAIN) {
@@ -321,11 +326,11 @@ ucs_status_t uct_crypt_bulk_put(uct_crypt_ep_t *ep, const void *src,
     uct_crypt_bulk_op_t *op;
 
     tx = uct_crypt_bulk_tx_get(ep);
-    op = ucs_calloc(1, sizeof(*op), "crypt bulk put");
-    if ((tx == NULL) || (op == NULL)) {
-        ucs_free(op);
+    op = (tx != NULL) ? ucs_mpool_get(&tx->bulk->op_mp) : NULL;
+    if (op == NULL) {
         return UCS_ERR_NO_MEMORY;
     }
+    memset(op, 0, sizeof(*op));
     op->tx           = tx;
     op->src          = src;
     op->length       = length;

@@ -45,6 +45,22 @@ ssize_t uct_crypt_record_seal(uct_crypt_iface_t *iface, uct_crypt_tx_flow_t *tx,
     crypt_record_aad_t aad;
     uint8_t *payload = record + hdr_len;
 
+    ucs_assert(tx->keys != NULL);
+    ucs_assert(payload_len <= UINT32_MAX);
+    ucs_assert(!(flags & ~CRYPT_RECORD_FLAG_CONTROL));
+    /* UCX_LOG_LEVEL=trace_data: UCP's own dump of what it sends (the
+     * plaintext headers, before they are sealed), or crypt's control kind */
+    if (flags & CRYPT_RECORD_FLAG_CONTROL) {
+        ucs_trace_data("crypt: TX control kind %u len %zu flow 0x%016" PRIx64
+                       " seq %" PRIu64, payload[0], payload_len, tx->flow_id,
+                       tx->next_sequence);
+    } else {
+        uct_iface_trace_am(&iface->super, UCT_AM_TRACE_TYPE_SEND, am_id,
+                           payload, payload_len, "crypt: TX %s flow 0x%016"
+                           PRIx64 " seq %" PRIu64, tx->hello_done ? "DATA" :
+                           "HELLO", tx->flow_id, tx->next_sequence);
+    }
+
     hdr.type           = tx->hello_done ? CRYPT_RECORD_DATA : CRYPT_RECORD_HELLO;
     hdr.key_generation = (uint8_t)tx->keys->generation;
     hdr.flags          = htole16(flags);
@@ -149,6 +165,7 @@ ucs_status_t uct_crypt_record_reject(uct_crypt_iface_t *iface,
     unsigned failed_eps = 0;
     uct_crypt_ep_t *ep;
 
+    ucs_assert(reason < UCT_CRYPT_FAIL_LAST);
     UCT_CRYPT_STAT_ADD(failures[reason], 1);
     if (reason == UCT_CRYPT_FAIL_FLOW_FAILED) {
         return UCS_OK; /* already reported once; drop quietly */
@@ -289,9 +306,16 @@ ucs_status_t uct_crypt_record_am_handler(void *arg, void *data, size_t length,
     UCT_CRYPT_STAT_ADD(bytes_opened, payload_len);
 
     if (le16toh(hdr.flags) & CRYPT_RECORD_FLAG_CONTROL) {
+        ucs_trace_data("crypt: RX control kind %u len %zu flow 0x%016" PRIx64
+                       " seq %" PRIu64, (payload_len > 0) ? payload[0] : 0,
+                       payload_len, flow_id, sequence);
         uct_crypt_bulk_control(iface, flow, ctx->am_id, payload, payload_len);
         return UCS_OK;
     }
+    uct_iface_trace_am(&iface->super, UCT_AM_TRACE_TYPE_RECV, ctx->am_id,
+                       payload, payload_len, "crypt: RX %s flow 0x%016" PRIx64
+                       " seq %" PRIu64, (hdr.type == CRYPT_RECORD_HELLO) ?
+                       "HELLO" : "DATA", flow_id, sequence);
 
     /* UCP may keep the data only by copying it: the buffer is the inner's,
      * and our header sits where UCP's descriptor would go. */
