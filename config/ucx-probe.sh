@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Helpers for configure.ac (kept out of m4, whose quoting mangles sed).
 #   ucx-probe.sh installed-version UCX_INFO   -> 1.13.1
 #   ucx-probe.sh source-version SRCDIR        -> 1.13.1

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Fetch the UCX source tree that matches the installed libucx, exactly.
 #
 # A UCT component needs UCX-internal headers (src/uct/base/*.h, ...) that no

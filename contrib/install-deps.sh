@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Install the Debian 12 packages that ucx-crypt builds, tests and benchmarks
 # with. Idempotent: packages already installed are not touched, and apt is
 # only contacted when something is missing.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # ucx-crypt quick start on a fresh Debian 12 machine.
 #
 #   contrib/quickstart.sh          install dependencies, build, install into

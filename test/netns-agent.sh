@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Remote-shell agent for MPI launchers (Open MPI plm_rsh_agent, hydra's
 # -launcher-exec) that "logs in" to an emulated host of test/netns.sh:
 #

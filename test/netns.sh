@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # Two emulated hosts on one machine, sourced by the integration tests and
 # the benchmarks (style of WireGuard's src/tests/netns.sh):
 #

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * ucx-crypt crypto core: backend dispatch, record and stream framing.
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * ucx-crypt crypto core: AES-GCM records and stream segments.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Internal: what a backend of the crypto core provides. Each backend is a
  * table of five calls over raw AES-GCM; framing (nonces, streams, zeroing on

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * AES-GCM on Intel ipsec-mb: the data path.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * AES-GCM on OpenSSL EVP: the portable fallback and the cross-check.
  *

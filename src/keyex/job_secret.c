@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The job secret: 32 random bytes shared by every process of a job, read
  * from a file only its owner can read (like ssh private keys, and for the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * ucx-crypt key management: job secret, X25519 handshakes, HKDF schedule.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * ucx-crypt-keygen FILE: create a job secret for UCX_CRYPT_KEY_FILE.
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * X25519 and the HKDF-SHA256 key schedule described in keyex.h.
  * Primitives come from OpenSSL 3 (EVP_PKEY X25519, EVP_KDF HKDF).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Memory for secrets: its own pages, excluded from core dumps
  * (MADV_DONTDUMP), kept out of swap where RLIMIT_MEMLOCK allows (mlock),

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Worker pool of the bulk engine; see crypt_pool.h for the rules.
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * A small pool of worker threads for the bulk engine: they run sealing and
  * opening jobs and nothing else (no UCX call ever runs on them; UCT is

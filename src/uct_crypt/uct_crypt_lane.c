@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The collective lane (src/uct_crypt/api/uct_crypt_lane.h): the collective
  * layer's sealed frames on the inner network transport, not sealed again.

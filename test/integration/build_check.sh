@@ -14,6 +14,7 @@
 # - exports: each shared object exports its entry points and nothing else
 #   (hidden visibility: no layer binds to another's private copy);
 # - the installed API headers compile on their own, in C and C++;
+# - a LICENSE, and an SPDX line in every source file;
 # - the tamper hooks exist in the test build and nowhere in the release
 #   build (neither the code nor the knobs).
 set -uo pipefail
@@ -142,7 +143,28 @@ check_test_hooks() {
     fi
 }
 
+# ---- licence -------------------------------------------------------------------
+check_licence() {
+    local missing
+    # config/aux holds what autotools generate
+    missing=$(find "$src/src" "$src/test" "$src/contrib" "$src/config" \
+                   -path "$src/config/aux" -prune -o \( -name '*.[ch]' -o -name '*.cc' \
+                   -o -name '*.sh' -o -name '*.py' -o -name '*.f90' -o -name '*.in' \) \
+                   -print 2>/dev/null |
+              while read -r f; do
+                  head -3 "$f" | grep -q 'SPDX-License-Identifier: BSD-3-Clause' ||
+                      echo "${f#"$src"/}"
+              done)
+    if [ -f "$src/LICENSE" ] && [ -z "$missing" ]; then
+        record every_source_file_has_an_spdx_line pass
+    else
+        record every_source_file_has_an_spdx_line fail \
+            "LICENSE $([ -f "$src/LICENSE" ] && echo present || echo missing); no SPDX line: $(echo $missing | cut -c1-300)"
+    fi
+}
+
 check_layering
+check_licence
 check_exports
 check_api_headers
 check_test_hooks

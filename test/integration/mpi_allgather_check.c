@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * mpi_allgather_check: MPI_Allgather, MPI_Bcast, MPI_Allreduce,
  * MPI_Alltoall, MPI_Allgatherv and MPI_Alltoallv (through the ucx-crypt adapter where it is loaded: the PMPI

@@ -1,3 +1,4 @@
+! SPDX-License-Identifier: BSD-3-Clause
 ! mpi_allgather_check.f90: MPI_ALLGATHER and MPI_IALLGATHER from Fortran,
 ! checked against what every rank computes for itself. Open MPI's Fortran
 ! bindings call the library directly (not MPI_Allgather), so only the coll

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * mpi_check: MPI point-to-point, one-sided and collective traffic with every
  * byte verified, for the integration tests. Built twice by the test script,

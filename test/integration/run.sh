@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Integration tests of the crypt transport: real processes, real UCX.
 #
 #   test/integration/run.sh OBJDIR PREFIX RESULTS_DIR

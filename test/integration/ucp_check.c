@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * ucp_check: a UCP ping-pong that verifies every byte, for the integration
  * tests. The server echoes each tagged message; the client checks that what

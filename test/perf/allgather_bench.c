@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * OSU-style all-gather latency (osu_allgather): the average time of
  * MPI_Allgather per size, after warm-up, the maximum over ranks. With the

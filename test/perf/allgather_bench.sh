@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Encrypted all-gather benchmark: OSU-style latency for p ranks on N
 # emulated nodes (block and cyclic), 1 B .. 4 MiB, the library's plaintext
 # MPI_Allgather next to Naive and every algorithm of the paper (through the

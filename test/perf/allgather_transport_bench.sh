@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # MPI_Allgather as a user of ucx-crypt gets it, Open MPI, one run, three
 # ways side by side (OSU-style latency, test/perf/allgather_bench.c):
 #   plain      no encryption at all (pml ucx over plain tcp)

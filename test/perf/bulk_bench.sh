@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Bulk engine benchmark: ucx_perftest tag_bw 64 KiB .. 16 MiB and tag_lat,
 # plaintext vs crypt (pipelined, naive, AM-only) in the same run, on two
 # wires:

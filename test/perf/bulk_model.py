@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
 """Performance model of the bulk engine, checked against measurements.
 
 In the spirit of CryptMPI's model (Naser et al., section IV-C): Hockney for

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Calibration of the bulk engine's crypto side, and its thread-scaling
  * benchmark: how fast the worker pool seals (and a single thread opens) a

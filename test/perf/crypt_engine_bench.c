@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Crypto engine benchmark: throughput of our record seal/open and stream
  * segment seal/open, per backend, single thread, next to the raw library

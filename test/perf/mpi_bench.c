@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * MPI benchmarks for the bulk engine, in the manner of the OSU micro
  * benchmarks: ping-pong latency (osu_latency) and multi-pair bandwidth

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # MPI ping-pong and multi-pair bandwidth (1, 2, 4 pairs) between two emulated
 # hosts, Open MPI over UCX: plaintext (pml ucx on tcp), crypt pipelined and
 # crypt naive (both through the shipped site configuration), in one run.

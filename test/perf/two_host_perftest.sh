@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The main demo: ucx_perftest between two emulated hosts, over crypt and over
 # plaintext tcp in the same run, as a table (and CSV beside it).
 #

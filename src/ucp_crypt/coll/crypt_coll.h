@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Encrypted collectives, core layer: a team (ranks, node map, a group key,
  * point-to-point pipes between its ranks) and the all-gather algorithms of

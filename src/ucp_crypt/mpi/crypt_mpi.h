@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The MPI adapter's entry points (crypt_mpi.c), called by the front ends:
  * PMPI interposition (crypt_pmpi.c) and Open MPI's coll component

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Seal with one backend, open with the other: random sizes 0..1 MiB and
  * random associated data. Two independent implementations agreeing on

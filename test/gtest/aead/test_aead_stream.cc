@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The segment stream (Hoang et al. 2015 STREAM): every way an attacker can
  * rearrange segments must fail to open, and a well-formed stream opens.

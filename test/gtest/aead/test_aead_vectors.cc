@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Known-answer tests for AES-GCM on every backend.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Run a parameterized suite once per AES-GCM backend built in.
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The job secret file: what is accepted, what is refused and with which
  * message, and what ucx-crypt-keygen writes.

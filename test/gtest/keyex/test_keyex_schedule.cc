@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The key schedule: two parties agree, a third with another job secret
  * does not, and every key it hands out is distinct per direction, purpose,

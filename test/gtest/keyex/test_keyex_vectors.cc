@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Known answers for the primitives under the key schedule:
  * RFC 7748 §5.2 and §6.1 (X25519), RFC 5869 Appendix A (HKDF-SHA256).

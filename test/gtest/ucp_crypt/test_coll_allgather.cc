@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Encrypted all-gather, core layer, in a harness of real processes: p forked
  * ranks joined by socket pairs, N emulated nodes (block or cyclic), every

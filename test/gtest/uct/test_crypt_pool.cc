@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The bulk engine's worker pool: every job runs exactly once, on a worker
  * index the caller can use for per-thread state; destroy drains the queue;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The crypt transport at the UCT level: two crypt ifaces in one process,
  * over the inner tcp on loopback, driven through the public UCT API the way
