@@ -17,17 +17,18 @@
 #include <endian.h>
 
 static void crypt_coll_aad(crypt_coll_aad_t *aad, const crypt_coll_team_t *team,
-                           int owner, int sealer, size_t m)
+                           int owner, int sealer, int dest, size_t m)
 {
     aad->collective = htole64(team->collective);
     aad->owner      = htole32((uint32_t)owner);
     aad->sealer     = htole32((uint32_t)sealer);
+    aad->dest       = htole32((uint32_t)dest);
     aad->length     = htole64(m);
 }
 
 /* frame = be32 sealer || be64 sequence || ciphertext || tag */
 crypt_coll_status_t crypt_coll_seal(crypt_coll_team_t *team, int owner,
-                                    const uint8_t *plain, size_t m,
+                                    int dest, const uint8_t *plain, size_t m,
                                     uint8_t *frame)
 {
     uint32_t sealer = htobe32((uint32_t)team->rank);
@@ -37,7 +38,7 @@ crypt_coll_status_t crypt_coll_seal(crypt_coll_team_t *team, int owner,
 
     memcpy(frame, &sealer, 4);
     memcpy(frame + 4, &be_seq, 8);
-    crypt_coll_aad(&aad, team, owner, team->rank, m);
+    crypt_coll_aad(&aad, team, owner, team->rank, dest, m);
     if (crypt_record_seal(&team->key, frame, seq, &aad, sizeof(aad), plain, m,
                           frame + CRYPT_COLL_FRAME_HDR,
                           frame + CRYPT_COLL_FRAME_HDR + m) != CRYPT_AEAD_OK) {
@@ -48,10 +49,26 @@ crypt_coll_status_t crypt_coll_seal(crypt_coll_team_t *team, int owner,
     return CRYPT_COLL_OK;
 }
 
-/* expected_sealer: the only rank the frame may come from, or -1 for any
- * (frames that are forwarded as they are) */
+/* The sealer in the frame's header is checked against what the receiver
+ * knows before the tag is: it selects the nonce, and it is bound into the
+ * associated data, so a frame redirected from another sender fails. */
+static int crypt_coll_sealer_expected(const crypt_coll_team_t *team, int owner,
+                                      int expected, uint32_t sealer)
+{
+    if (sealer >= (uint32_t)team->size) {
+        return 0;
+    }
+    if (expected != CRYPT_COLL_SEALER_ANY) {
+        return sealer == (uint32_t)expected;
+    }
+    /* any sealer only for one rank's block: the tag binds the frame to that
+     * block of this collective, whose bytes every rank that seals it has
+     * the same of; a frame of several blocks must name its sealer */
+    return (owner >= 0) && (owner < team->size);
+}
+
 crypt_coll_status_t crypt_coll_open(crypt_coll_team_t *team, int owner,
-                                    int expected_sealer,
+                                    int expected_sealer, int dest,
                                     const uint8_t *frame, size_t m,
                                     uint8_t *plain)
 {
@@ -63,12 +80,11 @@ crypt_coll_status_t crypt_coll_open(crypt_coll_team_t *team, int owner,
     memcpy(&seq, frame + 4, 8);
     sealer = be32toh(sealer);
     seq    = be64toh(seq);
-    if ((sealer >= (uint32_t)team->size) ||
-        ((expected_sealer >= 0) && (sealer != (uint32_t)expected_sealer))) {
+    if (!crypt_coll_sealer_expected(team, owner, expected_sealer, sealer)) {
         memset(plain, 0, m);
         return CRYPT_COLL_ERR_AUTH;
     }
-    crypt_coll_aad(&aad, team, owner, (int)sealer, m);
+    crypt_coll_aad(&aad, team, owner, (int)sealer, dest, m);
     team->counters.open_calls++;
     team->counters.bytes_opened += m;
     /* a failed open zeroes `plain` (aead.h) */

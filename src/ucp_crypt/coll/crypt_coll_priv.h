@@ -43,14 +43,21 @@ enum {
 void *crypt_coll_workspace(crypt_coll_team_t *team, int slot, size_t size);
 
 /* ---- crypt_coll_frame.c ---- */
-/* seal the block of `owner` (m bytes) into `frame` (m + overhead) */
+/* Seal the block of `owner` (m bytes) for `dest` (a rank, or
+ * CRYPT_COLL_DEST_ANY for a frame several ranks open) into `frame` (m +
+ * overhead). */
 crypt_coll_status_t crypt_coll_seal(crypt_coll_team_t *team, int owner,
-                                    const uint8_t *plain, size_t m,
+                                    int dest, const uint8_t *plain, size_t m,
                                     uint8_t *frame);
-/* expected_sealer: the only rank the frame may come from, or -1 for any
- * (frames that are forwarded as they are); a failed open zeroes `plain` */
+/* `sealer`: the only rank the frame may come from, or, for one rank's
+ * block forwarded as it is, CRYPT_COLL_SEALER_ANY (the block may be sealed
+ * again where it crosses nodes a second time, but its owner in the tag
+ * binds it to its place, and its bytes are the owner's whoever seals
+ * them); a frame of several blocks (CRYPT_COLL_OWNER_*) must name its
+ * sealer. `dest` as sealed. A failed open zeroes `plain`. */
+#define CRYPT_COLL_SEALER_ANY (-1)
 crypt_coll_status_t crypt_coll_open(crypt_coll_team_t *team, int owner,
-                                    int expected_sealer, const uint8_t *frame,
+                                    int sealer, int dest, const uint8_t *frame,
                                     size_t m, uint8_t *plain);
 int crypt_coll_same_node(const crypt_coll_team_t *team, int peer);
 /* every move goes through here: plaintext to another node is refused */

@@ -19,10 +19,14 @@
  * is therefore unique per key by construction, never random.
  *
  * The tag also covers crypt_coll_aad_t (not sent, both sides build it):
- * the team's collective number, the block's owner, the sealing rank and
- * the plaintext length, little endian: a frame cannot be replayed into
- * another collective, moved to another block or cut short. Owners above
- * the rank range name aggregate frames (CRYPT_COLL_OWNER_*).
+ * the team's collective number, the block's owner, the sealing rank, the
+ * receiving rank and the plaintext length, little endian: a frame cannot be
+ * replayed into another collective, moved to another block, taken from
+ * another sender, delivered to another receiver or cut short. Owners above
+ * the rank range name aggregate frames (CRYPT_COLL_OWNER_*); a frame that
+ * is forwarded and opened by several ranks names no receiver
+ * (CRYPT_COLL_DEST_ANY). A frame of several blocks is opened only from
+ * the one rank that may have sealed it.
  */
 #ifndef UCX_CRYPT_COLL_WIRE_H
 #define UCX_CRYPT_COLL_WIRE_H
@@ -40,8 +44,12 @@ typedef struct crypt_coll_aad {
     uint64_t collective;     /* little endian, from here on */
     uint32_t owner;
     uint32_t sealer;
+    uint32_t dest;           /* the receiving rank, or CRYPT_COLL_DEST_ANY */
     uint64_t length;
 } __attribute__((packed)) crypt_coll_aad_t;
+
+/* a frame that several ranks open (forwarded as it is) */
+#define CRYPT_COLL_DEST_ANY               (-1)
 
 /* owners of frames that carry more than one rank's block */
 #define CRYPT_COLL_OWNER_BCAST(_root)     (0x10000000u | (unsigned)(_root))
@@ -52,6 +60,6 @@ _Static_assert(sizeof(crypt_coll_frame_hdr_t) == CRYPT_COLL_FRAME_HDR,
                "frame header layout");
 _Static_assert((int)CRYPT_COLL_FRAME_HDR == (int)CRYPT_AEAD_NONCE_LEN,
                "the frame header is the GCM nonce");
-_Static_assert(sizeof(crypt_coll_aad_t) == 24, "frame associated data layout");
+_Static_assert(sizeof(crypt_coll_aad_t) == 28, "frame associated data layout");
 
 #endif

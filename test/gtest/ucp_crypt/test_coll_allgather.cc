@@ -62,6 +62,40 @@ struct pipes {
     int  tamper;               /* flip a bit in the first inter-node send */
 };
 
+/* An active adversary on the wire that redirects a frame: the first
+ * inter-node message of `sender` is also delivered to `victim`, in place of
+ * what `victim` expects from `displaced` (which is swallowed). Set before
+ * the ranks fork; -1: no attack. */
+struct redirect_attack {
+    int sender, victim, displaced;
+};
+redirect_attack redirect = {-1, -1, -1};
+
+int write_all(int fd, const uint8_t *buf, size_t len)
+{
+    size_t done = 0;
+    while (done < len) {
+        struct pollfd pfd = {fd, POLLOUT, 0};
+        if (poll(&pfd, 1, 30000) <= 0) return -1;
+        ssize_t w = write(fd, buf + done, len - done);
+        if (w > 0) done += (size_t)w;
+    }
+    return 0;
+}
+
+int read_all(int fd, uint8_t *buf, size_t len)
+{
+    size_t done = 0;
+    while (done < len) {
+        struct pollfd pfd = {fd, POLLIN, 0};
+        if (poll(&pfd, 1, 30000) <= 0) return -1;
+        ssize_t rd = read(fd, buf + done, len - done);
+        if (rd <= 0) return -1;
+        done += (size_t)rd;
+    }
+    return 0;
+}
+
 uint8_t pattern(int rank, size_t i, int alg, size_t m)
 {
     return (uint8_t)(rank * 37 + i * 11 + alg * 5 + m);
@@ -75,6 +109,20 @@ int harness_sendrecv(void *ctx, int dst, const void *sbuf, size_t slen, int src,
     const uint8_t *out = static_cast<const uint8_t*>(sbuf);
     size_t sent = 0, got = 0;
     time_t deadline = time(nullptr) + 30;
+    int swallow_from = -1;
+
+    if ((p->rank == redirect.sender) && (dst >= 0) && (slen > 0) &&
+        (p->node_of[dst] != p->node_of[p->rank])) {
+        /* the adversary copies this frame towards the victim */
+        if (write_all(p->fd[redirect.victim], out, slen) != 0) return -1;
+        redirect.sender = -1;
+    }
+    if ((p->rank == redirect.victim) && (src == redirect.displaced)) {
+        /* ... and delivers the copy in place of the displaced peer's */
+        swallow_from    = src;
+        src             = redirect.sender;
+        redirect.victim = -1;
+    }
 
     if ((dst >= 0) && (slen > 0) && p->tamper &&
         (p->node_of[dst] != p->node_of[p->rank])) {
@@ -107,6 +155,10 @@ int harness_sendrecv(void *ctx, int dst, const void *sbuf, size_t slen, int src,
                 if (rd > 0) got += (size_t)rd;
             }
         }
+    }
+    if (swallow_from >= 0) {
+        std::vector<uint8_t> swallowed(rlen);
+        return read_all(p->fd[swallow_from], swallowed.data(), rlen);
     }
     return 0;
 }
@@ -883,6 +935,27 @@ TEST_P(crypt_allgather_tamper_test, forged_frame_fails_every_rank_with_no_data)
         ASSERT_TRUE(res[r].done);
         EXPECT_EQ(res[r].status[alg][3], CRYPT_COLL_ERR_AUTH);
         EXPECT_FALSE(res[r].data_ok[alg][3]) << "an error must come with no data";
+    }
+}
+
+/* O-RD2 with every rank on its own node: in round 0 rank r receives the
+ * merged frame of rank r + 1. The adversary hands rank 0 the frame rank 2
+ * sealed for rank 1 instead. Same collective, same round, same length: only
+ * the sealer and the receiver tell the two apart, so a frame accepted from
+ * any sealer would put block 2 where block 1 belongs, as success. */
+TEST(crypt_allgather_redirect, frame_of_another_sender_fails_every_rank_with_no_data)
+{
+    const int p = 4;
+    std::vector<int> node_of = {0, 1, 2, 3};
+    redirect = {2, 0, 1};
+    auto res = run_team(p, node_of, -1, CRYPT_ALLGATHER_O_RD2);
+    redirect = {-1, -1, -1};
+    for (int r = 0; r < p; ++r) {
+        SCOPED_TRACE("rank " + std::to_string(r));
+        ASSERT_TRUE(res[r].done);
+        EXPECT_EQ(res[r].status[CRYPT_ALLGATHER_O_RD2][3], CRYPT_COLL_ERR_AUTH);
+        EXPECT_FALSE(res[r].data_ok[CRYPT_ALLGATHER_O_RD2][3])
+                << "an error must come with no data";
     }
 }
 

@@ -66,7 +66,8 @@ crypt_coll_bruck(crypt_coll_team_t *team, const int *members, const int *owner,
                 plain_len += m;
             } else {
                 if (!have_frame[slot]) {
-                    status = crypt_coll_seal(team, o, rbuf + (size_t)o * m, m,
+                    status = crypt_coll_seal(team, o, CRYPT_COLL_DEST_ANY,
+                                             rbuf + (size_t)o * m, m,
                                              frames + (size_t)slot * frame_len);
                     have_frame[slot] = 1;
                 }
@@ -78,7 +79,7 @@ crypt_coll_bruck(crypt_coll_team_t *team, const int *members, const int *owner,
             /* owner field: the round, marked, so a merged frame cannot pass
              * for a block (AAD) */
             status = crypt_coll_seal(team, (int)CRYPT_COLL_OWNER_MERGED(step),
-                                     merged, plain_len, out);
+                                     to, merged, plain_len, out);
             out_len = plain_len + CRYPT_COLL_FRAME_OVERHEAD;
         }
         /* what comes in: known from the slots alone */
@@ -102,8 +103,8 @@ crypt_coll_bruck(crypt_coll_team_t *team, const int *members, const int *owner,
 
         /* unpack */
         if (sealed_in && (framing == CRYPT_COLL_FRAMES_MERGED) && (plain_len > 0) &&
-            (crypt_coll_open(team, (int)CRYPT_COLL_OWNER_MERGED(step), -1, in,
-                             plain_len, merged) != CRYPT_COLL_OK)) {
+            (crypt_coll_open(team, (int)CRYPT_COLL_OWNER_MERGED(step), from,
+                             team->rank, in, plain_len, merged) != CRYPT_COLL_OK)) {
             *failed = 1;
         }
         for (j = 0, in_len = 0, plain_len = 0; j < cnt; ++j) {
@@ -121,7 +122,9 @@ crypt_coll_bruck(crypt_coll_team_t *team, const int *members, const int *owner,
                 memcpy(frames + (size_t)slot * frame_len, in + in_len, frame_len);
                 have_frame[slot] = 1;
                 in_len += frame_len;
-                if (crypt_coll_open(team, o, -1, frames + (size_t)slot * frame_len, m,
+                if (crypt_coll_open(team, o, CRYPT_COLL_SEALER_ANY,
+                                    CRYPT_COLL_DEST_ANY,
+                                    frames + (size_t)slot * frame_len, m,
                                     rbuf + (size_t)o * m) != CRYPT_COLL_OK) {
                     *failed = 1; /* keep the schedule; the agreement reports it */
                 }

@@ -90,7 +90,8 @@ crypt_coll_status_t crypt_allgather_concurrent(crypt_coll_team_t *team,
         int next = crypt_coll_member(&l, (my_node + 1) % N, g);
         int prev = crypt_coll_member(&l, (my_node - 1 + N) % N, g);
         if ((N > 1) && (crypt_coll_owner(&l, my_node, g) == r)) {
-            status = crypt_coll_seal(team, r, rbuf + (size_t)r * m, m,
+            status = crypt_coll_seal(team, r, CRYPT_COLL_DEST_ANY,
+                                     rbuf + (size_t)r * m, m,
                                      frames + (size_t)my_node * frame_len);
         }
         for (s = 0; (status == CRYPT_COLL_OK) && (s < N - 1); ++s) {
@@ -103,7 +104,8 @@ crypt_coll_status_t crypt_allgather_concurrent(crypt_coll_team_t *team,
                                      frames + (size_t)recv_node * frame_len,
                                      (recv_owner >= 0) ? frame_len : 0);
             if ((status == CRYPT_COLL_OK) && (recv_owner >= 0) &&
-                (crypt_coll_open(team, recv_owner, -1,
+                (crypt_coll_open(team, recv_owner, recv_owner,
+                                 CRYPT_COLL_DEST_ANY,
                                  frames + (size_t)recv_node * frame_len, m,
                                  rbuf + (size_t)recv_owner * m) != CRYPT_COLL_OK)) {
                 failed = 1; /* keep the schedule; the agreement reports it */

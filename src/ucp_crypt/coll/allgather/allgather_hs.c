@@ -111,14 +111,15 @@ crypt_coll_status_t crypt_allgather_hs(crypt_coll_team_t *team,
         /* 2: seal once (HS1: the leader, the node's data; HS2: every rank,
          * its own block) and exchange the node slots among the leaders */
         if (hs2) {
-            status = crypt_coll_seal(team, r, plain + (size_t)r * m, m,
+            status = crypt_coll_seal(team, r, CRYPT_COLL_DEST_ANY,
+                                     plain + (size_t)r * m, m,
                                      cipher + off[my_node] + (size_t)my_local * frame_len);
         } else if (my_local == 0) {
             for (q = 0; q < l.count[my_node]; ++q) {
                 memcpy(scratch + (size_t)q * m, plain + (size_t)l.ranks[my_node][q] * m, m);
             }
             status = crypt_coll_seal(team, (int)CRYPT_COLL_OWNER_NODE(my_node),
-                                     scratch, (size_t)l.count[my_node] * m,
+                                     CRYPT_COLL_DEST_ANY, scratch, (size_t)l.count[my_node] * m,
                                      cipher + off[my_node]);
         }
         if ((status == CRYPT_COLL_OK) && hs2) {
@@ -139,7 +140,8 @@ crypt_coll_status_t crypt_allgather_hs(crypt_coll_team_t *team,
                 if ((idx++ % l.count[my_node]) != my_local) {
                     continue;
                 }
-                if (crypt_coll_open(team, (int)CRYPT_COLL_OWNER_NODE(n), -1,
+                if (crypt_coll_open(team, (int)CRYPT_COLL_OWNER_NODE(n),
+                                    l.ranks[n][0], CRYPT_COLL_DEST_ANY,
                                     cipher + off[n], (size_t)l.count[n] * m,
                                     scratch) != CRYPT_COLL_OK) {
                     failed = 1;
@@ -151,7 +153,8 @@ crypt_coll_status_t crypt_allgather_hs(crypt_coll_team_t *team,
             }
             for (q = 0; q < l.count[n]; ++q) {
                 if ((idx++ % l.count[my_node]) == my_local &&
-                    (crypt_coll_open(team, l.ranks[n][q], -1,
+                    (crypt_coll_open(team, l.ranks[n][q], l.ranks[n][q],
+                                     CRYPT_COLL_DEST_ANY,
                                      cipher + off[n] + (size_t)q * frame_len, m,
                                      plain + (size_t)l.ranks[n][q] * m) !=
                      CRYPT_COLL_OK)) {

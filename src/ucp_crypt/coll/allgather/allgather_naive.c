@@ -25,7 +25,7 @@ crypt_coll_status_t crypt_allgather_naive(crypt_coll_team_t *team,
     if (frames == NULL) {
         return CRYPT_COLL_ERR_PARAM;
     }
-    status = crypt_coll_seal(team, r, rbuf + (size_t)r * m, m,
+    status = crypt_coll_seal(team, r, CRYPT_COLL_DEST_ANY, rbuf + (size_t)r * m, m,
                              frames + (size_t)r * frame_len);
     for (s = 0; (status == CRYPT_COLL_OK) && (s < p - 1); ++s) {
         int send_idx = (r - s + p) % p, recv_idx = (r - s - 1 + p) % p;
@@ -36,7 +36,8 @@ crypt_coll_status_t crypt_allgather_naive(crypt_coll_team_t *team,
     }
     for (j = 0; (status == CRYPT_COLL_OK) && (j < p); ++j) {
         if ((j != r) &&
-            (crypt_coll_open(team, j, -1, frames + (size_t)j * frame_len, m,
+            (crypt_coll_open(team, j, j, CRYPT_COLL_DEST_ANY,
+                             frames + (size_t)j * frame_len, m,
                              rbuf + (size_t)j * m) != CRYPT_COLL_OK)) {
             result = CRYPT_COLL_ERR_AUTH; /* keep going: zero every bad block */
         }

@@ -41,7 +41,8 @@ crypt_coll_status_t crypt_allgather_o_ring(crypt_coll_team_t *team,
             if (have_frame[send_idx]) {
                 sbuf = frames + (size_t)send_idx * frame_len;
             } else {
-                status = crypt_coll_seal(team, send_idx, sbuf, m, out);
+                status = crypt_coll_seal(team, send_idx, CRYPT_COLL_DEST_ANY,
+                                         sbuf, m, out);
                 sbuf   = out;
             }
             slen = frame_len;
@@ -56,7 +57,8 @@ crypt_coll_status_t crypt_allgather_o_ring(crypt_coll_team_t *team,
         if ((status == CRYPT_COLL_OK) && sealed_in) {
             /* a failed open keeps the schedule going (the peers would wait
              * forever otherwise); the agreement step reports it */
-            if (crypt_coll_open(team, recv_idx, -1,
+            if (crypt_coll_open(team, recv_idx, CRYPT_COLL_SEALER_ANY,
+                                CRYPT_COLL_DEST_ANY,
                                 frames + (size_t)recv_idx * frame_len, m,
                                 rbuf + (size_t)recv_idx * m) != CRYPT_COLL_OK) {
                 failed = 1;

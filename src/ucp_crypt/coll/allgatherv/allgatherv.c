@@ -93,7 +93,8 @@ crypt_coll_status_t crypt_coll_allgatherv_run(crypt_coll_team_t *team,
 
         crypt_coll_pack_v(plain, out, l.ranks[my_node], l.count[my_node], counts,
                           displs, 0);
-        status = crypt_coll_seal(team, head, plain, node_bytes[my_node],
+        status = crypt_coll_seal(team, head, CRYPT_COLL_DEST_ANY, plain,
+                                 node_bytes[my_node],
                                  frames + frame_off[my_node]);
         for (s = 0; (status == CRYPT_COLL_OK) && (s < N - 1); ++s) {
             int send_node = (my_node - s + N) % N, recv_node = (my_node - s - 1 + N) % N;
@@ -108,6 +109,7 @@ crypt_coll_status_t crypt_coll_allgatherv_run(crypt_coll_team_t *team,
             }
             /* sealed by that node's leader, for this collective, this long */
             if (crypt_coll_open(team, l.ranks[n][0], l.ranks[n][0],
+                                CRYPT_COLL_DEST_ANY,
                                 frames + frame_off[n], node_bytes[n], plain) !=
                 CRYPT_COLL_OK) {
                 failed = 1; /* zeros: the blocks are zeroed at the end */

@@ -35,7 +35,8 @@ crypt_coll_status_t crypt_coll_alltoall_run(crypt_coll_team_t *team,
         if (seal_out) {
             /* owner = the destination: a frame cannot be delivered to
              * another rank than the one it was sealed for */
-            status = crypt_coll_seal(team, to, src_buf + (size_t)to * m, m, out);
+            status = crypt_coll_seal(team, to, to, src_buf + (size_t)to * m, m,
+                                     out);
         }
         if (status != CRYPT_COLL_OK) {
             break;
@@ -48,7 +49,7 @@ crypt_coll_status_t crypt_coll_alltoall_run(crypt_coll_team_t *team,
         /* sealed for us, and by no other rank than the expected sender; a
          * failed open leaves zeros */
         if ((status == CRYPT_COLL_OK) && sealed_in &&
-            (crypt_coll_open(team, r, from, in, m, dst_buf + (size_t)from * m) !=
+            (crypt_coll_open(team, r, from, r, in, m, dst_buf + (size_t)from * m) !=
              CRYPT_COLL_OK)) {
             failed = 1;
         }

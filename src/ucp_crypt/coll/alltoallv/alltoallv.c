@@ -45,7 +45,8 @@ crypt_coll_status_t crypt_coll_alltoallv_run(crypt_coll_team_t *team,
 
         if (seal_out) {
             /* owner = the destination, length = this block's (AAD) */
-            status = crypt_coll_seal(team, to, src_buf + sdispls[to], scounts[to], out);
+            status = crypt_coll_seal(team, to, to, src_buf + sdispls[to],
+                                     scounts[to], out);
         }
         if (status != CRYPT_COLL_OK) {
             break;
@@ -57,7 +58,7 @@ crypt_coll_status_t crypt_coll_alltoallv_run(crypt_coll_team_t *team,
                                  sealed_in ? in : dst_buf + rdispls[from],
                                  rcounts[from] + (sealed_in ? CRYPT_COLL_FRAME_OVERHEAD : 0));
         if ((status == CRYPT_COLL_OK) && sealed_in &&
-            (crypt_coll_open(team, r, from, in, rcounts[from],
+            (crypt_coll_open(team, r, from, r, in, rcounts[from],
                              dst_buf + rdispls[from]) != CRYPT_COLL_OK)) {
             failed = 1;
         }

@@ -38,6 +38,7 @@ crypt_coll_status_t crypt_coll_bcast_run(crypt_coll_team_t *team, void *buf,
     if ((status == CRYPT_COLL_OK) && (r == head) && (N > 1)) {
         if (r == root) {
             status = crypt_coll_seal(team, (int)CRYPT_COLL_OWNER_BCAST(root),
+                                     CRYPT_COLL_DEST_ANY,
                                      buf, m, frame);
         }
         /* binomial tree over the nodes, rooted at the root's node */
@@ -55,7 +56,8 @@ crypt_coll_status_t crypt_coll_bcast_run(crypt_coll_team_t *team, void *buf,
                 int from = (n == root_node) ? root : l.ranks[n][0];
                 status = crypt_coll_move(team, -1, NULL, 0, 1, from, frame, frame_len);
                 if ((status == CRYPT_COLL_OK) &&
-                    (crypt_coll_open(team, (int)CRYPT_COLL_OWNER_BCAST(root), -1, frame,
+                    (crypt_coll_open(team, (int)CRYPT_COLL_OWNER_BCAST(root), root,
+                                     CRYPT_COLL_DEST_ANY, frame,
                                      m, buf) != CRYPT_COLL_OK)) {
                     failed = 1; /* the frame still goes on: peers must not wait */
                 }
