@@ -168,6 +168,42 @@ keyex_usage_t keyex_usage_check(uint64_t records_done, uint64_t bytes_done,
 
 const char *keyex_purpose_name(keyex_purpose_t purpose);
 
+/* ---- collective teams ----------------------------------------------------
+ *
+ *   team_prk      = HKDF-Extract(salt = "ucx-crypt v2 collective",
+ *                                IKM = job_secret)
+ *   bootstrap_key = HKDF-Expand(team_prk, "ucx-crypt v2 bootstrap", 32)
+ *   team[0]       = HKDF-Expand(team_prk, "ucx-crypt v2 collective" ||
+ *                               transcript, 32)
+ *   team[e+1], key[e]: as traffic[g+1] and key[g] above
+ *
+ * Every rank's bootstrap message is MACed (HMAC-SHA256, RFC 2104) under
+ * bootstrap_key, so a party without the job secret can neither forge nor
+ * alter one; the transcript is the SHA-256 (FIPS 180-4) of every rank's
+ * message in rank order, each carrying fresh randomness of its own, so the
+ * team key depends on every rank's contribution: a replayed old message
+ * gives the rank that did not send it another key than its peers', and its
+ * first frame fails (the transcript is confirmed by every frame), instead
+ * of an old key being used again with nonces from 0. */
+enum {
+    KEYEX_MAC_LEN        = 32, /* HMAC-SHA256 */
+    KEYEX_TRANSCRIPT_LEN = 32  /* SHA-256 */
+};
+
+keyex_status_t keyex_derive_bootstrap_key(const uint8_t job_secret[KEYEX_JOB_SECRET_LEN],
+                                          uint8_t key[KEYEX_SECRET_LEN]);
+keyex_status_t keyex_derive_team_keys(const uint8_t job_secret[KEYEX_JOB_SECRET_LEN],
+                                      const uint8_t transcript[KEYEX_TRANSCRIPT_LEN],
+                                      unsigned key_len, keyex_traffic_keys_t *keys);
+/* HMAC-SHA256 of `len` bytes under a 32-byte key */
+keyex_status_t keyex_mac(const uint8_t key[KEYEX_SECRET_LEN], const void *data,
+                         size_t len, uint8_t mac[KEYEX_MAC_LEN]);
+/* constant-time comparison of two MACs: 1 when equal */
+int keyex_mac_equal(const uint8_t a[KEYEX_MAC_LEN], const uint8_t b[KEYEX_MAC_LEN]);
+/* SHA-256 */
+keyex_status_t keyex_hash(const void *data, size_t len,
+                          uint8_t out[KEYEX_TRANSCRIPT_LEN]);
+
 #ifdef __cplusplus
 }
 #endif

@@ -14,6 +14,7 @@
 #include <openssl/evp.h>
 #include <openssl/kdf.h>
 #include <openssl/params.h>
+#include <openssl/sha.h>
 #include <string.h>
 
 #define KEYEX_LABEL_PREFIX "ucx-crypt v1 "
@@ -285,4 +286,89 @@ keyex_usage_t keyex_usage_check(uint64_t records_done, uint64_t bytes_done,
         return KEYEX_USAGE_REKEY;
     }
     return KEYEX_USAGE_OK;
+}
+
+/* ---- collective teams (keyex.h) ------------------------------------------ */
+
+static keyex_status_t keyex_team_prk(const uint8_t job_secret[KEYEX_JOB_SECRET_LEN],
+                                     uint8_t prk[KEYEX_SECRET_LEN])
+{
+    static const char salt[] = "ucx-crypt v2 collective";
+
+    return keyex_hkdf_extract((const uint8_t*)salt, sizeof(salt) - 1,
+                              job_secret, KEYEX_JOB_SECRET_LEN, prk);
+}
+
+keyex_status_t keyex_derive_bootstrap_key(const uint8_t job_secret[KEYEX_JOB_SECRET_LEN],
+                                          uint8_t key[KEYEX_SECRET_LEN])
+{
+    static const char label[] = "ucx-crypt v2 bootstrap";
+    uint8_t prk[KEYEX_SECRET_LEN];
+    keyex_status_t status;
+
+    status = keyex_team_prk(job_secret, prk);
+    if (status == KEYEX_OK) {
+        status = keyex_hkdf_expand(prk, (const uint8_t*)label,
+                                   sizeof(label) - 1, key, KEYEX_SECRET_LEN);
+    }
+    OPENSSL_cleanse(prk, sizeof(prk));
+    return status;
+}
+
+keyex_status_t keyex_derive_team_keys(const uint8_t job_secret[KEYEX_JOB_SECRET_LEN],
+                                      const uint8_t transcript[KEYEX_TRANSCRIPT_LEN],
+                                      unsigned key_len, keyex_traffic_keys_t *keys)
+{
+    static const char label[] = "ucx-crypt v2 collective";
+    uint8_t prk[KEYEX_SECRET_LEN], info[sizeof(label) - 1 + KEYEX_TRANSCRIPT_LEN];
+    keyex_status_t status;
+
+    if ((key_len != 16) && (key_len != 32)) {
+        return KEYEX_ERR_PARAM;
+    }
+    memcpy(info, label, sizeof(label) - 1);
+    memcpy(info + sizeof(label) - 1, transcript, KEYEX_TRANSCRIPT_LEN);
+    memset(keys, 0, sizeof(*keys));
+    keys->key_len = key_len;
+    status = keyex_team_prk(job_secret, prk);
+    if (status == KEYEX_OK) {
+        status = keyex_hkdf_expand(prk, info, sizeof(info), keys->secret,
+                                   KEYEX_SECRET_LEN);
+    }
+    OPENSSL_cleanse(prk, sizeof(prk));
+    if (status == KEYEX_OK) {
+        status = keyex_expand_traffic(keys);
+    }
+    if (status != KEYEX_OK) {
+        OPENSSL_cleanse(keys, sizeof(*keys));
+    }
+    return status;
+}
+
+keyex_status_t keyex_mac(const uint8_t key[KEYEX_SECRET_LEN], const void *data,
+                         size_t len, uint8_t mac[KEYEX_MAC_LEN])
+{
+    size_t out_len = 0;
+
+    /* HMAC-SHA256 (RFC 2104, FIPS 198-1) through OpenSSL's EVP_MAC */
+    if ((EVP_Q_mac(NULL, "HMAC", NULL, "SHA256", NULL, key, KEYEX_SECRET_LEN,
+                   data, len, mac, KEYEX_MAC_LEN, &out_len) == NULL) ||
+        (out_len != KEYEX_MAC_LEN)) {
+        return KEYEX_ERR_CRYPTO;
+    }
+    return KEYEX_OK;
+}
+
+int keyex_mac_equal(const uint8_t a[KEYEX_MAC_LEN], const uint8_t b[KEYEX_MAC_LEN])
+{
+    return CRYPTO_memcmp(a, b, KEYEX_MAC_LEN) == 0;
+}
+
+keyex_status_t keyex_hash(const void *data, size_t len,
+                          uint8_t out[KEYEX_TRANSCRIPT_LEN])
+{
+    unsigned out_len = 0;
+
+    return ((EVP_Digest(data, len, out, &out_len, EVP_sha256(), NULL) == 1) &&
+            (out_len == KEYEX_TRANSCRIPT_LEN)) ? KEYEX_OK : KEYEX_ERR_CRYPTO;
 }

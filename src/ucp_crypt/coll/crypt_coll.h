@@ -23,6 +23,7 @@
 #define UCX_CRYPT_COLL_H
 
 #include "aead/aead.h"
+#include "keyex/keyex.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -36,8 +37,17 @@ enum {
     /* a sealed frame: header (encrypting rank, sequence) || ciphertext || tag */
     CRYPT_COLL_FRAME_HDR = 12,
     CRYPT_COLL_FRAME_OVERHEAD = CRYPT_COLL_FRAME_HDR + CRYPT_AEAD_TAG_LEN,
-    CRYPT_COLL_WORKSPACE_SLOTS = 8
+    CRYPT_COLL_WORKSPACE_SLOTS = 8,
+    CRYPT_COLL_TEAM_ID_LEN    = KEYEX_TRANSCRIPT_LEN,
+    CRYPT_COLL_EPOCH_KEYS     = 4    /* epoch keys a rank keeps open */
 };
+
+/* One epoch's key of a team (crypt_coll_team.c) */
+typedef struct crypt_coll_epoch_key {
+    int              valid;
+    uint32_t         epoch;
+    crypt_aead_key_t aead;
+} crypt_coll_epoch_key_t;
 
 typedef enum {
     CRYPT_COLL_OK        = 0,
@@ -105,13 +115,23 @@ typedef struct crypt_coll_team {
     int                   num_nodes;
     crypt_coll_sendrecv_t sendrecv;
     void                  *ctx;
-    crypt_aead_key_t      key;          /* the team's collective key */
-    uint64_t              next_nonce;   /* per encrypting rank */
+    /* keys (crypt_coll_team.c): a group key per epoch; each rank seals
+     * under its own current epoch, which it leaves before its share of
+     * the key's usage limits (keyex.h) is spent; receivers follow the
+     * epoch in the frame header */
+    keyex_traffic_keys_t  *epoch0;      /* secure memory; NULL: no team */
+    crypt_aead_backend_t  backend;
+    crypt_coll_epoch_key_t keys[CRYPT_COLL_EPOCH_KEYS];
+    uint32_t              seal_epoch;
+    uint64_t              next_nonce;   /* this rank's, in seal_epoch */
+    uint64_t              epoch_bytes;  /* sealed by this rank in seal_epoch */
+    uint64_t              epoch_max_records, epoch_max_bytes;
     uint64_t              collective;   /* operations so far (AAD) */
     crypt_coll_counters_t counters;
     uint8_t               *node_shm;    /* shared by the node's ranks */
     size_t                node_shm_size;
-    uint8_t               salt[16];     /* the team salt (not secret) */
+    uint8_t               id[CRYPT_COLL_TEAM_ID_LEN]; /* the bootstrap
+                                           transcript's hash (not secret) */
     const crypt_coll_nb_ops_t *nb;      /* NULL: blocking pipes only */
     struct crypt_coll_task *task;       /* the task in flight, if any */
     /* a finished task's stack, kept for the next task (crypt_coll_task.c) */
@@ -127,26 +147,29 @@ typedef struct crypt_coll_team {
 int crypt_coll_node_map(int size, int num_nodes, crypt_coll_mapping_t mapping,
                         int *node_of);
 
-/* Node emulation for tests and benchmarks: UCX_CRYPT_COLL_NODES="N" or
- * "N:block" or "N:cyclic". Returns 0 and fills node_of, or -1 (unset or
+/* Node emulation for tests and benchmarks (UCX_CRYPT_COLL_NODES): "N" or
+ * "N:block" or "N:cyclic". Returns 0 and fills node_of, or -1 (empty or
  * malformed: `error` says which). */
-int crypt_coll_node_map_from_env(int size, int *node_of, char *error,
-                                 size_t error_len);
+int crypt_coll_node_map_parse(const char *value, int size, int *node_of,
+                              char *error, size_t error_len);
 
-/* The team's key: HKDF-SHA256 (RFC 5869) from the job secret with the
- * salt "ucx-crypt v1 collective" and the team salt as info. The team salt
- * must be fresh for every team ever created under one job secret (rank 0
- * draws 16 bytes from the CSPRNG and the bootstrap spreads them): nonces
- * restart at 0 with every team, so a repeated salt would repeat nonces
- * under one key. Separate from every transport key. */
-enum { CRYPT_COLL_TEAM_SALT_LEN = 16 };
+/* A team whose bootstrap is done: its key is derived in src/keyex
+ * (keyex_derive_team_keys) from the job secret and `team_id`, the hash of
+ * the bootstrap transcript, which must never repeat under one job secret
+ * (crypt_coll_team_create makes it from every rank's fresh contribution):
+ * nonces restart at 0 with every team. key_len: 16 (AES-128) or 32
+ * (AES-256). Separate from every transport key. */
 crypt_coll_status_t crypt_coll_team_init(crypt_coll_team_t *team, int rank,
                                          int size, const int *node_of,
-                                         const uint8_t job_secret[32],
-                                         const uint8_t team_salt[CRYPT_COLL_TEAM_SALT_LEN],
+                                         const uint8_t job_secret[KEYEX_JOB_SECRET_LEN],
+                                         const uint8_t team_id[CRYPT_COLL_TEAM_ID_LEN],
+                                         unsigned key_len,
                                          crypt_aead_backend_t backend,
                                          crypt_coll_sendrecv_t sendrecv,
                                          void *ctx);
+/* Tests: leave an epoch after `records` frames sealed in it (0: the
+ * limits of keyex.h, shared among the team's ranks) */
+void crypt_coll_team_set_epoch_limit(crypt_coll_team_t *team, uint64_t records);
 void crypt_coll_team_cleanup(crypt_coll_team_t *team);
 
 /* Bootstrap, UCC's shape (ucc_oob_coll_t): an out-of-band all-gather
@@ -158,15 +181,19 @@ typedef struct crypt_coll_oob {
     int  rank, size;
 } crypt_coll_oob_t;
 
-/* A team over the OOB's ranks: rank 0 draws the fresh team salt (CSPRNG)
- * and the OOB spreads it; the node map is `node_of` if given, else
- * UCX_CRYPT_COLL_NODES, else each rank's host identity (boot id and host
- * name) gathered through the OOB, nodes numbered in rank order. Then as
- * crypt_coll_team_init. The OOB carries nothing secret. */
+/* A team over the OOB's ranks. Every rank sends one bootstrap message
+ * (crypt_coll_hello_t: its rank, the team size, the key size, 32 fresh
+ * random bytes and its host identity) MACed under a key derived from the
+ * job secret; every rank checks every message (a party without the job
+ * secret can neither forge nor alter one: CRYPT_COLL_ERR_AUTH, fail
+ * closed) and derives the team key from the hash of all of them (keyex.h,
+ * "collective teams"). The node map is `node_of` if given, else the
+ * authenticated host identities, nodes numbered in rank order. The OOB carries nothing secret. */
 crypt_coll_status_t crypt_coll_team_create(crypt_coll_team_t *team,
                                            const crypt_coll_oob_t *oob,
                                            const int *node_of,
-                                           const uint8_t job_secret[32],
+                                           const uint8_t job_secret[KEYEX_JOB_SECRET_LEN],
+                                           unsigned key_len,
                                            crypt_aead_backend_t backend,
                                            crypt_coll_sendrecv_t sendrecv,
                                            void *ctx);
@@ -302,6 +329,10 @@ void crypt_coll_team_set_nb(crypt_coll_team_t *team,
  * 64 KiB HS2 where the team's node segment holds the message, above
  * C-Ring. An HS choice without a big enough segment becomes C-Ring. */
 enum { CRYPT_COLL_HS_DEFAULT_MAX = 64 * 1024 };
+/* 1 if `tune` is a well-formed tune string: "allgather:" followed by
+ * comma-separated entries "LO-HI:ALG", "N:ALG" or "ALG", sizes with k/m
+ * suffixes or "inf", ALG a name crypt_allgather_alg_name gives */
+int crypt_coll_tune_valid(const char *tune);
 crypt_allgather_alg_t crypt_coll_allgather_select(const crypt_coll_team_t *team,
                                                   size_t m, const char *tune);
 /* The algorithm named `name` (crypt_allgather_alg_name), or -1. */

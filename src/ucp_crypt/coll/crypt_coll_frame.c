@@ -26,24 +26,49 @@ static void crypt_coll_aad(crypt_coll_aad_t *aad, const crypt_coll_team_t *team,
     aad->length     = htole64(m);
 }
 
-/* frame = be32 sealer || be64 sequence || ciphertext || tag */
+/* Leave this rank's epoch before its share of the key's limits is spent
+ * (crypt_coll_team_set_epoch_limit); the frame header says which epoch. */
+static crypt_aead_key_t *crypt_coll_seal_key(crypt_coll_team_t *team, size_t m)
+{
+    if ((team->next_nonce >= team->epoch_max_records) ||
+        (team->epoch_bytes + m > team->epoch_max_bytes)) {
+        if (team->seal_epoch == UINT16_MAX) {
+            return NULL; /* 65535 epochs spent: the team must end */
+        }
+        ++team->seal_epoch;
+        team->next_nonce  = 0;
+        team->epoch_bytes = 0;
+    }
+    return crypt_coll_epoch_key(team, team->seal_epoch);
+}
+
+/* frame = epoch, sealer, sequence (the nonce) || ciphertext || tag
+ * (crypt_coll_wire.h) */
 crypt_coll_status_t crypt_coll_seal(crypt_coll_team_t *team, int owner,
                                     int dest, const uint8_t *plain, size_t m,
                                     uint8_t *frame)
 {
-    uint32_t sealer = htobe32((uint32_t)team->rank);
-    uint64_t seq    = team->next_nonce++;
-    uint64_t be_seq = htobe64(seq);
+    crypt_aead_key_t *key = crypt_coll_seal_key(team, m);
+    crypt_coll_frame_hdr_t hdr;
     crypt_coll_aad_t aad;
+    uint64_t seq;
 
-    memcpy(frame, &sealer, 4);
-    memcpy(frame + 4, &be_seq, 8);
+    if ((key == NULL) || (m > team->epoch_max_bytes)) {
+        return CRYPT_COLL_ERR_PARAM;
+    }
+    seq          = team->next_nonce++;
+    hdr.epoch    = htobe16((uint16_t)team->seal_epoch);
+    hdr.sealer   = htobe16((uint16_t)team->rank);
+    hdr.sequence = htobe64(seq);
+    memcpy(frame, &hdr, sizeof(hdr));
     crypt_coll_aad(&aad, team, owner, team->rank, dest, m);
-    if (crypt_record_seal(&team->key, frame, seq, &aad, sizeof(aad), plain, m,
+    /* the header's first 4 bytes are the nonce's fixed field */
+    if (crypt_record_seal(key, frame, seq, &aad, sizeof(aad), plain, m,
                           frame + CRYPT_COLL_FRAME_HDR,
                           frame + CRYPT_COLL_FRAME_HDR + m) != CRYPT_AEAD_OK) {
         return CRYPT_COLL_ERR_PARAM;
     }
+    team->epoch_bytes += m;
     team->counters.bytes_sealed += m;
     team->counters.seal_calls++;
     return CRYPT_COLL_OK;
@@ -72,15 +97,16 @@ crypt_coll_status_t crypt_coll_open(crypt_coll_team_t *team, int owner,
                                     const uint8_t *frame, size_t m,
                                     uint8_t *plain)
 {
+    crypt_coll_frame_hdr_t hdr;
+    crypt_aead_key_t *key;
     uint32_t sealer;
-    uint64_t seq;
     crypt_coll_aad_t aad;
 
-    memcpy(&sealer, frame, 4);
-    memcpy(&seq, frame + 4, 8);
-    sealer = be32toh(sealer);
-    seq    = be64toh(seq);
-    if (!crypt_coll_sealer_expected(team, owner, expected_sealer, sealer)) {
+    memcpy(&hdr, frame, sizeof(hdr));
+    sealer = be16toh(hdr.sealer);
+    key    = crypt_coll_sealer_expected(team, owner, expected_sealer, sealer) ?
+             crypt_coll_epoch_key(team, be16toh(hdr.epoch)) : NULL;
+    if (key == NULL) {
         memset(plain, 0, m);
         return CRYPT_COLL_ERR_AUTH;
     }
@@ -88,7 +114,7 @@ crypt_coll_status_t crypt_coll_open(crypt_coll_team_t *team, int owner,
     team->counters.open_calls++;
     team->counters.bytes_opened += m;
     /* a failed open zeroes `plain` (aead.h) */
-    return (crypt_record_open(&team->key, frame, seq, &aad, sizeof(aad),
+    return (crypt_record_open(key, frame, be64toh(hdr.sequence), &aad, sizeof(aad),
                               frame + CRYPT_COLL_FRAME_HDR, m, plain,
                               frame + CRYPT_COLL_FRAME_HDR + m) == CRYPT_AEAD_OK) ?
            CRYPT_COLL_OK : CRYPT_COLL_ERR_AUTH;

@@ -41,6 +41,8 @@ enum {
 
 /* ---- crypt_coll_team.c ---- */
 void *crypt_coll_workspace(crypt_coll_team_t *team, int slot, size_t size);
+/* the team key of `epoch`, NULL when it cannot be had */
+crypt_aead_key_t *crypt_coll_epoch_key(crypt_coll_team_t *team, uint32_t epoch);
 
 /* ---- crypt_coll_frame.c ---- */
 /* Seal the block of `owner` (m bytes) for `dest` (a rank, or

@@ -104,3 +104,46 @@ crypt_allgather_alg_t crypt_coll_allgather_select(const crypt_coll_team_t *team,
     }
     return (crypt_allgather_alg_t)a;
 }
+
+static int crypt_coll_tune_entry_valid(const char *entry, size_t len)
+{
+    const char *colon = memchr(entry, ':', len);
+    char *end;
+
+    if (colon != NULL) {
+        if ((colon == entry) || !((*entry >= '0' && *entry <= '9') ||
+                                  !strncmp(entry, "inf", 3))) {
+            return 0;
+        }
+        crypt_coll_tune_size(entry, &end);
+        if ((*end == '-') && (end + 1 < colon)) {
+            crypt_coll_tune_size(end + 1, &end);
+        }
+        if (end != colon) {
+            return 0;
+        }
+        len  -= (size_t)(colon + 1 - entry);
+        entry = colon + 1;
+    }
+    return crypt_allgather_alg_by_name(entry, len) >= 0;
+}
+
+int crypt_coll_tune_valid(const char *tune)
+{
+    const char *p, *stop;
+
+    if (strncmp(tune, "allgather:", 10) || (tune[10] == '\0')) {
+        return 0;
+    }
+    for (p = tune + 10; *p != '\0'; p = (*stop == ',') ? stop + 1 : stop) {
+        stop = strchr(p, ',');
+        stop = (stop != NULL) ? stop : p + strlen(p);
+        if (!crypt_coll_tune_entry_valid(p, (size_t)(stop - p))) {
+            return 0;
+        }
+        if ((*stop == ',') && (stop[1] == '\0')) {
+            return 0; /* a trailing comma */
+        }
+    }
+    return 1;
+}

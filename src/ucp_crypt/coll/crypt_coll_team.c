@@ -14,6 +14,8 @@
 
 #include <openssl/crypto.h>
 #include <openssl/rand.h>
+#include <endian.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <unistd.h>
 
@@ -47,15 +49,14 @@ int crypt_coll_node_map(int size, int num_nodes, crypt_coll_mapping_t mapping,
     return 0;
 }
 
-int crypt_coll_node_map_from_env(int size, int *node_of, char *error,
-                                 size_t error_len)
+int crypt_coll_node_map_parse(const char *value, int size, int *node_of,
+                              char *error, size_t error_len)
 {
-    const char *value = getenv("UCX_CRYPT_COLL_NODES");
     crypt_coll_mapping_t mapping = CRYPT_COLL_MAP_BLOCK;
     char *end;
     long nodes;
 
-    if (value == NULL) {
+    if ((value == NULL) || (value[0] == '\0')) {
         snprintf(error, error_len, "UCX_CRYPT_COLL_NODES is not set");
         return -1;
     }
@@ -73,33 +74,32 @@ int crypt_coll_node_map_from_env(int size, int *node_of, char *error,
     return crypt_coll_node_map(size, (int)nodes, mapping, node_of);
 }
 
-/* ---- team ------------------------------------------------------------------- */
+/* ---- team and its keys ------------------------------------------------------- */
 
 crypt_coll_status_t crypt_coll_team_init(crypt_coll_team_t *team, int rank,
                                          int size, const int *node_of,
-                                         const uint8_t job_secret[32],
-                                         const uint8_t team_salt[CRYPT_COLL_TEAM_SALT_LEN],
+                                         const uint8_t job_secret[KEYEX_JOB_SECRET_LEN],
+                                         const uint8_t team_id[CRYPT_COLL_TEAM_ID_LEN],
+                                         unsigned key_len,
                                          crypt_aead_backend_t backend,
                                          crypt_coll_sendrecv_t sendrecv,
                                          void *ctx)
 {
-    static const char salt[] = "ucx-crypt v1 collective";
-    uint8_t prk[KEYEX_SECRET_LEN], key[16];
-    crypt_aead_status_t astatus;
     int r, max_node = 0;
 
     memset(team, 0, sizeof(*team));
-    if ((rank < 0) || (rank >= size) || (size > CRYPT_COLL_MAX_RANKS)) {
+    if ((rank < 0) || (rank >= size) || (size > CRYPT_COLL_MAX_RANKS) ||
+        ((key_len != 16) && (key_len != 32))) {
         return CRYPT_COLL_ERR_PARAM;
     }
     team->node_of = malloc(sizeof(int) * (size_t)size);
-    if (team->node_of == NULL) {
-        return CRYPT_COLL_ERR_PARAM;
+    team->epoch0  = keyex_secure_alloc(sizeof(*team->epoch0));
+    if ((team->node_of == NULL) || (team->epoch0 == NULL)) {
+        goto err;
     }
     for (r = 0; r < size; ++r) {
         if ((node_of[r] < 0) || (node_of[r] >= size)) {
-            free(team->node_of);
-            return CRYPT_COLL_ERR_PARAM;
+            goto err;
         }
         team->node_of[r] = node_of[r];
         max_node         = (node_of[r] > max_node) ? node_of[r] : max_node;
@@ -109,35 +109,94 @@ crypt_coll_status_t crypt_coll_team_init(crypt_coll_team_t *team, int rank,
     team->num_nodes = max_node + 1;
     team->sendrecv  = sendrecv;
     team->ctx       = ctx;
-    memcpy(team->salt, team_salt, CRYPT_COLL_TEAM_SALT_LEN);
+    team->backend   = backend;
+    memcpy(team->id, team_id, CRYPT_COLL_TEAM_ID_LEN);
+    crypt_coll_team_set_epoch_limit(team, 0);
 
-    /* a group key (every node opens what any node sealed): HKDF-SHA256,
-     * RFC 5869, from the job secret with its own salt and the fresh team
-     * salt as info, so it is independent of every transport key (keyex.h) */
-    if ((keyex_hkdf_extract((const uint8_t*)salt, sizeof(salt) - 1, job_secret,
-                            KEYEX_JOB_SECRET_LEN, prk) != KEYEX_OK) ||
-        (keyex_hkdf_expand(prk, team_salt, CRYPT_COLL_TEAM_SALT_LEN, key,
-                           sizeof(key)) !=
-         KEYEX_OK)) {
-        OPENSSL_cleanse(prk, sizeof(prk));
-        free(team->node_of);
-        return CRYPT_COLL_ERR_PARAM;
-    }
-    astatus = crypt_aead_key_init(&team->key, backend, key, sizeof(key));
-    OPENSSL_cleanse(prk, sizeof(prk));
-    OPENSSL_cleanse(key, sizeof(key));
-    if (astatus != CRYPT_AEAD_OK) {
-        free(team->node_of);
-        return CRYPT_COLL_ERR_PARAM;
+    /* a group key (every node opens what any node sealed), derived in
+     * src/keyex from the job secret and the bootstrap transcript */
+    if (keyex_derive_team_keys(job_secret, team_id, key_len, team->epoch0) !=
+        KEYEX_OK) {
+        goto err;
     }
     return CRYPT_COLL_OK;
+
+err:
+    if (team->epoch0 != NULL) {
+        keyex_secure_free(team->epoch0, sizeof(*team->epoch0));
+    }
+    free(team->node_of);
+    memset(team, 0, sizeof(*team));
+    return CRYPT_COLL_ERR_PARAM;
+}
+
+void crypt_coll_team_set_epoch_limit(crypt_coll_team_t *team, uint64_t records)
+{
+    /* Every rank seals under the same key with a nonce of its own, so the
+     * key's limits (keyex.h: records and bytes per key, for AES-GCM's
+     * confidentiality bound) are shared: each rank takes its 1/size. */
+    team->epoch_max_records = records ? records :
+                              KEYEX_REKEY_RECORDS / (uint64_t)team->size;
+    team->epoch_max_bytes   = KEYEX_REKEY_BYTES / (uint64_t)team->size;
+}
+
+/* The key of `epoch`, kept open in a small cache: epoch e's secret is the
+ * team secret ratcheted e times (keyex_update_flow_keys); the epoch-0
+ * secret stays for the team's lifetime, as ranks move through epochs at
+ * their own pace. NULL when it cannot be had. */
+crypt_aead_key_t *crypt_coll_epoch_key(crypt_coll_team_t *team, uint32_t epoch)
+{
+    crypt_coll_epoch_key_t *slot = &team->keys[epoch % CRYPT_COLL_EPOCH_KEYS];
+    keyex_traffic_keys_t *keys;
+    crypt_aead_status_t status;
+    uint32_t e;
+
+    if (slot->valid && (slot->epoch == epoch)) {
+        return &slot->aead;
+    }
+    if (team->epoch0 == NULL) {
+        return NULL;
+    }
+    keys = keyex_secure_alloc(sizeof(*keys));
+    if (keys == NULL) {
+        return NULL;
+    }
+    *keys = *team->epoch0;
+    for (e = 0; e < epoch; ++e) {
+        if (keyex_update_flow_keys(keys) != KEYEX_OK) {
+            keyex_secure_free(keys, sizeof(*keys));
+            return NULL;
+        }
+    }
+    if (slot->valid) {
+        crypt_aead_key_cleanup(&slot->aead);
+        slot->valid = 0;
+    }
+    status = crypt_aead_key_init(&slot->aead, team->backend, keys->key,
+                                 keys->key_len);
+    keyex_secure_free(keys, sizeof(*keys));
+    if (status != CRYPT_AEAD_OK) {
+        return NULL;
+    }
+    slot->valid = 1;
+    slot->epoch = epoch;
+    return &slot->aead;
 }
 
 void crypt_coll_team_cleanup(crypt_coll_team_t *team)
 {
     int i;
 
-    crypt_aead_key_cleanup(&team->key);
+    for (i = 0; i < CRYPT_COLL_EPOCH_KEYS; ++i) {
+        if (team->keys[i].valid) {
+            crypt_aead_key_cleanup(&team->keys[i].aead);
+            team->keys[i].valid = 0;
+        }
+    }
+    if (team->epoch0 != NULL) {
+        keyex_secure_free(team->epoch0, sizeof(*team->epoch0));
+        team->epoch0 = NULL;
+    }
     free(team->node_of);
     team->node_of = NULL;
     crypt_coll_task_team_cleanup(team);
@@ -160,8 +219,6 @@ void *crypt_coll_workspace(crypt_coll_team_t *team, int slot, size_t size)
 
 /* ---- bootstrap through an out-of-band all-gather ------------------------------ */
 
-enum { CRYPT_COLL_HOST_ID_LEN = 128 };
-
 /* what tells hosts apart: the kernel's boot id (as UCX's ucs_get_system_id)
  * and the host name */
 static void crypt_coll_host_id(char id[CRYPT_COLL_HOST_ID_LEN])
@@ -179,81 +236,119 @@ static void crypt_coll_host_id(char id[CRYPT_COLL_HOST_ID_LEN])
     id[CRYPT_COLL_HOST_ID_LEN - 1] = '\0';
 }
 
+/* This rank's bootstrap message, MACed (crypt_coll_wire.h) */
+static int crypt_coll_hello_make(crypt_coll_hello_t *hello, int rank, int size,
+                                 unsigned key_len,
+                                 const uint8_t mac_key[KEYEX_SECRET_LEN])
+{
+    memset(hello, 0, sizeof(*hello));
+    hello->version = CRYPT_COLL_HELLO_VERSION;
+    hello->key_len = (uint8_t)key_len;
+    hello->rank    = htole32((uint32_t)rank);
+    hello->size    = htole32((uint32_t)size);
+    crypt_coll_host_id(hello->host_id);
+    /* fresh from the CSPRNG: no two teams share a transcript */
+    return (RAND_bytes(hello->random, sizeof(hello->random)) == 1) &&
+           (keyex_mac(mac_key, hello, offsetof(crypt_coll_hello_t, mac),
+                      hello->mac) == KEYEX_OK);
+}
+
+/* Is `hello` rank r's of this team, MACed under the job secret's key? */
+static int crypt_coll_hello_valid(const crypt_coll_hello_t *hello, int r,
+                                  int size, unsigned key_len,
+                                  const uint8_t mac_key[KEYEX_SECRET_LEN])
+{
+    uint8_t mac[KEYEX_MAC_LEN];
+    int ok;
+
+    ok = (keyex_mac(mac_key, hello, offsetof(crypt_coll_hello_t, mac), mac) ==
+          KEYEX_OK) && keyex_mac_equal(mac, hello->mac);
+    OPENSSL_cleanse(mac, sizeof(mac));
+    /* only authenticated fields are read, and only after the MAC */
+    return ok && (hello->version == CRYPT_COLL_HELLO_VERSION) &&
+           (hello->key_len == key_len) && (hello->reserved[0] == 0) &&
+           (hello->reserved[1] == 0) && (le32toh(hello->rank) == (uint32_t)r) &&
+           (le32toh(hello->size) == (uint32_t)size) &&
+           (memchr(hello->host_id, '\0', sizeof(hello->host_id)) != NULL);
+}
+
+/* nodes numbered in rank order by (authenticated) host identity */
+static void crypt_coll_nodes_from_hellos(const crypt_coll_hello_t *hellos,
+                                         int size, int *nodes)
+{
+    int r, q, next = 0;
+
+    for (r = 0; r < size; ++r) {
+        nodes[r] = -1;
+        for (q = 0; (q < r) && (nodes[r] < 0); ++q) {
+            if (!memcmp(hellos[q].host_id, hellos[r].host_id,
+                        CRYPT_COLL_HOST_ID_LEN)) {
+                nodes[r] = nodes[q];
+            }
+        }
+        if (nodes[r] < 0) {
+            nodes[r] = next++;
+        }
+    }
+}
+
 crypt_coll_status_t crypt_coll_team_create(crypt_coll_team_t *team,
                                            const crypt_coll_oob_t *oob,
                                            const int *node_of,
-                                           const uint8_t job_secret[32],
+                                           const uint8_t job_secret[KEYEX_JOB_SECRET_LEN],
+                                           unsigned key_len,
                                            crypt_aead_backend_t backend,
                                            crypt_coll_sendrecv_t sendrecv,
                                            void *ctx)
 {
     const int size = oob->size;
-    uint8_t salt[CRYPT_COLL_TEAM_SALT_LEN] = {0}, *salts;
     crypt_coll_status_t status = CRYPT_COLL_ERR_PARAM;
-    char id[CRYPT_COLL_HOST_ID_LEN], *ids = NULL, error[160];
-    int *nodes = NULL, r, q, next = 0;
+    uint8_t mac_key[KEYEX_SECRET_LEN], team_id[CRYPT_COLL_TEAM_ID_LEN];
+    crypt_coll_hello_t mine, *hellos;
+    int *nodes = NULL, r;
 
     memset(team, 0, sizeof(*team));
     if ((size < 1) || (size > CRYPT_COLL_MAX_RANKS) || (oob->rank < 0) ||
         (oob->rank >= size)) {
         return CRYPT_COLL_ERR_PARAM;
     }
-    salts = malloc((size_t)size * sizeof(salt));
-    if (salts == NULL) {
-        return CRYPT_COLL_ERR_PARAM;
-    }
-    /* a salt must never repeat under one job secret (crypt_coll_team_init):
-     * rank 0's, fresh from the CSPRNG */
-    if ((oob->rank == 0) && (RAND_bytes(salt, sizeof(salt)) != 1)) {
+    hellos = calloc((size_t)size, sizeof(*hellos));
+    nodes  = malloc(sizeof(int) * (size_t)size);
+    if ((hellos == NULL) || (nodes == NULL) ||
+        (keyex_derive_bootstrap_key(job_secret, mac_key) != KEYEX_OK) ||
+        !crypt_coll_hello_make(&mine, oob->rank, size, key_len, mac_key)) {
         goto out;
     }
-    if (oob->allgather(oob->ctx, salt, salts, sizeof(salt)) != 0) {
+    if (oob->allgather(oob->ctx, &mine, hellos, sizeof(mine)) != 0) {
         status = CRYPT_COLL_ERR_IO;
         goto out;
     }
-    memcpy(salt, salts, sizeof(salt));
-
-    if (node_of == NULL) {
-        nodes = malloc(sizeof(int) * (size_t)size);
-        if (nodes == NULL) {
+    /* every rank's message, MACed under the job secret, before anything in
+     * it is used: a party without the secret changes nothing here */
+    for (r = 0; r < size; ++r) {
+        if (!crypt_coll_hello_valid(&hellos[r], r, size, key_len, mac_key)) {
+            fprintf(stderr, "ucx-crypt: the collective bootstrap message of "
+                    "rank %d failed authentication (another job secret or "
+                    "key size, or altered on the way): no team\n", r);
+            status = CRYPT_COLL_ERR_AUTH;
             goto out;
         }
-        if (getenv("UCX_CRYPT_COLL_NODES") != NULL) {
-            if (crypt_coll_node_map_from_env(size, nodes, error, sizeof(error)) != 0) {
-                fprintf(stderr, "ucx-crypt: %s\n", error);
-                goto out;
-            }
-        } else {
-            ids = malloc((size_t)size * CRYPT_COLL_HOST_ID_LEN);
-            if (ids == NULL) {
-                goto out;
-            }
-            crypt_coll_host_id(id);
-            if (oob->allgather(oob->ctx, id, ids, CRYPT_COLL_HOST_ID_LEN) != 0) {
-                status = CRYPT_COLL_ERR_IO;
-                goto out;
-            }
-            for (r = 0; r < size; ++r) {
-                nodes[r] = -1;
-                for (q = 0; (q < r) && (nodes[r] < 0); ++q) {
-                    if (!memcmp(ids + (size_t)q * CRYPT_COLL_HOST_ID_LEN,
-                                ids + (size_t)r * CRYPT_COLL_HOST_ID_LEN,
-                                CRYPT_COLL_HOST_ID_LEN)) {
-                        nodes[r] = nodes[q];
-                    }
-                }
-                if (nodes[r] < 0) {
-                    nodes[r] = next++;
-                }
-            }
-        }
+    }
+    /* the team key from every rank's contribution: the transcript's hash */
+    if (keyex_hash(hellos, sizeof(*hellos) * (size_t)size, team_id) !=
+        KEYEX_OK) {
+        goto out;
+    }
+
+    if (node_of == NULL) {
+        crypt_coll_nodes_from_hellos(hellos, size, nodes);
         node_of = nodes;
     }
-    status = crypt_coll_team_init(team, oob->rank, size, node_of, job_secret, salt,
-                                  backend, sendrecv, ctx);
+    status = crypt_coll_team_init(team, oob->rank, size, node_of, job_secret,
+                                  team_id, key_len, backend, sendrecv, ctx);
 out:
-    free(ids);
+    OPENSSL_cleanse(mac_key, sizeof(mac_key));
     free(nodes);
-    free(salts);
+    free(hellos);
     return status;
 }

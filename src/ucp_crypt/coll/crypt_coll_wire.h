@@ -7,16 +7,19 @@
  *
  * Frame (CRYPT_COLL_FRAME_OVERHEAD + m bytes):
  *
- *   0                4                          12
- *   +----------------+--------------------------+------------------+-----+
- *   | sealer (BE32)  | sequence (BE64)          | ciphertext (m)   | tag |
- *   +----------------+--------------------------+------------------+-----+
+ *   0        2        4                          12
+ *   +--------+--------+--------------------------+------------------+-----+
+ *   | epoch  | sealer | sequence (BE64)          | ciphertext (m)   | tag |
+ *   | (BE16) | (BE16) |                          |                  |     |
+ *   +--------+--------+--------------------------+------------------+-----+
  *
  * The 12-byte header is the GCM nonce itself, sent verbatim: the
  * deterministic construction of NIST SP 800-38D section 8.2.1, fixed field
- * = the sealing rank, invocation field = that rank's counter under the
- * team key, both big endian as src/aead builds every record nonce. A nonce
- * is therefore unique per key by construction, never random.
+ * = the sealer's epoch and rank, invocation field = that rank's counter
+ * under the epoch's key, big endian as src/aead builds every record nonce.
+ * A nonce is therefore unique per key by construction, never random. The
+ * epoch names the team key the frame is sealed under (each rank leaves an
+ * epoch before its share of the key's usage limits is spent).
  *
  * The tag also covers crypt_coll_aad_t (not sent, both sides build it):
  * the team's collective number, the block's owner, the sealing rank, the
@@ -36,9 +39,43 @@
 #include <stdint.h>
 
 typedef struct crypt_coll_frame_hdr {
-    uint32_t sealer;         /* big endian: nonce fixed field */
+    uint16_t epoch;          /* big endian: nonce fixed field, */
+    uint16_t sealer;         /* ... the sealing rank's */
     uint64_t sequence;       /* big endian: nonce invocation field */
 } __attribute__((packed)) crypt_coll_frame_hdr_t;
+
+/*
+ * Bootstrap message (crypt_coll_team_create), one per rank, through the
+ * caller's out-of-band all-gather (CRYPT_COLL_HELLO_LEN bytes, fixed):
+ *
+ *   0       1       2        4          8          12            44
+ *   +-------+-------+--------+----------+----------+-------------+
+ *   | vers. | key   | zero   | rank     | size     | random (32) |
+ *   |       | bytes | (2)    | (LE32)   | (LE32)   |             |
+ *   +-------+-------+--------+----------+----------+-------------+
+ *   | host identity (128, NUL padded)  | HMAC-SHA256 (32) of all before |
+ *   +----------------------------------+------------------------------+
+ *   44                                 172                            204
+ *
+ * The MAC key is derived from the job secret (keyex_derive_bootstrap_key);
+ * the team key from the hash of all ranks' messages in rank order.
+ */
+enum {
+    CRYPT_COLL_HELLO_VERSION = 2,
+    CRYPT_COLL_HOST_ID_LEN   = 128,
+    CRYPT_COLL_HELLO_LEN     = 204
+};
+
+typedef struct crypt_coll_hello {
+    uint8_t  version;
+    uint8_t  key_len;
+    uint8_t  reserved[2];
+    uint32_t rank;
+    uint32_t size;
+    uint8_t  random[32];
+    char     host_id[CRYPT_COLL_HOST_ID_LEN];
+    uint8_t  mac[KEYEX_MAC_LEN];
+} __attribute__((packed)) crypt_coll_hello_t;
 
 typedef struct crypt_coll_aad {
     uint64_t collective;     /* little endian, from here on */
@@ -61,5 +98,7 @@ _Static_assert(sizeof(crypt_coll_frame_hdr_t) == CRYPT_COLL_FRAME_HDR,
 _Static_assert((int)CRYPT_COLL_FRAME_HDR == (int)CRYPT_AEAD_NONCE_LEN,
                "the frame header is the GCM nonce");
 _Static_assert(sizeof(crypt_coll_aad_t) == 28, "frame associated data layout");
+_Static_assert(sizeof(crypt_coll_hello_t) == CRYPT_COLL_HELLO_LEN,
+               "bootstrap message layout");
 
 #endif

@@ -51,11 +51,10 @@ static int mca_coll_crypt_module_enable(mca_coll_base_module_t *module,
 mca_coll_base_module_t *
 mca_coll_crypt_comm_query(struct ompi_communicator_t *comm, int *priority)
 {
-    const char *key_file = getenv("UCX_CRYPT_KEY_FILE");
     mca_coll_crypt_module_t *m;
 
     if (OMPI_COMM_IS_INTER(comm) || (ompi_comm_size(comm) < 2) ||
-        (key_file == NULL) || (key_file[0] == '\0') ||
+        !crypt_mpi_has_job_secret() ||
         (mca_coll_crypt_priority <= 0) ||
         (dlsym(RTLD_DEFAULT, "ucx_crypt_pmpi_adapter") != NULL)) {
         return NULL;

@@ -97,7 +97,7 @@ static void crypt_mpi_verbose(const crypt_mpi_call_t *c)
     uint64_t lane_sent = 0, lane_received = 0;
     char what[64];
 
-    if (getenv("UCX_CRYPT_COLL_VERBOSE") == NULL) {
+    if (!crypt_mpi_config(c->comm)->verbose) {
         return;
     }
     switch (a->coll) {
@@ -213,7 +213,7 @@ static int crypt_mpi_issue(crypt_mpi_call_t *c, const crypt_mpi_nb_t *nb)
     c->nonblocking = (nb != NULL);
     if ((c->args.coll == CRYPT_COLL_ALLGATHER) && (c->args.alg < 0)) {
         c->args.alg = crypt_coll_allgather_select(&c->t->team, c->args.m,
-                                                  getenv("UCX_CRYPT_COLL_TUNE"));
+                                                  crypt_mpi_config(c->comm)->tune);
     }
     if (nb == NULL) {
         crypt_mpi_team_drain(c->t); /* what was posted before goes first */

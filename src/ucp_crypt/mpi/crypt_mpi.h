@@ -27,6 +27,10 @@ typedef struct crypt_mpi_nb {
     void *arg;
 } crypt_mpi_nb_t;
 
+/* Whether a job secret is configured (UCX_CRYPT_KEY_FILE): without one
+ * the front ends stand aside */
+int crypt_mpi_has_job_secret(void);
+
 /* Moves every queued nonblocking collective as far as it can without
  * waiting; returns how many ended. Does nothing when called from inside
  * itself (its own MPI calls run the library's progress loop). */

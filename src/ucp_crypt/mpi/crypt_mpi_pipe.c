@@ -195,22 +195,17 @@ int crypt_mpi_sendrecv(void *ctx, int dst, const void *sbuf, size_t slen,
 
 /* The process's lane, opened once: NULL where there is none or where the
  * user asked for frames through the MPI library. */
-static uct_crypt_lane_t *crypt_mpi_lane_get(void)
+static uct_crypt_lane_t *crypt_mpi_lane_get(MPI_Comm comm)
 {
-    const char *mode = getenv("UCX_CRYPT_COLL_LANE");
+    const crypt_mpi_config_t *config = crypt_mpi_config(comm);
     char error[160];
 
     if (crypt_mpi_lane_tried) {
         return crypt_mpi_lane;
     }
     crypt_mpi_lane_tried = 1;
-    if ((mode != NULL) && !strcmp(mode, "transport")) {
+    if (config->lane == CRYPT_MPI_LANE_TRANSPORT) {
         return NULL;
-    }
-    if ((mode != NULL) && (mode[0] != '\0') && strcmp(mode, "auto")) {
-        fprintf(stderr, "ucx-crypt: UCX_CRYPT_COLL_LANE=%s is not one of auto, "
-                "transport\n", mode);
-        exit(1);
     }
     crypt_mpi_lane_ops = dlsym(RTLD_DEFAULT, UCT_CRYPT_LANE_OPS_SYMBOL);
     if ((crypt_mpi_lane_ops == NULL) ||
@@ -218,7 +213,7 @@ static uct_crypt_lane_t *crypt_mpi_lane_get(void)
         return NULL; /* no crypt plugin: the MPI library's wire is not sealed */
     }
     crypt_mpi_lane = crypt_mpi_lane_ops->open(error, sizeof(error));
-    if ((crypt_mpi_lane == NULL) && getenv("UCX_CRYPT_COLL_VERBOSE")) {
+    if ((crypt_mpi_lane == NULL) && config->verbose) {
         fprintf(stderr, "ucx-crypt: no collective lane (%s): frames between "
                 "nodes go through the MPI library and its transport seals them "
                 "again\n", error);
@@ -239,7 +234,7 @@ void crypt_mpi_lane_setup(crypt_mpi_team_t *t, MPI_Comm comm)
     int rank = t->team.rank, size = t->team.size, ok, all, r;
     crypt_mpi_lane_addr_t *addrs;
 
-    ok    = (crypt_mpi_lane_get() != NULL);
+    ok    = (crypt_mpi_lane_get(comm) != NULL);
     addrs = calloc((size_t)size, sizeof(*addrs));
     t->lane_peer = malloc(sizeof(int) * (size_t)size);
     if ((addrs == NULL) || (t->lane_peer == NULL)) {

@@ -8,6 +8,7 @@
  *                     node segment, teardown
  *   crypt_mpi_pipe.c  a team's pipes: the collective lane between nodes,
  *                     the MPI library inside a node (or everywhere)
+ *   crypt_mpi_config.c  the adapter's settings, one typed parser each
  */
 #ifndef UCX_CRYPT_MPI_PRIV_H
 #define UCX_CRYPT_MPI_PRIV_H
@@ -35,6 +36,25 @@ typedef struct crypt_mpi_team {
     crypt_mpi_request_t **queue_tail;
     crypt_coll_team_t team;
 } crypt_mpi_team_t;
+
+/* crypt_mpi_config.c: the settings, parsed on first use (a bad value ends
+ * the job with the fix) */
+typedef enum {
+    CRYPT_MPI_LANE_AUTO = 0,    /* the collective lane where every rank has it */
+    CRYPT_MPI_LANE_TRANSPORT    /* frames through the MPI library */
+} crypt_mpi_lane_mode_t;
+
+typedef struct crypt_mpi_config {
+    const char            *key_file;  /* UCX_CRYPT_KEY_FILE, NULL: none */
+    unsigned              key_len;    /* UCX_CRYPT_KEY_BITS / 8 */
+    int                   verbose;    /* UCX_CRYPT_COLL_VERBOSE */
+    crypt_mpi_lane_mode_t lane;       /* UCX_CRYPT_COLL_LANE */
+    const char            *nodes;     /* UCX_CRYPT_COLL_NODES, NULL: hosts */
+    const char            *tune;      /* UCX_CRYPT_COLL_TUNE, NULL: table */
+    int                   fault_rank; /* UCX_CRYPT_COLL_FAULT (tests), -1 */
+} crypt_mpi_config_t;
+
+const crypt_mpi_config_t *crypt_mpi_config(MPI_Comm comm);
 
 /* every live team, for MPI_Finalize (crypt_mpi_team.c) */
 extern crypt_mpi_team_t *crypt_mpi_teams;

@@ -112,8 +112,8 @@ static void crypt_mpi_emulated_nodes(MPI_Comm comm, int size, int *node_of)
         (world_ranks == NULL)) {
         crypt_mpi_die(comm, "out of memory");
     }
-    if (crypt_coll_node_map_from_env(world_size, world_node, error,
-                                     sizeof(error)) != 0) {
+    if (crypt_coll_node_map_parse(crypt_mpi_config(comm)->nodes, world_size,
+                                  world_node, error, sizeof(error)) != 0) {
         crypt_mpi_die(comm, error);
     }
     PMPI_Comm_group(comm, &group);
@@ -215,10 +215,10 @@ static void crypt_mpi_node_shm(crypt_mpi_team_t *t)
 
 crypt_mpi_team_t *crypt_mpi_team(MPI_Comm comm)
 {
-    uint8_t secret[KEYEX_JOB_SECRET_LEN];
+    const crypt_mpi_config_t *config = crypt_mpi_config(comm);
     crypt_coll_status_t status;
     crypt_coll_oob_t oob;
-    const char *key_file = getenv("UCX_CRYPT_KEY_FILE");
+    uint8_t *secret;
     int rank, size, found, *node_of = NULL;
     crypt_mpi_team_t *t;
     char error[256];
@@ -238,7 +238,7 @@ crypt_mpi_team_t *crypt_mpi_team(MPI_Comm comm)
     ++crypt_mpi_bootstrapping;
     PMPI_Comm_rank(comm, &rank);
     PMPI_Comm_size(comm, &size);
-    if ((key_file == NULL) || (key_file[0] == '\0')) {
+    if (config->key_file == NULL) {
         crypt_mpi_die(comm, "UCX_CRYPT_KEY_FILE is not set: make a job secret "
                        "with ucx-crypt-keygen and point UCX_CRYPT_KEY_FILE at it");
     }
@@ -248,8 +248,7 @@ crypt_mpi_team_t *crypt_mpi_team(MPI_Comm comm)
     }
     PMPI_Comm_dup(comm, &t->comm);
 #if UCX_CRYPT_FAULT_INJECTION
-    if ((getenv("UCX_CRYPT_COLL_FAULT") != NULL) &&
-        (atoi(getenv("UCX_CRYPT_COLL_FAULT")) == rank)) {
+    if (config->fault_rank == rank) {
         fprintf(stderr, "ucx-crypt: TESTING: rank %d forges its first frame to "
                 "another node\n", rank);
         t->tamper = 1;
@@ -258,7 +257,7 @@ crypt_mpi_team_t *crypt_mpi_team(MPI_Comm comm)
 
     /* nodes: emulated (given to MPI_COMM_WORLD's ranks), or the core's
      * host identity gathered through the OOB (NULL) */
-    if (getenv("UCX_CRYPT_COLL_NODES") != NULL) {
+    if (config->nodes != NULL) {
         node_of = malloc(sizeof(int) * (size_t)size);
         if (node_of == NULL) {
             crypt_mpi_die(comm, "out of memory");
@@ -266,30 +265,42 @@ crypt_mpi_team_t *crypt_mpi_team(MPI_Comm comm)
         crypt_mpi_emulated_nodes(comm, size, node_of);
     }
 
-    /* the core's bootstrap (fresh team salt from rank 0) with the MPI
-     * library as the out-of-band all-gather */
+    /* the core's bootstrap (authenticated under the job secret, the team
+     * key from every rank's contribution) with the MPI library as the
+     * out-of-band all-gather */
     oob.allgather = crypt_mpi_oob_allgather;
     oob.ctx       = t;
     oob.rank      = rank;
     oob.size      = size;
-    /* the job secret lives on this stack from here to the cleanse below,
-     * and no path between them leaves without wiping it */
-    if (keyex_job_secret_load(key_file, secret, error, sizeof(error)) != KEYEX_OK) {
-        OPENSSL_cleanse(secret, sizeof(secret));
+    /* the job secret lives in secure memory (not dumped, wiped on free)
+     * from here to the free below, and no path between them leaves without
+     * freeing it */
+    secret = keyex_secure_alloc(KEYEX_JOB_SECRET_LEN);
+    if (secret == NULL) {
+        crypt_mpi_die(comm, "out of memory");
+    }
+    if (keyex_job_secret_load(config->key_file, secret, error, sizeof(error)) !=
+        KEYEX_OK) {
+        keyex_secure_free(secret, KEYEX_JOB_SECRET_LEN);
         crypt_mpi_die(comm, error);
     }
     status = crypt_coll_team_create(&t->team, &oob, node_of, secret,
-                                    CRYPT_AEAD_BACKEND_AUTO, crypt_mpi_sendrecv,
-                                    t);
-    OPENSSL_cleanse(secret, sizeof(secret));
-    if (status != CRYPT_COLL_OK) {
+                                    config->key_len, CRYPT_AEAD_BACKEND_AUTO,
+                                    crypt_mpi_sendrecv, t);
+    keyex_secure_free(secret, KEYEX_JOB_SECRET_LEN);
+    if (status == CRYPT_COLL_ERR_AUTH) {
+        crypt_mpi_die(comm, "the collectives' bootstrap failed authentication: "
+                      "every rank needs the same UCX_CRYPT_KEY_FILE and "
+                      "UCX_CRYPT_KEY_BITS, and the bootstrap traffic was not "
+                      "altered");
+    } else if (status != CRYPT_COLL_OK) {
         crypt_mpi_die(comm, "cannot set up the collective keys");
     }
     free(node_of);
     crypt_coll_team_set_nb(&t->team, &crypt_mpi_nb_ops);
     t->queue_tail = &t->queue;
     PMPI_Comm_split(t->comm, t->team.node_of[rank], rank, &t->node_comm);
-    memcpy(&t->lane_team, t->team.salt, sizeof(t->lane_team));
+    memcpy(&t->lane_team, t->team.id, sizeof(t->lane_team));
     crypt_mpi_lane_setup(t, comm);
 
     crypt_mpi_node_shm(t);

@@ -33,6 +33,8 @@ namespace {
 const size_t kSizes[] = {0, 1, 7, 4096, 1 << 20};
 const int kNumSizes   = sizeof(kSizes) / sizeof(kSizes[0]);
 const int kMaxRanks   = 8;
+unsigned kKeyLen      = 16; /* AES-128; a test may set 32 before run_team */
+uint64_t kEpochLimit  = 0;  /* frames per epoch; 0: keyex's limits */
 
 struct rank_result {
     int                   status[CRYPT_ALLGATHER_LAST][kNumSizes];
@@ -53,6 +55,7 @@ struct rank_result {
     int                   oob_node_of[kMaxRanks];
     /* tasks (run_team with only_alg == -3) */
     int                   tasks_ok, tasks_overlapped, task_misuse_refused;
+    uint32_t              epochs;     /* the team's seal epoch at the end */
 };
 
 struct pipes {
@@ -251,7 +254,7 @@ int harness_oob_allgather(void *ctx, const void *sbuf, void *rbuf, size_t len)
 
 /* a team made with crypt_coll_team_create: node map from the environment,
  * then from the host identity (one real host: one node); an all-gather on
- * it proves every rank took rank 0's salt */
+ * it proves every rank derived the same key */
 int oob_team_works(crypt_coll_team_t &t, int rank, int p)
 {
     const size_t m = 777;
@@ -264,20 +267,90 @@ int oob_team_works(crypt_coll_team_t &t, int rank, int p)
     return ok && (t.counters.inter_node_plaintext_bytes == 0);
 }
 
+/* An adversary on the bootstrap's out-of-band all-gather (set before the
+ * ranks fork) */
+enum bootstrap_attack_t {
+    BOOTSTRAP_HONEST,
+    BOOTSTRAP_ALTER_HOST,   /* rank 1's host identity rewritten on the way */
+    BOOTSTRAP_OTHER_SECRET, /* rank 1 holds another job secret */
+    BOOTSTRAP_REPLAY        /* rank 2's message of an earlier team replayed */
+};
+bootstrap_attack_t bootstrap_attack = BOOTSTRAP_HONEST;
+
+struct attacked_oob_ctx {
+    oob_ctx              oob;
+    std::vector<uint8_t> recorded; /* rank 2's message of the first team */
+    int                  teams;
+};
+
+int attacked_oob_allgather(void *ctx, const void *sbuf, void *rbuf, size_t len)
+{
+    attacked_oob_ctx *a = static_cast<attacked_oob_ctx*>(ctx);
+    uint8_t *slots = static_cast<uint8_t*>(rbuf);
+    if (harness_oob_allgather(&a->oob, sbuf, rbuf, len) != 0) return -1;
+    ++a->teams;
+    if ((bootstrap_attack == BOOTSTRAP_ALTER_HOST) && (a->oob.rank != 1)) {
+        slots[len + 60] ^= 0x01; /* a byte of rank 1's host identity */
+    }
+    if (bootstrap_attack == BOOTSTRAP_REPLAY) {
+        if (a->teams == 1) {
+            a->recorded.assign(slots + 2 * len, slots + 3 * len);
+        } else if (a->oob.rank != 2) {
+            memcpy(slots + 2 * len, a->recorded.data(), len);
+        }
+    }
+    return 0;
+}
+
 void run_oob(int rank, int p, const uint8_t *secret, pipes &io, rank_result *res)
 {
     oob_ctx o = {&io, rank, p};
     crypt_coll_oob_t oob = {harness_oob_allgather, &o, rank, p};
     crypt_coll_team_t t;
-    if (crypt_coll_team_create(&t, &oob, nullptr, secret, CRYPT_AEAD_BACKEND_OPENSSL,
-                               harness_sendrecv, &io) == CRYPT_COLL_OK) {
+    char error[128];
+
+    if (bootstrap_attack != BOOTSTRAP_HONEST) {
+        attacked_oob_ctx a = {o, {}, 0};
+        std::vector<int> two_nodes(p); /* so that frames cross nodes */
+        crypt_coll_node_map(p, 2, CRYPT_COLL_MAP_BLOCK, two_nodes.data());
+        uint8_t other[32];
+        memcpy(other, secret, sizeof(other));
+        other[0] ^= (bootstrap_attack == BOOTSTRAP_OTHER_SECRET) && (rank == 1);
+        oob = {attacked_oob_allgather, &a, rank, p};
+        if (bootstrap_attack == BOOTSTRAP_REPLAY) {
+            /* the first team, whose messages the adversary records */
+            res->oob_env_ok = crypt_coll_team_create(&t, &oob, two_nodes.data(), other, 16,
+                                                     CRYPT_AEAD_BACKEND_OPENSSL,
+                                                     harness_sendrecv, &io);
+            if (res->oob_env_ok == CRYPT_COLL_OK) crypt_coll_team_cleanup(&t);
+        }
+        res->oob_host_ok = crypt_coll_team_create(&t, &oob, two_nodes.data(), other, 16,
+                                                  CRYPT_AEAD_BACKEND_OPENSSL,
+                                                  harness_sendrecv, &io);
+        if (res->oob_host_ok == CRYPT_COLL_OK) {
+            if (bootstrap_attack == BOOTSTRAP_REPLAY) {
+                /* every rank is still there: the collective runs */
+                std::vector<uint8_t> mine(64, (uint8_t)rank), all(64 * p);
+                res->oob_host_nodes = crypt_coll_allgather(&t, CRYPT_ALLGATHER_C_RING,
+                                                           mine.data(), all.data(), 64);
+            }
+            crypt_coll_team_cleanup(&t);
+        }
+        return;
+    }
+
+    std::vector<int> nodes(p);
+    if ((crypt_coll_node_map_parse(getenv("UCX_CRYPT_COLL_NODES"), p, nodes.data(),
+                                   error, sizeof(error)) == 0) &&
+        (crypt_coll_team_create(&t, &oob, nodes.data(), secret, 16,
+                                CRYPT_AEAD_BACKEND_OPENSSL, harness_sendrecv,
+                                &io) == CRYPT_COLL_OK)) {
         res->oob_env_nodes = t.num_nodes;
         for (int r = 0; r < p; ++r) res->oob_node_of[r] = t.node_of[r];
         res->oob_env_ok = oob_team_works(t, rank, p);
         crypt_coll_team_cleanup(&t);
     }
-    unsetenv("UCX_CRYPT_COLL_NODES");
-    if (crypt_coll_team_create(&t, &oob, nullptr, secret, CRYPT_AEAD_BACKEND_OPENSSL,
+    if (crypt_coll_team_create(&t, &oob, nullptr, secret, 32, CRYPT_AEAD_BACKEND_OPENSSL,
                                harness_sendrecv, &io) == CRYPT_COLL_OK) {
         res->oob_host_nodes = t.num_nodes;
         res->oob_host_ok    = oob_team_works(t, rank, p);
@@ -344,12 +417,13 @@ void run_rank(int rank, int p, const int *node_of, const uint8_t *secret,
               int only_alg, void *node_shm, size_t node_shm_size)
 {
     crypt_coll_team_t team;
-    if (crypt_coll_team_init(&team, rank, p, node_of, secret, salt,
+    if (crypt_coll_team_init(&team, rank, p, node_of, secret, salt, kKeyLen,
                              CRYPT_AEAD_BACKEND_OPENSSL, harness_sendrecv, &io) !=
         CRYPT_COLL_OK) {
         return;
     }
     crypt_coll_team_set_node_shm(&team, node_shm, node_shm_size);
+    crypt_coll_team_set_epoch_limit(&team, kEpochLimit);
     if (only_alg == -5) {
         run_oob(rank, p, secret, io, res);
         crypt_coll_team_cleanup(&team);
@@ -434,6 +508,7 @@ void run_rank(int rank, int p, const int *node_of, const uint8_t *secret,
             if (only_alg >= 0) break; /* tamper runs: one collective */
         }
     }
+    res->epochs = team.seal_epoch;
     if (only_alg < 0) {
         /* MPI_IN_PLACE and two collectives back to back (fresh AAD each) */
         size_t m = 333;
@@ -462,10 +537,10 @@ void run_tasks(int rank, int p, const int *node_of, const uint8_t *secret,
                rank_result *res)
 {
     crypt_coll_team_t team_b;
-    uint8_t salt_b[CRYPT_COLL_TEAM_SALT_LEN];
+    uint8_t salt_b[CRYPT_COLL_TEAM_ID_LEN];
     memcpy(salt_b, salt, sizeof(salt_b));
     salt_b[0] ^= 0x5a; /* another team: another salt */
-    if (crypt_coll_team_init(&team_b, rank, p, node_of, secret, salt_b,
+    if (crypt_coll_team_init(&team_b, rank, p, node_of, secret, salt_b, kKeyLen,
                              CRYPT_AEAD_BACKEND_OPENSSL, harness_sendrecv, &io2) !=
         CRYPT_COLL_OK) {
         return;
@@ -604,7 +679,7 @@ std::vector<rank_result> run_team(int p, const std::vector<int> &node_of, int ta
             }
         }
     }
-    uint8_t secret[32], salt[CRYPT_COLL_TEAM_SALT_LEN];
+    uint8_t secret[32], salt[CRYPT_COLL_TEAM_ID_LEN];
     for (int i = 0; i < 32; ++i) secret[i] = (uint8_t)(i * 7 + 1);
     FILE *urandom = fopen("/dev/urandom", "rb");
     if (!urandom || fread(salt, 1, sizeof(salt), urandom) != sizeof(salt)) abort();
@@ -894,11 +969,89 @@ TEST(crypt_coll_team_create, bootstrap_through_an_out_of_band_allgather)
     for (int r = 0; r < p; ++r) {
         SCOPED_TRACE("rank " + std::to_string(r));
         ASSERT_TRUE(res[r].done);
-        EXPECT_TRUE(res[r].oob_env_ok) << "rank 0's salt, the same key everywhere";
+        EXPECT_TRUE(res[r].oob_env_ok) << "every rank derived the same key";
         EXPECT_EQ(res[r].oob_env_nodes, 3);
         EXPECT_EQ(std::vector<int>(res[r].oob_node_of, res[r].oob_node_of + p), want);
-        EXPECT_TRUE(res[r].oob_host_ok);
+        EXPECT_TRUE(res[r].oob_host_ok) << "AES-256";
         EXPECT_EQ(res[r].oob_host_nodes, 1) << "one host: one node";
+    }
+}
+
+/* The bootstrap under attack, by a party without the job secret on the
+ * out-of-band all-gather: an altered or foreign message is refused before
+ * anything in it is used (no team: fail closed); a replayed message of an
+ * earlier team passes its MAC, but the team key depends on every rank's
+ * fresh contribution, so the ranks that took the replay derive another key
+ * than the rank whose message it was, and the first collective fails on
+ * every rank, with no data, instead of running under an old key. */
+class crypt_coll_bootstrap_attack_test : public ::testing::TestWithParam<int> {
+};
+
+std::string bootstrap_attack_name(const ::testing::TestParamInfo<int> &info)
+{
+    const char *names[] = {"honest", "altered_host", "other_secret", "replay"};
+    return names[info.param];
+}
+
+TEST_P(crypt_coll_bootstrap_attack_test, refused_or_no_collective_succeeds)
+{
+    const int p = 4;
+    std::vector<int> node_of = {0, 0, 1, 1};
+    bootstrap_attack = (bootstrap_attack_t)GetParam();
+    auto res = run_team(p, node_of, -1, -5);
+    const bootstrap_attack_t attack = bootstrap_attack;
+    bootstrap_attack = BOOTSTRAP_HONEST;
+    for (int r = 0; r < p; ++r) {
+        SCOPED_TRACE("rank " + std::to_string(r));
+        ASSERT_TRUE(res[r].done);
+        switch (attack) {
+        case BOOTSTRAP_ALTER_HOST:
+            if (r != 1) {
+                EXPECT_EQ(res[r].oob_host_ok, CRYPT_COLL_ERR_AUTH);
+            }
+            break;
+        case BOOTSTRAP_OTHER_SECRET:
+            EXPECT_EQ(res[r].oob_host_ok, CRYPT_COLL_ERR_AUTH);
+            break;
+        default:
+            EXPECT_EQ(res[r].oob_env_ok, CRYPT_COLL_OK) << "the first team";
+            EXPECT_EQ(res[r].oob_host_ok, CRYPT_COLL_OK) << "a valid old MAC";
+            EXPECT_EQ(res[r].oob_host_nodes, CRYPT_COLL_ERR_AUTH)
+                    << "the replay must not make a working team";
+        }
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(attacks, crypt_coll_bootstrap_attack_test,
+                         ::testing::Values((int)BOOTSTRAP_ALTER_HOST,
+                                           (int)BOOTSTRAP_OTHER_SECRET,
+                                           (int)BOOTSTRAP_REPLAY),
+                         bootstrap_attack_name);
+
+/* Every algorithm on AES-256 team keys that move to a new epoch every two
+ * frames a rank seals: ranks cross epochs at their own pace, receivers
+ * follow the epoch in the frame header, data verified. */
+TEST(crypt_coll_epochs, every_algorithm_across_many_epochs_aes256)
+{
+    const int p = 6;
+    std::vector<int> node_of(p);
+    ASSERT_EQ(crypt_coll_node_map(p, 3, CRYPT_COLL_MAP_CYCLIC, node_of.data()), 0);
+    kKeyLen     = 32;
+    kEpochLimit = 2;
+    auto res = run_team(p, node_of, -1, -1);
+    kKeyLen     = 16;
+    kEpochLimit = 0;
+    for (int r = 0; r < p; ++r) {
+        SCOPED_TRACE("rank " + std::to_string(r));
+        ASSERT_TRUE(res[r].done);
+        for (int a = 0; a < CRYPT_ALLGATHER_LAST; ++a) {
+            for (int s = 0; s < kNumSizes; ++s) {
+                EXPECT_EQ(res[r].status[a][s], CRYPT_COLL_OK) << crypt_allgather_alg_name(
+                        (crypt_allgather_alg_t)a) << " size " << kSizes[s];
+                EXPECT_TRUE(res[r].data_ok[a][s]);
+            }
+        }
+        EXPECT_GT(res[r].epochs, 10u) << "the epochs moved on";
     }
 }
 
@@ -978,21 +1131,19 @@ TEST(crypt_coll_node_map, block_cyclic_and_environment)
     EXPECT_NE(crypt_coll_node_map(3, 4, CRYPT_COLL_MAP_BLOCK, node_of), 0);
 
     char error[128];
-    setenv("UCX_CRYPT_COLL_NODES", "2:cyclic", 1);
-    ASSERT_EQ(crypt_coll_node_map_from_env(4, node_of, error, sizeof(error)), 0);
+    ASSERT_EQ(crypt_coll_node_map_parse("2:cyclic", 4, node_of, error, sizeof(error)), 0);
     EXPECT_EQ(std::vector<int>(node_of, node_of + 4), (std::vector<int>{0, 1, 0, 1}));
-    setenv("UCX_CRYPT_COLL_NODES", "2:diagonal", 1);
-    EXPECT_NE(crypt_coll_node_map_from_env(4, node_of, error, sizeof(error)), 0);
+    EXPECT_NE(crypt_coll_node_map_parse("2:diagonal", 4, node_of, error, sizeof(error)), 0);
     EXPECT_NE(std::string(error).find("N:cyclic"), std::string::npos) << error;
-    unsetenv("UCX_CRYPT_COLL_NODES");
+    EXPECT_NE(crypt_coll_node_map_parse("", 4, node_of, error, sizeof(error)), 0);
 }
 
 TEST(crypt_coll_score, default_table_and_tune_strings)
 {
     crypt_coll_team_t team;
     const int node_of[4] = {0, 0, 1, 1};
-    uint8_t secret[32] = {1}, salt[CRYPT_COLL_TEAM_SALT_LEN] = {2};
-    ASSERT_EQ(crypt_coll_team_init(&team, 0, 4, node_of, secret, salt,
+    uint8_t secret[32] = {1}, salt[CRYPT_COLL_TEAM_ID_LEN] = {2};
+    ASSERT_EQ(crypt_coll_team_init(&team, 0, 4, node_of, secret, salt, 16,
                                    CRYPT_AEAD_BACKEND_OPENSSL, harness_sendrecv,
                                    nullptr), CRYPT_COLL_OK);
     auto sel = [&](size_t m, const char *tune) {
