@@ -28,12 +28,15 @@ typedef struct uct_crypt_global_config {
     char                  *backend;
     int                   stats;
     unsigned long         rekey_records;  /* 0: keyex default */
-    /* read by the collectives' MPI adapter (src/ucp_crypt/mpi), declared
-     * here so that UCX documents them and does not call them unknown */
+    /* read by the collectives' MPI adapter (src/ucp_crypt/mpi), never
+     * here; declared so that UCX documents them and does not call them
+     * unknown */
     char                  *coll_nodes;
     char                  *coll_tune;
     int                   coll_verbose;
+#if UCX_CRYPT_FAULT_INJECTION
     char                  *coll_fault;
+#endif
     char                  *coll_lane;
 } uct_crypt_global_config_t;
 

@@ -51,9 +51,13 @@ ucs_config_field_t uct_crypt_global_config_table[] = {
      "src/keyex/keyex.h). Lower values are for testing key updates.",
      ucs_offsetof(uct_crypt_global_config_t, rekey_records), UCS_CONFIG_TYPE_ULONG},
 
+    /* The collectives' settings: read by the MPI adapter
+     * (src/ucp_crypt/mpi/crypt_mpi_config.c, one typed parser each), never
+     * by the transport; declared here so that UCX documents them and does
+     * not call them unknown. Their defaults mean "not set" there. */
     {"COLL_NODES", "",
      "Collectives (MPI adapter): emulate nodes on one machine, N, N:block or\n"
-     "N:cyclic. Empty: the MPI library's shared-memory split.",
+     "N:cyclic. Empty: each rank's node from its host's identity.",
      ucs_offsetof(uct_crypt_global_config_t, coll_nodes), UCS_CONFIG_TYPE_STRING},
 
     {"COLL_TUNE", "",
@@ -66,9 +70,12 @@ ucs_config_field_t uct_crypt_global_config_table[] = {
      "Collectives (MPI adapter): print each call's algorithm and crypto counts.",
      ucs_offsetof(uct_crypt_global_config_t, coll_verbose), UCS_CONFIG_TYPE_BOOL},
 
+#if UCX_CRYPT_FAULT_INJECTION
     {"COLL_FAULT", "",
-     "TESTING ONLY (MPI adapter): this rank forges its first frame to another node.",
+     "TESTING ONLY (MPI adapter, test builds): this rank forges its first frame\n"
+     "to another node. Empty or none: no forgery.",
      ucs_offsetof(uct_crypt_global_config_t, coll_fault), UCS_CONFIG_TYPE_STRING},
+#endif
 
     {"COLL_LANE", "auto",
      "Where the MPI adapter sends collective frames between nodes: 'auto' on the\n"

@@ -471,6 +471,38 @@ test_collective_lane() {
     else
         record collective_lane_mpich_matches_pmpi fail "rc=$rc; $(tail -2 "$work/lane-mpich.log")"
     fi
+
+    # Every default `ucx_info -c -f` prints for crypt, written back into the
+    # environment of a job (as a site's configuration file would), with
+    # only the job secret set: each knob means the same to the transport
+    # and to the MPI adapter, so nothing changes
+    local defaults=()
+    mapfile -t defaults < <(LD_PRELOAD="$plugin" ucx_info -c -f 2>/dev/null |
+                            grep '^UCX_CRYPT_' | grep -v '^UCX_CRYPT_KEY_FILE=')
+    timeout 120 mpiexec.mpich -n 2 env LD_PRELOAD="$plugin:$prefix/lib/libucxcrypt_pmpi_mpich.so" \
+        UCX_TLS=crypt,tcp UCX_NET_DEVICES=lo "${defaults[@]}" \
+        UCX_CRYPT_KEY_FILE="$work/job.key" "$work/agc_mpich" >"$work/defaults.log" 2>&1
+    rc=$?
+    if [ ${#defaults[@]} -gt 10 ] && [ $rc -eq 0 ] &&
+       [ "$(grep -c '^COLLECTIVES OK' "$work/defaults.log")" = 2 ]; then
+        record printed_defaults_written_back_change_nothing pass
+    else
+        record printed_defaults_written_back_change_nothing fail \
+            "${#defaults[@]} defaults, rc=$rc; $(grep -m2 -i 'ucx-crypt\|error' "$work/defaults.log")"
+    fi
+
+    # a value the adapter's typed parser refuses ends the job with the fix
+    timeout 120 mpiexec.mpich -n 2 env LD_PRELOAD="$plugin:$prefix/lib/libucxcrypt_pmpi_mpich.so" \
+        UCX_TLS=crypt,tcp UCX_NET_DEVICES=lo UCX_CRYPT_COLL_NODES=2 UCX_CRYPT_COLL_LANE=sideways \
+        UCX_CRYPT_KEY_FILE="$work/job.key" "$work/agc_mpich" >"$work/bad-knob.log" 2>&1
+    rc=$?
+    if [ $rc -ne 0 ] && ! grep -q '^COLLECTIVES OK' "$work/bad-knob.log" &&
+       grep -q 'UCX_CRYPT_COLL_LANE=sideways: use auto or transport' "$work/bad-knob.log"; then
+        record misconfigured_collective_knob_fails_with_the_fix pass
+    else
+        record misconfigured_collective_knob_fails_with_the_fix fail \
+            "rc=$rc; $(tail -2 "$work/bad-knob.log")"
+    fi
 }
 
 # ---- Open MPI's coll component, loaded by the site configuration alone -----
