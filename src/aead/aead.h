@@ -67,6 +67,13 @@ typedef struct crypt_aead_key {
     void                 *impl;  /* backend state, allocated by key_init */
 } crypt_aead_key_t;
 
+/* Memory for secrets (secure_mem.c): page-granular, excluded from core
+ * dumps (MADV_DONTDUMP), locked where RLIMIT_MEMLOCK allows, zero-filled,
+ * and wiped before it is unmapped. The ipsec-mb backend keeps its expanded
+ * key schedules here; src/keyex every key it derives. */
+void *crypt_secure_alloc(size_t size);
+void crypt_secure_free(void *ptr, size_t size);
+
 /* Process-wide init of a backend (ipsec-mb: CPU dispatch). Idempotent and
  * thread-safe. Returns CRYPT_AEAD_ERR_PARAM if the backend is not built in. */
 crypt_aead_status_t crypt_aead_init(crypt_aead_backend_t backend);

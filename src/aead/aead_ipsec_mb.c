@@ -67,8 +67,11 @@ static crypt_aead_status_t crypt_imb_key_init(crypt_aead_key_t *key,
 {
     struct gcm_key_data *key_data;
 
-    /* The GCM code reads the key data with aligned vector loads. */
-    if (posix_memalign((void**)&key_data, 64, sizeof(*key_data)) != 0) {
+    /* The expanded key schedule and GHASH tables are as secret as the key:
+     * secure memory (not dumped, wiped). Page-aligned, so also aligned for
+     * the GCM code's vector loads. */
+    key_data = crypt_secure_alloc(sizeof(*key_data));
+    if (key_data == NULL) {
         return CRYPT_AEAD_ERR_BACKEND;
     }
 
@@ -83,8 +86,7 @@ static crypt_aead_status_t crypt_imb_key_init(crypt_aead_key_t *key,
 
 static void crypt_imb_key_cleanup(crypt_aead_key_t *key)
 {
-    OPENSSL_cleanse(key->impl, sizeof(struct gcm_key_data));
-    free(key->impl);
+    crypt_secure_free(key->impl, sizeof(struct gcm_key_data));
     key->impl = NULL;
 }
 

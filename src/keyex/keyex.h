@@ -22,10 +22,24 @@
  * two directions distinct, and the purpose separates record, bulk and
  * collective keys (CryptMPI §IV insists on that separation). The update step
  * follows TLS 1.3's traffic secret update (RFC 8446 §7.2): the old secret is
- * wiped, so a later compromise does not reveal earlier traffic.
+ * wiped.
+ *
+ * What forward secrecy this gives, exactly: a flow's traffic secret of
+ * generation g does not reveal the keys of generations before g (the
+ * ratchet is one-way), so a process image taken later, *without* the
+ * long-lived secrets below, does not open earlier traffic of that flow.
+ * It does not hold against the compromise of a running process: the
+ * transport's X25519 private key lives as long as its iface and the job
+ * secret as long as the process, and with both anyone re-derives
+ * traffic[0] of every flow and ratchets forward; nor for a collective team,
+ * whose epoch-0 secret lives as long as the team. Ending the iface (and the
+ * team) ends that exposure; an ephemeral key per connection would end it
+ * per connection.
  */
 #ifndef UCX_CRYPT_KEYEX_H
 #define UCX_CRYPT_KEYEX_H
+
+#include "aead/aead.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -86,8 +100,16 @@ typedef enum {
 
 /* ---- secure memory ------------------------------------------------------ */
 
-void *keyex_secure_alloc(size_t size);
-void keyex_secure_free(void *ptr, size_t size);
+/* src/aead's secure memory (crypt_secure_alloc), for what keyex derives */
+static inline void *keyex_secure_alloc(size_t size)
+{
+    return crypt_secure_alloc(size);
+}
+
+static inline void keyex_secure_free(void *ptr, size_t size)
+{
+    crypt_secure_free(ptr, size);
+}
 
 /* ---- job secret --------------------------------------------------------- */
 

@@ -362,6 +362,7 @@ crypt_aead_status_t uct_crypt_rx_flow_open(uct_crypt_iface_t *iface,
                                            uint8_t *payload, size_t payload_len);
 
 /* record layer (uct_crypt_record.c) */
+void uct_crypt_ep_fail_local(uct_crypt_ep_t *ep, const char *what);
 ucs_status_t uct_crypt_record_reject(uct_crypt_iface_t *iface,
                                      uct_crypt_rx_flow_t *flow,
                                      const uint8_t *peer_public,

@@ -71,7 +71,13 @@ void uct_crypt_bulk_reply(uct_crypt_iface_t *iface,
     }
     pending = ucs_malloc(sizeof(*pending), "crypt pending ack");
     if (pending == NULL) {
-        ucs_fatal("crypt: out of memory for a bulk acknowledgement");
+        /* the peer's put can never complete: its endpoints here fail, and
+         * its own keepalive or flush timeout reports it there */
+        if (ep != NULL) {
+            uct_crypt_ep_fail_local(ep, "out of memory for a bulk "
+                                    "acknowledgement");
+        }
+        return;
     }
     memcpy(pending->peer_public, peer_public, KEYEX_PUBLIC_KEY_LEN);
     pending->ack = *msg;

@@ -149,8 +149,8 @@ unsigned uct_crypt_bulk_tx_send(uct_crypt_bulk_tx_t *tx)
                 break;
             }
             if (seg->seal_status != CRYPT_AEAD_OK) {
-                ucs_fatal("crypt: sealing a bulk segment failed (%d)",
-                          seg->seal_status);
+                uct_crypt_ep_fail_local(ep, "sealing a bulk segment failed");
+                break;
             }
             ucs_assert((op != NULL) && (op->tx == tx));
             seg->state = UCT_CRYPT_SEG_SEALED;

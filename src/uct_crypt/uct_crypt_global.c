@@ -112,7 +112,8 @@ const char *uct_crypt_fail_reason_name(uct_crypt_fail_reason_t reason)
         [UCT_CRYPT_FAIL_MALFORMED]    = "malformed record",
         [UCT_CRYPT_FAIL_HANDSHAKE]    = "handshake refused",
         [UCT_CRYPT_FAIL_FLOW_FAILED]  = "record on a failed flow",
-        [UCT_CRYPT_FAIL_BULK_ORDER]   = "bulk segment out of order"
+        [UCT_CRYPT_FAIL_BULK_ORDER]   = "bulk segment out of order",
+        [UCT_CRYPT_FAIL_NO_RESOURCE]  = "out of resources on this side"
     };
     return (reason < UCT_CRYPT_FAIL_LAST) ? names[reason] : "unknown";
 }

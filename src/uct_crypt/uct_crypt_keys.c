@@ -122,9 +122,11 @@ void uct_crypt_tx_flow_rekey_check(uct_crypt_iface_t *iface,
     if ((keyex_update_flow_keys(tx->keys) != KEYEX_OK) ||
         (crypt_aead_key_init(&tx->aead, iface->backend, tx->keys->key,
                              tx->keys->key_len) != CRYPT_AEAD_OK)) {
-        /* cannot happen short of memory corruption; sealing under a
-         * worn-out key is not an option */
-        ucs_fatal("crypt: key update failed");
+        /* sealing under a worn-out key is not an option: the ep ends (it
+         * seals nothing more: its key object is gone) */
+        uct_crypt_ep_fail_local(ucs_container_of(tx, uct_crypt_ep_t, tx),
+                                "the record key update failed");
+        return;
     }
     tx->records_this_key = 0;
     tx->bytes_this_key   = 0;
@@ -269,7 +271,8 @@ int uct_crypt_bulk_tx_key_ready(uct_crypt_bulk_tx_t *tx, size_t length)
         crypt_aead_key_cleanup(&tx->aead[w]);
     }
     if (keyex_update_flow_keys(tx->keys) != KEYEX_OK) {
-        ucs_fatal("crypt: bulk key update failed");
+        uct_crypt_ep_fail_local(tx->ep, "the bulk key update failed");
+        return 0;
     }
     tx->segments_this_key = 0;
     tx->bytes_this_key    = 0;

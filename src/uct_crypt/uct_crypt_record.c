@@ -155,6 +155,25 @@ static void uct_crypt_schedule_fail(uct_crypt_iface_t *iface)
     }
 }
 
+/* This side cannot go on with `ep` (out of memory, a key update or a seal
+ * failed): the ep fails through UCT's error path, like one whose peer sent
+ * a forged record, never the process (nothing on the data path aborts). */
+void uct_crypt_ep_fail_local(uct_crypt_ep_t *ep, const char *what)
+{
+    uct_crypt_iface_t *iface = ucs_derived_of(ep->super.super.iface,
+                                              uct_crypt_iface_t);
+
+    UCT_CRYPT_STAT_ADD(failures[UCT_CRYPT_FAIL_NO_RESOURCE], 1);
+    ucs_error("crypt: endpoint to " uct_crypt_log_peer_fmt " failed: %s",
+              uct_crypt_log_peer_arg(ep->peer_public, ep->tx.flow_id), what);
+    if (ep->failed == UCT_CRYPT_EP_OK) {
+        ep->failed       = UCT_CRYPT_EP_FAILED;
+        ep->fail_reason  = UCT_CRYPT_FAIL_NO_RESOURCE;
+        ep->fail_flow_id = ep->tx.flow_id;
+        uct_crypt_schedule_fail(iface);
+    }
+}
+
 ucs_status_t uct_crypt_record_reject(uct_crypt_iface_t *iface,
                                      uct_crypt_rx_flow_t *flow,
                                      const uint8_t *peer_public,

@@ -163,7 +163,25 @@ check_licence() {
     fi
 }
 
+# ---- no abort on the data path ---------------------------------------------------
+# Out of memory, a failed key update or seal ends an endpoint through UCT's
+# error path (uct_crypt_ep_fail_local), never the process. The one abort
+# left is UCX's own rule for an endpoint error nobody handles (error mode
+# none), in uct_crypt_record.c.
+check_no_fatal() {
+    local hits
+    hits=$(grep -n 'ucs_fatal' "$src"/src/uct_crypt/*.c | grep -v 'uct_crypt_record.c' |
+           sed "s|$src/||")
+    hits+=$(grep -c 'ucs_fatal' "$src/src/uct_crypt/uct_crypt_record.c" | grep -vx 1)
+    if [ -z "$hits" ]; then
+        record transport_data_path_never_aborts pass
+    else
+        record transport_data_path_never_aborts fail "$(echo $hits | cut -c1-300)"
+    fi
+}
+
 check_layering
+check_no_fatal
 check_licence
 check_exports
 check_api_headers

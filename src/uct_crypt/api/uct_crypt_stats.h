@@ -27,6 +27,8 @@ typedef enum {
     UCT_CRYPT_FAIL_HANDSHAKE,   /* HELLO refused (bad key, repeated flow) */
     UCT_CRYPT_FAIL_FLOW_FAILED, /* record on a flow that already failed */
     UCT_CRYPT_FAIL_BULK_ORDER,  /* bulk segment missing, reordered, truncated */
+    UCT_CRYPT_FAIL_NO_RESOURCE, /* this side could not go on: out of memory,
+                                   a key update or a seal failed */
     UCT_CRYPT_FAIL_LAST
 } uct_crypt_fail_reason_t;
 

@@ -3,28 +3,29 @@
  * Memory for secrets: its own pages, excluded from core dumps
  * (MADV_DONTDUMP), kept out of swap where RLIMIT_MEMLOCK allows (mlock),
  * and wiped before it is returned (OPENSSL_cleanse, which the compiler may
- * not elide).
+ * not elide). The lowest layer has it, so that the backends' expanded key
+ * schedules live there as well as every key keyex derives.
  */
 #ifdef HAVE_CONFIG_H
 #include "ucx_crypt_config.h"
 #endif
 
-#include "keyex.h"
+#include "aead.h"
 
 #include <openssl/crypto.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
-static size_t keyex_secure_round(size_t size)
+static size_t crypt_secure_round(size_t size)
 {
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
 
     return (size + page - 1) & ~(page - 1);
 }
 
-void *keyex_secure_alloc(size_t size)
+void *crypt_secure_alloc(size_t size)
 {
-    size_t length = keyex_secure_round(size ? size : 1);
+    size_t length = crypt_secure_round(size ? size : 1);
     void *ptr;
 
     ptr = mmap(NULL, length, PROT_READ | PROT_WRITE,
@@ -41,9 +42,9 @@ void *keyex_secure_alloc(size_t size)
     return ptr; /* anonymous pages are zero-filled */
 }
 
-void keyex_secure_free(void *ptr, size_t size)
+void crypt_secure_free(void *ptr, size_t size)
 {
-    size_t length = keyex_secure_round(size ? size : 1);
+    size_t length = crypt_secure_round(size ? size : 1);
 
     if (ptr == NULL) {
         return;
