@@ -38,7 +38,16 @@ typedef struct uct_crypt_global_config {
     char                  *coll_fault;
 #endif
     char                  *coll_lane;
+#if UCX_CRYPT_FAULT_INJECTION
+    int                   emulate_connect_to_ep; /* tests: crypt as rc */
+#endif
 } uct_crypt_global_config_t;
+
+/* The auxiliary tl's iface options: the base ones only (no bulk engine,
+ * no tamper hook) */
+typedef struct uct_crypt_aux_iface_config {
+    uct_iface_config_t super;
+} uct_crypt_aux_iface_config_t;
 
 typedef struct uct_crypt_md_config {
     uct_md_config_t           super;
@@ -71,6 +80,7 @@ typedef struct uct_crypt_md {
     uct_md_h          inner_md;
     char              inner_tl[UCT_TL_NAME_MAX];
     int               inner_reg;      /* the inner md registers memory */
+    unsigned          roles;          /* UCT_CRYPT_ROLE_* of the inner */
     /* what this process registered: a peer's get may read only there */
     pthread_mutex_t   regions_lock;
     ucs_list_link_t   regions;        /* uct_crypt_memh_t */
@@ -175,6 +185,8 @@ typedef struct uct_crypt_am_ctx {
 
 struct uct_crypt_iface {
     uct_base_iface_t          super;
+    unsigned                  role;           /* UCT_CRYPT_ROLE_DATA or _AUX */
+    uint32_t                  inner_id;       /* uct_crypt_inner_id() */
     uct_iface_h               inner;
     uct_iface_attr_t          inner_attr;
     uct_crypt_am_ctx_t        am_ctx[UCT_AM_ID_MAX];
@@ -236,6 +248,8 @@ static inline int uct_crypt_ep_fenced(const uct_crypt_ep_t *ep)
 
 extern uct_component_t uct_crypt_component;
 extern uct_tl_t uct_crypt_tl;
+extern uct_tl_t uct_crypt_aux_tl;
+#define UCT_CRYPT_AUX_NAME "crypt_aux"
 extern uct_crypt_global_config_t uct_crypt_global;
 extern uint8_t *uct_crypt_job_secret;  /* NULL: none configured */
 
@@ -253,8 +267,15 @@ void uct_crypt_stats_print(void);
 
 /* inner transports (uct_crypt_inner.c) */
 void uct_crypt_inner_from_ucx_tls(void);
+/* Where UCX_TLS names crypt and an auxiliary inner is selected: add
+ * "crypt_aux:aux", as UCP's own "rc" alias adds "ud_mlx5:aux" */
+void uct_crypt_inner_aux_to_ucx_tls(void);
 void uct_crypt_inner_hide_network(void);
 void uct_crypt_inner_restore(void);
+/* Is any inner selected in the auxiliary role? */
+int uct_crypt_inner_has_aux(void);
+struct uct_crypt_md;
+uint32_t uct_crypt_inner_id(const struct uct_crypt_md *md);
 uct_component_h uct_crypt_inner_component_find(const char *name);
 /* the crypt md name of an (inner md, inner tl) pair, UCT_MD_NAME_MAX */
 void uct_crypt_md_name(char *name, const char *inner_md, const char *tl);
@@ -266,12 +287,23 @@ ucs_status_t uct_crypt_md_open(uct_component_t *component, const char *md_name,
 ucs_status_t uct_crypt_query_tl_devices(uct_md_h tl_md,
                                         uct_tl_device_resource_t **devices_p,
                                         unsigned *num_devices_p);
+ucs_status_t uct_crypt_query_aux_devices(uct_md_h tl_md,
+                                         uct_tl_device_resource_t **devices_p,
+                                         unsigned *num_devices_p);
 
 /* Walk every (inner component, md, tl) the user selected; `cb` returns
  * non-zero to stop. Opens each inner md for the duration of the call;
  * `unmatched` (may be NULL) gets the selected names that matched nothing. */
+/* The roles of an inner (md, tl): data (tl "crypt") and/or auxiliary (tl
+ * "crypt_aux": connect-to-iface, for UCP's wireup of connect-to-ep data
+ * transports) */
+enum {
+    UCT_CRYPT_ROLE_DATA = UCS_BIT(0),
+    UCT_CRYPT_ROLE_AUX  = UCS_BIT(1)
+};
 typedef int (*uct_crypt_inner_cb_t)(void *arg, uct_component_h component,
-                                    const char *md_name, const char *tl_name);
+                                    const char *md_name, const char *tl_name,
+                                    unsigned roles);
 void uct_crypt_foreach_inner(uct_crypt_inner_cb_t cb, void *arg,
                              char *unmatched, size_t unmatched_max);
 
@@ -388,6 +420,8 @@ ucs_status_t uct_crypt_record_am_handler(void *arg, void *data, size_t length,
 void uct_crypt_fault_init(uct_crypt_iface_t *iface,
                           const uct_crypt_iface_config_t *config);
 void uct_crypt_fault_cleanup(uct_crypt_iface_t *iface);
+/* an iface without the hook (the auxiliary role) */
+void uct_crypt_fault_init_none(uct_crypt_iface_t *iface);
 /* After a record was sealed: apply the fault, if configured. Returns 1 if
  * the caller must not send `record` (it is held or dropped). */
 int uct_crypt_fault_apply(uct_crypt_iface_t *iface, uct_crypt_ep_t *ep,
@@ -404,6 +438,7 @@ int uct_crypt_bulk_fault_announce(uct_crypt_iface_t *iface,
 #else
 #define uct_crypt_fault_enabled(_iface)                   0
 #define uct_crypt_fault_init(_iface, _config)             do {} while (0)
+#define uct_crypt_fault_init_none(_iface)                 do {} while (0)
 #define uct_crypt_fault_cleanup(_iface)                   do {} while (0)
 #define uct_crypt_fault_apply(_iface, _ep, _id, _rec, _l) 0
 #define uct_crypt_bulk_fault_due(_iface)                  0

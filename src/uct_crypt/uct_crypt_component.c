@@ -30,7 +30,8 @@ typedef struct {
 } uct_crypt_resource_list_t;
 
 static int uct_crypt_add_resource(void *arg, uct_component_h component,
-                                  const char *md_name, const char *tl_name)
+                                  const char *md_name, const char *tl_name,
+                                  unsigned roles)
 {
     uct_crypt_resource_list_t *list = arg;
     uct_md_resource_desc_t *grown;
@@ -178,6 +179,8 @@ static void UCS_F_CTOR uct_crypt_init(void)
     uct_crypt_check_ucx_version();
     uct_crypt_inner_hide_network();
     uct_tl_register(&uct_crypt_component, &uct_crypt_tl);
+    uct_tl_register(&uct_crypt_component, &uct_crypt_aux_tl);
+    uct_crypt_inner_aux_to_ucx_tls();
     uct_component_register(&uct_crypt_component);
     uct_crypt_registered = 1;
     if (uct_crypt_global.stats) {

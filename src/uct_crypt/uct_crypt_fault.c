@@ -184,6 +184,12 @@ void uct_crypt_bulk_fault_seal(uct_crypt_iface_t *iface, uint8_t *bounce,
     }
 }
 
+void uct_crypt_fault_init_none(uct_crypt_iface_t *iface)
+{
+    memset(&iface->fault, 0, sizeof(iface->fault));
+    iface->fault.kind = UCT_CRYPT_FAULT_NONE;
+}
+
 void uct_crypt_fault_cleanup(uct_crypt_iface_t *iface)
 {
     ucs_free(iface->fault.held_record);

@@ -77,6 +77,15 @@ ucs_config_field_t uct_crypt_global_config_table[] = {
      ucs_offsetof(uct_crypt_global_config_t, coll_fault), UCS_CONFIG_TYPE_STRING},
 #endif
 
+#if UCX_CRYPT_FAULT_INJECTION
+    {"EMULATE_CONNECT_TO_EP", "n",
+     "TESTING ONLY (test builds): crypt's data role does not connect to a remote\n"
+     "iface, as rc does not, so that UCP wires it up through the auxiliary role\n"
+     "(crypt_aux) over the same inner, as it does rc through ud.",
+     ucs_offsetof(uct_crypt_global_config_t, emulate_connect_to_ep),
+     UCS_CONFIG_TYPE_BOOL},
+#endif
+
     {"COLL_LANE", "auto",
      "Where the MPI adapter sends collective frames between nodes: 'auto' on the\n"
      "collective lane (the network transport under crypt, frames not sealed a\n"

@@ -7,6 +7,7 @@
 #include "uct_crypt.h"
 
 #include <ucs/sys/string.h>
+#include <endian.h>
 
 static ucs_config_field_t uct_crypt_iface_config_table[] = {
     {"", "", NULL, ucs_offsetof(uct_crypt_iface_config_t, super),
@@ -81,6 +82,20 @@ static uct_iface_ops_t uct_crypt_iface_ops;
      UCT_IFACE_FLAG_CONNECT_TO_EP | UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE | \
      UCT_IFACE_FLAG_EP_CHECK | UCT_IFACE_FLAG_EP_KEEPALIVE)
 
+/* The auxiliary role (tl crypt_aux) is what UCP wires connect-to-ep data
+ * lanes up with (src/ucp/wireup/select.c, ucp_wireup_fill_aux_criteria):
+ * connect-to-iface, AM bcopy, and in UCP 1.13 an iface that announces
+ * async callbacks. Its callbacks come from progress (it registers on the
+ * inner like the data role), which a handler registered as async-capable
+ * accepts; the flag also keeps UCP from closing it in favour of a data
+ * iface on the same device (ucp_worker_iface_find_better), which has it
+ * masked. It carries no bulk engine. */
+#define UCT_CRYPT_AUX_IFACE_FLAGS \
+    (UCT_IFACE_FLAG_AM_SHORT | UCT_IFACE_FLAG_AM_BCOPY | UCT_IFACE_FLAG_PENDING | \
+     UCT_IFACE_FLAG_CB_SYNC | UCT_IFACE_FLAG_CB_ASYNC | \
+     UCT_IFACE_FLAG_CONNECT_TO_IFACE | UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE | \
+     UCT_IFACE_FLAG_EP_CHECK)
+
 /* UCP's own headers in am_zcopy: a few dozen bytes in 1.13 */
 #define UCT_CRYPT_AM_ZCOPY_MAX_HDR 128
 
@@ -91,7 +106,18 @@ static ucs_status_t uct_crypt_iface_query(uct_iface_h tl_iface,
     const uct_iface_attr_t *in = &iface->inner_attr;
 
     *attr = *in;
-    attr->cap.flags       = in->cap.flags & UCT_CRYPT_IFACE_FLAGS;
+    if (iface->role == UCT_CRYPT_ROLE_AUX) {
+        attr->cap.flags = (in->cap.flags & UCT_CRYPT_AUX_IFACE_FLAGS) |
+                          UCT_IFACE_FLAG_CB_ASYNC;
+    } else {
+        attr->cap.flags = in->cap.flags & UCT_CRYPT_IFACE_FLAGS;
+#if UCX_CRYPT_FAULT_INJECTION
+        if (uct_crypt_global.emulate_connect_to_ep) {
+            /* tests: a connect-to-ep data transport, as rc is */
+            attr->cap.flags &= ~UCT_IFACE_FLAG_CONNECT_TO_IFACE;
+        }
+#endif
+    }
     attr->cap.event_flags = in->cap.event_flags & ~UCT_IFACE_FLAG_EVENT_ASYNC_CB;
     memset(&attr->cap.put, 0, sizeof(attr->cap.put));
     memset(&attr->cap.get, 0, sizeof(attr->cap.get));
@@ -147,6 +173,7 @@ static ucs_status_t uct_crypt_iface_get_address(uct_iface_h tl_iface,
     crypt_addr->flags         = uct_crypt_job_secret ?
                                 CRYPT_IFACE_ADDR_FLAG_JOB_SECRET : 0;
     crypt_addr->key_bits_div8 = (uint8_t)iface->key_len;
+    crypt_addr->inner_id      = htole32(iface->inner_id);
     memcpy(crypt_addr->public_key, iface->keypair.public_key,
            KEYEX_PUBLIC_KEY_LEN);
     return uct_iface_get_address(iface->inner,
@@ -170,6 +197,12 @@ static int uct_crypt_iface_is_reachable(const uct_iface_h tl_iface,
     int have_secret = (uct_crypt_job_secret != NULL);
 
     if (crypt_addr == NULL) {
+        return 0;
+    }
+    if (le32toh(crypt_addr->inner_id) != iface->inner_id) {
+        ucs_debug("crypt: peer unreachable: its address is of another inner "
+                  "transport (id %08x, ours %08x)",
+                  le32toh(crypt_addr->inner_id), iface->inner_id);
         return 0;
     }
     if ((crypt_addr->version != CRYPT_WIRE_VERSION) ||
@@ -321,8 +354,16 @@ static UCS_CLASS_INIT_FUNC(uct_crypt_iface_t, uct_md_h tl_md, uct_worker_h worke
             crypt_aead_backend_from_name(uct_crypt_global.backend));
     self->key_len = uct_crypt_global.key_bits / 8;
     self->fail_cb_id = UCS_CALLBACKQ_ID_NULL;
-    uct_crypt_fault_init(self, ucs_derived_of(tl_config,
-                                              uct_crypt_iface_config_t));
+    self->role       = !strcmp(params->mode.device.tl_name, UCT_CRYPT_AUX_NAME) ?
+                       UCT_CRYPT_ROLE_AUX : UCT_CRYPT_ROLE_DATA;
+    self->inner_id   = uct_crypt_inner_id(md);
+    self->bulk       = NULL;
+    if (self->role == UCT_CRYPT_ROLE_DATA) {
+        uct_crypt_fault_init(self, ucs_derived_of(tl_config,
+                                                  uct_crypt_iface_config_t));
+    } else {
+        uct_crypt_fault_init_none(self);
+    }
 
     /* a fresh key pair per iface: forward secrecy for the process lifetime */
     if (keyex_keypair_generate(&self->keypair) != KEYEX_OK) {
@@ -407,7 +448,8 @@ static UCS_CLASS_INIT_FUNC(uct_crypt_iface_t, uct_md_h tl_md, uct_worker_h worke
         }
     }
 
-    status = uct_crypt_bulk_init(self, ucs_derived_of(tl_config,
+    status = (self->role == UCT_CRYPT_ROLE_AUX) ? UCS_OK :
+             uct_crypt_bulk_init(self, ucs_derived_of(tl_config,
                                                       uct_crypt_iface_config_t));
     if (status != UCS_OK) {
         goto err_scratch;
@@ -477,6 +519,20 @@ static uct_iface_ops_t uct_crypt_iface_ops = {
     .iface_is_reachable       = uct_crypt_iface_is_reachable
 };
 
+static ucs_config_field_t uct_crypt_aux_iface_config_table[] = {
+    {"", "", NULL, ucs_offsetof(uct_crypt_aux_iface_config_t, super),
+     UCS_CONFIG_TYPE_TABLE(uct_iface_config_table)},
+
+    {NULL}
+};
+
 UCT_TL_DEFINE_ENTRY(&uct_crypt_component, crypt, uct_crypt_query_tl_devices,
                     uct_crypt_iface_t, UCT_CRYPT_CONFIG_PREFIX,
                     uct_crypt_iface_config_table, uct_crypt_iface_config_t);
+
+/* The auxiliary role: the same iface class, its own tl name (so that UCP
+ * neither mixes its addresses with the data role's nor closes it) */
+UCT_TL_DEFINE_ENTRY(&uct_crypt_component, crypt_aux, uct_crypt_query_aux_devices,
+                    uct_crypt_iface_t, "CRYPT_AUX_",
+                    uct_crypt_aux_iface_config_table,
+                    uct_crypt_aux_iface_config_t);

@@ -3,7 +3,10 @@
  * The inner transports: which UCT components are networks (hidden from UCP
  * behind crypt at load time: fail closed) and which of their transports the
  * user selected for crypt to encrypt over (UCX_CRYPT_TLS, or the network
- * names in UCX_TLS beside "crypt").
+ * names in UCX_TLS beside "crypt"), in which role: data (the tl "crypt")
+ * or auxiliary (the tl "crypt_aux", a connect-to-iface transport that UCP
+ * needs to wire up connect-to-ep ones such as rc, as UCX's own "rc" alias
+ * adds ud as ":aux").
  */
 #include "uct_crypt.h"
 
@@ -25,26 +28,31 @@ static const char *uct_crypt_intra_node_components[] = {
 
 /* UCX_TLS words that name intra-node transports or are not transports */
 static const char *uct_crypt_not_inner_tls[] = {
-    "crypt", "self", "sm", "shm", "posix", "sysv", "cma", "knem", "xpmem",
+    "crypt", UCT_CRYPT_AUX_NAME, "self", "sm", "shm", "posix", "sysv", "cma", "knem", "xpmem",
     "cuda", "cuda_copy", "cuda_ipc", "gdr_copy", "rocm", "rocm_copy",
     "rocm_ipc", "all", NULL
 };
 
-/* The aliases of ucp_context.c (1.13.1, ucp_tl_aliases) for networks */
+/* The aliases of ucp_context.c (1.13.1, ucp_tl_aliases) for networks: the
+ * data transports, and the ones UCP's alias adds as ":aux". "ib" lists ud
+ * as data already, but UCP closes an iface whose capabilities another one
+ * on the device has (ucp_worker_iface_find_better), and every crypt data
+ * iface has the same tl name: ud must come as crypt_aux to survive. */
 static const struct {
     const char *alias;
     const char *tls;
+    const char *aux;
 } uct_crypt_tl_aliases[] = {
-    {"rc",   "rc_mlx5,rc_verbs"},
-    {"rc_x", "rc_mlx5"},
-    {"rc_v", "rc_verbs"},
-    {"ud",   "ud_mlx5,ud_verbs"},
-    {"ud_x", "ud_mlx5"},
-    {"ud_v", "ud_verbs"},
-    {"dc",   "dc_mlx5"},
-    {"dc_x", "dc_mlx5"},
-    {"ib",   "rc_mlx5,ud_mlx5,dc_mlx5,rc_verbs,ud_verbs"},
-    {NULL,   NULL}
+    {"rc",   "rc_mlx5,rc_verbs",                          "ud_mlx5,ud_verbs"},
+    {"rc_x", "rc_mlx5",                                   "ud_mlx5"},
+    {"rc_v", "rc_verbs",                                  "ud_verbs"},
+    {"ud",   "ud_mlx5,ud_verbs",                          ""},
+    {"ud_x", "ud_mlx5",                                   ""},
+    {"ud_v", "ud_verbs",                                  ""},
+    {"dc",   "dc_mlx5",                                   "ud_mlx5"},
+    {"dc_x", "dc_mlx5",                                   "ud_mlx5"},
+    {"ib",   "rc_mlx5,ud_mlx5,dc_mlx5,rc_verbs,ud_verbs", "ud_mlx5,ud_verbs"},
+    {NULL,   NULL,                                        NULL}
 };
 
 /* ---- inner transport selection ------------------------------------------- */
@@ -75,8 +83,9 @@ static void uct_crypt_tl_base_name(const char *word, char *name, size_t max)
     name[strcspn(name, ":")] = '\0';
 }
 
-/* The inner tl names, comma separated, into `out`. */
-static void uct_crypt_inner_tls(char *out, size_t max)
+/* The inner tl names of each role, comma-led (",a,b"), into `data` and
+ * `aux`: aliases expanded, a word with ":aux" for the auxiliary role only */
+static void uct_crypt_inner_tls(char *out, char *aux, size_t max)
 {
     const char *source = uct_crypt_global.tls;
     char *copy, *word, *save = NULL;
@@ -84,6 +93,7 @@ static void uct_crypt_inner_tls(char *out, size_t max)
     int i;
 
     out[0] = '\0';
+    aux[0] = '\0';
     if (source[0] == '\0') {
         env    = getenv("UCX_TLS");
         source = ((env != NULL) && (env[0] != '^')) ? env : "";
@@ -98,6 +108,8 @@ static void uct_crypt_inner_tls(char *out, size_t max)
         char name[64];
         const char *tls;
 
+        const char *aux_tls = "";
+
         uct_crypt_tl_base_name(word, name, sizeof(name));
         if (uct_crypt_word_in(name, uct_crypt_not_inner_tls)) {
             continue;
@@ -105,14 +117,47 @@ static void uct_crypt_inner_tls(char *out, size_t max)
         tls = name;
         for (i = 0; uct_crypt_tl_aliases[i].alias != NULL; ++i) {
             if (!strcmp(name, uct_crypt_tl_aliases[i].alias)) {
-                tls = uct_crypt_tl_aliases[i].tls;
+                tls     = uct_crypt_tl_aliases[i].tls;
+                aux_tls = uct_crypt_tl_aliases[i].aux;
                 break;
             }
         }
-        uct_crypt_strcat(out, ",", max);
-        uct_crypt_strcat(out, tls, max);
+        if (!strcmp(word + strcspn(word, ":"), ":aux")) {
+            aux_tls = tls; /* auxiliary only, as UCP reads "ud:aux" */
+            tls     = "";
+        }
+        if (tls[0] != '\0') {
+            uct_crypt_strcat(out, ",", max);
+            uct_crypt_strcat(out, tls, max);
+        }
+        if (aux_tls[0] != '\0') {
+            uct_crypt_strcat(aux, ",", max);
+            uct_crypt_strcat(aux, aux_tls, max);
+        }
+#if UCX_CRYPT_FAULT_INJECTION
+        if (uct_crypt_global.emulate_connect_to_ep && (tls[0] != '\0')) {
+            /* tests: the data inner also serves as its own auxiliary, as ud
+             * does for rc */
+            uct_crypt_strcat(aux, ",", max);
+            uct_crypt_strcat(aux, tls, max);
+        }
+#endif
     }
     free(copy);
+#if UCX_CRYPT_FAULT_INJECTION
+    if (uct_crypt_global.emulate_connect_to_ep && (out[0] == '\0')) {
+        /* nothing named: every network transport, in both roles */
+        ucs_strncpy_zero(aux, "*", max);
+    }
+#endif
+}
+
+int uct_crypt_inner_has_aux(void)
+{
+    char data[512], aux[512];
+
+    uct_crypt_inner_tls(data, aux, sizeof(data));
+    return aux[0] != '\0';
 }
 
 /* Is `tl_name` in the comma-led list `list` (",a,b")? */
@@ -150,7 +195,7 @@ void uct_crypt_md_name(char *name, const char *inner_md, const char *tl)
 void uct_crypt_foreach_inner(uct_crypt_inner_cb_t cb, void *arg,
                              char *unmatched, size_t unmatched_max)
 {
-    char selected[512], *word, *save = NULL, seen[512] = "";
+    char selected[512], aux[512], *word, *save = NULL, seen[512] = "";
     uct_component_attr_t cattr;
     uct_tl_resource_desc_t *tl_rscs;
     unsigned c, m, t, num_tl_rscs;
@@ -158,7 +203,7 @@ void uct_crypt_foreach_inner(uct_crypt_inner_cb_t cb, void *arg,
     uct_md_h md;
     int stop = 0;
 
-    uct_crypt_inner_tls(selected, sizeof(selected));
+    uct_crypt_inner_tls(selected, aux, sizeof(selected));
     for (c = 0; (c < uct_crypt_num_inner_components) && !stop; ++c) {
         uct_component_h component = uct_crypt_inner_components[c];
 
@@ -186,17 +231,26 @@ void uct_crypt_foreach_inner(uct_crypt_inner_cb_t cb, void *arg,
             if (uct_md_query_tl_resources(md, &tl_rscs, &num_tl_rscs) == UCS_OK) {
                 for (t = 0; (t < num_tl_rscs) && !stop; ++t) {
                     const char *tl = tl_rscs[t].tl_name;
-                    if ((tl_rscs[t].dev_type != UCT_DEVICE_TYPE_NET) ||
-                        !uct_crypt_tl_selected(selected, tl)) {
+                    unsigned roles = 0;
+                    if (tl_rscs[t].dev_type != UCT_DEVICE_TYPE_NET) {
                         continue;
                     }
-                    uct_crypt_strcat(seen, ",", sizeof(seen));
-                    uct_crypt_strcat(seen, tl, sizeof(seen));
+                    roles |= uct_crypt_tl_selected(selected, tl) ?
+                             UCT_CRYPT_ROLE_DATA : 0;
+                    roles |= (uct_crypt_tl_in_list(aux, tl) || !strcmp(aux, "*")) ?
+                             UCT_CRYPT_ROLE_AUX : 0;
+                    if (roles == 0) {
+                        continue;
+                    }
+                    if (roles & UCT_CRYPT_ROLE_DATA) {
+                        uct_crypt_strcat(seen, ",", sizeof(seen));
+                        uct_crypt_strcat(seen, tl, sizeof(seen));
+                    }
                     /* one call per (md, tl): skip other devices of the tl */
                     if ((t > 0) && !strcmp(tl, tl_rscs[t - 1].tl_name)) {
                         continue;
                     }
-                    stop = cb(arg, component, md_name, tl);
+                    stop = cb(arg, component, md_name, tl, roles);
                 }
                 uct_release_tl_resource_list(tl_rscs);
             }
@@ -215,6 +269,27 @@ void uct_crypt_foreach_inner(uct_crypt_inner_cb_t cb, void *arg,
             }
         }
     }
+}
+
+/* Which inner transport an iface address belongs to: FNV-1a (32 bits) of
+ * "component/tl", a label (not a secret, not a MAC) that keeps UCP from
+ * pairing crypt over one inner with a peer's crypt over another. */
+uint32_t uct_crypt_inner_id(const uct_crypt_md_t *md)
+{
+    uct_component_attr_t attr;
+    char label[UCT_COMPONENT_NAME_MAX + UCT_TL_NAME_MAX + 2];
+    uint32_t hash = 2166136261u;
+    const char *p;
+
+    attr.field_mask = UCT_COMPONENT_ATTR_FIELD_NAME;
+    if (uct_component_query(md->inner_component, &attr) != UCS_OK) {
+        attr.name[0] = '\0';
+    }
+    ucs_snprintf_zero(label, sizeof(label), "%s/%s", attr.name, md->inner_tl);
+    for (p = label; *p != '\0'; ++p) {
+        hash = (hash ^ (uint8_t)*p) * 16777619u;
+    }
+    return hash;
 }
 
 uct_component_h uct_crypt_inner_component_find(const char *name)
@@ -287,8 +362,9 @@ void uct_crypt_inner_from_ucx_tls(void)
             uct_crypt_strcat(keep, keep[0] ? "," : "", sizeof(keep));
             uct_crypt_strcat(keep, word, sizeof(keep));
         } else {
+            /* the name, and its ":aux" where the user gave one */
             uct_crypt_strcat(inner, inner[0] ? "," : "", sizeof(inner));
-            uct_crypt_strcat(inner, name, sizeof(inner));
+            uct_crypt_strcat(inner, word + (word[0] == '\\'), sizeof(inner));
         }
     }
     free(copy);
@@ -296,6 +372,34 @@ void uct_crypt_inner_from_ucx_tls(void)
     if (has_crypt && (inner[0] != '\0')) {
         setenv("UCX_CRYPT_TLS", inner, 0);
         setenv("UCX_TLS", keep, 1);
+    }
+}
+
+void uct_crypt_inner_aux_to_ucx_tls(void)
+{
+    const char *env = getenv("UCX_TLS");
+    char *copy, *word, *save = NULL, tls[600];
+    int has_crypt = 0, has_aux = 0;
+
+    if ((env == NULL) || (env[0] == '^') || !uct_crypt_inner_has_aux()) {
+        return; /* every transport, or none of the auxiliary role needed */
+    }
+    copy = strdup(env);
+    if (copy == NULL) {
+        return;
+    }
+    for (word = strtok_r(copy, ",", &save); word != NULL;
+         word = strtok_r(NULL, ",", &save)) {
+        char name[64];
+
+        uct_crypt_tl_base_name(word, name, sizeof(name));
+        has_crypt |= !strcmp(name, UCT_CRYPT_NAME);
+        has_aux   |= !strcmp(name, UCT_CRYPT_AUX_NAME);
+    }
+    free(copy);
+    if (has_crypt && !has_aux) {
+        ucs_snprintf_zero(tls, sizeof(tls), "%s,%s:aux", env, UCT_CRYPT_AUX_NAME);
+        setenv("UCX_TLS", tls, 1);
     }
 }
 

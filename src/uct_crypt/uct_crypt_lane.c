@@ -544,7 +544,8 @@ static ucs_status_t uct_crypt_lane_open_iface(uct_crypt_lane_t *lane, const char
 
 /* uct_crypt_foreach_inner callback: the first (tl, device) that works */
 static int uct_crypt_lane_try(void *arg, uct_component_h component,
-                              const char *md_name, const char *tl_name)
+                              const char *md_name, const char *tl_name,
+                              unsigned roles)
 {
     uct_crypt_lane_t *lane = arg;
     uct_tl_resource_desc_t *rscs;

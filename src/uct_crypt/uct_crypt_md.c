@@ -173,7 +173,8 @@ typedef struct {
 } uct_crypt_md_open_arg_t;
 
 static int uct_crypt_md_open_inner(void *arg, uct_component_h component,
-                                   const char *md_name, const char *tl_name)
+                                   const char *md_name, const char *tl_name,
+                                   unsigned roles)
 {
     uct_crypt_md_open_arg_t *open_arg = arg;
     char name[UCT_MD_NAME_MAX];
@@ -198,6 +199,7 @@ static int uct_crypt_md_open_inner(void *arg, uct_component_h component,
                                   (attr.cap.flags & UCT_MD_FLAG_REG);
     }
     open_arg->md->inner_component = component;
+    open_arg->md->roles           = roles;
     ucs_strncpy_zero(open_arg->md->inner_tl, tl_name,
                      sizeof(open_arg->md->inner_tl));
     return 1;
@@ -244,9 +246,11 @@ ucs_status_t uct_crypt_md_open(uct_component_t *component,
 
 /* ---- tl devices ----------------------------------------------------------- */
 
-ucs_status_t
-uct_crypt_query_tl_devices(uct_md_h tl_md, uct_tl_device_resource_t **devices_p,
-                           unsigned *num_devices_p)
+/* The inner's devices, for the tl of `role` when the md's inner has it */
+static ucs_status_t
+uct_crypt_query_role_devices(uct_md_h tl_md, unsigned role,
+                             uct_tl_device_resource_t **devices_p,
+                             unsigned *num_devices_p)
 {
     uct_crypt_md_t *md = ucs_derived_of(tl_md, uct_crypt_md_t);
     uct_tl_device_resource_t *devices;
@@ -254,6 +258,11 @@ uct_crypt_query_tl_devices(uct_md_h tl_md, uct_tl_device_resource_t **devices_p,
     unsigned i, num_rscs, count = 0;
     ucs_status_t status;
 
+    if (!(md->roles & role)) {
+        *devices_p     = NULL;
+        *num_devices_p = 0;
+        return UCS_OK;
+    }
     status = uct_md_query_tl_resources(md->inner_md, &rscs, &num_rscs);
     if (status != UCS_OK) {
         return status;
@@ -281,4 +290,20 @@ uct_crypt_query_tl_devices(uct_md_h tl_md, uct_tl_device_resource_t **devices_p,
     *devices_p     = devices;
     *num_devices_p = count;
     return UCS_OK;
+}
+
+ucs_status_t
+uct_crypt_query_tl_devices(uct_md_h tl_md, uct_tl_device_resource_t **devices_p,
+                           unsigned *num_devices_p)
+{
+    return uct_crypt_query_role_devices(tl_md, UCT_CRYPT_ROLE_DATA, devices_p,
+                                        num_devices_p);
+}
+
+ucs_status_t
+uct_crypt_query_aux_devices(uct_md_h tl_md, uct_tl_device_resource_t **devices_p,
+                            unsigned *num_devices_p)
+{
+    return uct_crypt_query_role_devices(tl_md, UCT_CRYPT_ROLE_AUX, devices_p,
+                                        num_devices_p);
 }

@@ -49,7 +49,7 @@
 #include <stdint.h>
 
 enum {
-    CRYPT_WIRE_VERSION    = 1,
+    CRYPT_WIRE_VERSION    = 2,
 
     CRYPT_RECORD_DATA     = 1,
     CRYPT_RECORD_HELLO    = 2,
@@ -88,11 +88,15 @@ typedef struct crypt_record_aad {
     uint32_t           length;   /* plaintext length */
 } __attribute__((packed)) crypt_record_aad_t;
 
+/* The crypt iface address: whose key, which inner transport (an address
+ * of another inner is unreachable: with several inners, crypt(ud) must
+ * not take crypt(rc)'s entry), then the inner's own address. */
 typedef struct crypt_iface_addr {
-    uint8_t version;
-    uint8_t flags;
-    uint8_t key_bits_div8;   /* 16 or 32: both sides must agree */
-    uint8_t public_key[KEYEX_PUBLIC_KEY_LEN];
+    uint8_t  version;
+    uint8_t  flags;
+    uint8_t  key_bits_div8;  /* 16 or 32: both sides must agree */
+    uint8_t  public_key[KEYEX_PUBLIC_KEY_LEN];
+    uint32_t inner_id;       /* LE: FNV-1a of "component/tl" of the inner */
     /* inner iface address follows */
 } __attribute__((packed)) crypt_iface_addr_t;
 
@@ -210,7 +214,7 @@ _Static_assert(sizeof(crypt_record_hdr_t) == CRYPT_RECORD_HDR_LEN,
                "record header layout");
 _Static_assert(sizeof(crypt_record_aad_t) == CRYPT_RECORD_HDR_LEN + 8,
                "record associated data layout");
-_Static_assert(sizeof(crypt_iface_addr_t) == 3 + KEYEX_PUBLIC_KEY_LEN,
+_Static_assert(sizeof(crypt_iface_addr_t) == 7 + KEYEX_PUBLIC_KEY_LEN,
                "iface address layout");
 _Static_assert(sizeof(crypt_ep_addr_t) == KEYEX_PUBLIC_KEY_LEN,
                "ep address layout");

@@ -114,7 +114,8 @@ hook_strings() { # lib...
 
 # what ucx_info documents of crypt's knobs, with the plugin of PREFIX loaded
 fault_knobs() { # prefix
-    LD_PRELOAD="$1/lib/libuct_crypt.so" ucx_info -c -f 2>/dev/null | grep -cE '^UCX_CRYPT_FAULT'
+    LD_PRELOAD="$1/lib/libuct_crypt.so" ucx_info -c -f 2>/dev/null |
+        grep -cE '^UCX_CRYPT_(FAULT|COLL_FAULT|EMULATE_CONNECT_TO_EP)'
 }
 
 check_test_hooks() {

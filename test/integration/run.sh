@@ -622,11 +622,13 @@ test_site_config_tool() {
 }
 
 # ---- the wire: two hosts, capture, marker ------------------------------------
-wire_run() { # label crypt(0|1) -> prints marker count in the capture
-    local label=$1 crypt=$2 port; port=$(next_port)
+wire_run() { # label crypt(0|1) [sizes [env...]] -> prints marker count in the capture
+    local label=$1 crypt=$2 sizes=${3:-8,1000,65536,1048576} port; port=$(next_port)
     local envs=(UCX_TLS=tcp)
     [ "$crypt" = 1 ] && envs=(LD_PRELOAD="$plugin" UCX_TLS=crypt,tcp
                               UCX_CRYPT_KEY_FILE="$work/job.key")
+    shift 2; shift $(( $# > 0 ))
+    envs+=("$@")
     ip netns exec ucxc-h1 tcpdump -i ucxc-v1 -U -s 0 -w "$work/$label.pcap" \
         >"$work/$label.tcpdump.log" 2>&1 &
     local dump=$!
@@ -635,7 +637,7 @@ wire_run() { # label crypt(0|1) -> prints marker count in the capture
         >"$work/$label.s.log" 2>&1 &
     local srv=$!
     on_host ucxc-h2 ucxc-v2 "${envs[@]}" timeout 60 "$check" -c 10.77.0.1 -p "$port" \
-        -s 8,1000,65536,1048576 -n 3 >"$work/$label.c.log" 2>&1
+        -s "$sizes" -n 3 >"$work/$label.c.log" 2>&1
     local rc=$?
     wait $srv
     sleep 0.5
@@ -648,8 +650,9 @@ wire_run() { # label crypt(0|1) -> prints marker count in the capture
 # mpi_wire_run LABEL PARAM_FILE: Open MPI across the two hosts (mpirun on
 # h1, the remote daemon started through netns-agent.sh on h2), veth
 # captured; prints "rc markers"
-mpi_wire_run() {
+mpi_wire_run() { # LABEL PARAM_FILE [mpirun args...]
     local label=$1 params=$2
+    shift 2
     ip netns exec ucxc-h1 tcpdump -i ucxc-v1 -U -s 0 -w "$work/$label.pcap" \
         >"$work/$label.tcpdump.log" 2>&1 &
     local dump=$!
@@ -659,7 +662,7 @@ mpi_wire_run() {
         NETNS_AGENT_HOSTS="10.77.0.1=ucxc-h1=ucxc-v1 10.77.0.2=ucxc-h2=ucxc-v2" \
         timeout 120 mpirun -np 2 --host 10.77.0.1,10.77.0.2 --mca plm_rsh_agent "$agent" \
         --mca oob_tcp_if_include ucxc-v1,ucxc-v2 --mca btl_tcp_if_include ucxc-v1,ucxc-v2 \
-        -x UCX_CRYPT_KEY_FILE="$work/job.key" -x UCX_CRYPT_STATS=y \
+        -x UCX_CRYPT_KEY_FILE="$work/job.key" -x UCX_CRYPT_STATS=y "$@" \
         "$work/mpi_check_ompi" -s 8,1000,65536,1048576 >"$work/$label.log" 2>&1
     local rc=$?
     sleep 0.5
@@ -760,10 +763,59 @@ test_wire() {
     fi
 }
 
+# ---- connect-to-ep data lanes wired up through crypt_aux ---------------------
+# An inner that connects only ep to ep (rc) needs a connect-to-iface
+# auxiliary lane for UCP's wireup (ud, in UCX's own "rc" alias). Emulated
+# here on tcp (UCX_CRYPT_EMULATE_CONNECT_TO_EP, test builds): crypt's data
+# role loses CONNECT_TO_IFACE, so UCP must wire it up through crypt_aux
+# exactly as it wires rc through ud; with the auxiliary role absent it
+# fails as rc did ("no auxiliary transport", ucp_ep_create: unreachable).
+# UCX_NUM_EPS makes tcp count as unscalable, as rc does at scale.
+aux_envs=(UCX_CRYPT_EMULATE_CONNECT_TO_EP=y UCX_NUM_EPS=4096)
+
+test_aux_lane() {
+    netns_down ucxc-h1 ucxc-h2 # leftovers of an interrupted run
+    if ! netns_up ucxc-h1 ucxc-h2 ucxc-v1 ucxc-v2 10.77.0.1 10.77.0.2; then
+        record aux_setup fail "cannot create network namespaces"
+        return
+    fi
+    local res
+    res=$(wire_run aux 1 0,8,65536,1048576,67108864 "${aux_envs[@]}" UCX_LOG_LEVEL=debug)
+    read -r -a res <<<"$res"
+    if [ "${res[0]}" = 0 ] && [ "${res[1]}" = 0 ] && grep -q "DATA OK" "$work/aux.c.log" &&
+       grep -q "aux_ep .* using crypt_aux/" "$work/aux.c.log" &&
+       grep -q "lane\[0\]: .*crypt/ucxc-v2" "$work/aux.c.log"; then
+        record connect_to_ep_lanes_wired_up_through_crypt_aux pass
+    else
+        record connect_to_ep_lanes_wired_up_through_crypt_aux fail \
+            "rc/markers ${res[*]}; $(grep -m2 'ERROR\|unreachable' "$work/aux.c.log")"
+    fi
+
+    [ -x "$work/mpi_check_ompi" ] || return
+    local aux_x=() e
+    for e in "${aux_envs[@]}"; do aux_x+=(-x "$e"); done
+    res=$(mpi_wire_run mpi-aux "$site_conf" "${aux_x[@]}")
+    read -r -a res <<<"$res"
+    if [ "${res[0]}" = 0 ] && [ "${res[1]}" = 0 ] &&
+       [ "$(grep -c "^MPI OK rank" "$work/mpi-aux.log")" = 2 ] &&
+       [ "$(grep -c "ucx-crypt pid.*opened [1-9]" "$work/mpi-aux.log")" = 2 ]; then
+        record openmpi_across_hosts_with_connect_to_ep_lanes pass
+    else
+        record openmpi_across_hosts_with_connect_to_ep_lanes fail \
+            "rc/markers ${res[*]}; $(grep -v '^\[ucx-crypt' "$work/mpi-aux.log" | tail -2)"
+    fi
+
+    env UCX_TLS=crypt,tcp,self UCX_NET_DEVICES=lo UCX_CRYPT_KEY_FILE="$work/job.key" \
+        UCX_CRYPT_STATS=y "${aux_envs[@]}" timeout 120 "$prefix/bin/ucx-crypt-run" \
+        mpiexec.mpich -n 2 "$work/mpi_check_mpich" >"$work/mpich-aux.log" 2>&1
+    mpi_verdict mpich_with_connect_to_ep_lanes_verified "$work/mpich-aux.log" 2
+    netns_down ucxc-h1 ucxc-h2
+}
+
 # IT_ONLY=REGEX runs only the test groups whose function name matches
 for group in test_ucp_sizes_verified test_key_update test_perftest test_fail_closed \
              test_misconfiguration test_tamper test_plaintext_peer test_mpi \
-             test_collectives test_site_config_tool test_wire; do
+             test_collectives test_site_config_tool test_wire test_aux_lane; do
     if [ -z "${IT_ONLY:-}" ] || [[ $group =~ $IT_ONLY ]]; then
         $group
     fi

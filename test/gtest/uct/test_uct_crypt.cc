@@ -425,6 +425,32 @@ TEST_F(uct_crypt_test, capabilities_am_and_encrypted_put_get_only_reduced_by_the
     uct_md_close(c.md);
 }
 
+/* With several inners (crypt over rc, ud and dc at a site) every crypt
+ * iface shares the tl name "crypt": an address of another inner must be
+ * unreachable, or crypt(ud) would take crypt(rc)'s entry and connect to a
+ * bogus address under the wrong key. The inner's identity sits after the
+ * version, flags, key size and public key (uct_crypt_wire.h). */
+TEST_F(uct_crypt_test, address_of_another_inner_is_unreachable)
+{
+    const size_t inner_id_offset = 3 + 32;
+    open_pair();
+    std::vector<uint8_t> dev_addr(b.attr.device_addr_len),
+                         iface_addr(b.attr.iface_addr_len);
+    ASSERT_EQ(uct_iface_get_device_address(b.iface, (uct_device_addr_t*)dev_addr.data()),
+              UCS_OK);
+    ASSERT_EQ(uct_iface_get_address(b.iface, (uct_iface_addr_t*)iface_addr.data()), UCS_OK);
+    ASSERT_GT(iface_addr.size(), inner_id_offset + 4);
+    EXPECT_TRUE(uct_iface_is_reachable(a.iface, (uct_device_addr_t*)dev_addr.data(),
+                                       (uct_iface_addr_t*)iface_addr.data()));
+    for (size_t byte = 0; byte < 4; ++byte) {
+        std::vector<uint8_t> other(iface_addr);
+        other[inner_id_offset + byte] ^= 0x01;
+        EXPECT_FALSE(uct_iface_is_reachable(a.iface, (uct_device_addr_t*)dev_addr.data(),
+                                            (uct_iface_addr_t*)other.data()))
+                << "inner id byte " << byte;
+    }
+}
+
 TEST_F(uct_crypt_test, am_short_every_size_content_checked)
 {
     open_pair();
