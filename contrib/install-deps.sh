@@ -15,8 +15,8 @@ PACKAGES=(
     libipsec-mb-dev libssl-dev
     # topology for the bulk engine, verbs/psm2 for inner transports at sites
     libhwloc-dev libnuma-dev libibverbs-dev libpsm2-dev
-    # tests
-    googletest libgtest-dev libtsan2
+    # tests; clang for the fuzz targets (libFuzzer, ASan, UBSan)
+    googletest libgtest-dev libtsan2 clang
     # MPI libraries that run over UCX (Open MPI pml ucx, MPICH ch4:ucx)
     openmpi-bin libopenmpi-dev mpich libmpich-dev
     # Fortran: the coll component reaches Fortran callers (a test proves it)

@@ -10,6 +10,9 @@
 #                                  hooks compiled in) and run every test;
 #                                  prints "N passed, N failed, N skipped" last
 #   contrib/quickstart.sh bench    build, then run the crypto engine benchmark
+#   contrib/quickstart.sh fuzz S   build, then run every fuzz target for S
+#                                  seconds: "fuzz TARGET: N executions, M
+#                                  findings" (test/fuzz/fuzz.sh)
 #
 # Re-running is cheap: nothing is re-fetched, re-configured or rebuilt that is
 # up to date. Everything lands in _build/ (sources of UCX, objects, install,
@@ -110,6 +113,8 @@ do_check() {
     TSAN_OPTIONS="halt_on_error=1 exitcode=66" run_gtest pool_tsan "$obj_test/test/gtest/gtest_pool_tsan"
     log "test: the product build (layering, exports, no test hooks)"
     "$top/test/integration/build_check.sh" "$top" "$prefix" "$prefix_test" "$results"
+    log "test: fuzz targets, ${FUZZ_SECONDS:-10} s each (regressions: the corpus)"
+    "$top/test/fuzz/fuzz.sh" "$top" "$obj_test" "${FUZZ_SECONDS:-10}" "$results"
     log "test: integration (crypt transport, two processes, two emulated hosts)"
     "$top/test/integration/run.sh" "$obj_test" "$prefix_test" "$results"
     summarize
@@ -143,8 +148,14 @@ bench)
     do_build
     do_bench
     ;;
+fuzz)
+    do_build
+    do_build_tests
+    mkdir -p "$results"
+    "$top/test/fuzz/fuzz.sh" "$top" "$obj_test" "${2:?usage: $0 fuzz SECONDS}" "$results"
+    ;;
 *)
-    echo "usage: $0 [build|check|bench]" >&2
+    echo "usage: $0 [build|check|bench|fuzz SECONDS]" >&2
     exit 2
     ;;
 esac

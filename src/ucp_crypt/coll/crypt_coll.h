@@ -120,9 +120,11 @@ typedef struct crypt_coll_team {
      * the key's usage limits (keyex.h) is spent; receivers follow the
      * epoch in the frame header */
     keyex_traffic_keys_t  *epoch0;      /* secure memory; NULL: no team */
+    keyex_traffic_keys_t  *ratchet;     /* secure: the highest epoch derived */
     crypt_aead_backend_t  backend;
     crypt_coll_epoch_key_t keys[CRYPT_COLL_EPOCH_KEYS];
     uint32_t              seal_epoch;
+    uint32_t              epoch_seen;   /* highest epoch a frame opened in */
     uint64_t              next_nonce;   /* this rank's, in seal_epoch */
     uint64_t              epoch_bytes;  /* sealed by this rank in seal_epoch */
     uint64_t              epoch_max_records, epoch_max_bytes;

@@ -99,13 +99,20 @@ crypt_coll_status_t crypt_coll_open(crypt_coll_team_t *team, int owner,
 {
     crypt_coll_frame_hdr_t hdr;
     crypt_aead_key_t *key;
-    uint32_t sealer;
+    uint32_t sealer, epoch;
     crypt_coll_aad_t aad;
 
     memcpy(&hdr, frame, sizeof(hdr));
     sealer = be16toh(hdr.sealer);
-    key    = crypt_coll_sealer_expected(team, owner, expected_sealer, sealer) ?
-             crypt_coll_epoch_key(team, be16toh(hdr.epoch)) : NULL;
+    epoch  = be16toh(hdr.epoch);
+    /* Ranks move through epochs one at a time and close together: an epoch
+     * far ahead of any this rank has seen or sealed in is refused before
+     * anything is derived for it (a forged header must not make us ratchet
+     * 65535 times) */
+    key    = (crypt_coll_sealer_expected(team, owner, expected_sealer, sealer) &&
+              (epoch <= crypt_coll_max_u32(team->epoch_seen, team->seal_epoch) +
+                        CRYPT_COLL_EPOCH_WINDOW)) ?
+             crypt_coll_epoch_key(team, epoch) : NULL;
     if (key == NULL) {
         memset(plain, 0, m);
         return CRYPT_COLL_ERR_AUTH;
@@ -114,10 +121,13 @@ crypt_coll_status_t crypt_coll_open(crypt_coll_team_t *team, int owner,
     team->counters.open_calls++;
     team->counters.bytes_opened += m;
     /* a failed open zeroes `plain` (aead.h) */
-    return (crypt_record_open(key, frame, be64toh(hdr.sequence), &aad, sizeof(aad),
-                              frame + CRYPT_COLL_FRAME_HDR, m, plain,
-                              frame + CRYPT_COLL_FRAME_HDR + m) == CRYPT_AEAD_OK) ?
-           CRYPT_COLL_OK : CRYPT_COLL_ERR_AUTH;
+    if (crypt_record_open(key, frame, be64toh(hdr.sequence), &aad, sizeof(aad),
+                          frame + CRYPT_COLL_FRAME_HDR, m, plain,
+                          frame + CRYPT_COLL_FRAME_HDR + m) != CRYPT_AEAD_OK) {
+        return CRYPT_COLL_ERR_AUTH;
+    }
+    team->epoch_seen = crypt_coll_max_u32(team->epoch_seen, epoch);
+    return CRYPT_COLL_OK;
 }
 
 int crypt_coll_same_node(const crypt_coll_team_t *team, int peer)

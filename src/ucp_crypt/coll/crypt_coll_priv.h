@@ -39,6 +39,14 @@ enum {
     CRYPT_COLL_WS_OUTER_IN
 };
 
+/* how far ahead of the epochs a rank knows a frame's epoch may be */
+enum { CRYPT_COLL_EPOCH_WINDOW = 16 };
+
+static inline uint32_t crypt_coll_max_u32(uint32_t a, uint32_t b)
+{
+    return (a > b) ? a : b;
+}
+
 /* ---- crypt_coll_team.c ---- */
 void *crypt_coll_workspace(crypt_coll_team_t *team, int slot, size_t size);
 /* the team key of `epoch`, NULL when it cannot be had */

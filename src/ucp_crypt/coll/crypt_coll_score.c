@@ -37,9 +37,16 @@ static size_t crypt_coll_tune_size(const char *s, char **end)
         return (size_t)-1;
     }
     v = strtod(s, end);
+    if ((*end == s) || !(v >= 0)) {
+        /* not a size (negative, NaN, no digits): no progress, so the entry
+         * does not parse (a negative double to size_t is undefined; the
+         * fuzzer found "-11111") */
+        *end = (char*)s;
+        return 0;
+    }
     if ((**end == 'k') || (**end == 'K')) { v *= 1024; ++*end; }
     else if ((**end == 'm') || (**end == 'M')) { v *= 1024 * 1024; ++*end; }
-    return (size_t)v;
+    return (v >= (double)SIZE_MAX) ? SIZE_MAX : (size_t)v;
 }
 
 int crypt_allgather_alg_by_name(const char *name, size_t len)
@@ -64,6 +71,9 @@ static int crypt_coll_tune_entry(const char *entry, size_t len, size_t m)
 
     if (colon != NULL) {
         lo = crypt_coll_tune_size(entry, &end);
+        if (end == entry) {
+            return -1; /* no lower bound: not a range */
+        }
         hi = (*end == '-') ? crypt_coll_tune_size(end + 1, &end) : lo;
         if (end != colon) {
             return -1;

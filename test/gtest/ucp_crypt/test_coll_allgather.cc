@@ -1176,5 +1176,15 @@ TEST(crypt_coll_score, default_table_and_tune_strings)
     EXPECT_EQ(sel(100, "allgather:hs2"), "c-ring");
     EXPECT_EQ(crypt_allgather_alg_by_name("c-rd", 4), CRYPT_ALLGATHER_C_RD);
     EXPECT_EQ(crypt_allgather_alg_by_name("c-r", 3), -1);
+    /* sizes that are no sizes (the fuzzer found the negative one: it was
+     * converted to size_t, which is undefined) */
+    EXPECT_EQ(sel(100, "allgather:-11111:naive"), "o-rd2");
+    EXPECT_EQ(sel(100, "allgather:nan-inf:naive"), "o-rd2");
+    EXPECT_EQ(sel(100, "allgather:0-1e400:naive"), "naive") << "huge: the largest";
+    EXPECT_FALSE(crypt_coll_tune_valid("allgather:-5:naive"));
+    EXPECT_FALSE(crypt_coll_tune_valid("allgather:0-4k:naive,"));
+    EXPECT_FALSE(crypt_coll_tune_valid("allgather:0-4k:nonsense"));
+    EXPECT_TRUE(crypt_coll_tune_valid("allgather:0-4k:naive,4k-inf:o-ring"));
+    EXPECT_TRUE(crypt_coll_tune_valid("allgather:hs2"));
     crypt_coll_team_cleanup(&team);
 }

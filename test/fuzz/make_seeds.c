@@ -1,0 +1,112 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Seed corpora of the fuzz targets, from honest traffic under the targets'
+ * fixed test key: sealed collective frames of several sizes, owners and
+ * receivers (raw mode of fuzz_coll_frame), rank 1's bootstrap message of a
+ * team of two (raw mode of fuzz_coll_hello), sealed records (raw mode of
+ * fuzz_aead_record), and a few inputs of each structure-aware mode.
+ *
+ *   make_seeds CORPUS_DIR
+ */
+#include "fuzz_common.h"
+
+#include <endian.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+
+static void seed(const char *dir, const char *target, int n, const void *a,
+                 size_t a_len, const void *b, size_t b_len)
+{
+    char path[512];
+    FILE *f;
+
+    snprintf(path, sizeof(path), "%s/%s", dir, target);
+    mkdir(path, 0755);
+    snprintf(path, sizeof(path), "%s/%s/honest-%02d", dir, target, n);
+    f = fopen(path, "wb");
+    if ((f == NULL) || (fwrite(a, 1, a_len, f) != a_len) ||
+        ((b_len > 0) && (fwrite(b, 1, b_len, f) != b_len)) || fclose(f)) {
+        perror(path);
+        exit(1);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    static const uint8_t prefix[CRYPT_RECORD_NONCE_PREFIX_LEN] = {1, 2, 3, 4};
+    static const uint8_t aad[24] = {9}, raw_key[32] = {7, 7, 7};
+    static const size_t sizes[] = {0, 1, 16, 333, 4096};
+    crypt_coll_team_t team;
+    crypt_aead_key_t key;
+    crypt_coll_hello_t hello;
+    uint8_t mac_key[KEYEX_SECRET_LEN], frame[4096 + CRYPT_COLL_FRAME_OVERHEAD];
+    uint8_t plain[4096], header[20], tag[CRYPT_AEAD_TAG_LEN];
+    uint32_t words[5];
+    int i, n = 0;
+
+    if ((argc != 2) || ((mkdir(argv[1], 0755) != 0) && (errno != EEXIST)) ||
+        !fuzz_team(&team, 3, 8, 32) ||
+        (crypt_aead_init(CRYPT_AEAD_BACKEND_OPENSSL) != CRYPT_AEAD_OK) ||
+        (crypt_aead_key_init(&key, CRYPT_AEAD_BACKEND_OPENSSL, raw_key, 32) !=
+         CRYPT_AEAD_OK)) {
+        fprintf(stderr, "usage: %s CORPUS_DIR\n", argv[0]);
+        return 1;
+    }
+    for (i = 0; i < (int)sizeof(plain); ++i) {
+        plain[i] = (uint8_t)(i * 7);
+    }
+    for (i = 0; i < 5; ++i, ++n) {
+        /* raw mode (even), owner, sealer 3 (index 4), receiver: any */
+        words[0] = 0; words[1] = (uint32_t)i; words[2] = 4; words[3] = 1;
+        words[4] = 0;
+        if (crypt_coll_seal(&team, i, CRYPT_COLL_DEST_ANY, plain, sizes[i], frame) !=
+            CRYPT_COLL_OK) {
+            return 1;
+        }
+        seed(argv[1], "fuzz_coll_frame", n, words, sizeof(words), frame,
+             sizes[i] + CRYPT_COLL_FRAME_OVERHEAD);
+        /* sealed mode, untouched and flipped */
+        words[0] = 1; words[4] = (uint32_t)(i & 1) | ((uint32_t)i << 5);
+        seed(argv[1], "fuzz_coll_frame", n + 10, words, sizeof(words), plain,
+             sizes[i]);
+        /* records */
+        memset(header, 0, sizeof(header));
+        header[0] = 0;
+        memcpy(header + 1, &i, sizeof(i));
+        if (crypt_record_seal(&key, prefix, (uint64_t)i, aad, sizeof(aad), plain,
+                              sizes[i], frame, tag) != CRYPT_AEAD_OK) {
+            return 1;
+        }
+        memcpy(frame + sizes[i], tag, sizeof(tag));
+        seed(argv[1], "fuzz_aead_record", n, header, 9, frame,
+             sizes[i] + sizeof(tag));
+        header[0] = 1;
+        seed(argv[1], "fuzz_aead_record", n + 10, header, 9, plain, sizes[i]);
+    }
+    /* rank 1's bootstrap message of a team of two */
+    memset(&hello, 0, sizeof(hello));
+    hello.version = CRYPT_COLL_HELLO_VERSION;
+    hello.key_len = 16;
+    hello.rank    = htole32(1);
+    hello.size    = htole32(2);
+    snprintf(hello.host_id, sizeof(hello.host_id), "0123abcd|node-b");
+    if ((keyex_derive_bootstrap_key(fuzz_job_secret, mac_key) != KEYEX_OK) ||
+        (keyex_mac(mac_key, &hello, offsetof(crypt_coll_hello_t, mac), hello.mac) !=
+         KEYEX_OK)) {
+        return 1;
+    }
+    words[0] = 0;
+    seed(argv[1], "fuzz_coll_hello", 0, words, 4, &hello, sizeof(hello));
+    {
+        uint32_t fields[6] = {1, CRYPT_COLL_HELLO_VERSION, 16, 0, 1, 2};
+        seed(argv[1], "fuzz_coll_hello", 1, fields, sizeof(fields), "host-b", 7);
+    }
+    seed(argv[1], "fuzz_coll_tune", 0, "allgather:0-4k:o-rd2,4k-inf:c-ring", 34, "", 0);
+    seed(argv[1], "fuzz_coll_tune", 1, "2:cyclic", 8, "", 0);
+    seed(argv[1], "fuzz_job_secret", 0, fuzz_job_secret, sizeof(fuzz_job_secret), "", 0);
+    crypt_coll_team_cleanup(&team);
+    crypt_aead_key_cleanup(&key);
+    return 0;
+}
