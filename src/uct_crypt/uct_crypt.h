@@ -24,6 +24,7 @@ typedef struct uct_crypt_global_config {
     int                   enable;
     char                  *tls;           /* inner transports, "" = from UCX_TLS */
     char                  *key_file;
+    int                   unauthenticated; /* no job secret, on purpose */
     unsigned              key_bits;
     char                  *backend;
     int                   stats;

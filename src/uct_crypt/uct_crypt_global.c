@@ -30,8 +30,14 @@ ucs_config_field_t uct_crypt_global_config_table[] = {
 
     {"KEY_FILE", "",
      "Job secret: a file of 32 random bytes, mode 0600, made by ucx-crypt-keygen.\n"
-     "Without one, peers are not authenticated (passive-adversary security only).",
+     "Required (see UCX_CRYPT_UNAUTHENTICATED).",
      ucs_offsetof(uct_crypt_global_config_t, key_file), UCS_CONFIG_TYPE_STRING},
+
+    {"UNAUTHENTICATED", "n",
+     "Run without a job secret (UCX_CRYPT_KEY_FILE unset): traffic is encrypted\n"
+     "but peers are NOT authenticated, so an active attacker can impersonate\n"
+     "them. Without this, a missing job secret is an error.",
+     ucs_offsetof(uct_crypt_global_config_t, unauthenticated), UCS_CONFIG_TYPE_BOOL},
 
     {"KEY_BITS", "128",
      "AES key size of the GCM records: 128 or 256.",
@@ -188,10 +194,21 @@ static void uct_crypt_global_init_once(void)
         return;
     }
 
-    if (uct_crypt_global.key_file[0] == '\0') {
-        ucs_warn("crypt: UCX_CRYPT_KEY_FILE is not set: traffic is encrypted "
-                 "but peers are not authenticated (an active attacker can "
-                 "impersonate them); create a job secret with ucx-crypt-keygen");
+    if ((uct_crypt_global.key_file[0] == '\0') &&
+        !uct_crypt_global.unauthenticated) {
+        /* without a job secret anyone can talk to us as a peer: refuse,
+         * unless the user asked for exactly that, by name */
+        ucs_error("crypt: UCX_CRYPT_KEY_FILE is not set: make a job secret "
+                  "with ucx-crypt-keygen and point UCX_CRYPT_KEY_FILE at it "
+                  "on every rank (or, to encrypt without authenticating "
+                  "peers, set UCX_CRYPT_UNAUTHENTICATED=y)");
+        uct_crypt_global_status = UCS_ERR_INVALID_PARAM;
+        return;
+    } else if (uct_crypt_global.key_file[0] == '\0') {
+        ucs_warn("crypt: UCX_CRYPT_UNAUTHENTICATED=y and no job secret: traffic "
+                 "is encrypted but peers are not authenticated (an active "
+                 "attacker can impersonate them); create a job secret with "
+                 "ucx-crypt-keygen");
     } else {
         uct_crypt_job_secret = keyex_secure_alloc(KEYEX_JOB_SECRET_LEN);
         if (uct_crypt_job_secret == NULL) {

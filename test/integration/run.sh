@@ -133,7 +133,8 @@ test_perftest() {
 # ---- fail closed --------------------------------------------------------------
 test_fail_closed() {
     local out
-    out=$(env LD_PRELOAD="$plugin" UCX_TLS=all ucx_info -d 2>&1)
+    out=$(env LD_PRELOAD="$plugin" UCX_TLS=all UCX_CRYPT_KEY_FILE="$work/job.key" \
+          ucx_info -d 2>&1)
     if grep -q "Component: crypt" <<<"$out" && ! grep -q "Component: tcp" <<<"$out" &&
        ! grep -q "Transport: tcp" <<<"$out"; then
         record network_components_hidden_behind_crypt pass
@@ -153,6 +154,45 @@ test_fail_closed() {
         record ucx_tls_tcp_refuses_plaintext pass
     fi
     kill $srv 2>/dev/null; wait $srv 2>/dev/null
+
+    # The documented way to switch crypt on, UCX_TLS=crypt and the inner in
+    # UCX_CRYPT_TLS, fails closed when the plugin is not loaded (a launcher
+    # that drops LD_PRELOAD); the list form UCX_TLS=crypt,tcp is satisfied
+    # by plaintext tcp then, which is why it is not the documented one
+    local form rc
+    for form in documented list; do
+        local tls=(UCX_TLS=crypt UCX_CRYPT_TLS=tcp)
+        [ "$form" = list ] && tls=(UCX_TLS=crypt,tcp)
+        port=$(next_port)
+        env "${tls[@]}" UCX_NET_DEVICES=lo UCX_CRYPT_KEY_FILE="$work/job.key" \
+            timeout 20 "$check" -l "$port" >"$work/s-$form.log" 2>&1 &
+        srv=$!
+        env "${tls[@]}" UCX_NET_DEVICES=lo UCX_CRYPT_KEY_FILE="$work/job.key" \
+            timeout 20 "$check" -c 127.0.0.1 -p "$port" -s 8 -n 1 >"$work/c-$form.log" 2>&1
+        eval "rc_$form=$?"
+        kill $srv 2>/dev/null; wait $srv 2>/dev/null
+    done
+    if [ "$rc_documented" -ne 0 ] && [ "$rc_list" -eq 0 ]; then
+        record documented_syntax_fails_closed_without_plugin pass
+    else
+        record documented_syntax_fails_closed_without_plugin fail \
+            "UCX_TLS=crypt UCX_CRYPT_TLS=tcp rc=$rc_documented (must fail), control rc=$rc_list"
+    fi
+
+    # no job secret: refused with the fix, unless asked for by name
+    out=$(env LD_PRELOAD="$plugin" UCX_TLS=crypt UCX_CRYPT_TLS=tcp UCX_NET_DEVICES=lo \
+          timeout 20 ucx_perftest -l -t tag_lat -n 10 2>&1)
+    rc=$?
+    local out_opt
+    out_opt=$(env LD_PRELOAD="$plugin" UCX_TLS=crypt UCX_CRYPT_TLS=tcp UCX_NET_DEVICES=lo \
+              UCX_CRYPT_UNAUTHENTICATED=y ucx_info -d 2>&1)
+    if [ $rc -ne 0 ] && grep -q "UCX_CRYPT_UNAUTHENTICATED=y" <<<"$out" &&
+       grep -q "Transport: crypt" <<<"$out_opt" && grep -q "NOT authenticated\|not authenticated" <<<"$out_opt"; then
+        record no_job_secret_refused_unless_asked_for_by_name pass
+    else
+        record no_job_secret_refused_unless_asked_for_by_name fail \
+            "rc=$rc; $(tail -1 <<<"$out"); opt-in: $(grep -c 'Transport: crypt' <<<"$out_opt") crypt transports"
+    fi
 
     out=$(env LD_PRELOAD="$plugin" UCX_CRYPT_ENABLE=n ucx_info -d 2>&1)
     if grep -q "NOT encrypted" <<<"$out" && grep -q "Component: tcp" <<<"$out"; then
@@ -591,9 +631,11 @@ test_coll_component() {
         "NONBLOCKING OK" "MPI_I\?[A-Za-z]*: a ciphertext from another node failed authentication"
 
     # no job secret: the component stands aside, the library's collectives
-    # run (over the crypt transport) and the program still gets its data
+    # run (over the crypt transport, told to run without one) and the
+    # program still gets its data
     log="$work/coll-nokey.log"
     ompi_run 2 -x UCX_TLS=crypt,tcp,self -x UCX_NET_DEVICES=lo -x UCX_CRYPT_COLL_VERBOSE=y \
+        -x UCX_CRYPT_UNAUTHENTICATED=y \
         -x UCX_CRYPT_COLL_NODES=2 "$work/agc_ompi" >"$log" 2>&1
     rc=$?
     if [ $rc -eq 0 ] && [ "$(grep -c '^COLLECTIVES OK' "$log")" = 2 ] &&

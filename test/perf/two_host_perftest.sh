@@ -40,7 +40,7 @@ spare=$(spare_pus_per_rank) # crypto threads per emulated host
 run_pair() { # mode test size
     local mode=$1 test=$2 size=$3 envs
     if [ "$mode" = crypt ]; then
-        envs=(LD_PRELOAD="$plugin" UCX_TLS=crypt,tcp UCX_CRYPT_KEY_FILE="$work/job.key"
+        envs=(LD_PRELOAD="$plugin" UCX_TLS=crypt UCX_CRYPT_TLS=tcp UCX_CRYPT_KEY_FILE="$work/job.key"
               UCX_CRYPT_BULK_THREADS=$spare)
     else
         envs=(UCX_TLS=tcp)
