@@ -333,6 +333,46 @@ void uct_crypt_inner_hide_network(void)
     }
 }
 
+/* UCX_TLS, split: the words UCP resolves (`keep`, as given), the network
+ * names (`inner`, ":aux" kept), and whether crypt and crypt_aux are named.
+ * 0 where UCX_TLS is unset or a "^" exclusion (every transport). */
+typedef struct {
+    char keep[512];
+    char inner[512];
+    int  has_crypt, has_aux;
+} uct_crypt_ucx_tls_t;
+
+static int uct_crypt_ucx_tls_split(uct_crypt_ucx_tls_t *tls)
+{
+    const char *env = getenv("UCX_TLS");
+    char *copy, *word, *save = NULL;
+
+    memset(tls, 0, sizeof(*tls));
+    if ((env == NULL) || (env[0] == '^') || ((copy = strdup(env)) == NULL)) {
+        return 0;
+    }
+    for (word = strtok_r(copy, ",", &save); word != NULL;
+         word = strtok_r(NULL, ",", &save)) {
+        char name[64];
+
+        uct_crypt_tl_base_name(word, name, sizeof(name));
+        tls->has_crypt |= !strcmp(name, UCT_CRYPT_NAME);
+        tls->has_aux   |= !strcmp(name, UCT_CRYPT_AUX_NAME);
+        if (uct_crypt_word_in(name, uct_crypt_not_inner_tls)) {
+            uct_crypt_strcat(tls->keep, tls->keep[0] ? "," : "", sizeof(tls->keep));
+            uct_crypt_strcat(tls->keep, word, sizeof(tls->keep));
+        } else {
+            /* the name, and its ":aux" where the user gave one */
+            uct_crypt_strcat(tls->inner, tls->inner[0] ? "," : "",
+                             sizeof(tls->inner));
+            uct_crypt_strcat(tls->inner, word + (word[0] == '\\'),
+                             sizeof(tls->inner));
+        }
+    }
+    free(copy);
+    return 1;
+}
+
 /*
  * UCX_TLS=crypt,tcp is the user's syntax: 'tcp' there names the wire crypt
  * encrypts over. UCP would find no tl named tcp (we hide it) and warn, so
@@ -341,65 +381,25 @@ void uct_crypt_inner_hide_network(void)
  */
 void uct_crypt_inner_from_ucx_tls(void)
 {
-    char *copy, *word, *save = NULL, keep[512] = "", inner[512] = "";
-    const char *env = getenv("UCX_TLS");
-    int has_crypt   = 0;
+    uct_crypt_ucx_tls_t tls;
 
-    if ((env == NULL) || (env[0] == '^')) {
-        return;
-    }
-    copy = strdup(env);
-    if (copy == NULL) {
-        return;
-    }
-    for (word = strtok_r(copy, ",", &save); word != NULL;
-         word = strtok_r(NULL, ",", &save)) {
-        char name[64];
-
-        uct_crypt_tl_base_name(word, name, sizeof(name));
-        has_crypt |= !strcmp(name, UCT_CRYPT_NAME);
-        if (uct_crypt_word_in(name, uct_crypt_not_inner_tls)) {
-            uct_crypt_strcat(keep, keep[0] ? "," : "", sizeof(keep));
-            uct_crypt_strcat(keep, word, sizeof(keep));
-        } else {
-            /* the name, and its ":aux" where the user gave one */
-            uct_crypt_strcat(inner, inner[0] ? "," : "", sizeof(inner));
-            uct_crypt_strcat(inner, word + (word[0] == '\\'), sizeof(inner));
-        }
-    }
-    free(copy);
-
-    if (has_crypt && (inner[0] != '\0')) {
-        setenv("UCX_CRYPT_TLS", inner, 0);
-        setenv("UCX_TLS", keep, 1);
+    if (uct_crypt_ucx_tls_split(&tls) && tls.has_crypt &&
+        (tls.inner[0] != '\0')) {
+        setenv("UCX_CRYPT_TLS", tls.inner, 0);
+        setenv("UCX_TLS", tls.keep, 1);
     }
 }
 
 void uct_crypt_inner_aux_to_ucx_tls(void)
 {
-    const char *env = getenv("UCX_TLS");
-    char *copy, *word, *save = NULL, tls[600];
-    int has_crypt = 0, has_aux = 0;
+    uct_crypt_ucx_tls_t tls;
+    char value[600];
 
-    if ((env == NULL) || (env[0] == '^') || !uct_crypt_inner_has_aux()) {
-        return; /* every transport, or none of the auxiliary role needed */
-    }
-    copy = strdup(env);
-    if (copy == NULL) {
-        return;
-    }
-    for (word = strtok_r(copy, ",", &save); word != NULL;
-         word = strtok_r(NULL, ",", &save)) {
-        char name[64];
-
-        uct_crypt_tl_base_name(word, name, sizeof(name));
-        has_crypt |= !strcmp(name, UCT_CRYPT_NAME);
-        has_aux   |= !strcmp(name, UCT_CRYPT_AUX_NAME);
-    }
-    free(copy);
-    if (has_crypt && !has_aux) {
-        ucs_snprintf_zero(tls, sizeof(tls), "%s,%s:aux", env, UCT_CRYPT_AUX_NAME);
-        setenv("UCX_TLS", tls, 1);
+    if (uct_crypt_ucx_tls_split(&tls) && tls.has_crypt && !tls.has_aux &&
+        uct_crypt_inner_has_aux()) {
+        ucs_snprintf_zero(value, sizeof(value), "%s,%s:aux", getenv("UCX_TLS"),
+                          UCT_CRYPT_AUX_NAME);
+        setenv("UCX_TLS", value, 1);
     }
 }
 
