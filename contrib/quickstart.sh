@@ -111,8 +111,12 @@ do_check() {
     run_gtest core "$obj_test/test/gtest/gtest_core"
     run_gtest uct "$obj_test/test/gtest/gtest_uct"
     TSAN_OPTIONS="halt_on_error=1 exitcode=66" run_gtest pool_tsan "$obj_test/test/gtest/gtest_pool_tsan"
+    # (not the tasks: they switch stacks with swapcontext, which ASan does
+    # not follow fully and may then report falsely; the plain run covers
+    # them)
     ASAN_OPTIONS="detect_leaks=1 abort_on_error=1" UBSAN_OPTIONS="print_stacktrace=1" \
-        run_gtest core_asan "$obj_test/test/gtest/gtest_core_asan"
+        run_gtest core_asan "$obj_test/test/gtest/gtest_core_asan" \
+        --gtest_filter="-*tasks_of_two_teams_progress_together*"
     log "test: the product build (layering, exports, no test hooks)"
     "$top/test/integration/build_check.sh" "$top" "$prefix" "$prefix_test" "$results"
     log "test: fuzz targets, ${FUZZ_SECONDS:-10} s each (regressions: the corpus)"
