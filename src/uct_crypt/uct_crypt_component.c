@@ -2,8 +2,9 @@
 /*
  * The crypt component and its loading.
  *
- * Loading: the constructor registers component and tl "crypt" and takes the
- * network components (tcp, ib, rdmacm, ...) off UCT's component list
+ * Loading: the constructor registers the component, its tls "crypt" (data)
+ * and "crypt_aux" (auxiliary, uct_crypt_iface.c), and takes the network
+ * components (tcp, ib, rdmacm, ...) off UCT's component list
  * (uct_crypt_inner.c), so UCP can reach the network only through crypt,
  * whatever UCX_TLS says: fail closed. Intra-node components stay visible
  * and untouched.
