@@ -195,9 +195,16 @@ const char *keyex_purpose_name(keyex_purpose_t purpose);
  *   team_prk      = HKDF-Extract(salt = "ucx-crypt v2 collective",
  *                                IKM = job_secret)
  *   bootstrap_key = HKDF-Expand(team_prk, "ucx-crypt v2 bootstrap", 32)
- *   team[0]       = HKDF-Expand(team_prk, "ucx-crypt v2 collective" ||
+ *   team          = HKDF-Expand(team_prk, "ucx-crypt v2 collective" ||
  *                               transcript, 32)
- *   team[e+1], key[e]: as traffic[g+1] and key[g] above
+ *   epoch[e]      = HKDF-Expand(team, "ucx-crypt v1 epoch" || be32(e), 32)
+ *   key[e]        = HKDF-Expand(epoch[e], "ucx-crypt v1 key", 16|32)
+ *
+ * An epoch's key is derived from the team secret directly (not by a
+ * ratchet), so any epoch costs one HKDF whatever its number: ranks move
+ * through epochs at their own pace (each by what it seals), and a
+ * receiver must open any of them. The team secret lives as long as the
+ * team.
  *
  * Every rank's bootstrap message is MACed (HMAC-SHA256, RFC 2104) under
  * bootstrap_key, so a party without the job secret can neither forge nor
@@ -217,6 +224,9 @@ keyex_status_t keyex_derive_bootstrap_key(const uint8_t job_secret[KEYEX_JOB_SEC
 keyex_status_t keyex_derive_team_keys(const uint8_t job_secret[KEYEX_JOB_SECRET_LEN],
                                       const uint8_t transcript[KEYEX_TRANSCRIPT_LEN],
                                       unsigned key_len, keyex_traffic_keys_t *keys);
+/* The keys of `epoch` of a team (generation = epoch) */
+keyex_status_t keyex_derive_epoch_keys(const keyex_traffic_keys_t *team,
+                                       uint32_t epoch, keyex_traffic_keys_t *keys);
 /* HMAC-SHA256 of `len` bytes under a 32-byte key */
 keyex_status_t keyex_mac(const uint8_t key[KEYEX_SECRET_LEN], const void *data,
                          size_t len, uint8_t mac[KEYEX_MAC_LEN]);

@@ -345,6 +345,32 @@ keyex_status_t keyex_derive_team_keys(const uint8_t job_secret[KEYEX_JOB_SECRET_
     return status;
 }
 
+keyex_status_t keyex_derive_epoch_keys(const keyex_traffic_keys_t *team,
+                                       uint32_t epoch, keyex_traffic_keys_t *keys)
+{
+    static const char label[] = KEYEX_LABEL_PREFIX "epoch";
+    uint8_t info[sizeof(label) - 1 + 4];
+    keyex_status_t status;
+
+    memcpy(info, label, sizeof(label) - 1);
+    info[sizeof(label) - 1] = (uint8_t)(epoch >> 24);
+    info[sizeof(label)]     = (uint8_t)(epoch >> 16);
+    info[sizeof(label) + 1] = (uint8_t)(epoch >> 8);
+    info[sizeof(label) + 2] = (uint8_t)epoch;
+    memset(keys, 0, sizeof(*keys));
+    keys->key_len    = team->key_len;
+    keys->generation = epoch;
+    status = keyex_hkdf_expand(team->secret, info, sizeof(info), keys->secret,
+                               KEYEX_SECRET_LEN);
+    if (status == KEYEX_OK) {
+        status = keyex_expand_traffic(keys);
+    }
+    if (status != KEYEX_OK) {
+        OPENSSL_cleanse(keys, sizeof(*keys));
+    }
+    return status;
+}
+
 keyex_status_t keyex_mac(const uint8_t key[KEYEX_SECRET_LEN], const void *data,
                          size_t len, uint8_t mac[KEYEX_MAC_LEN])
 {

@@ -119,8 +119,8 @@ typedef struct crypt_coll_team {
      * under its own current epoch, which it leaves before its share of
      * the key's usage limits (keyex.h) is spent; receivers follow the
      * epoch in the frame header */
-    keyex_traffic_keys_t  *epoch0;      /* secure memory; NULL: no team */
-    keyex_traffic_keys_t  *ratchet;     /* secure: the highest epoch derived */
+    keyex_traffic_keys_t  *epoch0;      /* the team secret, secure memory;
+                                           NULL: no team */
     crypt_aead_backend_t  backend;
     crypt_coll_epoch_key_t keys[CRYPT_COLL_EPOCH_KEYS];
     uint32_t              seal_epoch;

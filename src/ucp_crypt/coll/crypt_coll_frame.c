@@ -105,10 +105,10 @@ crypt_coll_status_t crypt_coll_open(crypt_coll_team_t *team, int owner,
     memcpy(&hdr, frame, sizeof(hdr));
     sealer = be16toh(hdr.sealer);
     epoch  = be16toh(hdr.epoch);
-    /* Ranks move through epochs one at a time and close together: an epoch
-     * far ahead of any this rank has seen or sealed in is refused before
-     * anything is derived for it (a forged header must not make us ratchet
-     * 65535 times) */
+    /* Ranks move through epochs one at a time: an epoch far ahead of any
+     * this rank has seen or sealed in is refused before a key is derived
+     * for it (the fuzzer found a forged header making the receiver derive
+     * up to 65535 keys, when epochs were a ratchet) */
     key    = (crypt_coll_sealer_expected(team, owner, expected_sealer, sealer) &&
               (epoch <= crypt_coll_max_u32(team->epoch_seen, team->seal_epoch) +
                         CRYPT_COLL_EPOCH_WINDOW)) ?

@@ -140,11 +140,9 @@ void crypt_coll_team_set_epoch_limit(crypt_coll_team_t *team, uint64_t records)
     team->epoch_max_bytes   = KEYEX_REKEY_BYTES / (uint64_t)team->size;
 }
 
-/* The key of `epoch`, kept open in a small cache: epoch e's secret is the
- * team secret ratcheted e times (keyex_update_flow_keys), forward from the
- * highest epoch derived so far (ranks only move forward), else from epoch
- * 0, whose secret stays for the team's lifetime, as ranks move through
- * epochs at their own pace. NULL when it cannot be had. */
+/* The key of `epoch`, kept open in a small cache, derived from the team
+ * secret in one step (keyex_derive_epoch_keys), whatever the epoch: ranks
+ * move through epochs at their own pace. NULL when it cannot be had. */
 crypt_aead_key_t *crypt_coll_epoch_key(crypt_coll_team_t *team, uint32_t epoch)
 {
     crypt_coll_epoch_key_t *slot = &team->keys[epoch % CRYPT_COLL_EPOCH_KEYS];
@@ -157,29 +155,11 @@ crypt_aead_key_t *crypt_coll_epoch_key(crypt_coll_team_t *team, uint32_t epoch)
     if (team->epoch0 == NULL) {
         return NULL;
     }
-    if (team->ratchet == NULL) {
-        team->ratchet = keyex_secure_alloc(sizeof(*team->ratchet));
-        if (team->ratchet == NULL) {
-            return NULL;
-        }
-        *team->ratchet = *team->epoch0;
-    }
-    if (team->ratchet->generation > epoch) {
-        keys = keyex_secure_alloc(sizeof(*keys)); /* an older epoch */
-        if (keys == NULL) {
-            return NULL;
-        }
-        *keys = *team->epoch0;
-    } else {
-        keys = team->ratchet;
-    }
-    while (keys->generation < epoch) {
-        if (keyex_update_flow_keys(keys) != KEYEX_OK) {
-            if (keys != team->ratchet) {
-                keyex_secure_free(keys, sizeof(*keys));
-            }
-            return NULL;
-        }
+    keys = keyex_secure_alloc(sizeof(*keys));
+    if ((keys == NULL) ||
+        (keyex_derive_epoch_keys(team->epoch0, epoch, keys) != KEYEX_OK)) {
+        keyex_secure_free(keys, sizeof(*keys));
+        return NULL;
     }
     if (slot->valid) {
         crypt_aead_key_cleanup(&slot->aead);
@@ -187,9 +167,7 @@ crypt_aead_key_t *crypt_coll_epoch_key(crypt_coll_team_t *team, uint32_t epoch)
     }
     status = crypt_aead_key_init(&slot->aead, team->backend, keys->key,
                                  keys->key_len);
-    if (keys != team->ratchet) {
-        keyex_secure_free(keys, sizeof(*keys));
-    }
+    keyex_secure_free(keys, sizeof(*keys));
     if (status != CRYPT_AEAD_OK) {
         return NULL;
     }
@@ -211,10 +189,6 @@ void crypt_coll_team_cleanup(crypt_coll_team_t *team)
     if (team->epoch0 != NULL) {
         keyex_secure_free(team->epoch0, sizeof(*team->epoch0));
         team->epoch0 = NULL;
-    }
-    if (team->ratchet != NULL) {
-        keyex_secure_free(team->ratchet, sizeof(*team->ratchet));
-        team->ratchet = NULL;
     }
     free(team->node_of);
     team->node_of = NULL;

@@ -186,3 +186,30 @@ TEST(keyex_secure_mem, excluded_from_core_dumps_and_wiped_on_free)
     EXPECT_TRUE(dontdump);
     keyex_secure_free(p, len);
 }
+
+/* A collective team's epoch keys: one step from the team secret, distinct
+ * per epoch, the team's key size, the same on every rank */
+TEST(keyex_team, epoch_keys_distinct_per_epoch_and_reproducible)
+{
+    const uint8_t secret[KEYEX_JOB_SECRET_LEN] = {1, 2, 3};
+    const uint8_t transcript[KEYEX_TRANSCRIPT_LEN] = {9};
+    keyex_traffic_keys_t team, a, b, c;
+
+    for (unsigned key_len : {16u, 32u}) {
+        ASSERT_EQ(keyex_derive_team_keys(secret, transcript, key_len, &team), KEYEX_OK);
+        ASSERT_EQ(keyex_derive_epoch_keys(&team, 7, &a), KEYEX_OK);
+        ASSERT_EQ(keyex_derive_epoch_keys(&team, 7, &b), KEYEX_OK);
+        ASSERT_EQ(keyex_derive_epoch_keys(&team, 65535, &c), KEYEX_OK);
+        EXPECT_EQ(a.key_len, key_len);
+        EXPECT_EQ(a.generation, 7u);
+        EXPECT_EQ(0, memcmp(a.key, b.key, key_len)) << "reproducible";
+        EXPECT_NE(0, memcmp(a.key, c.key, key_len)) << "distinct per epoch";
+        EXPECT_NE(0, memcmp(a.key, team.key, key_len)) << "not the team key";
+    }
+    const uint8_t other[KEYEX_TRANSCRIPT_LEN] = {8};
+    ASSERT_EQ(keyex_derive_team_keys(secret, other, 16, &team), KEYEX_OK);
+    ASSERT_EQ(keyex_derive_epoch_keys(&team, 7, &c), KEYEX_OK);
+    ASSERT_EQ(keyex_derive_team_keys(secret, transcript, 16, &team), KEYEX_OK);
+    ASSERT_EQ(keyex_derive_epoch_keys(&team, 7, &a), KEYEX_OK);
+    EXPECT_NE(0, memcmp(a.key, c.key, 16)) << "another transcript, another key";
+}
