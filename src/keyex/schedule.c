@@ -217,6 +217,29 @@ static keyex_status_t keyex_expand_traffic(keyex_traffic_keys_t *keys)
     return status;
 }
 
+/* keys of generation `generation` whose secret is HKDF-Expand(prk, info):
+ * the last step of every derivation below; keys wiped on failure */
+static keyex_status_t keyex_derive_traffic(const uint8_t prk[KEYEX_SECRET_LEN],
+                                           const uint8_t *info, size_t info_len,
+                                           unsigned key_len, uint32_t generation,
+                                           keyex_traffic_keys_t *keys)
+{
+    keyex_status_t status;
+
+    memset(keys, 0, sizeof(*keys));
+    keys->key_len    = key_len;
+    keys->generation = generation;
+    status = keyex_hkdf_expand(prk, info, info_len, keys->secret,
+                               KEYEX_SECRET_LEN);
+    if (status == KEYEX_OK) {
+        status = keyex_expand_traffic(keys);
+    }
+    if (status != KEYEX_OK) {
+        OPENSSL_cleanse(keys, sizeof(*keys));
+    }
+    return status;
+}
+
 keyex_status_t keyex_derive_flow_keys(const uint8_t pair_secret[KEYEX_SECRET_LEN],
                                       keyex_purpose_t purpose,
                                       const uint8_t sender_public[KEYEX_PUBLIC_KEY_LEN],
@@ -226,7 +249,6 @@ keyex_status_t keyex_derive_flow_keys(const uint8_t pair_secret[KEYEX_SECRET_LEN
 {
     uint8_t info[64 + 2 * KEYEX_PUBLIC_KEY_LEN + 8];
     const char *purpose_name = keyex_purpose_name(purpose);
-    keyex_status_t status;
     size_t info_len;
     int i;
 
@@ -244,17 +266,7 @@ keyex_status_t keyex_derive_flow_keys(const uint8_t pair_secret[KEYEX_SECRET_LEN
         info[info_len++] = (uint8_t)(flow_id >> (8 * i));
     }
 
-    memset(keys, 0, sizeof(*keys));
-    keys->key_len = key_len;
-    status = keyex_hkdf_expand(pair_secret, info, info_len, keys->secret,
-                               KEYEX_SECRET_LEN);
-    if (status == KEYEX_OK) {
-        status = keyex_expand_traffic(keys);
-    }
-    if (status != KEYEX_OK) {
-        OPENSSL_cleanse(keys, sizeof(*keys));
-    }
-    return status;
+    return keyex_derive_traffic(pair_secret, info, info_len, key_len, 0, keys);
 }
 
 keyex_status_t keyex_update_flow_keys(keyex_traffic_keys_t *keys)
@@ -328,20 +340,11 @@ keyex_status_t keyex_derive_team_keys(const uint8_t job_secret[KEYEX_JOB_SECRET_
     }
     memcpy(info, label, sizeof(label) - 1);
     memcpy(info + sizeof(label) - 1, transcript, KEYEX_TRANSCRIPT_LEN);
-    memset(keys, 0, sizeof(*keys));
-    keys->key_len = key_len;
     status = keyex_team_prk(job_secret, prk);
     if (status == KEYEX_OK) {
-        status = keyex_hkdf_expand(prk, info, sizeof(info), keys->secret,
-                                   KEYEX_SECRET_LEN);
+        status = keyex_derive_traffic(prk, info, sizeof(info), key_len, 0, keys);
     }
     OPENSSL_cleanse(prk, sizeof(prk));
-    if (status == KEYEX_OK) {
-        status = keyex_expand_traffic(keys);
-    }
-    if (status != KEYEX_OK) {
-        OPENSSL_cleanse(keys, sizeof(*keys));
-    }
     return status;
 }
 
@@ -350,25 +353,14 @@ keyex_status_t keyex_derive_epoch_keys(const keyex_traffic_keys_t *team,
 {
     static const char label[] = KEYEX_LABEL_PREFIX "epoch";
     uint8_t info[sizeof(label) - 1 + 4];
-    keyex_status_t status;
 
     memcpy(info, label, sizeof(label) - 1);
     info[sizeof(label) - 1] = (uint8_t)(epoch >> 24);
     info[sizeof(label)]     = (uint8_t)(epoch >> 16);
     info[sizeof(label) + 1] = (uint8_t)(epoch >> 8);
     info[sizeof(label) + 2] = (uint8_t)epoch;
-    memset(keys, 0, sizeof(*keys));
-    keys->key_len    = team->key_len;
-    keys->generation = epoch;
-    status = keyex_hkdf_expand(team->secret, info, sizeof(info), keys->secret,
-                               KEYEX_SECRET_LEN);
-    if (status == KEYEX_OK) {
-        status = keyex_expand_traffic(keys);
-    }
-    if (status != KEYEX_OK) {
-        OPENSSL_cleanse(keys, sizeof(*keys));
-    }
-    return status;
+    return keyex_derive_traffic(team->secret, info, sizeof(info), team->key_len,
+                                epoch, keys);
 }
 
 keyex_status_t keyex_mac(const uint8_t key[KEYEX_SECRET_LEN], const void *data,

@@ -38,9 +38,7 @@ void uct_crypt_fault_init(uct_crypt_iface_t *iface,
     };
     int i;
 
-    /* UCS classes are not zero-filled */
-    memset(&iface->fault, 0, sizeof(iface->fault));
-    iface->fault.kind  = UCT_CRYPT_FAULT_NONE;
+    uct_crypt_fault_init_none(iface);
     iface->fault.after = config->fault_after;
     for (i = 0; i < UCT_CRYPT_FAULT_LAST; ++i) {
         if (!strcmp(config->fault, names[i])) {
@@ -186,6 +184,7 @@ void uct_crypt_bulk_fault_seal(uct_crypt_iface_t *iface, uint8_t *bounce,
 
 void uct_crypt_fault_init_none(uct_crypt_iface_t *iface)
 {
+    /* UCS classes are not zero-filled */
     memset(&iface->fault, 0, sizeof(iface->fault));
     iface->fault.kind = UCT_CRYPT_FAULT_NONE;
 }

@@ -712,6 +712,20 @@ mpi_wire_run() { # LABEL PARAM_FILE [mpirun args...]
     echo "$rc $(grep -a -o "UCXCRYPT-MARKER-" "$work/$label.pcap" | wc -l)"
 }
 
+# mpi_wire_verdict NAME "RC MARKERS" LOG: the encrypted run of
+# mpi_wire_run ended well, no marker crossed the veth, both ranks verified
+# their data and opened records
+mpi_wire_verdict() {
+    local name=$1 result=$2 log=$3
+    if [ "${result%% *}" = 0 ] && [ "${result##* }" -eq 0 ] &&
+       [ "$(grep -c "^MPI OK rank" "$log")" = 2 ] &&
+       [ "$(grep -c "ucx-crypt pid.*opened [1-9]" "$log")" = 2 ]; then
+        record "$name" pass
+    else
+        record "$name" fail "rc/markers $result; $(grep -v '^\[ucx-crypt' "$log" | tail -2)"
+    fi
+}
+
 # coll_wire_run LABEL plain|adapter: MPI_Allgather of marker data across the
 # two hosts (2 ranks each), plaintext UCX underneath (no crypt transport),
 # with or without the PMPI adapter; prints "rc markers ok-ranks"
@@ -773,14 +787,8 @@ test_wire() {
         else
             record mpi_wire_marker_visible_without_site_config fail "plain run: $plain"
         fi
-        if [ "${crypt%% *}" = 0 ] && [ "${crypt##* }" -eq 0 ] &&
-           [ "$(grep -c "^MPI OK rank" "$work/mpi-crypt.log")" = 2 ] &&
-           [ "$(grep -c "ucx-crypt pid.*opened [1-9]" "$work/mpi-crypt.log")" = 2 ]; then
-            record mpi_wire_marker_never_on_wire_with_site_config pass
-        else
-            record mpi_wire_marker_never_on_wire_with_site_config fail \
-                "crypt run: $crypt; $(grep -v '^\[ucx-crypt' "$work/mpi-crypt.log" | tail -2)"
-        fi
+        mpi_wire_verdict mpi_wire_marker_never_on_wire_with_site_config "$crypt" \
+            "$work/mpi-crypt.log"
     fi
 
     # the collectives' adapter on its own: all-gather data between the two
@@ -836,16 +844,8 @@ test_aux_lane() {
     [ -x "$work/mpi_check_ompi" ] || return
     local aux_x=() e
     for e in "${aux_envs[@]}"; do aux_x+=(-x "$e"); done
-    res=$(mpi_wire_run mpi-aux "$site_conf" "${aux_x[@]}")
-    read -r -a res <<<"$res"
-    if [ "${res[0]}" = 0 ] && [ "${res[1]}" = 0 ] &&
-       [ "$(grep -c "^MPI OK rank" "$work/mpi-aux.log")" = 2 ] &&
-       [ "$(grep -c "ucx-crypt pid.*opened [1-9]" "$work/mpi-aux.log")" = 2 ]; then
-        record openmpi_across_hosts_with_connect_to_ep_lanes pass
-    else
-        record openmpi_across_hosts_with_connect_to_ep_lanes fail \
-            "rc/markers ${res[*]}; $(grep -v '^\[ucx-crypt' "$work/mpi-aux.log" | tail -2)"
-    fi
+    mpi_wire_verdict openmpi_across_hosts_with_connect_to_ep_lanes \
+        "$(mpi_wire_run mpi-aux "$site_conf" "${aux_x[@]}")" "$work/mpi-aux.log"
 
     env UCX_TLS=crypt,tcp,self UCX_NET_DEVICES=lo UCX_CRYPT_KEY_FILE="$work/job.key" \
         UCX_CRYPT_STATS=y "${aux_envs[@]}" timeout 120 "$prefix/bin/ucx-crypt-run" \
