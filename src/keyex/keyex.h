@@ -82,7 +82,8 @@ typedef enum {
     KEYEX_ERR_EXISTS,       /* keygen refuses to overwrite */
     KEYEX_ERR_CRYPTO,       /* the library failed, or an invalid peer key */
     KEYEX_ERR_NO_MEMORY,
-    KEYEX_ERR_PARAM
+    KEYEX_ERR_PARAM,
+    KEYEX_ERR_AUTH          /* a handshake message failed its MAC or tag */
 } keyex_status_t;
 
 typedef enum {

@@ -1,0 +1,492 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Noise_IKpsk2_25519_AESGCM_SHA256 (noise.h), written from the Noise
+ * Protocol Framework revision 34: §5.1 CipherState, §5.2 SymmetricState,
+ * §7.5 IK, §9 psk modifiers (every "e" token also runs MixKey(e) in a psk
+ * handshake, §9.2), §12.4 AESGCM nonces, §4.3 HKDF over HMAC-SHA256.
+ */
+#include "keyex/noise.h"
+
+#include <openssl/crypto.h>
+#include <string.h>
+#include <time.h>
+
+/* exactly HASHLEN bytes, so h = the name itself (§5.2 InitializeSymmetric) */
+static const char keyex_noise_protocol[] = "Noise_IKpsk2_25519_AESGCM_SHA256";
+static const char keyex_noise_prologue[] = "ucx-crypt wire v1";
+
+_Static_assert(sizeof(keyex_noise_protocol) - 1 == KEYEX_SECRET_LEN,
+               "protocol name is HASHLEN bytes");
+
+/* ---- §4.3 HKDF(chaining_key, input_key_material, num_outputs) ----------- */
+
+static keyex_status_t keyex_noise_hkdf(const uint8_t ck[KEYEX_SECRET_LEN],
+                                       const uint8_t *ikm, size_t ikm_len,
+                                       uint8_t *out1, uint8_t *out2, uint8_t *out3)
+{
+    uint8_t temp[KEYEX_SECRET_LEN], buf[KEYEX_SECRET_LEN + 1];
+    uint8_t o1[KEYEX_SECRET_LEN], o2[KEYEX_SECRET_LEN], o3[KEYEX_SECRET_LEN];
+    keyex_status_t status;
+
+    status = keyex_mac(ck, ikm, ikm_len, temp);
+    buf[0] = 0x01;
+    if (status == KEYEX_OK) {
+        status = keyex_mac(temp, buf, 1, o1);
+    }
+    memcpy(buf, o1, KEYEX_SECRET_LEN);
+    buf[KEYEX_SECRET_LEN] = 0x02;
+    if (status == KEYEX_OK) {
+        status = keyex_mac(temp, buf, sizeof(buf), o2);
+    }
+    if ((status == KEYEX_OK) && (out3 != NULL)) {
+        memcpy(buf, o2, KEYEX_SECRET_LEN);
+        buf[KEYEX_SECRET_LEN] = 0x03;
+        status = keyex_mac(temp, buf, sizeof(buf), o3);
+        memcpy(out3, o3, KEYEX_SECRET_LEN);
+    }
+    if (status == KEYEX_OK) {
+        memcpy(out1, o1, KEYEX_SECRET_LEN);
+        memcpy(out2, o2, KEYEX_SECRET_LEN);
+    }
+    OPENSSL_cleanse(temp, sizeof(temp));
+    OPENSSL_cleanse(buf, sizeof(buf));
+    OPENSSL_cleanse(o1, sizeof(o1));
+    OPENSSL_cleanse(o2, sizeof(o2));
+    OPENSSL_cleanse(o3, sizeof(o3));
+    return status;
+}
+
+/* ---- §5.2 SymmetricState ------------------------------------------------ */
+
+static keyex_status_t keyex_noise_mix_hash(keyex_noise_t *hs, const void *data,
+                                           size_t len)
+{
+    uint8_t buf[KEYEX_SECRET_LEN + 128];
+
+    if (len > sizeof(buf) - KEYEX_SECRET_LEN) {
+        return KEYEX_ERR_PARAM;
+    }
+    memcpy(buf, hs->h, KEYEX_SECRET_LEN);
+    memcpy(buf + KEYEX_SECRET_LEN, data, len);
+    return keyex_hash(buf, KEYEX_SECRET_LEN + len, hs->h);
+}
+
+static keyex_status_t keyex_noise_mix_key(keyex_noise_t *hs, const uint8_t *ikm,
+                                          size_t len)
+{
+    hs->has_k = 1;
+    hs->n     = 0;
+    return keyex_noise_hkdf(hs->ck, ikm, len, hs->ck, hs->k, NULL);
+}
+
+static keyex_status_t keyex_noise_mix_key_and_hash(keyex_noise_t *hs,
+                                                   const uint8_t *ikm, size_t len)
+{
+    uint8_t temp_h[KEYEX_SECRET_LEN];
+    keyex_status_t status;
+
+    status = keyex_noise_hkdf(hs->ck, ikm, len, hs->ck, temp_h, hs->k);
+    hs->has_k = 1;
+    hs->n     = 0;
+    if (status == KEYEX_OK) {
+        status = keyex_noise_mix_hash(hs, temp_h, sizeof(temp_h));
+    }
+    OPENSSL_cleanse(temp_h, sizeof(temp_h));
+    return status;
+}
+
+static keyex_status_t keyex_noise_mix_dh(keyex_noise_t *hs,
+                                         const keyex_keypair_t *local,
+                                         const uint8_t remote[KEYEX_PUBLIC_KEY_LEN])
+{
+    uint8_t shared[KEYEX_SECRET_LEN];
+    keyex_status_t status;
+
+    /* a low-order remote point (all-zero result) is refused by keyex_x25519 */
+    status = keyex_x25519(local, remote, shared);
+    if (status == KEYEX_OK) {
+        status = keyex_noise_mix_key(hs, shared, sizeof(shared));
+    }
+    OPENSSL_cleanse(shared, sizeof(shared));
+    return status;
+}
+
+/* §12.4: 32 bits of zeros, then n big endian */
+static void keyex_noise_nonce(uint64_t n, uint8_t nonce[CRYPT_AEAD_NONCE_LEN])
+{
+    int i;
+
+    memset(nonce, 0, 4);
+    for (i = 0; i < 8; ++i) {
+        nonce[4 + i] = (uint8_t)(n >> (56 - 8 * i));
+    }
+}
+
+/* EncryptAndHash / DecryptAndHash (every call here has a key) */
+static keyex_status_t keyex_noise_crypt_and_hash(keyex_noise_t *hs, int encrypt,
+                                                 const uint8_t *in, size_t len,
+                                                 uint8_t *out)
+{
+    uint8_t nonce[CRYPT_AEAD_NONCE_LEN];
+    crypt_aead_key_t key;
+    crypt_aead_status_t astatus;
+
+    if (!hs->has_k ||
+        (crypt_aead_key_init(&key, CRYPT_AEAD_BACKEND_OPENSSL, hs->k,
+                             KEYEX_NOISE_KEY_LEN) != CRYPT_AEAD_OK)) {
+        return KEYEX_ERR_CRYPTO;
+    }
+    keyex_noise_nonce(hs->n++, nonce);
+    if (encrypt) {
+        astatus = crypt_aead_seal(&key, nonce, hs->h, KEYEX_SECRET_LEN, in, len,
+                                  out, out + len);
+    } else {
+        astatus = crypt_aead_open(&key, nonce, hs->h, KEYEX_SECRET_LEN, in, len,
+                                  out, in + len);
+    }
+    crypt_aead_key_cleanup(&key);
+    if (astatus != CRYPT_AEAD_OK) {
+        return (astatus == CRYPT_AEAD_ERR_AUTH) ? KEYEX_ERR_AUTH :
+                                                  KEYEX_ERR_CRYPTO;
+    }
+    /* MixHash(ciphertext) */
+    return keyex_noise_mix_hash(hs, encrypt ? out : in, len + CRYPT_AEAD_TAG_LEN);
+}
+
+/* ---- job secret: psk and mac1 keys --------------------------------------- */
+
+static const uint8_t keyex_noise_no_secret[KEYEX_JOB_SECRET_LEN];
+
+keyex_status_t keyex_noise_mac1_key(const uint8_t *job_secret,
+                                    const uint8_t receiver_static[KEYEX_PUBLIC_KEY_LEN],
+                                    uint8_t key[KEYEX_SECRET_LEN])
+{
+    static const char label[] = "ucx-crypt mac1--";
+    uint8_t buf[sizeof(label) - 1 + KEYEX_JOB_SECRET_LEN + KEYEX_PUBLIC_KEY_LEN];
+    keyex_status_t status;
+
+    memcpy(buf, label, sizeof(label) - 1);
+    memcpy(buf + sizeof(label) - 1,
+           (job_secret != NULL) ? job_secret : keyex_noise_no_secret,
+           KEYEX_JOB_SECRET_LEN);
+    memcpy(buf + sizeof(label) - 1 + KEYEX_JOB_SECRET_LEN, receiver_static,
+           KEYEX_PUBLIC_KEY_LEN);
+    status = keyex_hash(buf, sizeof(buf), key);
+    OPENSSL_cleanse(buf, sizeof(buf));
+    return status;
+}
+
+static keyex_status_t keyex_noise_mac1(const uint8_t key[KEYEX_SECRET_LEN],
+                                       const void *msg, size_t len,
+                                       uint8_t mac1[KEYEX_NOISE_MAC1_LEN])
+{
+    uint8_t mac[KEYEX_MAC_LEN];
+    keyex_status_t status;
+
+    status = keyex_mac(key, msg, len, mac);
+    memcpy(mac1, mac, KEYEX_NOISE_MAC1_LEN);
+    return status;
+}
+
+static int keyex_noise_mac1_ok(const uint8_t key[KEYEX_SECRET_LEN],
+                               const void *msg, size_t len,
+                               const uint8_t mac1[KEYEX_NOISE_MAC1_LEN])
+{
+    uint8_t expected[KEYEX_NOISE_MAC1_LEN];
+
+    return (keyex_noise_mac1(key, msg, len, expected) == KEYEX_OK) &&
+           (CRYPTO_memcmp(expected, mac1, KEYEX_NOISE_MAC1_LEN) == 0);
+}
+
+keyex_status_t keyex_noise_start(keyex_noise_t *hs, const keyex_keypair_t *s,
+                                 const uint8_t *job_secret)
+{
+    static const char psk_label[] = "ucx-crypt wire psk";
+    uint8_t prk[KEYEX_SECRET_LEN];
+    keyex_status_t status;
+
+    memset(hs, 0, sizeof(*hs));
+    memcpy(hs->h, keyex_noise_protocol, KEYEX_SECRET_LEN);
+    memcpy(hs->ck, hs->h, KEYEX_SECRET_LEN);
+    /* the psk: the job secret through its own HKDF, never the secret itself
+     * (RFC 5869 §3.1: extract first when the input is used for several
+     * purposes) */
+    status = keyex_hkdf_extract((const uint8_t*)psk_label, sizeof(psk_label) - 1,
+                                (job_secret != NULL) ? job_secret :
+                                keyex_noise_no_secret, KEYEX_JOB_SECRET_LEN, prk);
+    if (status == KEYEX_OK) {
+        status = keyex_hkdf_expand(prk, (const uint8_t*)psk_label,
+                                   sizeof(psk_label) - 1, hs->psk,
+                                   KEYEX_SECRET_LEN);
+    }
+    OPENSSL_cleanse(prk, sizeof(prk));
+    if (status == KEYEX_OK) {
+        /* what we receive carries a mac1 keyed from our own static key */
+        status = keyex_noise_mac1_key(job_secret, s->public_key,
+                                      hs->mac1_key_local);
+    }
+    if (status == KEYEX_OK) {
+        status = keyex_noise_mix_hash(hs, keyex_noise_prologue,
+                                      sizeof(keyex_noise_prologue) - 1);
+    }
+    return status;
+}
+
+void keyex_noise_cleanup(keyex_noise_t *hs)
+{
+    if (hs->e.pkey != NULL) {
+        keyex_keypair_cleanup(&hs->e);
+    }
+    OPENSSL_cleanse(hs, sizeof(*hs));
+}
+
+static keyex_status_t keyex_noise_split(keyex_noise_t *hs, int initiator,
+                                        keyex_noise_transport_t *keys)
+{
+    uint8_t k1[KEYEX_SECRET_LEN], k2[KEYEX_SECRET_LEN];
+    keyex_status_t status;
+
+    /* §5.2 Split(): k1 for the initiator's sending, k2 for the responder's */
+    status = keyex_noise_hkdf(hs->ck, NULL, 0, k1, k2, NULL);
+    if (status == KEYEX_OK) {
+        memcpy(keys->send, initiator ? k1 : k2, KEYEX_NOISE_KEY_LEN);
+        memcpy(keys->recv, initiator ? k2 : k1, KEYEX_NOISE_KEY_LEN);
+    }
+    OPENSSL_cleanse(k1, sizeof(k1));
+    OPENSSL_cleanse(k2, sizeof(k2));
+    return status;
+}
+
+/* ---- the messages ---------------------------------------------------------- */
+
+keyex_status_t keyex_noise_init_create(keyex_noise_t *hs, const keyex_keypair_t *s,
+                                       const uint8_t *job_secret,
+                                       const uint8_t rs[KEYEX_PUBLIC_KEY_LEN],
+                                       const uint8_t timestamp[KEYEX_NOISE_TIMESTAMP_LEN],
+                                       keyex_noise_init_msg_t *msg)
+{
+    keyex_status_t status;
+
+    memset(msg, 0, sizeof(*msg));
+    msg->type    = KEYEX_NOISE_INIT_TYPE;
+    msg->version = KEYEX_NOISE_VERSION;
+    memcpy(hs->rs, rs, KEYEX_PUBLIC_KEY_LEN);
+
+    /* <- s */
+    status = keyex_noise_mix_hash(hs, rs, KEYEX_PUBLIC_KEY_LEN);
+    /* -> e (psk handshake: MixKey(e) as well) */
+    if (status == KEYEX_OK) {
+        status = keyex_keypair_generate(&hs->e);
+    }
+    if (status == KEYEX_OK) {
+        memcpy(msg->ephemeral, hs->e.public_key, KEYEX_PUBLIC_KEY_LEN);
+        status = keyex_noise_mix_hash(hs, msg->ephemeral, KEYEX_PUBLIC_KEY_LEN);
+    }
+    if (status == KEYEX_OK) {
+        status = keyex_noise_mix_key(hs, msg->ephemeral, KEYEX_PUBLIC_KEY_LEN);
+    }
+    /* es */
+    if (status == KEYEX_OK) {
+        status = keyex_noise_mix_dh(hs, &hs->e, rs);
+    }
+    /* s */
+    if (status == KEYEX_OK) {
+        status = keyex_noise_crypt_and_hash(hs, 1, s->public_key,
+                                            KEYEX_PUBLIC_KEY_LEN,
+                                            msg->encrypted_static);
+    }
+    /* ss */
+    if (status == KEYEX_OK) {
+        status = keyex_noise_mix_dh(hs, s, rs);
+    }
+    /* payload: the timestamp */
+    if (status == KEYEX_OK) {
+        status = keyex_noise_crypt_and_hash(hs, 1, timestamp,
+                                            KEYEX_NOISE_TIMESTAMP_LEN,
+                                            msg->encrypted_timestamp);
+    }
+    /* mac1, keyed from the job secret and the responder's static key */
+    if (status == KEYEX_OK) {
+        status = keyex_noise_mac1_key(job_secret, rs, hs->mac1_key_remote);
+    }
+    if (status == KEYEX_OK) {
+        status = keyex_noise_mac1(hs->mac1_key_remote, msg,
+                                  offsetof(keyex_noise_init_msg_t, mac1),
+                                  msg->mac1);
+    }
+    return status;
+}
+
+int keyex_noise_init_precheck(const keyex_noise_t *hs,
+                              const keyex_noise_init_msg_t *msg)
+{
+    return (msg->type == KEYEX_NOISE_INIT_TYPE) &&
+           (msg->version == KEYEX_NOISE_VERSION) &&
+           (msg->reserved[0] == 0) && (msg->reserved[1] == 0) &&
+           keyex_noise_mac1_ok(hs->mac1_key_local, msg,
+                               offsetof(keyex_noise_init_msg_t, mac1), msg->mac1);
+}
+
+keyex_status_t keyex_noise_init_consume(keyex_noise_t *hs, const keyex_keypair_t *s,
+                                        const keyex_noise_init_msg_t *msg,
+                                        uint8_t timestamp[KEYEX_NOISE_TIMESTAMP_LEN])
+{
+    keyex_status_t status;
+
+    if (!keyex_noise_init_precheck(hs, msg)) {
+        return KEYEX_ERR_AUTH;
+    }
+    /* <- s (our own) */
+    status = keyex_noise_mix_hash(hs, s->public_key, KEYEX_PUBLIC_KEY_LEN);
+    /* -> e */
+    memcpy(hs->re, msg->ephemeral, KEYEX_PUBLIC_KEY_LEN);
+    if (status == KEYEX_OK) {
+        status = keyex_noise_mix_hash(hs, hs->re, KEYEX_PUBLIC_KEY_LEN);
+    }
+    if (status == KEYEX_OK) {
+        status = keyex_noise_mix_key(hs, hs->re, KEYEX_PUBLIC_KEY_LEN);
+    }
+    /* es (our static with their ephemeral) */
+    if (status == KEYEX_OK) {
+        status = keyex_noise_mix_dh(hs, s, hs->re);
+    }
+    /* s */
+    if (status == KEYEX_OK) {
+        status = keyex_noise_crypt_and_hash(hs, 0, msg->encrypted_static,
+                                            KEYEX_PUBLIC_KEY_LEN, hs->rs);
+    }
+    /* ss */
+    if (status == KEYEX_OK) {
+        status = keyex_noise_mix_dh(hs, s, hs->rs);
+    }
+    if (status == KEYEX_OK) {
+        status = keyex_noise_crypt_and_hash(hs, 0, msg->encrypted_timestamp,
+                                            KEYEX_NOISE_TIMESTAMP_LEN, timestamp);
+    }
+    return status;
+}
+
+keyex_status_t keyex_noise_response_create(keyex_noise_t *hs,
+                                           const uint8_t *job_secret,
+                                           keyex_noise_response_msg_t *msg,
+                                           keyex_noise_transport_t *keys)
+{
+    keyex_status_t status;
+
+    memset(msg, 0, sizeof(*msg));
+    msg->type    = KEYEX_NOISE_RESPONSE_TYPE;
+    msg->version = KEYEX_NOISE_VERSION;
+
+    /* <- e */
+    status = keyex_keypair_generate(&hs->e);
+    if (status == KEYEX_OK) {
+        memcpy(msg->ephemeral, hs->e.public_key, KEYEX_PUBLIC_KEY_LEN);
+        status = keyex_noise_mix_hash(hs, msg->ephemeral, KEYEX_PUBLIC_KEY_LEN);
+    }
+    if (status == KEYEX_OK) {
+        status = keyex_noise_mix_key(hs, msg->ephemeral, KEYEX_PUBLIC_KEY_LEN);
+    }
+    /* ee */
+    if (status == KEYEX_OK) {
+        status = keyex_noise_mix_dh(hs, &hs->e, hs->re);
+    }
+    /* se (their static with our ephemeral) */
+    if (status == KEYEX_OK) {
+        status = keyex_noise_mix_dh(hs, &hs->e, hs->rs);
+    }
+    /* psk */
+    if (status == KEYEX_OK) {
+        status = keyex_noise_mix_key_and_hash(hs, hs->psk, KEYEX_SECRET_LEN);
+    }
+    /* payload: nothing, but its tag */
+    if (status == KEYEX_OK) {
+        status = keyex_noise_crypt_and_hash(hs, 1, (const uint8_t*)"", 0,
+                                            msg->encrypted_nothing);
+    }
+    if (status == KEYEX_OK) {
+        status = keyex_noise_mac1_key(job_secret, hs->rs, hs->mac1_key_remote);
+    }
+    if (status == KEYEX_OK) {
+        status = keyex_noise_mac1(hs->mac1_key_remote, msg,
+                                  offsetof(keyex_noise_response_msg_t, mac1),
+                                  msg->mac1);
+    }
+    if (status == KEYEX_OK) {
+        status = keyex_noise_split(hs, 0, keys);
+    }
+    return status;
+}
+
+keyex_status_t keyex_noise_response_consume(keyex_noise_t *hs,
+                                            const keyex_keypair_t *s,
+                                            const keyex_noise_response_msg_t *msg,
+                                            keyex_noise_transport_t *keys)
+{
+    uint8_t nothing[1];
+    keyex_status_t status;
+
+    if ((msg->type != KEYEX_NOISE_RESPONSE_TYPE) ||
+        (msg->version != KEYEX_NOISE_VERSION) || (msg->reserved[0] != 0) ||
+        (msg->reserved[1] != 0) ||
+        !keyex_noise_mac1_ok(hs->mac1_key_local, msg,
+                             offsetof(keyex_noise_response_msg_t, mac1),
+                             msg->mac1)) {
+        return KEYEX_ERR_AUTH;
+    }
+    /* <- e */
+    memcpy(hs->re, msg->ephemeral, KEYEX_PUBLIC_KEY_LEN);
+    status = keyex_noise_mix_hash(hs, hs->re, KEYEX_PUBLIC_KEY_LEN);
+    if (status == KEYEX_OK) {
+        status = keyex_noise_mix_key(hs, hs->re, KEYEX_PUBLIC_KEY_LEN);
+    }
+    /* ee */
+    if (status == KEYEX_OK) {
+        status = keyex_noise_mix_dh(hs, &hs->e, hs->re);
+    }
+    /* se (our static with their ephemeral) */
+    if (status == KEYEX_OK) {
+        status = keyex_noise_mix_dh(hs, s, hs->re);
+    }
+    /* psk */
+    if (status == KEYEX_OK) {
+        status = keyex_noise_mix_key_and_hash(hs, hs->psk, KEYEX_SECRET_LEN);
+    }
+    if (status == KEYEX_OK) {
+        status = keyex_noise_crypt_and_hash(hs, 0, msg->encrypted_nothing, 0,
+                                            nothing);
+    }
+    if (status == KEYEX_OK) {
+        status = keyex_noise_split(hs, 1, keys);
+    }
+    return status;
+}
+
+void keyex_noise_timestamp_now(uint8_t timestamp[KEYEX_NOISE_TIMESTAMP_LEN])
+{
+    /* strictly increasing within the process, even for two handshakes in
+     * one clock tick: the responder refuses a timestamp that is not above
+     * the last one it took from the same static key */
+    static uint64_t last_ns;
+    struct timespec now;
+    uint64_t ns, prev, secs;
+    uint32_t nanos;
+    int i;
+
+    clock_gettime(CLOCK_REALTIME, &now);
+    ns   = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
+    prev = __atomic_load_n(&last_ns, __ATOMIC_RELAXED);
+    do {
+        if (ns <= prev) {
+            ns = prev + 1;
+        }
+    } while (!__atomic_compare_exchange_n(&last_ns, &prev, ns, 0,
+                                          __ATOMIC_RELAXED, __ATOMIC_RELAXED));
+    secs  = 0x400000000000000aull + ns / 1000000000ull; /* TAI64 label */
+    nanos = (uint32_t)(ns % 1000000000ull);
+    for (i = 0; i < 8; ++i) {
+        timestamp[i] = (uint8_t)(secs >> (56 - 8 * i));
+    }
+    for (i = 0; i < 4; ++i) {
+        timestamp[8 + i] = (uint8_t)(nanos >> (24 - 8 * i));
+    }
+}

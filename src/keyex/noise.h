@@ -1,0 +1,144 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The connection handshake of crypt's own wire: Noise_IKpsk2 (the Noise
+ * Protocol Framework, revision 34, §7.5 pattern IK with the psk2 modifier
+ * of §9) over X25519, AES-256-GCM and SHA-256, with the first message
+ * guarded by a MAC in the way of WireGuard's mac1 (WireGuard whitepaper
+ * §5.4.4) and refused when replayed by its TAI64N timestamp (§5.1, §5.4.2).
+ *
+ *   <- s                       (the responder's static key: its address)
+ *   -> e, es, s, ss, {timestamp}            initiation, 128 bytes
+ *   <- e, ee, se, psk, {}                   response, 68 bytes
+ *
+ * psk  = HKDF-Expand(HKDF-Extract("ucx-crypt wire psk", job secret), ...)
+ * mac1 = HMAC-SHA256(SHA-256("ucx-crypt mac1--" || job secret ||
+ *                            receiver static), message up to mac1)[0..16)
+ *
+ * The responder checks the initiation's size and mac1 before anything else
+ * (a party without the job secret never reaches a DH), then its timestamp
+ * against the greatest one it took from that static key. Both sides end
+ * with a pair of 32-byte transport keys (Split(), §5.2), one per direction.
+ * Everything here is pure computation on fixed-size buffers: the messages
+ * are built and parsed only here (and fuzzed).
+ */
+#ifndef UCX_CRYPT_KEYEX_NOISE_H
+#define UCX_CRYPT_KEYEX_NOISE_H
+
+#include "keyex/keyex.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum {
+    KEYEX_NOISE_KEY_LEN       = 32, /* AES-256 transport keys, Noise §5.1 */
+    KEYEX_NOISE_MAC1_LEN      = 16, /* truncated HMAC, as WireGuard's 16 B */
+    KEYEX_NOISE_TIMESTAMP_LEN = 12, /* TAI64N, WireGuard §5.4.2 */
+    KEYEX_NOISE_INIT_TYPE     = 1,
+    KEYEX_NOISE_RESPONSE_TYPE = 2,
+    KEYEX_NOISE_VERSION       = 1
+};
+
+/* Initiation (128 bytes): type, version, two zero bytes, the initiator's
+ * ephemeral key, its static key encrypted (with tag), the timestamp
+ * encrypted (with tag), mac1 over everything before it. */
+typedef struct keyex_noise_init_msg {
+    uint8_t type;
+    uint8_t version;
+    uint8_t reserved[2];
+    uint8_t ephemeral[KEYEX_PUBLIC_KEY_LEN];
+    uint8_t encrypted_static[KEYEX_PUBLIC_KEY_LEN + CRYPT_AEAD_TAG_LEN];
+    uint8_t encrypted_timestamp[KEYEX_NOISE_TIMESTAMP_LEN + CRYPT_AEAD_TAG_LEN];
+    uint8_t mac1[KEYEX_NOISE_MAC1_LEN];
+} __attribute__((packed)) keyex_noise_init_msg_t;
+
+/* Response (68 bytes): type, version, two zero bytes, the responder's
+ * ephemeral key, the tag of the empty payload, mac1. */
+typedef struct keyex_noise_response_msg {
+    uint8_t type;
+    uint8_t version;
+    uint8_t reserved[2];
+    uint8_t ephemeral[KEYEX_PUBLIC_KEY_LEN];
+    uint8_t encrypted_nothing[CRYPT_AEAD_TAG_LEN];
+    uint8_t mac1[KEYEX_NOISE_MAC1_LEN];
+} __attribute__((packed)) keyex_noise_response_msg_t;
+
+#ifndef __cplusplus
+_Static_assert(sizeof(keyex_noise_init_msg_t) == 128, "initiation layout");
+_Static_assert(sizeof(keyex_noise_response_msg_t) == 68, "response layout");
+#endif
+
+/* The state of one handshake (symmetric state of Noise §5.2 plus the
+ * local ephemeral). Keep it in secure memory (keyex_secure_alloc); wiped
+ * by keyex_noise_cleanup. */
+typedef struct keyex_noise {
+    uint8_t         ck[KEYEX_SECRET_LEN];
+    uint8_t         h[KEYEX_SECRET_LEN];
+    uint8_t         k[KEYEX_NOISE_KEY_LEN];
+    uint64_t        n;
+    int             has_k;
+    keyex_keypair_t e;
+    uint8_t         re[KEYEX_PUBLIC_KEY_LEN];   /* remote ephemeral */
+    uint8_t         rs[KEYEX_PUBLIC_KEY_LEN];   /* remote static */
+    uint8_t         psk[KEYEX_SECRET_LEN];
+    uint8_t         mac1_key_local[KEYEX_SECRET_LEN];  /* checks what we get */
+    uint8_t         mac1_key_remote[KEYEX_SECRET_LEN]; /* marks what we send */
+} keyex_noise_t;
+
+/* The transport keys of one connection, one per direction. */
+typedef struct keyex_noise_transport {
+    uint8_t send[KEYEX_NOISE_KEY_LEN];
+    uint8_t recv[KEYEX_NOISE_KEY_LEN];
+} keyex_noise_transport_t;
+
+/* Start a handshake: the local static key, and the job secret (NULL only
+ * where the user chose to run unauthenticated: then psk and mac1 keys
+ * are derived from 32 zero bytes and keep out no one). */
+keyex_status_t keyex_noise_start(keyex_noise_t *hs, const keyex_keypair_t *s,
+                                 const uint8_t *job_secret);
+
+/* The mac1 key of messages sent to `receiver_static` */
+keyex_status_t keyex_noise_mac1_key(const uint8_t *job_secret,
+                                    const uint8_t receiver_static[KEYEX_PUBLIC_KEY_LEN],
+                                    uint8_t key[KEYEX_SECRET_LEN]);
+
+/* Initiator: the initiation to the responder `rs`, carrying `timestamp`. */
+keyex_status_t keyex_noise_init_create(keyex_noise_t *hs, const keyex_keypair_t *s,
+                                       const uint8_t *job_secret,
+                                       const uint8_t rs[KEYEX_PUBLIC_KEY_LEN],
+                                       const uint8_t timestamp[KEYEX_NOISE_TIMESTAMP_LEN],
+                                       keyex_noise_init_msg_t *msg);
+
+/* Responder, step 1 (cheap): type, version, reserved bytes and mac1. */
+int keyex_noise_init_precheck(const keyex_noise_t *hs,
+                              const keyex_noise_init_msg_t *msg);
+
+/* Responder, step 2: decrypt the initiator's static key into hs->rs and
+ * the timestamp; the caller then refuses a timestamp not above the last
+ * one of hs->rs before answering. */
+keyex_status_t keyex_noise_init_consume(keyex_noise_t *hs, const keyex_keypair_t *s,
+                                        const keyex_noise_init_msg_t *msg,
+                                        uint8_t timestamp[KEYEX_NOISE_TIMESTAMP_LEN]);
+
+/* Responder: the response, and the transport keys. */
+keyex_status_t keyex_noise_response_create(keyex_noise_t *hs,
+                                           const uint8_t *job_secret,
+                                           keyex_noise_response_msg_t *msg,
+                                           keyex_noise_transport_t *keys);
+
+/* Initiator: check the response (mac1 first), and the transport keys. */
+keyex_status_t keyex_noise_response_consume(keyex_noise_t *hs,
+                                            const keyex_keypair_t *s,
+                                            const keyex_noise_response_msg_t *msg,
+                                            keyex_noise_transport_t *keys);
+
+void keyex_noise_cleanup(keyex_noise_t *hs);
+
+/* TAI64N of the wall clock (WireGuard §5.4.2). */
+void keyex_noise_timestamp_now(uint8_t timestamp[KEYEX_NOISE_TIMESTAMP_LEN]);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

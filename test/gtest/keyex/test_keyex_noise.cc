@@ -1,0 +1,109 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The wire handshake (src/keyex/noise.h): two parties with the job secret
+ * agree on transport keys; a party without it is refused at mac1; any
+ * changed byte of either message is refused; a responder learns the
+ * initiator's true static key.
+ */
+#include "ucx_crypt_config.h"
+#include "keyex/noise.h"
+
+#include <gtest/gtest.h>
+#include <string.h>
+
+namespace {
+
+struct hs_party {
+    keyex_keypair_t s;
+    keyex_noise_t   hs;
+    hs_party()  { EXPECT_EQ(KEYEX_OK, keyex_keypair_generate(&s)); }
+    ~hs_party() { keyex_noise_cleanup(&hs); keyex_keypair_cleanup(&s); }
+};
+
+const uint8_t job_a[KEYEX_JOB_SECRET_LEN] = {1, 2, 3};
+const uint8_t job_b[KEYEX_JOB_SECRET_LEN] = {9, 9, 9};
+
+class keyex_noise_test : public ::testing::Test {
+protected:
+    hs_party ini, rsp;
+    keyex_noise_init_msg_t init;
+    keyex_noise_response_msg_t resp;
+    keyex_noise_transport_t ikeys, rkeys;
+    uint8_t ts[KEYEX_NOISE_TIMESTAMP_LEN], got_ts[KEYEX_NOISE_TIMESTAMP_LEN];
+
+    void initiate(const uint8_t *ini_job, const uint8_t *rsp_job)
+    {
+        keyex_noise_timestamp_now(ts);
+        ASSERT_EQ(KEYEX_OK, keyex_noise_start(&ini.hs, &ini.s, ini_job));
+        ASSERT_EQ(KEYEX_OK, keyex_noise_start(&rsp.hs, &rsp.s, rsp_job));
+        ASSERT_EQ(KEYEX_OK, keyex_noise_init_create(&ini.hs, &ini.s, ini_job,
+                                                    rsp.s.public_key, ts, &init));
+    }
+};
+
+TEST_F(keyex_noise_test, both_sides_agree_and_learn_the_static_key) {
+    initiate(job_a, job_a);
+    ASSERT_TRUE(keyex_noise_init_precheck(&rsp.hs, &init));
+    ASSERT_EQ(KEYEX_OK, keyex_noise_init_consume(&rsp.hs, &rsp.s, &init, got_ts));
+    EXPECT_EQ(0, memcmp(ts, got_ts, sizeof(ts)));
+    EXPECT_EQ(0, memcmp(rsp.hs.rs, ini.s.public_key, KEYEX_PUBLIC_KEY_LEN));
+    ASSERT_EQ(KEYEX_OK, keyex_noise_response_create(&rsp.hs, job_a, &resp, &rkeys));
+    ASSERT_EQ(KEYEX_OK, keyex_noise_response_consume(&ini.hs, &ini.s, &resp, &ikeys));
+    EXPECT_EQ(0, memcmp(ikeys.send, rkeys.recv, KEYEX_NOISE_KEY_LEN));
+    EXPECT_EQ(0, memcmp(ikeys.recv, rkeys.send, KEYEX_NOISE_KEY_LEN));
+    EXPECT_NE(0, memcmp(ikeys.send, ikeys.recv, KEYEX_NOISE_KEY_LEN));
+}
+
+TEST_F(keyex_noise_test, another_job_secret_is_refused_at_mac1) {
+    initiate(job_b, job_a);
+    EXPECT_FALSE(keyex_noise_init_precheck(&rsp.hs, &init));
+    EXPECT_EQ(KEYEX_ERR_AUTH,
+              keyex_noise_init_consume(&rsp.hs, &rsp.s, &init, got_ts));
+}
+
+TEST_F(keyex_noise_test, every_changed_byte_of_the_initiation_is_refused) {
+    initiate(job_a, job_a);
+    for (size_t i = 0; i < sizeof(init); ++i) {
+        keyex_noise_init_msg_t bad = init;
+        keyex_noise_t fresh;
+        ((uint8_t*)&bad)[i] ^= 0x20;
+        ASSERT_EQ(KEYEX_OK, keyex_noise_start(&fresh, &rsp.s, job_a));
+        EXPECT_NE(KEYEX_OK, keyex_noise_init_consume(&fresh, &rsp.s, &bad, got_ts))
+            << "byte " << i;
+        keyex_noise_cleanup(&fresh);
+    }
+}
+
+TEST_F(keyex_noise_test, every_changed_byte_of_the_response_is_refused) {
+    initiate(job_a, job_a);
+    ASSERT_EQ(KEYEX_OK, keyex_noise_init_consume(&rsp.hs, &rsp.s, &init, got_ts));
+    ASSERT_EQ(KEYEX_OK, keyex_noise_response_create(&rsp.hs, job_a, &resp, &rkeys));
+    for (size_t i = 0; i < sizeof(resp); ++i) {
+        keyex_noise_t copy = ini.hs; /* same ephemeral: a fresh try each */
+        keyex_noise_response_msg_t bad = resp;
+        ((uint8_t*)&bad)[i] ^= 0x01;
+        EXPECT_NE(KEYEX_OK, keyex_noise_response_consume(&copy, &ini.s, &bad, &ikeys))
+            << "byte " << i;
+    }
+    EXPECT_EQ(KEYEX_OK, keyex_noise_response_consume(&ini.hs, &ini.s, &resp, &ikeys));
+}
+
+TEST_F(keyex_noise_test, a_response_under_another_job_secret_is_refused) {
+    initiate(job_a, job_a);
+    ASSERT_EQ(KEYEX_OK, keyex_noise_init_consume(&rsp.hs, &rsp.s, &init, got_ts));
+    ASSERT_EQ(KEYEX_OK, keyex_noise_response_create(&rsp.hs, job_b, &resp, &rkeys));
+    EXPECT_EQ(KEYEX_ERR_AUTH,
+              keyex_noise_response_consume(&ini.hs, &ini.s, &resp, &ikeys));
+}
+
+TEST(keyex_noise, timestamps_strictly_increase) {
+    uint8_t a[KEYEX_NOISE_TIMESTAMP_LEN], b[KEYEX_NOISE_TIMESTAMP_LEN];
+    keyex_noise_timestamp_now(a);
+    for (int i = 0; i < 1000; ++i) {
+        keyex_noise_timestamp_now(b);
+        ASSERT_LT(memcmp(a, b, sizeof(a)), 0);
+        memcpy(a, b, sizeof(a));
+    }
+}
+
+} // namespace
