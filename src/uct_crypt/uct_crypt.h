@@ -29,6 +29,7 @@ typedef struct uct_crypt_global_config {
     char                  *backend;
     int                   stats;
     unsigned long         rekey_records;  /* 0: keyex default */
+    double                keepalive;      /* own wire: seconds, 0: off */
     /* read by the collectives' MPI adapter (src/ucp_crypt/mpi), never
      * here; declared so that UCX documents them and does not call them
      * unknown */
@@ -210,7 +211,7 @@ struct uct_crypt_iface {
 };
 
 /* Why an ep stops sending: a record of its peer failed authentication
- * (uct_crypt_record_reject marks it; reported from progress, where UCP's
+ * (uct_crypt_record_reject or the wire marks it; reported from progress, where UCP's
  * error handler may destroy it) */
 typedef enum {
     UCT_CRYPT_EP_OK = 0,
@@ -309,8 +310,7 @@ void uct_crypt_foreach_inner(uct_crypt_inner_cb_t cb, void *arg,
                              char *unmatched, size_t unmatched_max);
 
 /* iface (uct_crypt_iface.c) */
-void uct_crypt_iface_tune_inner(const char *inner_tl,
-                                uct_iface_config_t *inner_config);
+int uct_crypt_inner_is_ethernet(const uct_crypt_md_t *md);
 ucs_status_t uct_crypt_iface_inner_err(void *arg, uct_ep_h inner_ep,
                                        ucs_status_t status);
 
@@ -396,11 +396,20 @@ crypt_aead_status_t uct_crypt_rx_flow_open(uct_crypt_iface_t *iface,
 
 /* record layer (uct_crypt_record.c) */
 void uct_crypt_ep_fail_local(uct_crypt_ep_t *ep, const char *what);
+/* A violation inside an authenticated record: fail the flow and the eps
+ * to its peer (uct_crypt_record.c says when that is the rule) */
 ucs_status_t uct_crypt_record_reject(uct_crypt_iface_t *iface,
-                                     uct_crypt_rx_flow_t *flow,
-                                     const uint8_t *peer_public,
-                                     uint64_t flow_id, uint8_t am_id,
+                                     uct_crypt_rx_flow_t *flow, uint8_t am_id,
                                      uct_crypt_fail_reason_t reason);
+/* A record that is not authenticated: dropped and counted, nothing fails
+ * (on crypt's own wire: its connection closes) */
+ucs_status_t uct_crypt_record_drop(uct_crypt_iface_t *iface,
+                                   const uint8_t *flow_peer, uint64_t flow_id,
+                                   uint8_t am_id, uct_crypt_fail_reason_t reason);
+/* crypt's own wire: an authenticated peer's connection ended badly */
+void uct_crypt_wire_peer_failed(void *arg,
+                                const uint8_t peer_static[KEYEX_PUBLIC_KEY_LEN],
+                                const char *peer_name, const char *reason);
 size_t uct_crypt_record_header_len(const uct_crypt_tx_flow_t *tx);
 /* Seal `payload_len` bytes at record + header_len in place, write the header
  * in front and the tag behind, under the flow's next sequence number;

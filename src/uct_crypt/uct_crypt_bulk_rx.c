@@ -119,8 +119,7 @@ static void uct_crypt_bulk_open_segment(uct_crypt_iface_t *iface,
      * anything else is a dropped, reordered or truncated stream */
     if ((put_id != flow->bulk_next_put) || (index != flow->bulk_next_segment) ||
         (announce->last > 1) || (length > UCT_CRYPT_BULK_MAX_PUT)) {
-        uct_crypt_record_reject(iface, flow, NULL, flow->flow_id, am_id,
-                                UCT_CRYPT_FAIL_BULK_ORDER);
+        uct_crypt_record_reject(iface, flow, am_id, UCT_CRYPT_FAIL_BULK_ORDER);
         return;
     }
     /* the sender updates the bulk key between puts only */
@@ -129,13 +128,11 @@ static void uct_crypt_bulk_open_segment(uct_crypt_iface_t *iface,
         ((index == 0) &&
          (generation == (uint16_t)(flow->bulk_keys->generation + 1)) &&
          (uct_crypt_bulk_rx_key(iface, flow, 1) != UCS_OK))) {
-        uct_crypt_record_reject(iface, flow, NULL, flow->flow_id, am_id,
-                                UCT_CRYPT_FAIL_HANDSHAKE);
+        uct_crypt_record_reject(iface, flow, am_id, UCT_CRYPT_FAIL_HANDSHAKE);
         return;
     }
     if (generation != (uint16_t)flow->bulk_keys->generation) {
-        uct_crypt_record_reject(iface, flow, NULL, flow->flow_id, am_id,
-                                UCT_CRYPT_FAIL_AUTH);
+        uct_crypt_record_reject(iface, flow, am_id, UCT_CRYPT_FAIL_AUTH);
         return;
     }
     /* only memory this process registered, or the destination of a get we
@@ -148,8 +145,7 @@ static void uct_crypt_bulk_open_segment(uct_crypt_iface_t *iface,
                   " bytes at 0x%" PRIx64 ", outside registered memory",
                   uct_crypt_log_peer_arg(flow->peer_public, flow->flow_id),
                   length, address);
-        uct_crypt_record_reject(iface, flow, NULL, flow->flow_id, am_id,
-                                UCT_CRYPT_FAIL_MALFORMED);
+        uct_crypt_record_reject(iface, flow, am_id, UCT_CRYPT_FAIL_MALFORMED);
         return;
     }
 
@@ -163,8 +159,7 @@ static void uct_crypt_bulk_open_segment(uct_crypt_iface_t *iface,
                                   (void*)(uintptr_t)address, length,
                                   (void*)(uintptr_t)address,
                                   announce->tag) != CRYPT_AEAD_OK) {
-        uct_crypt_record_reject(iface, flow, NULL, flow->flow_id, am_id,
-                                UCT_CRYPT_FAIL_AUTH);
+        uct_crypt_record_reject(iface, flow, am_id, UCT_CRYPT_FAIL_AUTH);
         return;
     }
     UCT_CRYPT_STAT_ADD(bulk_bytes_opened, length);
@@ -215,8 +210,7 @@ static void uct_crypt_bulk_acked(uct_crypt_iface_t *iface,
             return;
         }
     }
-    uct_crypt_record_reject(iface, flow, NULL, flow->flow_id, am_id,
-                            UCT_CRYPT_FAIL_MALFORMED);
+    uct_crypt_record_reject(iface, flow, am_id, UCT_CRYPT_FAIL_MALFORMED);
 }
 
 void uct_crypt_bulk_control(uct_crypt_iface_t *iface, uct_crypt_rx_flow_t *flow,
@@ -238,7 +232,6 @@ void uct_crypt_bulk_control(uct_crypt_iface_t *iface, uct_crypt_rx_flow_t *flow,
                (payload[0] == CRYPT_CONTROL_GET_REQ)) {
         uct_crypt_bulk_serve_get(iface, flow, am_id, payload, length);
     } else {
-        uct_crypt_record_reject(iface, flow, NULL, flow->flow_id, am_id,
-                                UCT_CRYPT_FAIL_MALFORMED);
+        uct_crypt_record_reject(iface, flow, am_id, UCT_CRYPT_FAIL_MALFORMED);
     }
 }

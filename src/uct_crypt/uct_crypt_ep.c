@@ -6,6 +6,7 @@
  * nor reuses a nonce.
  */
 #include "uct_crypt.h"
+#include "uct_crypt_sock.h"
 
 #include <uct/base/uct_iov.inl>
 
@@ -49,7 +50,12 @@ static UCS_CLASS_INIT_FUNC(uct_crypt_ep_t, const uct_ep_params_t *params)
 
     if (self->peer_known) {
         status = uct_crypt_tx_flow_init(iface, &self->tx, self->peer_public);
+        if ((status == UCS_OK) && uct_crypt_sock_is_own(iface->inner)) {
+            /* the wire's handshake proves this key before a record goes */
+            status = uct_crypt_sock_ep_set_peer(self->inner, self->peer_public);
+        }
         if (status != UCS_OK) {
+            uct_crypt_tx_flow_cleanup(&self->tx);
             uct_ep_destroy(self->inner);
             return status;
         }
@@ -97,6 +103,12 @@ ucs_status_t uct_crypt_ep_connect_to_ep(uct_ep_h tl_ep,
         return status;
     }
     ep->peer_known = 1;
+    if (uct_crypt_sock_is_own(iface->inner)) {
+        status = uct_crypt_sock_ep_set_peer(ep->inner, ep->peer_public);
+        if (status != UCS_OK) {
+            return status;
+        }
+    }
     return uct_ep_connect_to_ep(ep->inner, dev_addr,
                                 (const uct_ep_addr_t*)(crypt_addr + 1));
 }

@@ -173,8 +173,7 @@ void uct_crypt_bulk_serve_get(uct_crypt_iface_t *iface,
 reject_free:
     ucs_free(serve);
 reject:
-    uct_crypt_record_reject(iface, flow, NULL, flow->flow_id, am_id,
-                            UCT_CRYPT_FAIL_MALFORMED);
+    uct_crypt_record_reject(iface, flow, am_id, UCT_CRYPT_FAIL_MALFORMED);
 }
 
 /* GET_DONE: our oldest get on that flow is in place and opened */
@@ -197,6 +196,5 @@ void uct_crypt_bulk_get_done(uct_crypt_iface_t *iface,
             return;
         }
     }
-    uct_crypt_record_reject(iface, flow, NULL, flow->flow_id, am_id,
-                            UCT_CRYPT_FAIL_MALFORMED);
+    uct_crypt_record_reject(iface, flow, am_id, UCT_CRYPT_FAIL_MALFORMED);
 }

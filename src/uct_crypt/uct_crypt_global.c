@@ -51,6 +51,13 @@ ucs_config_field_t uct_crypt_global_config_table[] = {
      "Print the record counters (sealed, opened, failures by reason) at exit.",
      ucs_offsetof(uct_crypt_global_config_t, stats), UCS_CONFIG_TYPE_BOOL},
 
+    {"KEEPALIVE", "10s",
+     "crypt's own wire (tcp): a peer that stops answering, or a cut link, fails\n"
+     "the endpoints to it after about this long (TCP keepalive probes and\n"
+     "TCP_USER_TIMEOUT, which need no progress from either process).\n"
+     "0: off (a dead peer is noticed only when the kernel gives up).",
+     ucs_offsetof(uct_crypt_global_config_t, keepalive), UCS_CONFIG_TYPE_TIME},
+
     {"REKEY_RECORDS", "0",
      "Update a flow's key after this many records, and its bulk key after\n"
      "this many bulk segments, at the next put (0: the limits of\n"
@@ -128,7 +135,8 @@ const char *uct_crypt_fail_reason_name(uct_crypt_fail_reason_t reason)
         [UCT_CRYPT_FAIL_HANDSHAKE]    = "handshake refused",
         [UCT_CRYPT_FAIL_FLOW_FAILED]  = "record on a failed flow",
         [UCT_CRYPT_FAIL_BULK_ORDER]   = "bulk segment out of order",
-        [UCT_CRYPT_FAIL_NO_RESOURCE]  = "out of resources on this side"
+        [UCT_CRYPT_FAIL_NO_RESOURCE]  = "out of resources on this side",
+        [UCT_CRYPT_FAIL_CONNECTION]   = "connection lost"
     };
     return (reason < UCT_CRYPT_FAIL_LAST) ? names[reason] : "unknown";
 }
@@ -156,7 +164,10 @@ void uct_crypt_stats_print(void)
                                           (uct_crypt_fail_reason_t)i),
                                   s.failures[i]);
     }
-    ucs_string_buffer_appendf(&line, "\n");
+    ucs_string_buffer_appendf(&line, ", wire: strangers refused %" PRIu64
+                              ", handshakes %" PRIu64 ", connections failed %"
+                              PRIu64 "\n", s.wire_refused, s.wire_handshakes,
+                              s.wire_failed);
     /* one write: ranks of one job share stderr, lines must not interleave */
     if (write(STDERR_FILENO, ucs_string_buffer_cstr(&line),
               ucs_string_buffer_length(&line)) < 0) {

@@ -5,6 +5,7 @@
  * plaintext (RMA, atomics, tag offload) and minus the record overhead.
  */
 #include "uct_crypt.h"
+#include "uct_crypt_sock.h"
 
 #include <ucs/sys/string.h>
 #include <endian.h>
@@ -291,32 +292,11 @@ ucs_status_t uct_crypt_iface_inner_err(void *arg, uct_ep_h inner_ep,
     return status;
 }
 
-/* Inner settings that suit records better than the inner's own defaults,
- * applied unless the user set the variable. tcp sends every AM with its own
- * system calls and caps AMs at TX_SEG_SIZE (8 KiB): each record then pays a
- * syscall and a record header per 8 KiB. 64 KiB records measured 890 ->
- * 1708 MB/s for 4 MiB tag_bw over loopback (src/uct_crypt/README.md). */
-static const struct {
-    const char *tl, *env, *field, *value;
-} uct_crypt_inner_defaults[] = {
-    {"tcp", "UCX_TCP_TX_SEG_SIZE", "TX_SEG_SIZE", "64k"},
-};
-
-void uct_crypt_iface_tune_inner(const char *inner_tl,
-                                       uct_iface_config_t *inner_config)
+/* Is the inner the Ethernet (UCX's tcp), which crypt replaces by its own
+ * wire? */
+int uct_crypt_inner_is_ethernet(const uct_crypt_md_t *md)
 {
-    unsigned i;
-
-    for (i = 0; i < ucs_static_array_size(uct_crypt_inner_defaults); ++i) {
-        if (!strcmp(inner_tl, uct_crypt_inner_defaults[i].tl) &&
-            (getenv(uct_crypt_inner_defaults[i].env) == NULL) &&
-            (uct_config_modify(inner_config, uct_crypt_inner_defaults[i].field,
-                               uct_crypt_inner_defaults[i].value) != UCS_OK)) {
-            ucs_debug("crypt: cannot set %s=%s on inner %s",
-                      uct_crypt_inner_defaults[i].field,
-                      uct_crypt_inner_defaults[i].value, inner_tl);
-        }
-    }
+    return !strcmp(md->inner_tl, "tcp");
 }
 
 static UCS_CLASS_INIT_FUNC(uct_crypt_iface_t, uct_md_h tl_md, uct_worker_h worker,
@@ -372,13 +352,6 @@ static UCS_CLASS_INIT_FUNC(uct_crypt_iface_t, uct_md_h tl_md, uct_worker_h worke
         goto err;
     }
 
-    status = uct_md_iface_config_read(md->inner_md, md->inner_tl, NULL, NULL,
-                                      &inner_config);
-    if (status != UCS_OK) {
-        goto err_keypair;
-    }
-    uct_crypt_iface_tune_inner(md->inner_tl, inner_config);
-
     inner_params = *params;
     inner_params.mode.device.tl_name = md->inner_tl;
     inner_params.err_handler         = uct_crypt_iface_inner_err;
@@ -396,9 +369,31 @@ static UCS_CLASS_INIT_FUNC(uct_crypt_iface_t, uct_md_h tl_md, uct_worker_h worke
                                  UCT_IFACE_PARAM_FIELD_AM_ALIGNMENT |
                                  UCT_IFACE_PARAM_FIELD_AM_ALIGN_OFFSET);
 
-    status = uct_iface_open(md->inner_md, worker, &inner_params, inner_config,
-                            &self->inner);
-    uct_config_release(inner_config);
+    if (uct_crypt_inner_is_ethernet(md)) {
+        /* Ethernet: crypt's own wire, never UCX's tcp transport, which
+         * acts on its headers before anything is authenticated
+         * (uct_crypt_sock.h) */
+        uct_crypt_sock_params_t sock_params = {
+            .dev_name        = params->mode.device.dev_name,
+            .keypair         = &self->keypair,
+            .job_secret      = uct_crypt_job_secret,
+            .keepalive       = uct_crypt_global.keepalive,
+            .peer_failed     = uct_crypt_wire_peer_failed,
+            .peer_failed_arg = self
+        };
+        status = uct_crypt_sock_iface_open(tl_md, worker, &inner_params,
+                                           tl_config, &sock_params,
+                                           &self->inner);
+    } else {
+        status = uct_md_iface_config_read(md->inner_md, md->inner_tl, NULL,
+                                          NULL, &inner_config);
+        if (status != UCS_OK) {
+            goto err_keypair;
+        }
+        status = uct_iface_open(md->inner_md, worker, &inner_params,
+                                inner_config, &self->inner);
+        uct_config_release(inner_config);
+    }
     if (status != UCS_OK) {
         ucs_error("crypt: cannot open inner transport %s on %s: %s",
                   md->inner_tl, params->mode.device.dev_name,

@@ -24,6 +24,7 @@
  * layer then refuses to open.
  */
 #include "uct_crypt.h"
+#include "uct_crypt_sock.h"
 #include "uct_crypt/api/uct_crypt_lane.h"
 
 #include <ucs/async/async.h>
@@ -62,6 +63,7 @@ typedef struct uct_crypt_lane_stream {
 
 typedef struct uct_crypt_lane_peer {
     uct_ep_h             ep;
+    uint8_t              peer_static[KEYEX_PUBLIC_KEY_LEN]; /* own wire */
     uint8_t              addr[UCT_CRYPT_LANE_ADDR_MAX];
     size_t               addr_len;
     int                  failed;
@@ -78,6 +80,8 @@ struct uct_crypt_lane {
     uct_worker_h            worker;
     uct_md_h                md;
     uct_iface_h             iface;
+    int                     own_wire;  /* tcp: crypt's own wire */
+    keyex_keypair_t         keypair;   /* its handshake key (own wire) */
     uct_iface_attr_t        attr;
     char                    tl_name[UCT_TL_NAME_MAX];
     char                    dev_name[UCT_DEVICE_NAME_MAX];
@@ -412,14 +416,40 @@ static ucs_status_t uct_crypt_lane_ep_err(void *arg, uct_ep_h ep,
     return UCS_OK;
 }
 
+/* The lane's address: device and iface address lengths (a byte each), the
+ * addresses, and on crypt's own wire the static key its handshake proves */
+static size_t uct_crypt_lane_key_len(const uct_crypt_lane_t *lane)
+{
+    return lane->own_wire ? KEYEX_PUBLIC_KEY_LEN : 0;
+}
+
+/* crypt's own wire: a peer's connection to us ended badly */
+static void uct_crypt_lane_peer_failed(void *arg,
+                                       const uint8_t peer_static[KEYEX_PUBLIC_KEY_LEN],
+                                       const char *peer_name, const char *reason)
+{
+    uct_crypt_lane_t *lane = arg;
+    int i;
+
+    for (i = 0; i < lane->num_peers; ++i) {
+        if (!memcmp(lane->peers[i].peer_static, peer_static,
+                    KEYEX_PUBLIC_KEY_LEN)) {
+            lane->peers[i].failed = 1;
+        }
+    }
+    ucs_diag("crypt lane: connection from %s ended: %s", peer_name, reason);
+}
+
 static size_t uct_crypt_lane_address(uct_crypt_lane_t *lane, void *buf, size_t max)
 {
     size_t dev_len = lane->attr.device_addr_len, if_len = lane->attr.iface_addr_len;
     uint8_t *p = buf;
 
-    if (2 + dev_len + if_len > max) {
+    if (2 + dev_len + if_len + uct_crypt_lane_key_len(lane) > max) {
         return 0;
     }
+    memcpy(p + 2 + dev_len + if_len, lane->keypair.public_key,
+           uct_crypt_lane_key_len(lane));
     p[0] = (uint8_t)dev_len;
     p[1] = (uint8_t)if_len;
     if ((uct_iface_get_device_address(lane->iface, (uct_device_addr_t*)(p + 2)) != UCS_OK) ||
@@ -427,7 +457,7 @@ static size_t uct_crypt_lane_address(uct_crypt_lane_t *lane, void *buf, size_t m
                                (uct_iface_addr_t*)(p + 2 + dev_len)) != UCS_OK)) {
         return 0;
     }
-    return 2 + dev_len + if_len;
+    return 2 + dev_len + if_len + uct_crypt_lane_key_len(lane);
 }
 
 static int uct_crypt_lane_connect(uct_crypt_lane_t *lane, const void *addr, size_t len)
@@ -437,7 +467,8 @@ static int uct_crypt_lane_connect(uct_crypt_lane_t *lane, const void *addr, size
     uct_ep_params_t params;
     int i;
 
-    if ((len < 2) || (len > UCT_CRYPT_LANE_ADDR_MAX) || (2u + p[0] + p[1] != len) ||
+    if ((len < 2) || (len > UCT_CRYPT_LANE_ADDR_MAX) ||
+        (2u + p[0] + p[1] + uct_crypt_lane_key_len(lane) != len) ||
         (p[0] + p[1] == 0)) {
         return -1;
     }
@@ -459,6 +490,7 @@ static int uct_crypt_lane_connect(uct_crypt_lane_t *lane, const void *addr, size
     memset(peer, 0, sizeof(*peer));
     memcpy(peer->addr, addr, len);
     peer->addr_len = len;
+    memcpy(peer->peer_static, p + 2 + p[0] + p[1], uct_crypt_lane_key_len(lane));
 
     params.field_mask = UCT_EP_PARAM_FIELD_IFACE | UCT_EP_PARAM_FIELD_DEV_ADDR |
                         UCT_EP_PARAM_FIELD_IFACE_ADDR;
@@ -466,7 +498,9 @@ static int uct_crypt_lane_connect(uct_crypt_lane_t *lane, const void *addr, size
     params.dev_addr   = (const uct_device_addr_t*)(p + 2);
     params.iface_addr = (const uct_iface_addr_t*)(p + 2 + p[0]);
     if (!uct_iface_is_reachable(lane->iface, params.dev_addr, params.iface_addr) ||
-        (uct_ep_create(&params, &peer->ep) != UCS_OK)) {
+        (uct_ep_create(&params, &peer->ep) != UCS_OK) ||
+        (lane->own_wire &&
+         (uct_crypt_sock_ep_set_peer(peer->ep, p + 2 + p[0] + p[1]) != UCS_OK))) {
         ucs_error("crypt lane: cannot reach a peer over %s/%s", lane->tl_name,
                   lane->dev_name);
         return -1;
@@ -494,6 +528,14 @@ static int uct_crypt_lane_device_allowed(const char *dev_name)
     return allowed;
 }
 
+static void uct_crypt_lane_drop_key(uct_crypt_lane_t *lane)
+{
+    if (lane->own_wire && (lane->keypair.pkey != NULL)) {
+        keyex_keypair_cleanup(&lane->keypair);
+    }
+    lane->own_wire = 0;
+}
+
 static ucs_status_t uct_crypt_lane_open_iface(uct_crypt_lane_t *lane, const char *tl,
                                               const char *dev)
 {
@@ -507,7 +549,6 @@ static ucs_status_t uct_crypt_lane_open_iface(uct_crypt_lane_t *lane, const char
     if (status != UCS_OK) {
         return status;
     }
-    uct_crypt_iface_tune_inner(tl, config);
     memset(&params, 0, sizeof(params));
     params.field_mask = UCT_IFACE_PARAM_FIELD_OPEN_MODE |
                         UCT_IFACE_PARAM_FIELD_DEVICE |
@@ -520,9 +561,30 @@ static ucs_status_t uct_crypt_lane_open_iface(uct_crypt_lane_t *lane, const char
     params.err_handler          = uct_crypt_lane_ep_err;
     params.err_handler_arg      = lane;
     params.err_handler_flags    = 0;
-    status = uct_iface_open(lane->md, lane->worker, &params, config, &lane->iface);
+    lane->own_wire = !strcmp(tl, "tcp");
+    if (lane->own_wire) {
+        /* Ethernet: crypt's own wire, as for the records (uct_crypt_sock.h):
+         * UCX's tcp transport would open a port that acts on unauthenticated
+         * headers. Only job-secret holders get past its handshake. */
+        uct_crypt_sock_params_t sock_params = {
+            .dev_name        = dev,
+            .keypair         = &lane->keypair,
+            .job_secret      = uct_crypt_job_secret,
+            .keepalive       = uct_crypt_global.keepalive,
+            .peer_failed     = uct_crypt_lane_peer_failed,
+            .peer_failed_arg = lane
+        };
+        status = (keyex_keypair_generate(&lane->keypair) == KEYEX_OK) ?
+                 uct_crypt_sock_iface_open(lane->md, lane->worker, &params,
+                                           config, &sock_params, &lane->iface) :
+                 UCS_ERR_NO_RESOURCE;
+    } else {
+        status = uct_iface_open(lane->md, lane->worker, &params, config,
+                                &lane->iface);
+    }
     uct_config_release(config);
     if (status != UCS_OK) {
+        uct_crypt_lane_drop_key(lane);
         return status;
     }
     if ((uct_iface_query(lane->iface, &lane->attr) != UCS_OK) ||
@@ -534,6 +596,7 @@ static ucs_status_t uct_crypt_lane_open_iface(uct_crypt_lane_t *lane, const char
                                   uct_crypt_lane_am, lane, 0) != UCS_OK)) {
         uct_iface_close(lane->iface);
         lane->iface = NULL;
+        uct_crypt_lane_drop_key(lane);
         return UCS_ERR_UNSUPPORTED;
     }
     uct_iface_progress_enable(lane->iface, UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
@@ -658,6 +721,7 @@ static void uct_crypt_lane_close(uct_crypt_lane_t *lane)
     if (lane->iface != NULL) {
         uct_iface_close(lane->iface);
     }
+    uct_crypt_lane_drop_key(lane);
     if (lane->md != NULL) {
         uct_md_close(lane->md);
     }

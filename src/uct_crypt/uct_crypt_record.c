@@ -14,6 +14,7 @@
  */
 #include "uct_crypt.h"
 #include "uct_crypt_bulk.h"
+#include "uct_crypt_sock.h"
 
 #include <openssl/crypto.h>
 #include <ucs/sys/math.h>
@@ -174,47 +175,119 @@ void uct_crypt_ep_fail_local(uct_crypt_ep_t *ep, const char *what)
     }
 }
 
-ucs_status_t uct_crypt_record_reject(uct_crypt_iface_t *iface,
-                                     uct_crypt_rx_flow_t *flow,
-                                     const uint8_t *peer_public,
-                                     uint64_t flow_id, uint8_t am_id,
-                                     uct_crypt_fail_reason_t reason)
+/* Fail every ep to `peer_public` with `reason`; the key is one that was
+ * authenticated (a flow's, or a connection's on crypt's own wire), never
+ * one read from a record that did not open. */
+static unsigned uct_crypt_fail_peer(uct_crypt_iface_t *iface,
+                                    const uint8_t *peer_public, uint64_t flow_id,
+                                    uct_crypt_fail_reason_t reason)
 {
-    static const uint8_t unknown_peer[KEYEX_PUBLIC_KEY_LEN];
     unsigned failed_eps = 0;
     uct_crypt_ep_t *ep;
 
-    ucs_assert(reason < UCT_CRYPT_FAIL_LAST);
-    UCT_CRYPT_STAT_ADD(failures[reason], 1);
-    if (reason == UCT_CRYPT_FAIL_FLOW_FAILED) {
-        return UCS_OK; /* already reported once; drop quietly */
-    }
-
-    if (flow != NULL) {
-        flow->failed = 1;
-        peer_public  = flow->peer_public;
-    }
-    if (peer_public != NULL) {
-        ucs_list_for_each(ep, &iface->eps, list) {
-            if (ep->peer_known && !ep->failed &&
-                !CRYPTO_memcmp(ep->peer_public, peer_public,
-                               KEYEX_PUBLIC_KEY_LEN)) {
-                ep->failed      = UCT_CRYPT_EP_FAILED;
-                ep->fail_reason = reason;
-                ep->fail_flow_id = flow_id;
-                ++failed_eps;
-            }
+    ucs_list_for_each(ep, &iface->eps, list) {
+        if (ep->peer_known && !ep->failed &&
+            !CRYPTO_memcmp(ep->peer_public, peer_public, KEYEX_PUBLIC_KEY_LEN)) {
+            ep->failed       = UCT_CRYPT_EP_FAILED;
+            ep->fail_reason  = reason;
+            ep->fail_flow_id = flow_id;
+            ++failed_eps;
         }
     }
-    ucs_error("crypt: dropped a record from " uct_crypt_log_peer_fmt
-              " (am id %u): %s; %u endpoint(s) to that peer failed",
-              uct_crypt_log_peer_arg(peer_public ? peer_public : unknown_peer,
-                                     flow_id),
-              am_id, uct_crypt_fail_reason_name(reason), failed_eps);
     if (failed_eps > 0) {
         uct_crypt_schedule_fail(iface);
     }
+    return failed_eps;
+}
+
+/*
+ * A record that did not open, or opened but must not be delivered. What
+ * happens depends on what is authenticated (the rule of src/README.md):
+ *  - over an inner transport of UCX (rc, ud, dc): nothing. The record is
+ *    dropped and counted; no flow and no ep changes, since anybody who can
+ *    put a packet on the fabric could otherwise end them. Only an
+ *    authenticated record that betrays a loss (uct_crypt_record_gap) fails
+ *    a flow.
+ *  - on crypt's own wire: the connection it came on proved its peer in the
+ *    handshake, and a stream that carried a bad record cannot go on; the
+ *    wire closes it, and the eps to that authenticated peer fail with the
+ *    reason. The peer's ep sees its connection end and fails too.
+ * Logged rate-limited: a flood of forgeries cannot fill the log.
+ */
+ucs_status_t uct_crypt_record_drop(uct_crypt_iface_t *iface,
+                                   const uint8_t *flow_peer, uint64_t flow_id,
+                                   uint8_t am_id, uct_crypt_fail_reason_t reason)
+{
+    static const uint8_t unknown_peer[KEYEX_PUBLIC_KEY_LEN];
+    static uint64_t dropped;
+    const uint8_t *wire_peer = uct_crypt_sock_rx_peer(iface->inner);
+    const uint8_t *peer      = (wire_peer != NULL) ? wire_peer :
+                               (flow_peer != NULL) ? flow_peer : unknown_peer;
+    uint64_t n               = __atomic_add_fetch(&dropped, 1, __ATOMIC_RELAXED);
+    unsigned failed_eps      = 0;
+
+    ucs_assert(reason < UCT_CRYPT_FAIL_LAST);
+    UCT_CRYPT_STAT_ADD(failures[reason], 1);
+    if (wire_peer != NULL) {
+        uct_crypt_sock_rx_reject(iface->inner, uct_crypt_fail_reason_name(reason));
+        failed_eps = uct_crypt_fail_peer(iface, wire_peer, flow_id, reason);
+    }
+    if ((wire_peer != NULL) || (n <= 4) || !(n & (n - 1))) {
+        ucs_error("crypt: dropped a record from " uct_crypt_log_peer_fmt
+                  " (am id %u): %s; %s (%" PRIu64 " dropped so far)",
+                  uct_crypt_log_peer_arg(peer, flow_id), am_id,
+                  uct_crypt_fail_reason_name(reason),
+                  (wire_peer != NULL) ?
+                  "its connection is closed, the endpoints to that peer fail" :
+                  "nothing else changes", n);
+    }
+    (void)failed_eps;
     return UCS_OK; /* to the inner: consumed (and discarded) */
+}
+
+/* A violation inside an authenticated record of `flow`: its sequence
+ * number is ahead (records were lost in between: dropped or forged on the
+ * way, and so dropped here), or a bulk control record that does not match
+ * its segments. The data cannot be recovered: the flow and the eps to its
+ * peer fail, with the reason. */
+ucs_status_t uct_crypt_record_reject(uct_crypt_iface_t *iface,
+                                     uct_crypt_rx_flow_t *flow, uint8_t am_id,
+                                     uct_crypt_fail_reason_t reason)
+{
+    unsigned failed_eps;
+
+    ucs_assert(reason < UCT_CRYPT_FAIL_LAST);
+    UCT_CRYPT_STAT_ADD(failures[reason], 1);
+    if (flow->failed) {
+        return UCS_OK; /* reported once already */
+    }
+    flow->failed = 1;
+    if (uct_crypt_sock_rx_peer(iface->inner) != NULL) {
+        uct_crypt_sock_rx_reject(iface->inner, uct_crypt_fail_reason_name(reason));
+    }
+    failed_eps = uct_crypt_fail_peer(iface, flow->peer_public, flow->flow_id,
+                                     reason);
+    ucs_error("crypt: dropped a record from " uct_crypt_log_peer_fmt
+              " (am id %u): %s; %u endpoint(s) to that peer failed",
+              uct_crypt_log_peer_arg(flow->peer_public, flow->flow_id), am_id,
+              uct_crypt_fail_reason_name(reason), failed_eps);
+    return UCS_OK;
+}
+
+/* crypt's own wire: an authenticated peer's connection ended badly */
+void uct_crypt_wire_peer_failed(void *arg,
+                                const uint8_t peer_static[KEYEX_PUBLIC_KEY_LEN],
+                                const char *peer_name, const char *reason)
+{
+    uct_crypt_iface_t *iface = arg;
+    unsigned failed_eps;
+
+    UCT_CRYPT_STAT_ADD(failures[UCT_CRYPT_FAIL_CONNECTION], 1);
+    failed_eps = uct_crypt_fail_peer(iface, peer_static, 0,
+                                     UCT_CRYPT_FAIL_CONNECTION);
+    ucs_diag("crypt: connection from %s (peer %02x%02x%02x%02x) ended: %s; "
+             "%u endpoint(s) to that peer failed", peer_name, peer_static[0],
+             peer_static[1], peer_static[2], peer_static[3], reason, failed_eps);
 }
 
 /* ---- receiving ----------------------------------------------------------- */
@@ -226,6 +299,7 @@ ucs_status_t uct_crypt_record_am_handler(void *arg, void *data, size_t length,
     uct_crypt_iface_t *iface = ctx->iface;
     uct_crypt_rx_flow_t *flow = NULL;
     const uint8_t *sender_public = NULL;
+    const uint8_t *wire_peer;
     crypt_record_hdr_t hdr;
     crypt_record_aad_t aad;
     uint64_t flow_id, sequence;
@@ -234,66 +308,73 @@ ucs_status_t uct_crypt_record_am_handler(void *arg, void *data, size_t length,
     khiter_t iter;
     int ret;
 
+    /* Nothing in the header is acted on before the tag is checked, except
+     * to find the key: the flow id (and for a HELLO the sender's key), and
+     * the sequence number, which only ever refuses. */
     if (length < CRYPT_RECORD_HDR_LEN + CRYPT_AEAD_TAG_LEN) {
-        return uct_crypt_record_reject(iface, NULL, NULL, 0, ctx->am_id,
-                                       UCT_CRYPT_FAIL_MALFORMED);
+        return uct_crypt_record_drop(iface, NULL, 0, ctx->am_id,
+                                     UCT_CRYPT_FAIL_MALFORMED);
     }
     memcpy(&hdr, data, sizeof(hdr));
-    flow_id  = le64toh(hdr.flow_id);
-    sequence = le64toh(hdr.sequence);
-    iter     = kh_get(uct_crypt_rx_flows, &iface->rx_flows, flow_id);
+    flow_id   = le64toh(hdr.flow_id);
+    sequence  = le64toh(hdr.sequence);
+    wire_peer = uct_crypt_sock_rx_peer(iface->inner);
+    iter      = kh_get(uct_crypt_rx_flows, &iface->rx_flows, flow_id);
     if (iter != kh_end(&iface->rx_flows)) {
         flow = kh_value(&iface->rx_flows, iter);
     }
 
     if (le16toh(hdr.flags) & ~CRYPT_RECORD_FLAG_CONTROL) {
-        return uct_crypt_record_reject(iface, flow, NULL, flow_id, ctx->am_id,
-                                       UCT_CRYPT_FAIL_MALFORMED);
+        return uct_crypt_record_drop(iface, NULL, flow_id, ctx->am_id,
+                                     UCT_CRYPT_FAIL_MALFORMED);
     }
 
     if (hdr.type == CRYPT_RECORD_HELLO) {
         hdr_len = CRYPT_RECORD_HDR_LEN + CRYPT_HELLO_EXTRA_LEN;
         if (length < hdr_len + CRYPT_AEAD_TAG_LEN) {
-            return uct_crypt_record_reject(iface, flow, NULL, flow_id,
-                                           ctx->am_id, UCT_CRYPT_FAIL_MALFORMED);
+            return uct_crypt_record_drop(iface, NULL, flow_id, ctx->am_id,
+                                         UCT_CRYPT_FAIL_MALFORMED);
         }
         sender_public = (const uint8_t*)data + CRYPT_RECORD_HDR_LEN;
         if (flow != NULL) {
-            /* a second HELLO for a live flow is a replay of the first */
-            return uct_crypt_record_reject(iface, flow, NULL, flow_id,
-                                           ctx->am_id, UCT_CRYPT_FAIL_REPLAY);
+            /* a second HELLO for a live flow: a replay; the flow stays */
+            return uct_crypt_record_drop(iface, NULL, flow_id, ctx->am_id,
+                                         UCT_CRYPT_FAIL_REPLAY);
         }
         if ((sequence != 0) || (hdr.key_generation != 0)) {
-            return uct_crypt_record_reject(iface, NULL, sender_public, flow_id,
-                                           ctx->am_id, UCT_CRYPT_FAIL_MALFORMED);
+            return uct_crypt_record_drop(iface, NULL, flow_id, ctx->am_id,
+                                         UCT_CRYPT_FAIL_MALFORMED);
+        }
+        if ((wire_peer != NULL) &&
+            CRYPTO_memcmp(wire_peer, sender_public, KEYEX_PUBLIC_KEY_LEN)) {
+            /* not the key its connection proved */
+            return uct_crypt_record_drop(iface, NULL, flow_id, ctx->am_id,
+                                         UCT_CRYPT_FAIL_HANDSHAKE);
         }
         flow = uct_crypt_rx_flow_create(iface, flow_id, sender_public);
         if (flow == NULL) {
-            return uct_crypt_record_reject(iface, NULL, sender_public, flow_id,
-                                           ctx->am_id, UCT_CRYPT_FAIL_HANDSHAKE);
+            return uct_crypt_record_drop(iface, NULL, flow_id, ctx->am_id,
+                                         UCT_CRYPT_FAIL_HANDSHAKE);
         }
     } else if (hdr.type == CRYPT_RECORD_DATA) {
         hdr_len = CRYPT_RECORD_HDR_LEN;
-        if (flow == NULL) {
-            return uct_crypt_record_reject(iface, NULL, NULL, flow_id,
-                                           ctx->am_id,
-                                           UCT_CRYPT_FAIL_UNKNOWN_FLOW);
+        if ((flow == NULL) ||
+            ((wire_peer != NULL) &&
+             CRYPTO_memcmp(wire_peer, flow->peer_public, KEYEX_PUBLIC_KEY_LEN))) {
+            return uct_crypt_record_drop(iface, NULL, flow_id, ctx->am_id,
+                                         UCT_CRYPT_FAIL_UNKNOWN_FLOW);
         }
         if (flow->failed) {
-            return uct_crypt_record_reject(iface, flow, NULL, flow_id,
-                                           ctx->am_id,
-                                           UCT_CRYPT_FAIL_FLOW_FAILED);
+            UCT_CRYPT_STAT_ADD(failures[UCT_CRYPT_FAIL_FLOW_FAILED], 1);
+            return UCS_OK; /* reported once already; dropped quietly */
         }
-        if (sequence != flow->next_sequence) {
-            return uct_crypt_record_reject(iface, flow, NULL, flow_id,
-                                           ctx->am_id,
-                                           (sequence < flow->next_sequence) ?
-                                           UCT_CRYPT_FAIL_REPLAY :
-                                           UCT_CRYPT_FAIL_REORDER);
+        if (sequence < flow->next_sequence) {
+            return uct_crypt_record_drop(iface, flow->peer_public, flow_id,
+                                         ctx->am_id, UCT_CRYPT_FAIL_REPLAY);
         }
     } else {
-        return uct_crypt_record_reject(iface, flow, NULL, flow_id, ctx->am_id,
-                                       UCT_CRYPT_FAIL_MALFORMED);
+        return uct_crypt_record_drop(iface, NULL, flow_id, ctx->am_id,
+                                     UCT_CRYPT_FAIL_MALFORMED);
     }
 
     payload     = (uint8_t*)data + hdr_len;
@@ -302,23 +383,25 @@ ucs_status_t uct_crypt_record_am_handler(void *arg, void *data, size_t length,
     if (uct_crypt_rx_flow_open(iface, flow, &hdr, &aad, payload, payload_len) !=
         CRYPT_AEAD_OK) {
         if (hdr.type == CRYPT_RECORD_HELLO) {
-            /* never installed: a forged HELLO leaves no state behind */
+            /* never installed: a forged HELLO leaves no state behind, and
+             * no ep of the key it names is touched */
             uct_crypt_rx_flow_free(flow);
-            return uct_crypt_record_reject(iface, NULL, sender_public, flow_id,
-                                           ctx->am_id, UCT_CRYPT_FAIL_AUTH);
         }
-        return uct_crypt_record_reject(iface, flow, NULL, flow_id, ctx->am_id,
-                                       UCT_CRYPT_FAIL_AUTH);
+        return uct_crypt_record_drop(iface, NULL, flow_id, ctx->am_id,
+                                     UCT_CRYPT_FAIL_AUTH);
     }
 
     if (hdr.type == CRYPT_RECORD_HELLO) {
         iter = kh_put(uct_crypt_rx_flows, &iface->rx_flows, flow_id, &ret);
         if (ret < 0) {
             uct_crypt_rx_flow_free(flow);
-            return uct_crypt_record_reject(iface, NULL, sender_public, flow_id,
-                                           ctx->am_id, UCT_CRYPT_FAIL_HANDSHAKE);
+            return uct_crypt_record_drop(iface, NULL, flow_id, ctx->am_id,
+                                         UCT_CRYPT_FAIL_NO_RESOURCE);
         }
         kh_value(&iface->rx_flows, iter) = flow;
+    } else if (sequence != flow->next_sequence) {
+        return uct_crypt_record_reject(iface, flow, ctx->am_id,
+                                       UCT_CRYPT_FAIL_REORDER);
     }
     ++flow->next_sequence;
     UCT_CRYPT_STAT_ADD(records_opened, 1);

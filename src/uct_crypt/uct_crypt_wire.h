@@ -13,7 +13,9 @@
  *   - addresses exchanged by UCP (uct_crypt_iface.c, uct_crypt_ep.c);
  *   - bulk segments and their control records (uct_crypt_bulk_*.c,
  *     uct_crypt_get.c);
- *   - collective lane chunks (uct_crypt_lane.c).
+ *   - collective lane chunks (uct_crypt_lane.c);
+ *   - crypt's own TCP wire (uct_crypt_sock*.c): the Noise handshake
+ *     messages (src/keyex/noise.h), then frames.
  *
  * Record (one per active message the inner transport carries):
  *
@@ -49,7 +51,7 @@
 #include <stdint.h>
 
 enum {
-    CRYPT_WIRE_VERSION    = 2,
+    CRYPT_WIRE_VERSION    = 3,
 
     CRYPT_RECORD_DATA     = 1,
     CRYPT_RECORD_HELLO    = 2,
@@ -210,6 +212,50 @@ typedef struct crypt_lane_chunk_hdr {
     uint64_t total;
 } __attribute__((packed)) crypt_lane_chunk_hdr_t;
 
+/*
+ * crypt's own TCP wire (uct_crypt_sock.h). After the two handshake
+ * messages (fixed sizes, src/keyex/noise.h), the stream is a sequence of
+ * frames (8-byte header):
+ *
+ *   0                4        5        6        8
+ *   +----------------+--------+--------+--------+-----------------------+
+ *   | length (LE32)  | type   | am id  | zero   | length bytes          |
+ *   +----------------+--------+--------+--------+-----------------------+
+ *
+ * RECORD: a crypt record (the record layer checks its tag; the AM id is in
+ * its associated data). CLOSE (initiator to responder, graceful end):
+ * length 16, the GCM tag of nothing under the connection's transport key
+ * (Noise Split()), nonce = 32 zero bits || BE64 counter, associated data =
+ * the frame header. A length above UCT_CRYPT_SOCK_MAX_BCOPY, an unknown
+ * type or a non-zero reserved field closes the connection before any of
+ * the frame's body is read into place.
+ */
+enum {
+    CRYPT_SOCK_FRAME_HDR_LEN = 8,
+    CRYPT_SOCK_FRAME_RECORD  = 1,
+    CRYPT_SOCK_FRAME_CLOSE   = 2
+};
+
+/* Its addresses: device = the IP address (family 4 or 6, then 4 or 16
+ * bytes, the rest zero), iface and ep = the listening port (LE16). */
+typedef struct crypt_sock_dev_addr {
+    uint8_t family;
+    uint8_t ip[16];
+} __attribute__((packed)) crypt_sock_dev_addr_t;
+
+typedef struct crypt_sock_iface_addr {
+    uint16_t port;
+} __attribute__((packed)) crypt_sock_iface_addr_t;
+
+typedef struct crypt_sock_frame_hdr {
+    uint32_t length;
+    uint8_t  type;
+    uint8_t  am_id;
+    uint16_t reserved;
+} __attribute__((packed)) crypt_sock_frame_hdr_t;
+
+_Static_assert(sizeof(crypt_sock_frame_hdr_t) == CRYPT_SOCK_FRAME_HDR_LEN,
+               "frame header layout");
 _Static_assert(sizeof(crypt_record_hdr_t) == CRYPT_RECORD_HDR_LEN,
                "record header layout");
 _Static_assert(sizeof(crypt_record_aad_t) == CRYPT_RECORD_HDR_LEN + 8,

@@ -29,6 +29,8 @@ typedef enum {
     UCT_CRYPT_FAIL_BULK_ORDER,  /* bulk segment missing, reordered, truncated */
     UCT_CRYPT_FAIL_NO_RESOURCE, /* this side could not go on: out of memory,
                                    a key update or a seal failed */
+    UCT_CRYPT_FAIL_CONNECTION,  /* crypt's own wire: an authenticated peer's
+                                   connection ended without a CLOSE */
     UCT_CRYPT_FAIL_LAST
 } uct_crypt_fail_reason_t;
 
@@ -43,6 +45,13 @@ typedef struct uct_crypt_stats {
     uint64_t bulk_rekeys;         /* bulk key updates (sender side) */
     uint64_t bulk_gets_served;    /* peers' gets answered (sealed and put) */
     uint64_t failures[UCT_CRYPT_FAIL_LAST];
+    /* crypt's own wire (tcp): connections of strangers closed before a
+     * handshake passed (garbage, wrong job secret, replays, half-open
+     * slots reclaimed), handshakes completed, connections closed because
+     * an authenticated peer's record failed or the peer went away */
+    uint64_t wire_refused;
+    uint64_t wire_handshakes;
+    uint64_t wire_failed;
 } uct_crypt_stats_t;
 
 /* Sum over every crypt iface of the process, open or closed. */

@@ -1,0 +1,535 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * crypt's own Ethernet wire, the iface (uct_crypt_sock.h): one listening
+ * socket on the device's address, one epoll set for it and every
+ * connection, progress that accepts, reads and writes without blocking,
+ * the half-open slots and the handshake deadlines, and the addresses UCP
+ * exchanges (device: the IP address; iface and ep: the port).
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* accept4 */
+#endif
+#include "uct_crypt_sock.h"
+#include "uct_crypt.h"
+
+#include <ucs/sys/math.h>
+#include <ucs/sys/string.h>
+#include <ucs/time/time.h>
+#include <arpa/inet.h>
+#include <endian.h>
+#include <errno.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <sys/epoll.h>
+#include <unistd.h>
+
+/* epoll's data for the listening socket (connections carry their conn) */
+static char uct_crypt_sock_listen_marker;
+
+static uct_iface_ops_t uct_crypt_sock_iface_ops;
+
+/* ---- strangers: drop, count, log rate-limited ----------------------------- */
+
+void uct_crypt_sock_outsider(uct_crypt_sock_iface_t *iface,
+                             const uct_crypt_sock_conn_t *conn, const char *what)
+{
+    static uint64_t count;
+    uint64_t n = __atomic_add_fetch(&count, 1, __ATOMIC_RELAXED);
+
+    UCT_CRYPT_STAT_ADD(wire_refused, 1);
+    /* the first few, then every power of two: a flood cannot fill the log */
+    if ((n <= 4) || !(n & (n - 1))) {
+        ucs_warn("crypt: refused a connection from %s: %s (%" PRIu64
+                 " refused so far; the job goes on)",
+                 conn->peer_name, what, n);
+    }
+}
+
+/* ---- addresses ------------------------------------------------------------ */
+
+static ucs_status_t uct_crypt_sock_dev_sockaddr(const char *dev_name,
+                                                struct sockaddr_storage *addr)
+{
+    struct ifaddrs *ifa, *list;
+    int af, found = 0;
+
+    if (getifaddrs(&list) < 0) {
+        return UCS_ERR_IO_ERROR;
+    }
+    /* IPv4 first, as UCX's tcp transport prefers it; else a global IPv6 */
+    for (af = AF_INET; !found && (af != 0); af = (af == AF_INET) ? AF_INET6 : 0) {
+        for (ifa = list; ifa != NULL; ifa = ifa->ifa_next) {
+            if ((ifa->ifa_addr == NULL) || (ifa->ifa_addr->sa_family != af) ||
+                strcmp(ifa->ifa_name, dev_name)) {
+                continue;
+            }
+            if ((af == AF_INET6) &&
+                IN6_IS_ADDR_LINKLOCAL(&((struct sockaddr_in6*)ifa->ifa_addr)->sin6_addr)) {
+                continue;
+            }
+            memset(addr, 0, sizeof(*addr));
+            memcpy(addr, ifa->ifa_addr, (af == AF_INET) ?
+                   sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6));
+            found = 1;
+            break;
+        }
+    }
+    freeifaddrs(list);
+    return found ? UCS_OK : UCS_ERR_NO_DEVICE;
+}
+
+static socklen_t uct_crypt_sock_addr_len(const struct sockaddr_storage *addr)
+{
+    return (addr->ss_family == AF_INET6) ? sizeof(struct sockaddr_in6) :
+                                           sizeof(struct sockaddr_in);
+}
+
+static uint16_t uct_crypt_sock_port(const struct sockaddr_storage *addr)
+{
+    return (addr->ss_family == AF_INET6) ?
+           ntohs(((const struct sockaddr_in6*)addr)->sin6_port) :
+           ntohs(((const struct sockaddr_in*)addr)->sin_port);
+}
+
+static ucs_status_t uct_crypt_sock_iface_get_device_address(uct_iface_h tl_iface,
+                                                            uct_device_addr_t *addr)
+{
+    uct_crypt_sock_iface_t *iface = ucs_derived_of(tl_iface, uct_crypt_sock_iface_t);
+    crypt_sock_dev_addr_t *dev    = (crypt_sock_dev_addr_t*)addr;
+
+    memset(dev, 0, sizeof(*dev));
+    if (iface->addr.ss_family == AF_INET6) {
+        dev->family = 6;
+        memcpy(dev->ip, &((struct sockaddr_in6*)&iface->addr)->sin6_addr, 16);
+    } else {
+        dev->family = 4;
+        memcpy(dev->ip, &((struct sockaddr_in*)&iface->addr)->sin_addr, 4);
+    }
+    return UCS_OK;
+}
+
+static ucs_status_t uct_crypt_sock_iface_get_address(uct_iface_h tl_iface,
+                                                     uct_iface_addr_t *addr)
+{
+    uct_crypt_sock_iface_t *iface = ucs_derived_of(tl_iface, uct_crypt_sock_iface_t);
+    crypt_sock_iface_addr_t *sock = (crypt_sock_iface_addr_t*)addr;
+
+    sock->port = htole16(uct_crypt_sock_port(&iface->addr));
+    return UCS_OK;
+}
+
+/* The socket address of a peer from what UCP gave us; 0 when malformed */
+int uct_crypt_sock_dest(const uct_device_addr_t *dev_addr, const void *port_addr,
+                        struct sockaddr_storage *dest)
+{
+    const crypt_sock_dev_addr_t *dev = (const crypt_sock_dev_addr_t*)dev_addr;
+    const crypt_sock_iface_addr_t *sock = port_addr;
+    struct sockaddr_in6 *in6 = (struct sockaddr_in6*)dest;
+    struct sockaddr_in *in   = (struct sockaddr_in*)dest;
+
+    memset(dest, 0, sizeof(*dest));
+    if (dev->family == 4) {
+        in->sin_family = AF_INET;
+        in->sin_port   = htons(le16toh(sock->port));
+        memcpy(&in->sin_addr, dev->ip, 4);
+        return 1;
+    }
+    if (dev->family == 6) {
+        in6->sin6_family = AF_INET6;
+        in6->sin6_port   = htons(le16toh(sock->port));
+        memcpy(&in6->sin6_addr, dev->ip, 16);
+        return 1;
+    }
+    return 0;
+}
+
+static int uct_crypt_sock_iface_is_reachable(const uct_iface_h tl_iface,
+                                             const uct_device_addr_t *dev_addr,
+                                             const uct_iface_addr_t *iface_addr)
+{
+    uct_crypt_sock_iface_t *iface = ucs_derived_of(tl_iface, uct_crypt_sock_iface_t);
+    const crypt_sock_dev_addr_t *dev = (const crypt_sock_dev_addr_t*)dev_addr;
+
+    return (dev != NULL) &&
+           (dev->family == ((iface->addr.ss_family == AF_INET6) ? 6 : 4));
+}
+
+static ucs_status_t uct_crypt_sock_iface_query(uct_iface_h tl_iface,
+                                               uct_iface_attr_t *attr)
+{
+    uct_crypt_sock_iface_t *iface = ucs_derived_of(tl_iface, uct_crypt_sock_iface_t);
+    char path[128];
+    long mbps = 0;
+    FILE *f;
+
+    memset(attr, 0, sizeof(*attr));
+    attr->cap.flags = UCT_IFACE_FLAG_AM_SHORT | UCT_IFACE_FLAG_AM_BCOPY |
+                      UCT_IFACE_FLAG_PENDING | UCT_IFACE_FLAG_CB_SYNC |
+                      UCT_IFACE_FLAG_CONNECT_TO_IFACE |
+                      UCT_IFACE_FLAG_CONNECT_TO_EP |
+                      UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE |
+                      UCT_IFACE_FLAG_EP_CHECK | UCT_IFACE_FLAG_EP_KEEPALIVE;
+    attr->cap.event_flags = UCT_IFACE_FLAG_EVENT_SEND_COMP |
+                            UCT_IFACE_FLAG_EVENT_RECV |
+                            UCT_IFACE_FLAG_EVENT_FD;
+    attr->cap.am.max_short = 8192;
+    attr->cap.am.max_bcopy = UCT_CRYPT_SOCK_MAX_BCOPY;
+    attr->cap.am.max_iov   = 1;
+    attr->device_addr_len  = sizeof(crypt_sock_dev_addr_t);
+    attr->iface_addr_len   = sizeof(crypt_sock_iface_addr_t);
+    attr->ep_addr_len      = sizeof(crypt_sock_iface_addr_t);
+    attr->max_conn_priv    = 0;
+    attr->dev_num_paths    = 1;
+    attr->max_num_eps      = SIZE_MAX;
+    attr->priority         = 0;
+
+    /* the link's speed where the kernel knows it (not for lo or veth) */
+    snprintf(path, sizeof(path), "/sys/class/net/%s/speed", iface->dev_name);
+    f = fopen(path, "r");
+    if (f != NULL) {
+        if (fscanf(f, "%ld", &mbps) != 1) {
+            mbps = 0;
+        }
+        fclose(f);
+    }
+    attr->bandwidth.dedicated = 0;
+    attr->bandwidth.shared    = ((mbps > 0) ? mbps : 10000) * 1e6 / 8 * 0.95;
+    attr->latency.c           = 10e-6;
+    attr->latency.m           = 0;
+    attr->overhead            = 50e-6; /* a system call per message, as tcp */
+    return UCS_OK;
+}
+
+/* ---- progress -------------------------------------------------------------- */
+
+static void uct_crypt_sock_set_options(int fd, double keepalive)
+{
+    int one = 1, idle, intvl, cnt = 3;
+    unsigned user_timeout;
+
+    (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    if (keepalive <= 0) {
+        return;
+    }
+    /* about `keepalive` seconds from the last answer to the failure: idle
+     * half of it, then three probes over the other half; and as long at
+     * most for data the peer does not acknowledge (RFC 5482) */
+    idle         = ucs_max((int)(keepalive / 2), 1);
+    intvl        = ucs_max((int)(keepalive / 6), 1);
+    user_timeout = (unsigned)(keepalive * 1000);
+    (void)setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+    (void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
+    (void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl));
+    (void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
+    (void)setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout,
+                     sizeof(user_timeout));
+}
+
+void uct_crypt_sock_iface_set_options(uct_crypt_sock_iface_t *iface, int fd)
+{
+    uct_crypt_sock_set_options(fd, iface->keepalive);
+}
+
+static void uct_crypt_sock_accept(uct_crypt_sock_iface_t *iface)
+{
+    struct sockaddr_storage peer;
+    uct_crypt_sock_conn_t *conn;
+    socklen_t len;
+    int fd;
+
+    for (;;) {
+        len = sizeof(peer);
+        fd  = accept4(iface->listen_fd, (struct sockaddr*)&peer, &len,
+                      SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            if ((errno != EAGAIN) && (errno != EWOULDBLOCK) && (errno != EINTR)) {
+                ucs_debug("crypt: accept on the wire failed: %m");
+            }
+            return;
+        }
+        uct_crypt_sock_set_options(fd, iface->keepalive);
+        conn = uct_crypt_sock_conn_new(iface, fd, NULL, (struct sockaddr*)&peer);
+        if (conn == NULL) {
+            close(fd);
+            continue;
+        }
+        ++iface->half_open;
+    }
+}
+
+/* Half-open slots over the limit: the oldest goes (an honest initiator
+ * sends its initiation with its first segment, so it is rarely the oldest) */
+static void uct_crypt_sock_reclaim_half_open(uct_crypt_sock_iface_t *iface)
+{
+    uct_crypt_sock_conn_t *conn, *tmp;
+
+    ucs_list_for_each_safe(conn, tmp, &iface->conns, list) {
+        if (iface->half_open <= UCT_CRYPT_SOCK_HALF_OPEN_MAX) {
+            return;
+        }
+        if (conn->state == UCT_CRYPT_SOCK_WAIT_INIT) {
+            uct_crypt_sock_conn_fail(conn, "half-open slots full, oldest "
+                                           "reclaimed");
+        }
+    }
+}
+
+static void uct_crypt_sock_timers(uct_crypt_sock_iface_t *iface, ucs_time_t now)
+{
+    uct_crypt_sock_conn_t *conn, *tmp;
+
+    ucs_list_for_each_safe(conn, tmp, &iface->conns, list) {
+        if ((conn->state != UCT_CRYPT_SOCK_ESTABLISHED) &&
+            (now > conn->deadline)) {
+            uct_crypt_sock_conn_fail(conn, "handshake timed out");
+        }
+    }
+}
+
+static unsigned uct_crypt_sock_iface_progress(uct_iface_h tl_iface)
+{
+    uct_crypt_sock_iface_t *iface = ucs_derived_of(tl_iface, uct_crypt_sock_iface_t);
+    struct epoll_event events[16];
+    uct_crypt_sock_ep_t *ep, *tmp;
+    unsigned count = 0;
+    ucs_time_t now;
+    int i, n;
+
+    n = epoll_wait(iface->epfd, events, ucs_static_array_size(events), 0);
+    for (i = 0; i < n; ++i) {
+        if (events[i].data.ptr == &uct_crypt_sock_listen_marker) {
+            uct_crypt_sock_accept(iface);
+        } else {
+            uct_crypt_sock_conn_handle(events[i].data.ptr, events[i].events);
+        }
+        ++count;
+    }
+    if (iface->half_open > UCT_CRYPT_SOCK_HALF_OPEN_MAX) {
+        uct_crypt_sock_reclaim_half_open(iface);
+    }
+
+    /* pending sends and flushes, where the tx buffers have room again */
+    ucs_list_for_each_safe(ep, tmp, &iface->eps, list) {
+        count += uct_crypt_sock_ep_progress_tx(ep);
+    }
+
+    now = ucs_get_time();
+    if (now > iface->next_timer) {
+        iface->next_timer = now + ucs_time_from_msec(250);
+        uct_crypt_sock_timers(iface, now);
+    }
+    if (iface->ep_fail_pending) {
+        uct_crypt_sock_iface_report_failures(iface);
+    }
+    return count;
+}
+
+static ucs_status_t uct_crypt_sock_iface_event_fd_get(uct_iface_h tl_iface,
+                                                      int *fd_p)
+{
+    *fd_p = ucs_derived_of(tl_iface, uct_crypt_sock_iface_t)->epfd;
+    return UCS_OK;
+}
+
+static ucs_status_t uct_crypt_sock_iface_event_arm(uct_iface_h tl_iface,
+                                                   unsigned events)
+{
+    uct_crypt_sock_iface_t *iface = ucs_derived_of(tl_iface, uct_crypt_sock_iface_t);
+
+    /* level-triggered epoll: anything unread keeps the fd readable; only
+     * failures not yet reported need a progress call first */
+    return iface->ep_fail_pending ? UCS_ERR_BUSY : UCS_OK;
+}
+
+static ucs_status_t uct_crypt_sock_iface_flush(uct_iface_h tl_iface,
+                                               unsigned flags,
+                                               uct_completion_t *comp)
+{
+    uct_crypt_sock_iface_t *iface = ucs_derived_of(tl_iface, uct_crypt_sock_iface_t);
+    uct_crypt_sock_ep_t *ep;
+
+    ucs_list_for_each(ep, &iface->eps, list) {
+        if (((ep->conn != NULL) && (ep->conn->tx_len > 0)) ||
+            !ucs_queue_is_empty(&ep->pending)) {
+            /* as tcp: no completion for an iface flush, poll instead */
+            return (comp == NULL) ? UCS_INPROGRESS : UCS_ERR_UNSUPPORTED;
+        }
+    }
+    return UCS_OK;
+}
+
+static ucs_status_t uct_crypt_sock_iface_fence(uct_iface_h tl_iface,
+                                               unsigned flags)
+{
+    return UCS_OK; /* one ordered stream per ep */
+}
+
+/* ---- open / close ----------------------------------------------------------- */
+
+static UCS_CLASS_INIT_FUNC(uct_crypt_sock_iface_t, uct_md_h md,
+                           uct_worker_h worker, const uct_iface_params_t *params,
+                           const uct_iface_config_t *config,
+                           const uct_crypt_sock_params_t *sock_params)
+{
+    struct epoll_event ev;
+    socklen_t len;
+    ucs_status_t status;
+    int one = 1;
+
+    UCS_CLASS_CALL_SUPER_INIT(uct_base_iface_t, &uct_crypt_sock_iface_ops,
+                              &uct_base_iface_internal_ops, md, worker, params,
+                              config UCS_STATS_ARG(params->stats_root)
+                              UCS_STATS_ARG("crypt_sock"));
+
+    self->listen_fd       = -1;
+    self->epfd            = -1;
+    self->keypair         = sock_params->keypair;
+    self->job_secret      = sock_params->job_secret;
+    self->keepalive       = sock_params->keepalive;
+    self->peer_failed     = sock_params->peer_failed;
+    self->peer_failed_arg = sock_params->peer_failed_arg;
+    self->half_open       = 0;
+    self->rx_conn         = NULL;
+    self->seen            = NULL;
+    self->num_seen        = 0;
+    self->max_seen        = 0;
+    self->next_timer      = 0;
+    self->ep_fail_pending = 0;
+    self->rx_cache.count  = 0;
+    self->tx_cache.count  = 0;
+    ucs_list_head_init(&self->conns);
+    ucs_list_head_init(&self->eps);
+    ucs_strncpy_zero(self->dev_name, sock_params->dev_name,
+                     sizeof(self->dev_name));
+
+    status = uct_crypt_sock_dev_sockaddr(sock_params->dev_name, &self->addr);
+    if (status != UCS_OK) {
+        ucs_error("crypt: network device %s has no IP address for the wire",
+                  sock_params->dev_name);
+        return status;
+    }
+
+    self->epfd = epoll_create1(EPOLL_CLOEXEC);
+    self->listen_fd = socket(self->addr.ss_family,
+                             SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if ((self->epfd < 0) || (self->listen_fd < 0)) {
+        status = UCS_ERR_IO_ERROR;
+        goto err;
+    }
+    (void)setsockopt(self->listen_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    len = uct_crypt_sock_addr_len(&self->addr);
+    if ((bind(self->listen_fd, (struct sockaddr*)&self->addr, len) < 0) ||
+        (listen(self->listen_fd, 1024) < 0) ||
+        (getsockname(self->listen_fd, (struct sockaddr*)&self->addr, &len) < 0)) {
+        ucs_error("crypt: cannot listen on %s: %m", sock_params->dev_name);
+        status = UCS_ERR_IO_ERROR;
+        goto err;
+    }
+    ev.events   = EPOLLIN;
+    ev.data.ptr = &uct_crypt_sock_listen_marker;
+    if (epoll_ctl(self->epfd, EPOLL_CTL_ADD, self->listen_fd, &ev) < 0) {
+        status = UCS_ERR_IO_ERROR;
+        goto err;
+    }
+    ucs_debug("crypt: wire on %s listening at port %u", sock_params->dev_name,
+              uct_crypt_sock_port(&self->addr));
+    return UCS_OK;
+
+err:
+    if (self->listen_fd >= 0) {
+        close(self->listen_fd);
+    }
+    if (self->epfd >= 0) {
+        close(self->epfd);
+    }
+    return status;
+}
+
+static UCS_CLASS_CLEANUP_FUNC(uct_crypt_sock_iface_t)
+{
+    uct_crypt_sock_conn_t *conn, *tmp;
+
+    ucs_assert(ucs_list_is_empty(&self->eps));
+    ucs_list_for_each_safe(conn, tmp, &self->conns, list) {
+        uct_crypt_sock_conn_close(conn, 1);
+    }
+    close(self->listen_fd);
+    close(self->epfd);
+    ucs_free(self->seen);
+    while (self->rx_cache.count > 0) {
+        ucs_free(self->rx_cache.bufs[--self->rx_cache.count]);
+    }
+    while (self->tx_cache.count > 0) {
+        ucs_free(self->tx_cache.bufs[--self->tx_cache.count]);
+    }
+}
+
+UCS_CLASS_DEFINE(uct_crypt_sock_iface_t, uct_base_iface_t);
+static UCS_CLASS_DEFINE_NEW_FUNC(uct_crypt_sock_iface_t, uct_iface_t, uct_md_h,
+                                 uct_worker_h, const uct_iface_params_t*,
+                                 const uct_iface_config_t*,
+                                 const uct_crypt_sock_params_t*);
+static UCS_CLASS_DEFINE_DELETE_FUNC(uct_crypt_sock_iface_t, uct_iface_t);
+
+static uct_iface_ops_t uct_crypt_sock_iface_ops = {
+    .ep_am_short              = uct_crypt_sock_ep_am_short,
+    .ep_am_short_iov          = uct_base_ep_am_short_iov,
+    .ep_am_bcopy              = uct_crypt_sock_ep_am_bcopy,
+    .ep_pending_add           = uct_crypt_sock_ep_pending_add,
+    .ep_pending_purge         = uct_crypt_sock_ep_pending_purge,
+    .ep_flush                 = uct_crypt_sock_ep_flush,
+    .ep_fence                 = uct_crypt_sock_ep_fence,
+    .ep_check                 = uct_crypt_sock_ep_check,
+    .ep_create                = UCS_CLASS_NEW_FUNC_NAME(uct_crypt_sock_ep_t),
+    .ep_destroy               = UCS_CLASS_DELETE_FUNC_NAME(uct_crypt_sock_ep_t),
+    .ep_get_address           = uct_crypt_sock_ep_get_address,
+    .ep_connect_to_ep         = uct_crypt_sock_ep_connect_to_ep,
+    .iface_flush              = uct_crypt_sock_iface_flush,
+    .iface_fence              = uct_crypt_sock_iface_fence,
+    .iface_progress_enable    = uct_base_iface_progress_enable,
+    .iface_progress_disable   = uct_base_iface_progress_disable,
+    .iface_progress           = uct_crypt_sock_iface_progress,
+    .iface_event_fd_get       = uct_crypt_sock_iface_event_fd_get,
+    .iface_event_arm          = uct_crypt_sock_iface_event_arm,
+    .iface_close              = UCS_CLASS_DELETE_FUNC_NAME(uct_crypt_sock_iface_t),
+    .iface_query              = uct_crypt_sock_iface_query,
+    .iface_get_device_address = uct_crypt_sock_iface_get_device_address,
+    .iface_get_address        = uct_crypt_sock_iface_get_address,
+    .iface_is_reachable       = uct_crypt_sock_iface_is_reachable
+};
+
+ucs_status_t uct_crypt_sock_iface_open(uct_md_h md, uct_worker_h worker,
+                                       const uct_iface_params_t *params,
+                                       const uct_iface_config_t *config,
+                                       const uct_crypt_sock_params_t *sock_params,
+                                       uct_iface_h *iface_p)
+{
+    return UCS_CLASS_NEW_FUNC_NAME(uct_crypt_sock_iface_t)(md, worker, params,
+                                                           config, sock_params,
+                                                           iface_p);
+}
+
+int uct_crypt_sock_is_own(uct_iface_h tl_iface)
+{
+    return tl_iface->ops.iface_progress == uct_crypt_sock_iface_progress;
+}
+
+const uint8_t *uct_crypt_sock_rx_peer(uct_iface_h tl_iface)
+{
+    uct_crypt_sock_iface_t *iface = ucs_derived_of(tl_iface, uct_crypt_sock_iface_t);
+
+    return (uct_crypt_sock_is_own(tl_iface) && (iface->rx_conn != NULL)) ?
+           iface->rx_conn->peer_static : NULL;
+}
+
+void uct_crypt_sock_rx_reject(uct_iface_h tl_iface, const char *reason)
+{
+    uct_crypt_sock_iface_t *iface = ucs_derived_of(tl_iface, uct_crypt_sock_iface_t);
+
+    if (uct_crypt_sock_is_own(tl_iface) && (iface->rx_conn != NULL)) {
+        iface->rx_conn->reject = 1;
+    }
+}

@@ -1,0 +1,226 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * crypt's own Ethernet wire: the inner transport of crypt where the user
+ * names tcp. A small UCT iface of its own (never registered with UCT, so
+ * UCP never sees it; crypt opens it directly) that carries crypt's records
+ * as frames on TCP sockets it owns, after a Noise_IKpsk2 handshake
+ * (src/keyex/noise.h). UCX's tcp transport is never opened beneath crypt:
+ * it would act on its wire headers (PUT requests write where they say)
+ * before anything is authenticated.
+ *
+ * What a stranger can make this code do: accept a connection into one of a
+ * bounded number of half-open slots (the oldest is closed when they are
+ * full, every one after a deadline), read at most one 128-byte initiation
+ * into a fixed buffer and check its size, type and mac1 (a keyed hash: no
+ * DH, no allocation). Nothing else. Once an initiation passes, the
+ * connection belongs to the job-secret holder whose static key the
+ * handshake proved; its frames are length-checked against a constant before
+ * a byte is read into place, and each is a crypt record whose tag the
+ * record layer checks before it acts on it. A frame that fails there closes
+ * the connection (a stream cannot resynchronise) and fails the endpoints
+ * of that authenticated peer; no other connection is touched.
+ *
+ * Connections are one-way, as the records they carry: an ep opens one to
+ * its peer's iface (initiator) and sends; the peer's iface receives on the
+ * connections it accepted (responder). The responder answers only the
+ * handshake. A graceful end is a CLOSE frame authenticated under the
+ * connection's transport key; any other end of an established connection
+ * is a failure that both sides report (the initiator by its ep, the
+ * responder by failing the eps to that peer). Dead peers and cut links:
+ * TCP keepalive and TCP_USER_TIMEOUT (UCX_CRYPT_KEEPALIVE).
+ */
+#ifndef UCT_CRYPT_SOCK_H
+#define UCT_CRYPT_SOCK_H
+
+#include "uct_crypt_wire.h"
+#include "keyex/noise.h"
+
+#include <uct/base/uct_iface.h>
+#include <ucs/datastruct/list.h>
+#include <ucs/datastruct/queue.h>
+#include <net/if.h>
+#include <sys/socket.h>
+
+typedef struct uct_crypt_sock_iface uct_crypt_sock_iface_t;
+typedef struct uct_crypt_sock_conn  uct_crypt_sock_conn_t;
+typedef struct uct_crypt_sock_ep    uct_crypt_sock_ep_t;
+
+/* An authenticated peer's connection ended badly, or delivered a record
+ * that failed: crypt fails its endpoints to that peer. */
+typedef void (*uct_crypt_sock_peer_failed_cb_t)(void *arg,
+                                                const uint8_t peer_static[KEYEX_PUBLIC_KEY_LEN],
+                                                const char *peer_name,
+                                                const char *reason);
+
+typedef struct uct_crypt_sock_params {
+    const char                      *dev_name;
+    const keyex_keypair_t           *keypair;     /* crypt iface's static */
+    const uint8_t                   *job_secret;  /* NULL: unauthenticated */
+    double                          keepalive;    /* seconds, 0: off */
+    uct_crypt_sock_peer_failed_cb_t peer_failed;
+    void                            *peer_failed_arg;
+} uct_crypt_sock_params_t;
+
+/* Frame sizes: a record of at most max_bcopy bytes behind the header */
+enum {
+    UCT_CRYPT_SOCK_MAX_BCOPY   = 262144 + 256,
+    UCT_CRYPT_SOCK_FRAME_MAX   = CRYPT_SOCK_FRAME_HDR_LEN + UCT_CRYPT_SOCK_MAX_BCOPY,
+    UCT_CRYPT_SOCK_TX_BUF      = 4 * UCT_CRYPT_SOCK_FRAME_MAX,
+    UCT_CRYPT_SOCK_HALF_OPEN_MAX = 64
+};
+
+/* Open the wire on a network device. `md` is crypt's md (used by the base
+ * iface only). */
+ucs_status_t uct_crypt_sock_iface_open(uct_md_h md, uct_worker_h worker,
+                                       const uct_iface_params_t *params,
+                                       const uct_iface_config_t *config,
+                                       const uct_crypt_sock_params_t *sock_params,
+                                       uct_iface_h *iface_p);
+
+/* The responder static key crypt's ep is to prove before the wire's ep
+ * sends anything: given at ep creation (connect-to-iface) or at
+ * connect_to_ep, through this call on the wire's ep. */
+ucs_status_t uct_crypt_sock_ep_set_peer(uct_ep_h tl_ep,
+                                        const uint8_t peer_static[KEYEX_PUBLIC_KEY_LEN]);
+
+/* Inside crypt's AM handler: the record being handled came from a
+ * connection that must now be closed (it failed the record layer), and the
+ * static key that connection proved (NULL outside a sock iface's
+ * delivery). */
+const uint8_t *uct_crypt_sock_rx_peer(uct_iface_h tl_iface);
+void uct_crypt_sock_rx_reject(uct_iface_h tl_iface, const char *reason);
+
+/* Is `tl_iface` crypt's own wire? */
+int uct_crypt_sock_is_own(uct_iface_h tl_iface);
+
+/* ---- shared by the files of the wire --------------------------------------- */
+
+typedef enum {
+    UCT_CRYPT_SOCK_CONNECTING,   /* initiator: connect() in progress */
+    UCT_CRYPT_SOCK_INIT_SENT,    /* initiator: waiting for the response */
+    UCT_CRYPT_SOCK_WAIT_INIT,    /* responder: half-open, nothing proved */
+    UCT_CRYPT_SOCK_ESTABLISHED,
+    UCT_CRYPT_SOCK_CLOSED
+} uct_crypt_sock_state_t;
+
+struct uct_crypt_sock_conn {
+    ucs_list_link_t          list;         /* in the iface's conns */
+    uct_crypt_sock_iface_t   *iface;
+    int                      fd;
+    uct_crypt_sock_state_t   state;
+    uct_crypt_sock_ep_t      *ep;          /* initiator's ep; NULL: responder */
+    unsigned                 events;       /* EPOLL* registered */
+    ucs_time_t               deadline;     /* half-open / handshake */
+    struct sockaddr_storage  peer_addr;
+    char                     peer_name[64];
+    uint8_t                  peer_static[KEYEX_PUBLIC_KEY_LEN];
+    keyex_noise_t            *hs;          /* during the handshake, secure */
+    crypt_aead_key_t         ctrl_send, ctrl_recv; /* CLOSE frames */
+    uint64_t                 ctrl_send_seq, ctrl_recv_seq;
+    uint8_t                  *rx_buf;      /* FRAME_MAX; NULL when empty */
+    size_t                   rx_len;
+    uint8_t                  *tx_buf;      /* TX_BUF; NULL when empty */
+    size_t                   tx_head, tx_len;
+    int                      reject;       /* the record layer refused */
+};
+
+typedef struct uct_crypt_sock_buf_cache {
+    void     *bufs[8];
+    unsigned count;
+} uct_crypt_sock_buf_cache_t;
+
+struct uct_crypt_sock_iface {
+    uct_base_iface_t                super;
+    uct_crypt_sock_buf_cache_t      rx_cache, tx_cache;
+    int                             listen_fd;
+    int                             epfd;
+    struct sockaddr_storage         addr;   /* bound: device address, port */
+    const keyex_keypair_t           *keypair;
+    const uint8_t                   *job_secret;
+    double                          keepalive;
+    uct_crypt_sock_peer_failed_cb_t peer_failed;
+    void                            *peer_failed_arg;
+    ucs_list_link_t                 conns;
+    ucs_list_link_t                 eps;
+    unsigned                        half_open;
+    uct_crypt_sock_conn_t           *rx_conn; /* delivering a record now */
+    /* greatest initiation timestamp seen per static key (replays) */
+    struct uct_crypt_sock_seen {
+        uint8_t static_key[KEYEX_PUBLIC_KEY_LEN];
+        uint8_t timestamp[KEYEX_NOISE_TIMESTAMP_LEN];
+    }                               *seen;
+    size_t                          num_seen, max_seen;
+    ucs_time_t                      next_timer;
+    int                             ep_fail_pending;
+    char                            dev_name[IFNAMSIZ];
+};
+
+struct uct_crypt_sock_ep {
+    uct_base_ep_t         super;
+    ucs_list_link_t       list;            /* in the iface's eps */
+    uct_crypt_sock_conn_t *conn;           /* NULL until connected */
+    struct sockaddr_storage dest;
+    int                   have_dest;
+    uint8_t               peer_static[KEYEX_PUBLIC_KEY_LEN];
+    int                   have_peer;
+    ucs_status_t          status;          /* UCS_OK or why it failed */
+    int                   fail_reported;
+    ucs_queue_head_t      pending;         /* uct_pending_req_t */
+    ucs_queue_head_t      flushes;         /* uct_crypt_sock_flush_t */
+};
+
+/* uct_crypt_sock_conn.c */
+void *uct_crypt_sock_buf_get(uct_crypt_sock_buf_cache_t *cache, size_t size);
+void uct_crypt_sock_buf_put(uct_crypt_sock_iface_t *iface,
+                            uct_crypt_sock_buf_cache_t *cache, uint8_t **buf_p);
+uct_crypt_sock_conn_t *uct_crypt_sock_conn_new(uct_crypt_sock_iface_t *iface,
+                                               int fd, uct_crypt_sock_ep_t *ep,
+                                               const struct sockaddr *peer);
+void uct_crypt_sock_conn_close(uct_crypt_sock_conn_t *conn, int graceful);
+void uct_crypt_sock_conn_fail(uct_crypt_sock_conn_t *conn, const char *reason);
+void uct_crypt_sock_conn_handle(uct_crypt_sock_conn_t *conn, unsigned events);
+int uct_crypt_sock_conn_flush(uct_crypt_sock_conn_t *conn);
+void *uct_crypt_sock_conn_tx_reserve(uct_crypt_sock_conn_t *conn, size_t max);
+void uct_crypt_sock_conn_tx_commit(uct_crypt_sock_conn_t *conn, uint8_t type,
+                                   uint8_t am_id, size_t length);
+void uct_crypt_sock_conn_set_events(uct_crypt_sock_conn_t *conn, unsigned events);
+ucs_status_t uct_crypt_sock_conn_start(uct_crypt_sock_conn_t *conn);
+void uct_crypt_sock_conn_send_close(uct_crypt_sock_conn_t *conn);
+
+/* uct_crypt_sock.c */
+int uct_crypt_sock_dest(const uct_device_addr_t *dev_addr, const void *port_addr,
+                        struct sockaddr_storage *dest);
+void uct_crypt_sock_iface_set_options(uct_crypt_sock_iface_t *iface, int fd);
+
+/* uct_crypt_sock_ep.c */
+UCS_CLASS_DECLARE_NEW_FUNC(uct_crypt_sock_ep_t, uct_ep_t, const uct_ep_params_t*);
+UCS_CLASS_DECLARE_DELETE_FUNC(uct_crypt_sock_ep_t, uct_ep_t);
+ucs_status_t uct_crypt_sock_ep_am_short(uct_ep_h tl_ep, uint8_t id,
+                                        uint64_t header, const void *payload,
+                                        unsigned length);
+ssize_t uct_crypt_sock_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
+                                   uct_pack_callback_t pack_cb, void *arg,
+                                   unsigned flags);
+ucs_status_t uct_crypt_sock_ep_pending_add(uct_ep_h tl_ep, uct_pending_req_t *req,
+                                           unsigned flags);
+void uct_crypt_sock_ep_pending_purge(uct_ep_h tl_ep,
+                                     uct_pending_purge_callback_t cb, void *arg);
+ucs_status_t uct_crypt_sock_ep_flush(uct_ep_h tl_ep, unsigned flags,
+                                     uct_completion_t *comp);
+ucs_status_t uct_crypt_sock_ep_fence(uct_ep_h tl_ep, unsigned flags);
+ucs_status_t uct_crypt_sock_ep_check(uct_ep_h tl_ep, unsigned flags,
+                                     uct_completion_t *comp);
+ucs_status_t uct_crypt_sock_ep_get_address(uct_ep_h tl_ep, uct_ep_addr_t *addr);
+ucs_status_t uct_crypt_sock_ep_connect_to_ep(uct_ep_h tl_ep,
+                                             const uct_device_addr_t *dev_addr,
+                                             const uct_ep_addr_t *ep_addr);
+void uct_crypt_sock_ep_failed(uct_crypt_sock_ep_t *ep, ucs_status_t status,
+                              const char *reason);
+unsigned uct_crypt_sock_ep_progress_tx(uct_crypt_sock_ep_t *ep);
+void uct_crypt_sock_iface_report_failures(uct_crypt_sock_iface_t *iface);
+
+/* drop-and-count accounting (rate-limited log) */
+void uct_crypt_sock_outsider(uct_crypt_sock_iface_t *iface,
+                             const uct_crypt_sock_conn_t *conn, const char *what);
+
+#endif

@@ -1,0 +1,615 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * One connection of crypt's own wire (uct_crypt_sock.h): the handshake as
+ * a state machine on a non-blocking socket, then frames. Reads go into one
+ * fixed buffer per connection (UCT_CRYPT_SOCK_FRAME_MAX): a frame's header
+ * is checked before its body is waited for, so no length from the network
+ * ever sizes an allocation; writes go through one fixed buffer per
+ * connection, and a sender that finds it full gets NO_RESOURCE (UCT's
+ * pending path), never a larger buffer.
+ */
+#include "uct_crypt_sock.h"
+#include "uct_crypt.h"
+
+#include <openssl/crypto.h>
+#include <ucs/sys/math.h>
+#include <ucs/sys/sock.h>
+#include <ucs/time/time.h>
+#include <endian.h>
+#include <errno.h>
+#include <sys/epoll.h>
+#include <unistd.h>
+
+/* A stranger gets this long to send a valid initiation; an initiator this
+ * long for the response. */
+#define UCT_CRYPT_SOCK_HANDSHAKE_TIMEOUT 5.0
+
+/* ---- buffers: taken when a connection has bytes to hold, given back when
+ * it has none, a few kept for the next (no malloc per message) -------- */
+
+void *uct_crypt_sock_buf_get(uct_crypt_sock_buf_cache_t *cache, size_t size)
+{
+    return (cache->count > 0) ? cache->bufs[--cache->count] :
+                                ucs_malloc(size, "crypt sock buffer");
+}
+
+void uct_crypt_sock_buf_put(uct_crypt_sock_iface_t *iface,
+                            uct_crypt_sock_buf_cache_t *cache, uint8_t **buf_p)
+{
+    if (*buf_p == NULL) {
+        return;
+    }
+    if (cache->count < ucs_static_array_size(cache->bufs)) {
+        cache->bufs[cache->count++] = *buf_p;
+    } else {
+        ucs_free(*buf_p);
+    }
+    *buf_p = NULL;
+}
+
+uct_crypt_sock_conn_t *uct_crypt_sock_conn_new(uct_crypt_sock_iface_t *iface,
+                                               int fd, uct_crypt_sock_ep_t *ep,
+                                               const struct sockaddr *peer)
+{
+    uct_crypt_sock_conn_t *conn;
+    struct epoll_event ev;
+
+    conn = ucs_calloc(1, sizeof(*conn), "crypt sock conn");
+    if (conn == NULL) {
+        return NULL;
+    }
+    conn->hs = keyex_secure_alloc(sizeof(*conn->hs));
+    if ((conn->hs == NULL) ||
+        (keyex_noise_start(conn->hs, iface->keypair, iface->job_secret) !=
+         KEYEX_OK)) {
+        goto err;
+    }
+    conn->iface    = iface;
+    conn->fd       = fd;
+    conn->ep       = ep;
+    conn->state    = (ep != NULL) ? UCT_CRYPT_SOCK_CONNECTING :
+                                    UCT_CRYPT_SOCK_WAIT_INIT;
+    conn->deadline = ucs_get_time() +
+                     ucs_time_from_sec(UCT_CRYPT_SOCK_HANDSHAKE_TIMEOUT);
+    memcpy(&conn->peer_addr, peer, (peer->sa_family == AF_INET6) ?
+           sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in));
+    ucs_sockaddr_str(peer, conn->peer_name, sizeof(conn->peer_name));
+
+    conn->events = EPOLLIN | ((ep != NULL) ? EPOLLOUT : 0);
+    ev.events    = conn->events;
+    ev.data.ptr  = conn;
+    if (epoll_ctl(iface->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+        goto err;
+    }
+    ucs_list_add_tail(&iface->conns, &conn->list);
+    return conn;
+
+err:
+    if (conn->hs != NULL) {
+        keyex_noise_cleanup(conn->hs);
+        keyex_secure_free(conn->hs, sizeof(*conn->hs));
+    }
+    ucs_free(conn);
+    return NULL;
+}
+
+void uct_crypt_sock_conn_set_events(uct_crypt_sock_conn_t *conn, unsigned events)
+{
+    struct epoll_event ev;
+
+    if ((conn->events == events) || (conn->fd < 0)) {
+        return;
+    }
+    ev.events    = events;
+    ev.data.ptr  = conn;
+    conn->events = events;
+    (void)epoll_ctl(conn->iface->epfd, EPOLL_CTL_MOD, conn->fd, &ev);
+}
+
+static void uct_crypt_sock_conn_free_keys(uct_crypt_sock_conn_t *conn)
+{
+    if (conn->hs != NULL) {
+        keyex_noise_cleanup(conn->hs);
+        keyex_secure_free(conn->hs, sizeof(*conn->hs));
+        conn->hs = NULL;
+    }
+    crypt_aead_key_cleanup(&conn->ctrl_send);
+    crypt_aead_key_cleanup(&conn->ctrl_recv);
+}
+
+/* The end of a connection. `graceful`: an authenticated CLOSE, or our own
+ * iface going away. Otherwise an established connection's end is a
+ * failure both sides report. */
+void uct_crypt_sock_conn_close(uct_crypt_sock_conn_t *conn, int graceful)
+{
+    uct_crypt_sock_iface_t *iface = conn->iface;
+
+    if (conn->state == UCT_CRYPT_SOCK_WAIT_INIT) {
+        --iface->half_open;
+    }
+    if (conn->fd >= 0) {
+        (void)epoll_ctl(iface->epfd, EPOLL_CTL_DEL, conn->fd, NULL);
+        close(conn->fd);
+        conn->fd = -1;
+    }
+    conn->state = UCT_CRYPT_SOCK_CLOSED;
+    uct_crypt_sock_conn_free_keys(conn);
+    if (conn->ep != NULL) {
+        conn->ep->conn = NULL;
+    }
+    if (iface->rx_conn == conn) {
+        iface->rx_conn = NULL;
+    }
+    ucs_list_del(&conn->list);
+    uct_crypt_sock_buf_put(iface, &iface->tx_cache, &conn->tx_buf);
+    uct_crypt_sock_buf_put(iface, &iface->rx_cache, &conn->rx_buf);
+    ucs_free(conn);
+    (void)graceful;
+}
+
+/* A connection that cannot go on: its ep (initiator) or the eps to its
+ * authenticated peer (responder) fail, and the log says who and why. */
+void uct_crypt_sock_conn_fail(uct_crypt_sock_conn_t *conn, const char *reason)
+{
+    uct_crypt_sock_iface_t *iface = conn->iface;
+    uint8_t peer[KEYEX_PUBLIC_KEY_LEN];
+    char name[sizeof(conn->peer_name)];
+    int established = (conn->state == UCT_CRYPT_SOCK_ESTABLISHED);
+    uct_crypt_sock_ep_t *ep = conn->ep;
+
+    if (!established && (ep == NULL)) {
+        /* a stranger's connection: nothing of ours depended on it */
+        uct_crypt_sock_outsider(iface, conn, reason);
+        uct_crypt_sock_conn_close(conn, 0);
+        return;
+    }
+
+    UCT_CRYPT_STAT_ADD(wire_failed, 1);
+    memcpy(peer, conn->peer_static, sizeof(peer));
+    memcpy(name, conn->peer_name, sizeof(name));
+    uct_crypt_sock_conn_close(conn, 0);
+    if (ep != NULL) {
+        uct_crypt_sock_ep_failed(ep, UCS_ERR_CONNECTION_RESET, reason);
+    } else if (iface->peer_failed != NULL) {
+        iface->peer_failed(iface->peer_failed_arg, peer, name, reason);
+    }
+}
+
+/* ---- writing ------------------------------------------------------------- */
+
+/* Write what the tx buffer holds; 1 when it is empty, -1 on failure (the
+ * connection is then gone). */
+int uct_crypt_sock_conn_flush(uct_crypt_sock_conn_t *conn)
+{
+    ssize_t sent;
+
+    while (conn->tx_len > 0) {
+        sent = send(conn->fd, conn->tx_buf + conn->tx_head, conn->tx_len,
+                    MSG_NOSIGNAL);
+        if (sent < 0) {
+            if ((errno == EAGAIN) || (errno == EWOULDBLOCK) || (errno == EINTR)) {
+                uct_crypt_sock_conn_set_events(conn, EPOLLIN | EPOLLOUT);
+                return 0;
+            }
+            uct_crypt_sock_conn_fail(conn, strerror(errno));
+            return -1;
+        }
+        conn->tx_head += sent;
+        conn->tx_len  -= sent;
+    }
+    conn->tx_head = 0;
+    /* idle connections hold no buffer: memory follows the busy ones */
+    uct_crypt_sock_buf_put(conn->iface, &conn->iface->tx_cache, &conn->tx_buf);
+    uct_crypt_sock_conn_set_events(conn, EPOLLIN);
+    return 1;
+}
+
+/* Room for a frame of up to `max` body bytes: a pointer to its body, or
+ * NULL (the buffer is full: NO_RESOURCE). */
+void *uct_crypt_sock_conn_tx_reserve(uct_crypt_sock_conn_t *conn, size_t max)
+{
+    size_t need = CRYPT_SOCK_FRAME_HDR_LEN + max;
+
+    if ((conn->tx_buf == NULL) &&
+        ((conn->tx_buf = uct_crypt_sock_buf_get(&conn->iface->tx_cache,
+                                                UCT_CRYPT_SOCK_TX_BUF)) == NULL)) {
+        return NULL;
+    }
+    if (conn->tx_head + conn->tx_len + need > UCT_CRYPT_SOCK_TX_BUF) {
+        if (conn->tx_len + need > UCT_CRYPT_SOCK_TX_BUF) {
+            return NULL;
+        }
+        memmove(conn->tx_buf, conn->tx_buf + conn->tx_head, conn->tx_len);
+        conn->tx_head = 0;
+    }
+    return conn->tx_buf + conn->tx_head + conn->tx_len + CRYPT_SOCK_FRAME_HDR_LEN;
+}
+
+void uct_crypt_sock_conn_tx_commit(uct_crypt_sock_conn_t *conn, uint8_t type,
+                                   uint8_t am_id, size_t length)
+{
+    crypt_sock_frame_hdr_t hdr;
+
+    ucs_assert(length <= UCT_CRYPT_SOCK_MAX_BCOPY);
+    hdr.length   = htole32((uint32_t)length);
+    hdr.type     = type;
+    hdr.am_id    = am_id;
+    hdr.reserved = 0;
+    memcpy(conn->tx_buf + conn->tx_head + conn->tx_len, &hdr, sizeof(hdr));
+    conn->tx_len += sizeof(hdr) + length;
+}
+
+/* ---- the handshake -------------------------------------------------------- */
+
+static ucs_status_t uct_crypt_sock_conn_keys(uct_crypt_sock_conn_t *conn,
+                                             const keyex_noise_transport_t *keys)
+{
+    if ((crypt_aead_key_init(&conn->ctrl_send, CRYPT_AEAD_BACKEND_OPENSSL,
+                             keys->send, KEYEX_NOISE_KEY_LEN) != CRYPT_AEAD_OK) ||
+        (crypt_aead_key_init(&conn->ctrl_recv, CRYPT_AEAD_BACKEND_OPENSSL,
+                             keys->recv, KEYEX_NOISE_KEY_LEN) != CRYPT_AEAD_OK)) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+    return UCS_OK;
+}
+
+/* Initiator: the initiation goes first in the tx buffer, ahead of any
+ * record (records may follow it at once: they are sealed already, and the
+ * responder reads them only once the initiation passed). */
+ucs_status_t uct_crypt_sock_conn_start(uct_crypt_sock_conn_t *conn)
+{
+    uint8_t timestamp[KEYEX_NOISE_TIMESTAMP_LEN];
+    keyex_noise_init_msg_t *msg;
+
+    msg = uct_crypt_sock_conn_tx_reserve(conn, 0);
+    if (msg == NULL) {
+        return UCS_ERR_NO_MEMORY;
+    }
+    msg = (keyex_noise_init_msg_t*)conn->tx_buf;
+    keyex_noise_timestamp_now(timestamp);
+    if (keyex_noise_init_create(conn->hs, conn->iface->keypair,
+                                conn->iface->job_secret, conn->peer_static,
+                                timestamp, msg) != KEYEX_OK) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+    conn->tx_head = 0;
+    conn->tx_len  = sizeof(*msg);
+    return UCS_OK;
+}
+
+/* Responder: the greatest timestamp seen from `rs`; refuses one not above */
+static int uct_crypt_sock_timestamp_fresh(uct_crypt_sock_iface_t *iface,
+                                          const uint8_t rs[KEYEX_PUBLIC_KEY_LEN],
+                                          const uint8_t ts[KEYEX_NOISE_TIMESTAMP_LEN])
+{
+    struct uct_crypt_sock_seen *seen;
+    size_t i;
+
+    for (i = 0; i < iface->num_seen; ++i) {
+        seen = &iface->seen[i];
+        if (!memcmp(seen->static_key, rs, KEYEX_PUBLIC_KEY_LEN)) {
+            if (memcmp(ts, seen->timestamp, KEYEX_NOISE_TIMESTAMP_LEN) <= 0) {
+                return 0; /* a replay (WireGuard whitepaper §5.1) */
+            }
+            memcpy(seen->timestamp, ts, KEYEX_NOISE_TIMESTAMP_LEN);
+            return 1;
+        }
+    }
+    if (iface->num_seen == iface->max_seen) {
+        size_t max = ucs_max(iface->max_seen * 2, 64);
+        seen = ucs_realloc(iface->seen, max * sizeof(*seen), "crypt sock seen");
+        if (seen == NULL) {
+            return 0;
+        }
+        iface->seen     = seen;
+        iface->max_seen = max;
+    }
+    seen = &iface->seen[iface->num_seen++];
+    memcpy(seen->static_key, rs, KEYEX_PUBLIC_KEY_LEN);
+    memcpy(seen->timestamp, ts, KEYEX_NOISE_TIMESTAMP_LEN);
+    return 1;
+}
+
+/* Responder: the first 128 bytes. Returns 0 when the connection is gone. */
+static int uct_crypt_sock_conn_accept_init(uct_crypt_sock_conn_t *conn)
+{
+    uct_crypt_sock_iface_t *iface = conn->iface;
+    keyex_noise_init_msg_t init;
+    keyex_noise_response_msg_t resp;
+    keyex_noise_transport_t keys;
+    uint8_t ts[KEYEX_NOISE_TIMESTAMP_LEN];
+    ssize_t sent;
+    int ok;
+
+    memcpy(&init, conn->rx_buf, sizeof(init));
+    /* the only bytes of a stranger we look at: size (read exactly),
+     * type, version and mac1, before any DH */
+    if (!keyex_noise_init_precheck(conn->hs, &init)) {
+        uct_crypt_sock_conn_fail(conn, "handshake initiation without a valid "
+                                       "mac1 (not a job-secret holder)");
+        return 0;
+    }
+    if (keyex_noise_init_consume(conn->hs, iface->keypair, &init, ts) != KEYEX_OK) {
+        uct_crypt_sock_conn_fail(conn, "handshake initiation did not decrypt");
+        return 0;
+    }
+    if (!uct_crypt_sock_timestamp_fresh(iface, conn->hs->rs, ts)) {
+        uct_crypt_sock_conn_fail(conn, "replayed handshake initiation");
+        return 0;
+    }
+    ok = (keyex_noise_response_create(conn->hs, iface->job_secret, &resp,
+                                      &keys) == KEYEX_OK) &&
+         (uct_crypt_sock_conn_keys(conn, &keys) == UCS_OK);
+    OPENSSL_cleanse(&keys, sizeof(keys));
+    if (!ok) {
+        uct_crypt_sock_conn_fail(conn, "cannot answer the handshake");
+        return 0;
+    }
+    /* 68 bytes into an empty socket buffer: never partial in practice; a
+     * short write ends the connection rather than buffering for strangers */
+    sent = send(conn->fd, &resp, sizeof(resp), MSG_NOSIGNAL);
+    if (sent != (ssize_t)sizeof(resp)) {
+        uct_crypt_sock_conn_fail(conn, "cannot send the handshake response");
+        return 0;
+    }
+    memcpy(conn->peer_static, conn->hs->rs, KEYEX_PUBLIC_KEY_LEN);
+    keyex_noise_cleanup(conn->hs);
+    keyex_secure_free(conn->hs, sizeof(*conn->hs));
+    conn->hs    = NULL;
+    conn->state = UCT_CRYPT_SOCK_ESTABLISHED;
+    --iface->half_open;
+    UCT_CRYPT_STAT_ADD(wire_handshakes, 1);
+    ucs_debug("crypt: wire connection from %s, peer %02x%02x%02x%02x",
+              conn->peer_name, conn->peer_static[0], conn->peer_static[1],
+              conn->peer_static[2], conn->peer_static[3]);
+    return 1;
+}
+
+/* Initiator: the 68-byte response */
+static int uct_crypt_sock_conn_accept_response(uct_crypt_sock_conn_t *conn)
+{
+    keyex_noise_response_msg_t resp;
+    keyex_noise_transport_t keys;
+    int ok;
+
+    memcpy(&resp, conn->rx_buf, sizeof(resp));
+    ok = (keyex_noise_response_consume(conn->hs, conn->iface->keypair, &resp,
+                                       &keys) == KEYEX_OK);
+    if (!ok) {
+        uct_crypt_sock_conn_fail(conn, "handshake response refused (the peer "
+                                       "does not hold the job secret, or "
+                                       "not the key its address names)");
+        return 0;
+    }
+    ok = (uct_crypt_sock_conn_keys(conn, &keys) == UCS_OK);
+    OPENSSL_cleanse(&keys, sizeof(keys));
+    if (!ok) {
+        uct_crypt_sock_conn_fail(conn, "cannot set up the connection's keys");
+        return 0;
+    }
+    keyex_noise_cleanup(conn->hs);
+    keyex_secure_free(conn->hs, sizeof(*conn->hs));
+    conn->hs    = NULL;
+    conn->state = UCT_CRYPT_SOCK_ESTABLISHED;
+    UCT_CRYPT_STAT_ADD(wire_handshakes, 1);
+    return 1;
+}
+
+/* ---- frames --------------------------------------------------------------- */
+
+static void uct_crypt_sock_ctrl_nonce(uint64_t n, uint8_t nonce[CRYPT_AEAD_NONCE_LEN])
+{
+    uint64_t be = htobe64(n);
+
+    memset(nonce, 0, 4);
+    memcpy(nonce + 4, &be, sizeof(be));
+}
+
+/* Initiator: a CLOSE frame, authenticated (uct_crypt_wire.h) */
+void uct_crypt_sock_conn_send_close(uct_crypt_sock_conn_t *conn)
+{
+    uint8_t nonce[CRYPT_AEAD_NONCE_LEN];
+    crypt_sock_frame_hdr_t *hdr;
+    uint8_t *tag;
+
+    if ((conn->state != UCT_CRYPT_SOCK_ESTABLISHED) ||
+        ((tag = uct_crypt_sock_conn_tx_reserve(conn, CRYPT_AEAD_TAG_LEN)) == NULL)) {
+        return;
+    }
+    hdr           = (crypt_sock_frame_hdr_t*)(tag - CRYPT_SOCK_FRAME_HDR_LEN);
+    hdr->length   = htole32(CRYPT_AEAD_TAG_LEN);
+    hdr->type     = CRYPT_SOCK_FRAME_CLOSE;
+    hdr->am_id    = 0;
+    hdr->reserved = 0;
+    uct_crypt_sock_ctrl_nonce(conn->ctrl_send_seq++, nonce);
+    if (crypt_aead_seal(&conn->ctrl_send, nonce, hdr, sizeof(*hdr), "", 0, tag,
+                        tag) != CRYPT_AEAD_OK) {
+        return;
+    }
+    conn->tx_len += CRYPT_SOCK_FRAME_HDR_LEN + CRYPT_AEAD_TAG_LEN;
+    (void)uct_crypt_sock_conn_flush(conn);
+}
+
+/* One whole frame at rx_buf: 0 when the connection is gone */
+static int uct_crypt_sock_conn_deliver(uct_crypt_sock_conn_t *conn,
+                                       const crypt_sock_frame_hdr_t *hdr,
+                                       uint8_t *body, size_t length)
+{
+    uct_crypt_sock_iface_t *iface = conn->iface;
+    uint8_t nonce[CRYPT_AEAD_NONCE_LEN];
+
+    if (hdr->type == CRYPT_SOCK_FRAME_CLOSE) {
+        uct_crypt_sock_ctrl_nonce(conn->ctrl_recv_seq++, nonce);
+        if ((length != CRYPT_AEAD_TAG_LEN) ||
+            (crypt_aead_open(&conn->ctrl_recv, nonce, hdr, sizeof(*hdr), body, 0,
+                             body, body) != CRYPT_AEAD_OK)) {
+            uct_crypt_sock_conn_fail(conn, "forged CLOSE frame");
+            return 0;
+        }
+        ucs_debug("crypt: wire connection from %s closed by its peer",
+                  conn->peer_name);
+        uct_crypt_sock_conn_close(conn, 1);
+        return 0;
+    }
+
+    /* a record: crypt's record layer checks its tag before it acts on it,
+     * and tells us (uct_crypt_sock_rx_reject) when it fails */
+    iface->rx_conn = conn;
+    conn->reject   = 0;
+    uct_iface_invoke_am(&iface->super, hdr->am_id, body, (unsigned)length, 0);
+    if (iface->rx_conn != conn) {
+        return 0; /* closed from inside the handler (iface going away) */
+    }
+    iface->rx_conn = NULL;
+    if (conn->reject) {
+        uct_crypt_sock_conn_fail(conn, "a record failed authentication");
+        return 0;
+    }
+    return 1;
+}
+
+/* Parse what the rx buffer holds. 0 when the connection is gone. */
+static int uct_crypt_sock_conn_parse(uct_crypt_sock_conn_t *conn)
+{
+    crypt_sock_frame_hdr_t hdr;
+    size_t offset = 0, length, need;
+
+    for (;;) {
+        switch (conn->state) {
+        case UCT_CRYPT_SOCK_WAIT_INIT:
+            need = sizeof(keyex_noise_init_msg_t);
+            break;
+        case UCT_CRYPT_SOCK_INIT_SENT:
+            need = sizeof(keyex_noise_response_msg_t);
+            break;
+        case UCT_CRYPT_SOCK_ESTABLISHED:
+            need = CRYPT_SOCK_FRAME_HDR_LEN;
+            break;
+        default:
+            return 0;
+        }
+        if (conn->rx_len - offset < need) {
+            break;
+        }
+        if (conn->state == UCT_CRYPT_SOCK_WAIT_INIT) {
+            memmove(conn->rx_buf, conn->rx_buf + offset, conn->rx_len - offset);
+            conn->rx_len -= offset;
+            offset = 0;
+            if (!uct_crypt_sock_conn_accept_init(conn)) {
+                return 0;
+            }
+            offset = need;
+            continue;
+        }
+        if (conn->state == UCT_CRYPT_SOCK_INIT_SENT) {
+            if (!uct_crypt_sock_conn_accept_response(conn)) {
+                return 0;
+            }
+            offset += need;
+            continue;
+        }
+
+        memcpy(&hdr, conn->rx_buf + offset, sizeof(hdr));
+        length = le32toh(hdr.length);
+        if ((length > UCT_CRYPT_SOCK_MAX_BCOPY) || (hdr.reserved != 0) ||
+            ((hdr.type != CRYPT_SOCK_FRAME_RECORD) &&
+             (hdr.type != CRYPT_SOCK_FRAME_CLOSE)) ||
+            ((hdr.type == CRYPT_SOCK_FRAME_RECORD) && (conn->ep != NULL))) {
+            /* records flow initiator to responder only */
+            uct_crypt_sock_conn_fail(conn, "malformed frame header");
+            return 0;
+        }
+        if (conn->rx_len - offset < CRYPT_SOCK_FRAME_HDR_LEN + length) {
+            break;
+        }
+        if (!uct_crypt_sock_conn_deliver(conn, &hdr,
+                                         conn->rx_buf + offset +
+                                         CRYPT_SOCK_FRAME_HDR_LEN, length)) {
+            return 0;
+        }
+        offset += CRYPT_SOCK_FRAME_HDR_LEN + length;
+    }
+    if (offset > 0) {
+        memmove(conn->rx_buf, conn->rx_buf + offset, conn->rx_len - offset);
+        conn->rx_len -= offset;
+    }
+    return 1;
+}
+
+static void uct_crypt_sock_conn_read(uct_crypt_sock_conn_t *conn)
+{
+    size_t room;
+    ssize_t got;
+
+    for (;;) {
+        if ((conn->rx_buf == NULL) &&
+            ((conn->rx_buf = uct_crypt_sock_buf_get(&conn->iface->rx_cache,
+                                                    UCT_CRYPT_SOCK_FRAME_MAX)) == NULL)) {
+            uct_crypt_sock_conn_fail(conn, "out of memory");
+            return;
+        }
+        /* during the handshake, read no more than its message: nothing a
+         * stranger sends beyond 128 bytes is read at all */
+        room = (conn->state == UCT_CRYPT_SOCK_WAIT_INIT) ?
+               sizeof(keyex_noise_init_msg_t) - conn->rx_len :
+               UCT_CRYPT_SOCK_FRAME_MAX - conn->rx_len;
+        if (room == 0) {
+            return; /* a whole frame is waiting for the parser: cannot be */
+        }
+        got = recv(conn->fd, conn->rx_buf + conn->rx_len, room, 0);
+        if (got == 0) {
+            if (conn->state == UCT_CRYPT_SOCK_ESTABLISHED) {
+                uct_crypt_sock_conn_fail(conn, "the peer closed the connection "
+                                               "without a CLOSE (it exited or "
+                                               "was killed)");
+            } else {
+                uct_crypt_sock_conn_fail(conn, "connection closed during the "
+                                               "handshake");
+            }
+            return;
+        }
+        if (got < 0) {
+            if ((errno == EAGAIN) || (errno == EWOULDBLOCK) || (errno == EINTR)) {
+                return;
+            }
+            uct_crypt_sock_conn_fail(conn, strerror(errno));
+            return;
+        }
+        conn->rx_len += got;
+        if (!uct_crypt_sock_conn_parse(conn)) {
+            return;
+        }
+        if (conn->rx_len == 0) {
+            uct_crypt_sock_buf_put(conn->iface, &conn->iface->rx_cache,
+                                   &conn->rx_buf);
+        }
+        if ((size_t)got < room) {
+            return; /* drained */
+        }
+    }
+}
+
+void uct_crypt_sock_conn_handle(uct_crypt_sock_conn_t *conn, unsigned events)
+{
+    int err       = 0;
+    socklen_t len = sizeof(err);
+
+    if (conn->state == UCT_CRYPT_SOCK_CONNECTING) {
+        if (!(events & (EPOLLOUT | EPOLLERR | EPOLLHUP))) {
+            return;
+        }
+        if ((getsockopt(conn->fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0) ||
+            (err != 0)) {
+            uct_crypt_sock_conn_fail(conn, strerror(err ? err : errno));
+            return;
+        }
+        conn->state = UCT_CRYPT_SOCK_INIT_SENT;
+    }
+    /* the ep's pending sends get the room from the iface's progress */
+    if ((events & EPOLLOUT) && (uct_crypt_sock_conn_flush(conn) < 0)) {
+        return;
+    }
+    if (events & (EPOLLIN | EPOLLERR | EPOLLHUP)) {
+        uct_crypt_sock_conn_read(conn);
+    }
+}

@@ -1,0 +1,365 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * An ep of crypt's own wire (uct_crypt_sock.h): one outgoing connection,
+ * opened once both the peer's address and the static key it must prove
+ * are known; sends that find its buffer full return NO_RESOURCE and wait
+ * on the pending queue; a failure is reported once, from progress.
+ */
+#include "uct_crypt_sock.h"
+#include "uct_crypt.h"
+
+#include <ucs/sys/sock.h>
+#include <errno.h>
+#include <unistd.h>
+
+typedef struct uct_crypt_sock_flush {
+    ucs_queue_elem_t queue;
+    uct_completion_t *comp;
+} uct_crypt_sock_flush_t;
+
+static ucs_status_t uct_crypt_sock_ep_connect(uct_crypt_sock_ep_t *ep)
+{
+    uct_crypt_sock_iface_t *iface = ucs_derived_of(ep->super.super.iface,
+                                                   uct_crypt_sock_iface_t);
+    socklen_t len = (ep->dest.ss_family == AF_INET6) ?
+                    sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
+    uct_crypt_sock_conn_t *conn;
+    ucs_status_t status;
+    int fd;
+
+    if (!ep->have_dest || !ep->have_peer || (ep->conn != NULL)) {
+        return UCS_OK;
+    }
+    fd = socket(ep->dest.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        return UCS_ERR_IO_ERROR;
+    }
+    uct_crypt_sock_iface_set_options(iface, fd);
+    if ((connect(fd, (struct sockaddr*)&ep->dest, len) < 0) &&
+        (errno != EINPROGRESS)) {
+        ucs_error("crypt: cannot connect the wire: %m");
+        close(fd);
+        return UCS_ERR_UNREACHABLE;
+    }
+    conn = uct_crypt_sock_conn_new(iface, fd, ep, (struct sockaddr*)&ep->dest);
+    if (conn == NULL) {
+        close(fd);
+        return UCS_ERR_NO_MEMORY;
+    }
+    memcpy(conn->peer_static, ep->peer_static, KEYEX_PUBLIC_KEY_LEN);
+    status = uct_crypt_sock_conn_start(conn);
+    if (status != UCS_OK) {
+        uct_crypt_sock_conn_close(conn, 1);
+        return status;
+    }
+    ep->conn = conn;
+    return UCS_OK;
+}
+
+static UCS_CLASS_INIT_FUNC(uct_crypt_sock_ep_t, const uct_ep_params_t *params)
+{
+    uct_crypt_sock_iface_t *iface = ucs_derived_of(params->iface,
+                                                   uct_crypt_sock_iface_t);
+
+    UCS_CLASS_CALL_SUPER_INIT(uct_base_ep_t, &iface->super);
+
+    self->conn          = NULL;
+    self->have_dest     = 0;
+    self->have_peer     = 0;
+    self->status        = UCS_OK;
+    self->fail_reported = 0;
+    ucs_queue_head_init(&self->pending);
+    ucs_queue_head_init(&self->flushes);
+    if ((params->field_mask & UCT_EP_PARAM_FIELD_IFACE_ADDR) &&
+        (params->field_mask & UCT_EP_PARAM_FIELD_DEV_ADDR)) {
+        if (!uct_crypt_sock_dest(params->dev_addr, params->iface_addr,
+                                 &self->dest)) {
+            return UCS_ERR_INVALID_ADDR;
+        }
+        self->have_dest = 1;
+    }
+    ucs_list_add_tail(&iface->eps, &self->list);
+    return UCS_OK;
+}
+
+static UCS_CLASS_CLEANUP_FUNC(uct_crypt_sock_ep_t)
+{
+    uct_crypt_sock_flush_t *flush;
+
+    ucs_list_del(&self->list);
+    if (self->conn != NULL) {
+        /* a graceful end: what UCP flushed has left; the peer learns that
+         * this is no failure */
+        uct_crypt_sock_conn_send_close(self->conn);
+        uct_crypt_sock_conn_close(self->conn, 1);
+    }
+    ucs_queue_for_each_extract(flush, &self->flushes, queue, 1) {
+        uct_invoke_completion(flush->comp, UCS_ERR_CANCELED);
+        ucs_free(flush);
+    }
+}
+
+UCS_CLASS_DEFINE(uct_crypt_sock_ep_t, uct_base_ep_t);
+UCS_CLASS_DEFINE_NEW_FUNC(uct_crypt_sock_ep_t, uct_ep_t, const uct_ep_params_t*);
+UCS_CLASS_DEFINE_DELETE_FUNC(uct_crypt_sock_ep_t, uct_ep_t);
+
+ucs_status_t uct_crypt_sock_ep_set_peer(uct_ep_h tl_ep,
+                                        const uint8_t peer_static[KEYEX_PUBLIC_KEY_LEN])
+{
+    uct_crypt_sock_ep_t *ep = ucs_derived_of(tl_ep, uct_crypt_sock_ep_t);
+
+    memcpy(ep->peer_static, peer_static, KEYEX_PUBLIC_KEY_LEN);
+    ep->have_peer = 1;
+    return uct_crypt_sock_ep_connect(ep);
+}
+
+ucs_status_t uct_crypt_sock_ep_get_address(uct_ep_h tl_ep, uct_ep_addr_t *addr)
+{
+    /* connect-to-ep is connect-to-iface here: the ep address is the port */
+    return uct_iface_get_address(tl_ep->iface, (uct_iface_addr_t*)addr);
+}
+
+ucs_status_t uct_crypt_sock_ep_connect_to_ep(uct_ep_h tl_ep,
+                                             const uct_device_addr_t *dev_addr,
+                                             const uct_ep_addr_t *ep_addr)
+{
+    uct_crypt_sock_ep_t *ep = ucs_derived_of(tl_ep, uct_crypt_sock_ep_t);
+
+    if (!uct_crypt_sock_dest(dev_addr, ep_addr, &ep->dest)) {
+        return UCS_ERR_INVALID_ADDR;
+    }
+    ep->have_dest = 1;
+    return uct_crypt_sock_ep_connect(ep);
+}
+
+/* ---- failures -------------------------------------------------------------- */
+
+void uct_crypt_sock_ep_failed(uct_crypt_sock_ep_t *ep, ucs_status_t status,
+                              const char *reason)
+{
+    uct_crypt_sock_iface_t *iface = ucs_derived_of(ep->super.super.iface,
+                                                   uct_crypt_sock_iface_t);
+    char dest[64];
+
+    if (ep->status != UCS_OK) {
+        return;
+    }
+    ep->status = status;
+    ucs_sockaddr_str((struct sockaddr*)&ep->dest, dest, sizeof(dest));
+    ucs_diag("crypt: wire connection to %s (peer %02x%02x%02x%02x) ended: %s",
+             dest, ep->peer_static[0], ep->peer_static[1], ep->peer_static[2],
+             ep->peer_static[3], reason);
+    iface->ep_fail_pending = 1;
+}
+
+/* From progress: each failed ep reported once; UCP may destroy eps from
+ * its handler, so the walk starts over after each call. */
+void uct_crypt_sock_iface_report_failures(uct_crypt_sock_iface_t *iface)
+{
+    uct_crypt_sock_ep_t *ep;
+
+    iface->ep_fail_pending = 0;
+restart:
+    ucs_list_for_each(ep, &iface->eps, list) {
+        if ((ep->status != UCS_OK) && !ep->fail_reported) {
+            ep->fail_reported = 1;
+            (void)uct_iface_handle_ep_err(&iface->super.super, &ep->super.super,
+                                          ep->status);
+            goto restart;
+        }
+    }
+}
+
+/* ---- sending ------------------------------------------------------------- */
+
+/* The connection to send on now, or a status for the caller */
+static inline ucs_status_t uct_crypt_sock_ep_sendable(uct_crypt_sock_ep_t *ep,
+                                                      uct_crypt_sock_conn_t **conn_p)
+{
+    if (ucs_unlikely(ep->status != UCS_OK)) {
+        return ep->status;
+    }
+    if (ucs_unlikely(ep->conn == NULL)) {
+        return ep->have_dest && ep->have_peer ? UCS_ERR_CONNECTION_RESET :
+                                                UCS_ERR_NO_RESOURCE;
+    }
+    *conn_p = ep->conn;
+    return UCS_OK;
+}
+
+static void uct_crypt_sock_ep_sent(uct_crypt_sock_conn_t *conn)
+{
+    /* before the handshake response, records wait behind the initiation */
+    if (conn->state != UCT_CRYPT_SOCK_CONNECTING) {
+        (void)uct_crypt_sock_conn_flush(conn);
+    }
+}
+
+ucs_status_t uct_crypt_sock_ep_am_short(uct_ep_h tl_ep, uint8_t id,
+                                        uint64_t header, const void *payload,
+                                        unsigned length)
+{
+    uct_crypt_sock_ep_t *ep = ucs_derived_of(tl_ep, uct_crypt_sock_ep_t);
+    uct_crypt_sock_conn_t *conn;
+    ucs_status_t status;
+    uint8_t *body;
+
+    status = uct_crypt_sock_ep_sendable(ep, &conn);
+    if (status != UCS_OK) {
+        return status;
+    }
+    body = uct_crypt_sock_conn_tx_reserve(conn, sizeof(header) + length);
+    if (body == NULL) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+    memcpy(body, &header, sizeof(header));
+    memcpy(body + sizeof(header), payload, length);
+    uct_crypt_sock_conn_tx_commit(conn, CRYPT_SOCK_FRAME_RECORD, id,
+                                  sizeof(header) + length);
+    uct_crypt_sock_ep_sent(conn);
+    return UCS_OK;
+}
+
+ssize_t uct_crypt_sock_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
+                                   uct_pack_callback_t pack_cb, void *arg,
+                                   unsigned flags)
+{
+    uct_crypt_sock_ep_t *ep = ucs_derived_of(tl_ep, uct_crypt_sock_ep_t);
+    uct_crypt_sock_conn_t *conn;
+    ucs_status_t status;
+    size_t length;
+    void *body;
+
+    status = uct_crypt_sock_ep_sendable(ep, &conn);
+    if (status != UCS_OK) {
+        return status;
+    }
+    body = uct_crypt_sock_conn_tx_reserve(conn, UCT_CRYPT_SOCK_MAX_BCOPY);
+    if (body == NULL) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+    length = pack_cb(body, arg);
+    ucs_assert(length <= UCT_CRYPT_SOCK_MAX_BCOPY);
+    uct_crypt_sock_conn_tx_commit(conn, CRYPT_SOCK_FRAME_RECORD, id, length);
+    uct_crypt_sock_ep_sent(conn);
+    return length;
+}
+
+/* ---- pending, flush -------------------------------------------------------- */
+
+static int uct_crypt_sock_ep_has_room(uct_crypt_sock_ep_t *ep)
+{
+    return (ep->conn != NULL) &&
+           (ep->conn->tx_len + CRYPT_SOCK_FRAME_HDR_LEN +
+            UCT_CRYPT_SOCK_MAX_BCOPY <= UCT_CRYPT_SOCK_TX_BUF);
+}
+
+ucs_status_t uct_crypt_sock_ep_pending_add(uct_ep_h tl_ep, uct_pending_req_t *req,
+                                           unsigned flags)
+{
+    uct_crypt_sock_ep_t *ep = ucs_derived_of(tl_ep, uct_crypt_sock_ep_t);
+
+    if ((ep->status == UCS_OK) && ucs_queue_is_empty(&ep->pending) &&
+        uct_crypt_sock_ep_has_room(ep)) {
+        return UCS_ERR_BUSY; /* send now */
+    }
+    ucs_queue_push(&ep->pending, (ucs_queue_elem_t*)req->priv);
+    return UCS_OK;
+}
+
+void uct_crypt_sock_ep_pending_purge(uct_ep_h tl_ep,
+                                     uct_pending_purge_callback_t cb, void *arg)
+{
+    uct_crypt_sock_ep_t *ep = ucs_derived_of(tl_ep, uct_crypt_sock_ep_t);
+    uct_pending_req_t *req;
+
+    ucs_queue_for_each_extract(req, &ep->pending, priv, 1) {
+        if (cb != NULL) {
+            cb(req, arg);
+        }
+    }
+}
+
+/* From the iface's progress: pending requests while there is room, then
+ * the flushes that are done. Returns the number of requests dispatched. */
+unsigned uct_crypt_sock_ep_progress_tx(uct_crypt_sock_ep_t *ep)
+{
+    uct_crypt_sock_flush_t *flush;
+    uct_pending_req_t *req;
+    ucs_status_t status;
+    unsigned count = 0;
+
+    while (!ucs_queue_is_empty(&ep->pending) &&
+           (ep->status == UCS_OK) && uct_crypt_sock_ep_has_room(ep)) {
+        req = ucs_queue_pull_elem_non_empty(&ep->pending, uct_pending_req_t,
+                                            priv);
+        status = req->func(req);
+        ++count;
+        if (status == UCS_OK) {
+            continue; /* done, and off the queue */
+        }
+        /* UCT's pending contract (uct.h, uct_pending_callback_t): kept
+         * at the head either way; INPROGRESS goes on, anything else stops */
+        ucs_queue_push_head(&ep->pending, (ucs_queue_elem_t*)req->priv);
+        if (status != UCS_INPROGRESS) {
+            break;
+        }
+    }
+
+    if (!ucs_queue_is_empty(&ep->flushes) &&
+        ((ep->status != UCS_OK) ||
+         ((ep->conn != NULL) && (ep->conn->tx_len == 0) &&
+          (ep->conn->state == UCT_CRYPT_SOCK_ESTABLISHED)))) {
+        ucs_queue_for_each_extract(flush, &ep->flushes, queue, 1) {
+            uct_invoke_completion(flush->comp, ep->status);
+            ucs_free(flush);
+            ++count;
+        }
+    }
+    return count;
+}
+
+ucs_status_t uct_crypt_sock_ep_flush(uct_ep_h tl_ep, unsigned flags,
+                                     uct_completion_t *comp)
+{
+    uct_crypt_sock_ep_t *ep = ucs_derived_of(tl_ep, uct_crypt_sock_ep_t);
+    uct_crypt_sock_flush_t *flush;
+
+    if (ep->status != UCS_OK) {
+        return ep->status;
+    }
+    if (flags & UCT_FLUSH_FLAG_CANCEL) {
+        return UCS_OK;
+    }
+    if (!ucs_queue_is_empty(&ep->pending)) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+    if ((ep->conn == NULL) ||
+        ((ep->conn->tx_len == 0) &&
+         (ep->conn->state == UCT_CRYPT_SOCK_ESTABLISHED))) {
+        return UCS_OK;
+    }
+    if (comp != NULL) {
+        flush = ucs_malloc(sizeof(*flush), "crypt sock flush");
+        if (flush == NULL) {
+            return UCS_ERR_NO_MEMORY;
+        }
+        flush->comp = comp;
+        ucs_queue_push(&ep->flushes, &flush->queue);
+    }
+    return UCS_INPROGRESS;
+}
+
+ucs_status_t uct_crypt_sock_ep_fence(uct_ep_h tl_ep, unsigned flags)
+{
+    return UCS_OK; /* one ordered stream */
+}
+
+ucs_status_t uct_crypt_sock_ep_check(uct_ep_h tl_ep, unsigned flags,
+                                     uct_completion_t *comp)
+{
+    /* liveness is the kernel's TCP keepalive (UCX_CRYPT_KEEPALIVE), which
+     * runs without progress; a connection it ends fails the ep from
+     * progress. Here: what is already known. */
+    return ucs_derived_of(tl_ep, uct_crypt_sock_ep_t)->status;
+}
