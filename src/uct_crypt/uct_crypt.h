@@ -64,6 +64,7 @@ typedef struct uct_crypt_iface_config {
 #if UCX_CRYPT_FAULT_INJECTION
     char               *fault;          /* uct_crypt_fault.c */
     unsigned long      fault_after;
+    int                inner_ucx_tcp;   /* UCX's tcp stands in for rc */
 #endif
     /* the bulk engine (uct_crypt_bulk.c) */
     int                bulk;            /* advertise encrypted put_zcopy */
@@ -120,6 +121,7 @@ typedef enum {
     UCT_CRYPT_FAULT_REORDER,
     UCT_CRYPT_FAULT_DROP,
     UCT_CRYPT_FAULT_INJECT,
+    UCT_CRYPT_FAULT_FORGE_HELLO,  /* a stranger's HELLO naming our own key */
     /* on one bulk segment (UCX_CRYPT_FAULT_AFTER counts segments) */
     UCT_CRYPT_FAULT_BULK_FLIP_CIPHERTEXT, /* a bit of the ciphertext put */
     UCT_CRYPT_FAULT_BULK_FLIP_TAG,        /* a bit of the announced tag */
@@ -310,7 +312,6 @@ void uct_crypt_foreach_inner(uct_crypt_inner_cb_t cb, void *arg,
                              char *unmatched, size_t unmatched_max);
 
 /* iface (uct_crypt_iface.c) */
-int uct_crypt_inner_is_ethernet(const uct_crypt_md_t *md);
 ucs_status_t uct_crypt_iface_inner_err(void *arg, uct_ep_h inner_ep,
                                        ucs_status_t status);
 

@@ -28,6 +28,7 @@ void uct_crypt_fault_init(uct_crypt_iface_t *iface,
         [UCT_CRYPT_FAULT_REORDER]         = "reorder",
         [UCT_CRYPT_FAULT_DROP]            = "drop",
         [UCT_CRYPT_FAULT_INJECT]          = "inject",
+        [UCT_CRYPT_FAULT_FORGE_HELLO]     = "forge_hello",
         [UCT_CRYPT_FAULT_BULK_FLIP_CIPHERTEXT] = "bulk_flip_ciphertext",
         [UCT_CRYPT_FAULT_BULK_FLIP_TAG]   = "bulk_flip_tag",
         [UCT_CRYPT_FAULT_BULK_DROP]       = "bulk_drop",
@@ -134,6 +135,23 @@ int uct_crypt_fault_apply(uct_crypt_iface_t *iface, uct_crypt_ep_t *ep,
         RAND_bytes(forged + CRYPT_RECORD_HDR_LEN, (int)(hdr_len - CRYPT_RECORD_HDR_LEN));
         uct_crypt_fault_send_raw(ep, am_id, forged, hdr_len);
         return 0;
+    case UCT_CRYPT_FAULT_FORGE_HELLO: {
+        /* what anybody who can reach the inner could send (issue 12's
+         * attack): a 68-byte HELLO of a new flow, sequence 1, naming the
+         * public key of this (honest) sender, with a made-up tag. Before
+         * the drop-don't-fail rule it failed every ep to this sender. */
+        crypt_record_hdr_t hello = {.type = CRYPT_RECORD_HELLO,
+                                    .sequence = htole64(1)};
+        RAND_bytes((uint8_t*)&hello.flow_id, sizeof(hello.flow_id));
+        memcpy(forged, &hello, sizeof(hello));
+        memcpy(forged + sizeof(hello), iface->keypair.public_key,
+               KEYEX_PUBLIC_KEY_LEN);
+        RAND_bytes(forged + sizeof(hello) + KEYEX_PUBLIC_KEY_LEN,
+                   CRYPT_AEAD_TAG_LEN);
+        uct_crypt_fault_send_raw(ep, am_id, forged, sizeof(hello) +
+                                 KEYEX_PUBLIC_KEY_LEN + CRYPT_AEAD_TAG_LEN);
+        return 0;
+    }
     default:
         return 0;
     }

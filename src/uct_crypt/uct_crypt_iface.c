@@ -18,10 +18,18 @@ static ucs_config_field_t uct_crypt_iface_config_table[] = {
     {"FAULT", "none",
      "TESTING ONLY: tamper with this process's own outgoing records to check\n"
      "that peers detect it: none, flip_header, flip_ciphertext, flip_tag,\n"
-     "truncate, replay, reorder, drop, inject (am_short records); bulk_flip_ciphertext,\n"
+     "truncate, replay, reorder, drop, inject, forge_hello (am_short records);\n"
+     "bulk_flip_ciphertext,\n"
      "bulk_flip_tag, bulk_drop, bulk_reorder, bulk_truncate, bulk_move,\n"
      "bulk_splice (bulk segments).",
      ucs_offsetof(uct_crypt_iface_config_t, fault), UCS_CONFIG_TYPE_STRING},
+
+    {"INNER_UCX_TCP", "n",
+     "TESTING ONLY: beneath crypt, UCX's own tcp transport instead of crypt's own\n"
+     "wire, standing in for an RDMA inner (rc) whose puts carry the bulk engine.\n"
+     "Never safe where an attacker can reach the network: UCX's tcp acts on its\n"
+     "headers before anything is authenticated.",
+     ucs_offsetof(uct_crypt_iface_config_t, inner_ucx_tcp), UCS_CONFIG_TYPE_BOOL},
 
     {"FAULT_AFTER", "100",
      "TESTING ONLY: number of records (bulk faults: segments) sent intact\n"
@@ -294,8 +302,17 @@ ucs_status_t uct_crypt_iface_inner_err(void *arg, uct_ep_h inner_ep,
 
 /* Is the inner the Ethernet (UCX's tcp), which crypt replaces by its own
  * wire? */
-int uct_crypt_inner_is_ethernet(const uct_crypt_md_t *md)
+static int uct_crypt_inner_is_ethernet(const uct_crypt_md_t *md,
+                                       const uct_iface_config_t *tl_config)
 {
+#if UCX_CRYPT_FAULT_INJECTION
+    if ((tl_config != NULL) &&
+        ucs_derived_of(tl_config, uct_crypt_iface_config_t)->inner_ucx_tcp) {
+        return 0;
+    }
+#else
+    (void)tl_config;
+#endif
     return !strcmp(md->inner_tl, "tcp");
 }
 
@@ -369,7 +386,8 @@ static UCS_CLASS_INIT_FUNC(uct_crypt_iface_t, uct_md_h tl_md, uct_worker_h worke
                                  UCT_IFACE_PARAM_FIELD_AM_ALIGNMENT |
                                  UCT_IFACE_PARAM_FIELD_AM_ALIGN_OFFSET);
 
-    if (uct_crypt_inner_is_ethernet(md)) {
+    if (uct_crypt_inner_is_ethernet(md, (self->role == UCT_CRYPT_ROLE_DATA) ?
+                                    tl_config : NULL)) {
         /* Ethernet: crypt's own wire, never UCX's tcp transport, which
          * acts on its headers before anything is authenticated
          * (uct_crypt_sock.h) */

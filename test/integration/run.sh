@@ -77,26 +77,34 @@ verified_pair() {
     fi
 }
 
+# The bulk engine needs an inner with puts (rc at a site); crypt's own
+# wire has none. UCX's tcp stands in for rc where the engine is tested
+# (UCX_CRYPT_INNER_UCX_TCP, test builds only).
+rdma_like=(UCX_CRYPT_INNER_UCX_TCP=y)
+
 test_ucp_sizes_verified() {
     local sizes=0,1,7,8,1000,8124,8125,65536,1048577,4194304,67108864
+    # crypt's own wire (the default over Ethernet): every size as records
+    verified_pair ucp_tag_sizes_0_to_64MiB_verified_own_wire \
+        "bulk bytes sealed 0 .*handshakes [1-9]" -- -s $sizes -n 2
     # rendezvous through the bulk engine (encrypted put), pipelined and naive,
     # and through AM fragments with the engine off
     verified_pair ucp_tag_sizes_0_to_64MiB_verified_bulk_pipelined "bulk bytes sealed [1-9]" \
-        -- -s $sizes -n 2
+        "${rdma_like[@]}" -- -s $sizes -n 2
     verified_pair ucp_tag_sizes_0_to_64MiB_verified_bulk_naive "bulk bytes sealed [1-9]" \
-        UCX_CRYPT_BULK_MODE=naive -- -s $sizes -n 2
+        "${rdma_like[@]}" UCX_CRYPT_BULK_MODE=naive -- -s $sizes -n 2
     verified_pair ucp_tag_sizes_0_to_64MiB_verified_am_only "bulk bytes sealed 0 " \
-        UCX_CRYPT_BULK=n -- -s $sizes -n 2
+        "${rdma_like[@]}" UCX_CRYPT_BULK=n -- -s $sizes -n 2
     verified_pair ucp_tag_iov_datatype_verified "records sealed [1-9]" \
         -- -v -s 0,1,1000,65536,1048577,4194305 -n 2
     verified_pair ucp_tag_small_segments_many_threads_verified "bulk bytes sealed [1-9]" \
-        UCX_CRYPT_BULK_SEGMENT=8k UCX_CRYPT_BULK_THREADS=2 UCX_CRYPT_BULK_DEPTH=3 \
-        -- -s 65536,65537,1048577 -n 3
+        "${rdma_like[@]}" UCX_CRYPT_BULK_SEGMENT=8k UCX_CRYPT_BULK_THREADS=2 \
+        UCX_CRYPT_BULK_DEPTH=3 -- -s 65536,65537,1048577 -n 3
     # UCP's rendezvous by get (the peer seals and puts) and by put, forced
     verified_pair ucp_tag_rendezvous_get_verified "bulk gets served [1-9]" \
-        UCX_RNDV_SCHEME=get_zcopy -- -s 65536,1048577,4194304,16777216 -n 2
+        "${rdma_like[@]}" UCX_RNDV_SCHEME=get_zcopy -- -s 65536,1048577,4194304,16777216 -n 2
     verified_pair ucp_tag_rendezvous_put_verified "bulk bytes sealed [1-9].*bulk gets served 0," \
-        UCX_RNDV_SCHEME=put_zcopy -- -s 65536,1048577,4194304,16777216 -n 2
+        "${rdma_like[@]}" UCX_RNDV_SCHEME=put_zcopy -- -s 65536,1048577,4194304,16777216 -n 2
 }
 
 # key updates: both sides ratchet every 50 records, data stays intact
@@ -106,7 +114,7 @@ test_key_update() {
     # bulk keys: updated between puts once 3 segments went out under one
     verified_pair bulk_key_update_every_3_segments_keeps_data_intact \
         "bulk key updates [1-9]" \
-        UCX_CRYPT_REKEY_RECORDS=3 UCX_CRYPT_BULK_SEGMENT=64k -- \
+        "${rdma_like[@]}" UCX_CRYPT_REKEY_RECORDS=3 UCX_CRYPT_BULK_SEGMENT=64k -- \
         -s 1048577,262144,4194304 -n 4
 }
 
@@ -245,10 +253,12 @@ tamper_case() { # fault expected-reason tool [client env...]
     fi
     # in a subshell: the detecting server may abort (no UCP error handler),
     # and its shell would report that on the test's output
-    ("${crypt_env[@]}" timeout 30 "${srv_cmd[@]}"; exit $?) >"$work/ts.log" 2>&1 &
+    local both=()
+    [ "$tool" = bulk ] && both=("${rdma_like[@]}")
+    ("${crypt_env[@]}" "${both[@]}" timeout 30 "${srv_cmd[@]}"; exit $?) >"$work/ts.log" 2>&1 &
     local srv=$!
     [ "$tool" = stream ] && sleep 0.3
-    "${crypt_env[@]}" "$@" timeout 30 "${cli_cmd[@]}" >"$work/tc.log" 2>&1 &
+    "${crypt_env[@]}" "${both[@]}" "$@" timeout 30 "${cli_cmd[@]}" >"$work/tc.log" 2>&1 &
     local cli=$!
     # the peer that detects it fails its endpoint; the tamperer then waits
     # forever for an answer: stop both once the verdict is in the log
@@ -292,9 +302,28 @@ bulk_truncate           authentication_failed       bulk      6
 bulk_move               authentication_failed       bulk      6
 bulk_splice             bulk_segment_out_of_order   bulk      6
 EOT
-    # (bulk: segments of the encrypted put of a 1 MiB rendezvous)
-    tamper_case wrong_job_secret "authentication failed" pingpong \
-        UCX_CRYPT_KEY_FILE="$work/other.key"
+    # (bulk: segments of the encrypted put of a 1 MiB rendezvous, over
+    # the stand-in for rc; the server gets the same inner)
+
+    # another job secret: refused at the wire's handshake (mac1), before a
+    # single record is read; the server logs it and goes on
+    local port; port=$(next_port)
+    ("${crypt_env[@]}" UCX_CRYPT_STATS=y timeout 15 "$check" -l "$port"; exit $?) \
+        >"$work/ts.log" 2>&1 &
+    local srv=$!
+    "${crypt_env[@]}" UCX_CRYPT_KEY_FILE="$work/other.key" timeout 15 "$check" \
+        -c 127.0.0.1 -p "$port" -s 8 -n 20 >"$work/tc.log" 2>&1
+    local rc=$?
+    kill $srv 2>/dev/null; wait $srv 2>/dev/null
+    if [ $rc -ne 0 ] && ! grep -q "DATA OK" "$work/tc.log" &&
+       grep -q "refused a connection from 127.0.0.1:[0-9]*: handshake initiation without a valid mac1" \
+           "$work/ts.log" &&
+       grep -q "handshake response refused\|connection closed during the handshake\|Connection reset\|Endpoint timeout" "$work/tc.log"; then
+        record another_job_secret_refused_at_the_handshake pass
+    else
+        record another_job_secret_refused_at_the_handshake fail \
+            "rc=$rc; $(grep -m2 "crypt\|ucp_check" "$work/ts.log" "$work/tc.log" | tr '\n' ' ')"
+    fi
 }
 
 test_plaintext_peer() {
@@ -854,10 +883,86 @@ test_aux_lane() {
     netns_down ucxc-h1 ucxc-h2
 }
 
+# ---- a stranger on the network ------------------------------------------------
+# attacker.py (no job secret) hits every listening TCP port of a crypt
+# process on the other emulated host with garbage, oversized lengths, a
+# half-open flood, a replayed handshake, a forged HELLO with a real peer's
+# key and UCX tcp's own frames (a PUT aimed at the victim's canary), while
+# an honest client transfers verified data to it. The victim must survive
+# with its canary intact, the honest transfer must complete, and the
+# victim must have counted what it refused.
+attack_run() { # LABEL [victim env...] -> victim, client and attacker logs
+    local label=$1 port; port=$(next_port)
+    shift
+    ip netns exec ucxc-h1 tcpdump -i ucxc-v1 -U -s 0 -w "$work/$label.pcap" \
+        >"$work/$label.tcpdump.log" 2>&1 &
+    local dump=$!
+    sleep 1
+    on_host ucxc-h1 ucxc-v1 "$@" UCX_CRYPT_STATS=y timeout 120 "$check" -l "$port" -C \
+        >"$work/$label.victim.log" 2>&1 &
+    local victim=$! canary="" ports=""
+    for _ in $(seq 50); do
+        canary=$(awk '/^CANARY 0x/ {print $2}' "$work/$label.victim.log")
+        [ -n "$canary" ] && break
+        sleep 0.1
+    done
+    # every TCP port the victim's host listens on, but the test's own
+    # address-exchange socket (not part of the product)
+    ports=$(ip netns exec ucxc-h1 ss -ltnH | awk '{print $4}' | sed 's/.*://' |
+            grep -v "^$port\$" | sort -u | paste -sd, -)
+    echo "  $label: victim ports $ports, canary $canary"
+    # the honest client outlasts the attacks (about 10 s per port)
+    on_host ucxc-h2 ucxc-v2 "$@" timeout 120 "$check" -c 10.77.0.1 -p "$port" \
+        -s 8,65536,1048576 -n 8000 >"$work/$label.client.log" 2>&1 &
+    local client=$!
+    sleep 1
+    ip netns exec ucxc-h2 timeout 100 python3 "$(dirname "$0")/attacker.py" 10.77.0.1 \
+        "$ports" "${canary:-0}" "$work/$label.pcap" "${ATTACKS:-}" \
+        >"$work/$label.attacker.log" 2>&1
+    kill -0 $client 2>/dev/null && echo "  $label: the honest transfer outlasted the attacks"
+    wait $client; local crc=$?
+    wait $victim; local vrc=$?
+    kill -INT $dump; wait $dump 2>/dev/null
+    echo "$crc $vrc"
+}
+
+test_attacker() {
+    netns_down ucxc-h1 ucxc-h2 # leftovers of an interrupted run
+    if ! netns_up ucxc-h1 ucxc-h2 ucxc-v1 ucxc-v2 10.77.0.1 10.77.0.2; then
+        record attacker_setup fail "cannot create network namespaces"
+        return
+    fi
+    local res refused
+    res=$(attack_run attack LD_PRELOAD="$plugin" UCX_TLS=crypt UCX_CRYPT_TLS=tcp \
+                     UCX_CRYPT_KEY_FILE="$work/job.key")
+    echo "$res" | head -n -1
+    res=$(echo "$res" | tail -n 1)
+    sed 's/^/    /' "$work/attack.attacker.log"
+    refused=$(grep -o "strangers refused [0-9]*" "$work/attack.victim.log" | awk '{print $3}')
+    if [ "$res" = "0 0" ] && grep -q "^DATA OK" "$work/attack.client.log" &&
+       grep -q "^CANARY INTACT" "$work/attack.victim.log" &&
+       [ "$(grep -c "^attack " "$work/attack.attacker.log")" -ge 8 ] &&
+       [ "${refused:-0}" -gt 0 ]; then
+        record stranger_attacks_dropped_victim_survives_honest_data_verified pass
+    else
+        record stranger_attacks_dropped_victim_survives_honest_data_verified fail \
+            "client/victim rc $res, refused ${refused:-none}; $(grep -m1 "CANARY\|DATA" \
+            "$work/attack.victim.log" "$work/attack.client.log" | tr '\n' ' ')"
+    fi
+    # what the victim's log said of them: rate-limited, never a flood
+    if [ "$(grep -c "refused a connection" "$work/attack.victim.log")" -le 20 ]; then
+        record stranger_attacks_logged_rate_limited pass
+    else
+        record stranger_attacks_logged_rate_limited fail \
+            "$(grep -c "refused a connection" "$work/attack.victim.log") lines"
+    fi
+    netns_down ucxc-h1 ucxc-h2
+}
+
 # IT_ONLY=REGEX runs only the test groups whose function name matches
 for group in test_ucp_sizes_verified test_key_update test_perftest test_fail_closed \
              test_misconfiguration test_tamper test_plaintext_peer test_mpi \
-             test_collectives test_site_config_tool test_wire test_aux_lane; do
+             test_collectives test_site_config_tool test_wire test_aux_lane test_attacker; do
     if [ -z "${IT_ONLY:-}" ] || [[ $group =~ $IT_ONLY ]]; then
         $group
     fi

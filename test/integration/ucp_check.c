@@ -165,7 +165,12 @@ int main(int argc, char **argv)
     ucs_status_t status;
     ucp_ep_h ep;
 
-    while ((opt = getopt(argc, argv, "l:c:p:s:n:v")) != -1) {
+    /* -C: a canary an attacker is told the address of (the attack tests):
+     * nothing from the network may change it */
+    static uint8_t canary[4096];
+    int with_canary = 0;
+
+    while ((opt = getopt(argc, argv, "l:c:p:s:n:vC")) != -1) {
         switch (opt) {
         case 'l': listen_port = atoi(optarg); break;
         case 'c': host = optarg; break;
@@ -173,6 +178,7 @@ int main(int argc, char **argv)
         case 's': sizes = optarg; break;
         case 'n': iters = atoi(optarg); break;
         case 'v': use_iov = 1; break;
+        case 'C': with_canary = 1; break;
         default:
             fprintf(stderr, "usage: %s -l PORT | -c HOST -p PORT [-s SIZES] [-n N]\n",
                     argv[0]);
@@ -191,6 +197,13 @@ int main(int argc, char **argv)
     status = ucp_worker_create(context, &wparams, &worker);
     if (status != UCS_OK) {
         die("ucp_worker_create", status);
+    }
+
+    if (with_canary) {
+        memset(canary, 0xc5, sizeof(canary));
+        printf("CANARY 0x%lx %zu\n", (unsigned long)(uintptr_t)canary,
+               sizeof(canary));
+        fflush(stdout);
     }
 
     if (listen_port) {
@@ -289,6 +302,14 @@ int main(int argc, char **argv)
     ucp_cleanup(context);
     if (!listen_port) {
         printf("%s\n", mismatches ? "DATA MISMATCH" : "DATA OK");
+    }
+    if (with_canary) {
+        int intact = 1;
+        for (size_t i = 0; i < sizeof(canary); ++i) {
+            intact &= (canary[i] == 0xc5);
+        }
+        printf("%s\n", intact ? "CANARY INTACT" : "CANARY CHANGED");
+        mismatches += !intact;
     }
     return mismatches ? 1 : 0;
 }

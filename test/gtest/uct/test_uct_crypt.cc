@@ -141,6 +141,10 @@ void completion_cb(uct_completion_t *self)
 
 } // namespace
 
+namespace {
+typedef void (*stats_read_t)(uct_crypt_stats_t*);
+}
+
 class uct_crypt_test : public ::testing::Test {
 protected:
     static void SetUpTestSuite()
@@ -265,7 +269,9 @@ protected:
 
         uct_iface_config_t *config;
         ASSERT_EQ(uct_md_iface_config_read(s.md, "crypt", NULL, NULL, &config), UCS_OK);
-        for (auto &kv : settings) {
+        settings_t all = base_settings;
+        all.insert(all.end(), settings.begin(), settings.end());
+        for (auto &kv : all) {
             ASSERT_EQ(uct_config_modify(config, kv.first.c_str(), kv.second.c_str()), UCS_OK)
                     << kv.first;
         }
@@ -379,6 +385,15 @@ protected:
         return sizes;
     }
 
+    uint64_t failures(uct_crypt_fail_reason_t reason)
+    {
+        auto read = (stats_read_t)dlsym(plugin, "uct_crypt_stats_read");
+        EXPECT_NE(read, nullptr);
+        uct_crypt_stats_t stats = {};
+        read(&stats);
+        return stats.failures[reason];
+    }
+
     static void *plugin;
     static std::string key_path;
     ucs_async_context_t *async = nullptr;
@@ -388,7 +403,14 @@ protected:
     side a, b;
     uct_ep_h ab = nullptr, ba = nullptr;
     std::vector<uct_ep_h> eps;
+    /* applied to every iface this test opens (before its own settings) */
+    settings_t base_settings;
 };
+
+/* UCX's tcp beneath crypt, standing in for an RDMA inner (rc): the bulk
+ * engine needs an inner with puts, and the record layer's rules for a UCX
+ * inner are tested there (test builds only: INNER_UCX_TCP) */
+static const std::pair<std::string, std::string> ucx_inner = {"INNER_UCX_TCP", "y"};
 
 void *uct_crypt_test::plugin = nullptr;
 std::string uct_crypt_test::key_path;
@@ -411,18 +433,28 @@ TEST_F(uct_crypt_test, capabilities_am_and_encrypted_put_get_only_reduced_by_the
     EXPECT_TRUE(a.attr.cap.flags & UCT_IFACE_FLAG_AM_ZCOPY);
     EXPECT_GT(a.attr.cap.am.max_short, sizeof(uint64_t));
     EXPECT_GT(a.attr.cap.am.max_bcopy, 1024u);
-    /* the bulk engine: contiguous puts and gets, sealed */
-    EXPECT_TRUE(a.attr.cap.flags & UCT_IFACE_FLAG_PUT_ZCOPY);
-    EXPECT_EQ(a.attr.cap.put.max_iov, 1u);
-    EXPECT_TRUE(a.attr.cap.flags & UCT_IFACE_FLAG_GET_ZCOPY);
-    EXPECT_EQ(a.attr.cap.get.max_iov, 1u);
+    /* crypt's own wire has no puts: rendezvous goes as AM records */
+    EXPECT_FALSE(a.attr.cap.flags & UCT_IFACE_FLAG_PUT_ZCOPY);
+    EXPECT_FALSE(a.attr.cap.flags & UCT_IFACE_FLAG_GET_ZCOPY);
 
+    /* over an inner with puts (rc; here UCX's tcp stands in): the bulk
+     * engine's contiguous puts and gets, sealed */
     side c;
-    open_side_with(c, {{"BULK", "n"}});
-    EXPECT_FALSE(c.attr.cap.flags & UCT_IFACE_FLAG_PUT_ZCOPY);
-    EXPECT_FALSE(c.attr.cap.flags & UCT_IFACE_FLAG_GET_ZCOPY);
+    open_side_with(c, {ucx_inner});
+    EXPECT_EQ(c.attr.cap.flags & forbidden, 0u);
+    EXPECT_TRUE(c.attr.cap.flags & UCT_IFACE_FLAG_PUT_ZCOPY);
+    EXPECT_EQ(c.attr.cap.put.max_iov, 1u);
+    EXPECT_TRUE(c.attr.cap.flags & UCT_IFACE_FLAG_GET_ZCOPY);
+    EXPECT_EQ(c.attr.cap.get.max_iov, 1u);
     uct_iface_close(c.iface);
     uct_md_close(c.md);
+
+    side d;
+    open_side_with(d, {ucx_inner, {"BULK", "n"}});
+    EXPECT_FALSE(d.attr.cap.flags & UCT_IFACE_FLAG_PUT_ZCOPY);
+    EXPECT_FALSE(d.attr.cap.flags & UCT_IFACE_FLAG_GET_ZCOPY);
+    uct_iface_close(d.iface);
+    uct_md_close(d.md);
 }
 
 /* With several inners (crypt over rc, ud and dc at a site) every crypt
@@ -685,7 +717,10 @@ TEST_F(uct_crypt_test, pending_queue_resumes_after_no_resource)
     }
 }
 
-TEST_F(uct_crypt_test, tampered_record_fails_the_endpoint_and_is_never_delivered)
+/* On crypt's own wire a forged record arrives only on a connection whose
+ * peer the handshake proved: the connection closes, and both sides' eps to
+ * each other fail; nothing after it is delivered. */
+TEST_F(uct_crypt_test, tampered_record_on_the_own_wire_fails_both_ends_and_is_never_delivered)
 {
     /* a's iface flips a ciphertext bit in its 6th record */
     open_side(a, "flip_ciphertext", "5");
@@ -695,29 +730,98 @@ TEST_F(uct_crypt_test, tampered_record_fails_the_endpoint_and_is_never_delivered
 
     for (uint64_t i = 0; i < 10; ++i) {
         auto payload = make_payload(i, 64);
-        send_retrying([&] { return uct_ep_am_short(ab, kAmId, i, payload.data(), 64); });
+        ucs_status_t status;
+        deadline limit(20);
+        while (((status = uct_ep_am_short(ab, kAmId, i, payload.data(), 64)) ==
+                UCS_ERR_NO_RESOURCE) && !limit.passed()) {
+            uct_worker_progress(worker);
+        }
+        if (status != UCS_OK) {
+            break; /* the connection is gone already */
+        }
     }
-    progress_until([&] { return !b.failed_eps.empty(); });
+    progress_until([&] { return !b.failed_eps.empty() && !a.failed_eps.empty(); });
     /* let anything still in flight arrive: none of it may be delivered */
     for (int i = 0; i < 10000; ++i) {
         uct_worker_progress(worker);
     }
     ASSERT_EQ(b.failed_eps.size(), 1u);
     EXPECT_EQ(b.failed_eps[0], ba) << "the endpoint to the tampering peer failed";
+    ASSERT_EQ(a.failed_eps.size(), 1u);
+    EXPECT_EQ(a.failed_eps[0], ab) << "the tampering side learns it too";
     ASSERT_EQ(b.received.size(), 5u) << "only the records before the forged one";
     for (uint64_t i = 0; i < 5; ++i) {
         expect_message(b.received[i], i, 64);
     }
 }
 
+/* Over a UCX inner (rc, ud, dc at a site) anybody who reaches the fabric
+ * can put a record on it: one that does not open is dropped and counted,
+ * and fails nothing. A lost record then shows as a gap in the next
+ * authenticated one, which fails the flow with the reason. */
+TEST_F(uct_crypt_test, tampered_record_on_a_ucx_inner_is_dropped_then_the_gap_fails_the_flow)
+{
+    open_side_with(a, {ucx_inner, {"FAULT", "flip_ciphertext"}, {"FAULT_AFTER", "5"}});
+    open_side_with(b, {ucx_inner});
+    ab = connect(a, b);
+    ba = connect(b, a);
+    uint64_t before = failures(UCT_CRYPT_FAIL_AUTH);
+
+    for (uint64_t i = 0; i < 10; ++i) {
+        auto payload = make_payload(i, 64);
+        send_retrying([&] { return uct_ep_am_short(ab, kAmId, i, payload.data(), 64); });
+    }
+    progress_until([&] { return !b.failed_eps.empty(); });
+    for (int i = 0; i < 10000; ++i) {
+        uct_worker_progress(worker);
+    }
+    EXPECT_EQ(failures(UCT_CRYPT_FAIL_AUTH), before + 1) << "the forged one, counted";
+    ASSERT_EQ(b.failed_eps.size(), 1u);
+    EXPECT_EQ(b.failed_eps[0], ba);
+    ASSERT_EQ(b.received.size(), 5u) << "only the records before the forged one";
+}
+
+/* Issue 12's attack: a stranger who can reach the inner sends a 68-byte
+ * HELLO of a new flow, sequence 1, naming an honest peer's public key
+ * (public: it is in the peer's address). Before, that failed every ep to
+ * the peer (and in UCP's default error mode aborted the job). Now it is
+ * dropped and counted, and the honest flow goes on, every message intact. */
+TEST_F(uct_crypt_test, forged_hello_naming_a_peers_key_is_dropped_and_fails_nothing)
+{
+    open_side_with(a, {ucx_inner, {"FAULT", "forge_hello"}, {"FAULT_AFTER", "5"}});
+    open_side_with(b, {ucx_inner});
+    ab = connect(a, b);
+    ba = connect(b, a);
+    uint64_t before = failures(UCT_CRYPT_FAIL_MALFORMED);
+
+    for (uint64_t i = 0; i < 10; ++i) {
+        auto payload = make_payload(i, 64);
+        send_retrying([&] { return uct_ep_am_short(ab, kAmId, i, payload.data(), 64); });
+    }
+    progress_until([&] { return b.received.size() == 10u; });
+    for (int i = 0; i < 10000; ++i) {
+        uct_worker_progress(worker);
+    }
+    EXPECT_EQ(failures(UCT_CRYPT_FAIL_MALFORMED), before + 1)
+            << "the forged HELLO (a first record with sequence 1), counted";
+    EXPECT_TRUE(b.failed_eps.empty()) << "no ep to the named peer failed";
+    for (uint64_t i = 0; i < 10; ++i) {
+        expect_message(b.received[i], i, 64);
+    }
+    /* and the flow still works both ways */
+    auto payload = make_payload(99, 64);
+    send_retrying([&] { return uct_ep_am_short(ba, kAmId, 99, payload.data(), 64); });
+    progress_until([&] { return a.received.size() == 1u; });
+    expect_message(a.received[0], 99, 64);
+}
+
 /* ---- the bulk engine: encrypted put_zcopy ---------------------------------- */
 
-namespace {
-typedef void (*stats_read_t)(uct_crypt_stats_t*);
-}
 
 class uct_crypt_bulk_test : public uct_crypt_test {
 protected:
+    uct_crypt_bulk_test() { base_settings = {ucx_inner}; }
+
     struct region {
         std::vector<uint8_t> buffer;
         uct_mem_h            memh = UCT_MEM_HANDLE_NULL;
@@ -905,14 +1009,6 @@ protected:
         flush(ab);
     }
 
-    uint64_t failures(uct_crypt_fail_reason_t reason)
-    {
-        auto read = (stats_read_t)dlsym(plugin, "uct_crypt_stats_read");
-        EXPECT_NE(read, nullptr);
-        uct_crypt_stats_t stats = {};
-        read(&stats);
-        return stats.failures[reason];
-    }
 };
 
 TEST_F(uct_crypt_bulk_test, every_size_class_pipelined_on_two_threads)
