@@ -164,6 +164,7 @@ struct uct_crypt_sock_ep {
     uint8_t               peer_static[KEYEX_PUBLIC_KEY_LEN];
     int                   have_peer;
     ucs_status_t          status;          /* UCS_OK or why it failed */
+    char                  fail_reason[160];
     int                   fail_reported;
     ucs_queue_head_t      pending;         /* uct_pending_req_t */
     ucs_queue_head_t      flushes;         /* uct_crypt_sock_flush_t */

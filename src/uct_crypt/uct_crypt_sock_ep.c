@@ -9,6 +9,7 @@
 #include "uct_crypt.h"
 
 #include <ucs/sys/sock.h>
+#include <ucs/sys/string.h>
 #include <errno.h>
 #include <unistd.h>
 
@@ -146,9 +147,11 @@ void uct_crypt_sock_ep_failed(uct_crypt_sock_ep_t *ep, ucs_status_t status,
     }
     ep->status = status;
     ucs_sockaddr_str((struct sockaddr*)&ep->dest, dest, sizeof(dest));
-    ucs_diag("crypt: wire connection to %s (peer %02x%02x%02x%02x) ended: %s",
-             dest, ep->peer_static[0], ep->peer_static[1], ep->peer_static[2],
-             ep->peer_static[3], reason);
+    ucs_snprintf_zero(ep->fail_reason, sizeof(ep->fail_reason),
+                      "connection to %s (peer %02x%02x%02x%02x) ended: %s", dest,
+                      ep->peer_static[0], ep->peer_static[1],
+                      ep->peer_static[2], ep->peer_static[3], reason);
+    ucs_diag("crypt: %s", ep->fail_reason);
     iface->ep_fail_pending = 1;
 }
 
@@ -163,8 +166,15 @@ restart:
     ucs_list_for_each(ep, &iface->eps, list) {
         if ((ep->status != UCS_OK) && !ep->fail_reported) {
             ep->fail_reported = 1;
-            (void)uct_iface_handle_ep_err(&iface->super.super, &ep->super.super,
-                                          ep->status);
+            if (uct_iface_handle_ep_err(&iface->super.super, &ep->super.super,
+                                        ep->status) != UCS_OK) {
+                /* nobody above handles endpoint errors (UCP error mode
+                 * "none"): say so plainly; what waits on this peer waits
+                 * in vain */
+                ucs_error("crypt: %s; no error handler took it (UCP error "
+                          "handling mode none): operations on this endpoint "
+                          "will not complete", ep->fail_reason);
+            }
             goto restart;
         }
     }
