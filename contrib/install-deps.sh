@@ -16,7 +16,7 @@ PACKAGES=(
     # topology for the bulk engine, verbs/psm2 for inner transports at sites
     libhwloc-dev libnuma-dev libibverbs-dev libpsm2-dev
     # tests; clang for the fuzz targets (libFuzzer, ASan, UBSan)
-    googletest libgtest-dev libtsan2 clang
+    googletest libgtest-dev libtsan2 clang libclang-rt-14-dev
     # MPI libraries that run over UCX (Open MPI pml ucx, MPICH ch4:ucx)
     openmpi-bin libopenmpi-dev mpich libmpich-dev
     # Fortran: the coll component reaches Fortran callers (a test proves it)

@@ -961,10 +961,78 @@ test_attacker() {
     netns_down ucxc-h1 ucxc-h2
 }
 
+# ---- peers that die, links that are cut ---------------------------------------
+# Both ends learn: a peer killed mid-transfer (its kernel closes the
+# connections without crypt's CLOSE) and a link taken down (nothing comes
+# back at all: TCP keepalive and TCP_USER_TIMEOUT, UCX_CRYPT_KEEPALIVE)
+# fail the endpoints of the side that is left, with the peer's address
+# and the reason, within a bounded time, which the test prints.
+peer_failure_run() { # LABEL how(kill|cut) -> seconds until the survivor's log says so
+    local label=$1 how=$2 port; port=$(next_port)
+    local envs=(LD_PRELOAD="$plugin" UCX_TLS=crypt UCX_CRYPT_TLS=tcp
+                UCX_CRYPT_KEY_FILE="$work/job.key" UCX_CRYPT_KEEPALIVE=3s
+                UCX_LOG_FILE=stderr)
+    on_host ucxc-h1 ucxc-v1 "${envs[@]}" timeout 60 "$check" -l "$port" \
+        >"$work/$label.s.log" 2>&1 &
+    local srv=$!
+    on_host ucxc-h2 ucxc-v2 "${envs[@]}" timeout 60 "$check" -c 10.77.0.1 -p "$port" \
+        -s 65536,1048576 -n 100000 >"$work/$label.c.log" 2>&1 &
+    local cli=$!
+    sleep 2
+    local t0; t0=$(date +%s.%N)
+    if [ "$how" = kill ]; then
+        # the server's ucp_check: the newest process of that name on h1
+        ip netns exec ucxc-h1 pkill -KILL -n -f "$check -l $port"
+    else
+        ip -n ucxc-h2 link set ucxc-v2 down
+    fi
+    local t=""
+    for _ in $(seq 200); do
+        if grep -q "crypt: connection .*ended\|crypt: connection from .*ended" \
+               "$work/$label.c.log" "$work/$label.s.log" 2>/dev/null; then
+            t=$(awk -v a="$(date +%s.%N)" -v b="$t0" 'BEGIN {printf "%.1f", a - b}')
+            break
+        fi
+        sleep 0.1
+    done
+    kill $cli $srv 2>/dev/null
+    wait $cli $srv 2>/dev/null
+    [ "$how" = cut ] && ip -n ucxc-h2 link set ucxc-v2 up
+    echo "${t:-none}"
+}
+
+test_peer_failure() {
+    netns_down ucxc-h1 ucxc-h2 # leftovers of an interrupted run
+    if ! netns_up ucxc-h1 ucxc-h2 ucxc-v1 ucxc-v2 10.77.0.1 10.77.0.2; then
+        record peer_failure_setup fail "cannot create network namespaces"
+        return
+    fi
+    local t
+    t=$(peer_failure_run killed kill)
+    echo "  peer killed mid-transfer: the survivor's endpoint failed after ${t} s"
+    if [ "$t" != none ] &&
+       grep -q "crypt: connection to 10.77.0.1:[0-9]* (peer [0-9a-f]\{8\}) ended: " \
+           "$work/killed.c.log"; then
+        record killed_peer_fails_the_survivors_endpoint_with_address_and_reason pass
+    else
+        record killed_peer_fails_the_survivors_endpoint_with_address_and_reason fail \
+            "$(grep -m2 crypt "$work/killed.c.log")"
+    fi
+    t=$(peer_failure_run cut cut)
+    echo "  link cut (UCX_CRYPT_KEEPALIVE=3s): an endpoint failed after ${t} s"
+    if [ "$t" != none ] && awk -v t="$t" 'BEGIN {exit !(t < 20)}'; then
+        record cut_link_noticed_within_the_keepalive_bound pass
+    else
+        record cut_link_noticed_within_the_keepalive_bound fail \
+            "after ${t} s; $(grep -m1 "crypt: conn" "$work/cut.s.log" "$work/cut.c.log")"
+    fi
+    netns_down ucxc-h1 ucxc-h2
+}
+
 # IT_ONLY=REGEX runs only the test groups whose function name matches
 for group in test_ucp_sizes_verified test_key_update test_perftest test_fail_closed \
              test_misconfiguration test_tamper test_plaintext_peer test_mpi \
-             test_collectives test_site_config_tool test_wire test_aux_lane test_attacker; do
+             test_collectives test_site_config_tool test_wire test_aux_lane test_attacker test_peer_failure; do
     if [ -z "${IT_ONLY:-}" ] || [[ $group =~ $IT_ONLY ]]; then
         $group
     fi
