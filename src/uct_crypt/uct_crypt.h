@@ -65,6 +65,8 @@ typedef struct uct_crypt_iface_config {
     char               *fault;          /* uct_crypt_fault.c */
     unsigned long      fault_after;
     int                inner_ucx_tcp;   /* UCX's tcp stands in for rc */
+    unsigned           wire_port;       /* own wire: listen here */
+    unsigned           wire_advertise_port; /* ... and name this one */
 #endif
     /* the bulk engine (uct_crypt_bulk.c) */
     int                bulk;            /* advertise encrypted put_zcopy */

@@ -31,6 +31,16 @@ static ucs_config_field_t uct_crypt_iface_config_table[] = {
      "headers before anything is authenticated.",
      ucs_offsetof(uct_crypt_iface_config_t, inner_ucx_tcp), UCS_CONFIG_TYPE_BOOL},
 
+    {"WIRE_PORT", "0",
+     "TESTING ONLY: the port crypt's own wire listens on (0: any).",
+     ucs_offsetof(uct_crypt_iface_config_t, wire_port), UCS_CONFIG_TYPE_UINT},
+
+    {"WIRE_ADVERTISE_PORT", "0",
+     "TESTING ONLY: the port put in this iface's address instead of the one it\n"
+     "listens on, as behind a port-forwarding middlebox: the on-path relay of\n"
+     "the tests sits there.",
+     ucs_offsetof(uct_crypt_iface_config_t, wire_advertise_port), UCS_CONFIG_TYPE_UINT},
+
     {"FAULT_AFTER", "100",
      "TESTING ONLY: number of records (bulk faults: segments) sent intact\n"
      "before UCX_CRYPT_FAULT applies.",
@@ -399,6 +409,14 @@ static UCS_CLASS_INIT_FUNC(uct_crypt_iface_t, uct_md_h tl_md, uct_worker_h worke
             .peer_failed     = uct_crypt_wire_peer_failed,
             .peer_failed_arg = self
         };
+#if UCX_CRYPT_FAULT_INJECTION
+        if (self->role == UCT_CRYPT_ROLE_DATA) {
+            const uct_crypt_iface_config_t *config =
+                    ucs_derived_of(tl_config, uct_crypt_iface_config_t);
+            sock_params.listen_port    = (uint16_t)config->wire_port;
+            sock_params.advertise_port = (uint16_t)config->wire_advertise_port;
+        }
+#endif
         status = uct_crypt_sock_iface_open(tl_md, worker, &inner_params,
                                            tl_config, &sock_params,
                                            &self->inner);

@@ -285,9 +285,9 @@ void uct_crypt_wire_peer_failed(void *arg,
     UCT_CRYPT_STAT_ADD(failures[UCT_CRYPT_FAIL_CONNECTION], 1);
     failed_eps = uct_crypt_fail_peer(iface, peer_static, 0,
                                      UCT_CRYPT_FAIL_CONNECTION);
-    ucs_diag("crypt: connection from %s (peer %02x%02x%02x%02x) ended: %s; "
-             "%u endpoint(s) to that peer failed", peer_name, peer_static[0],
-             peer_static[1], peer_static[2], peer_static[3], reason, failed_eps);
+    ucs_error("crypt: connection from %s (peer %02x%02x%02x%02x) ended: %s; "
+              "%u endpoint(s) to that peer failed", peer_name, peer_static[0],
+              peer_static[1], peer_static[2], peer_static[3], reason, failed_eps);
 }
 
 /* ---- receiving ----------------------------------------------------------- */

@@ -117,7 +117,8 @@ static ucs_status_t uct_crypt_sock_iface_get_address(uct_iface_h tl_iface,
     uct_crypt_sock_iface_t *iface = ucs_derived_of(tl_iface, uct_crypt_sock_iface_t);
     crypt_sock_iface_addr_t *sock = (crypt_sock_iface_addr_t*)addr;
 
-    sock->port = htole16(uct_crypt_sock_port(&iface->addr));
+    sock->port = htole16(iface->advertise_port ? iface->advertise_port :
+                         uct_crypt_sock_port(&iface->addr));
     return UCS_OK;
 }
 
@@ -285,6 +286,8 @@ static void uct_crypt_sock_timers(uct_crypt_sock_iface_t *iface, ucs_time_t now)
         if ((conn->state != UCT_CRYPT_SOCK_ESTABLISHED) &&
             (now > conn->deadline)) {
             uct_crypt_sock_conn_fail(conn, "handshake timed out");
+        } else {
+            uct_crypt_sock_conn_heartbeat(conn);
         }
     }
 }
@@ -398,6 +401,7 @@ static UCS_CLASS_INIT_FUNC(uct_crypt_sock_iface_t, uct_md_h md,
     self->max_seen        = 0;
     self->next_timer      = 0;
     self->ep_fail_pending = 0;
+    self->advertise_port  = sock_params->advertise_port;
     self->rx_cache.count  = 0;
     self->tx_cache.count  = 0;
     ucs_list_head_init(&self->conns);
@@ -420,6 +424,11 @@ static UCS_CLASS_INIT_FUNC(uct_crypt_sock_iface_t, uct_md_h md,
         goto err;
     }
     (void)setsockopt(self->listen_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (self->addr.ss_family == AF_INET6) {
+        ((struct sockaddr_in6*)&self->addr)->sin6_port = htons(sock_params->listen_port);
+    } else {
+        ((struct sockaddr_in*)&self->addr)->sin_port = htons(sock_params->listen_port);
+    }
     len = uct_crypt_sock_addr_len(&self->addr);
     if ((bind(self->listen_fd, (struct sockaddr*)&self->addr, len) < 0) ||
         (listen(self->listen_fd, 1024) < 0) ||

@@ -59,6 +59,8 @@ typedef struct uct_crypt_sock_params {
     double                          keepalive;    /* seconds, 0: off */
     uct_crypt_sock_peer_failed_cb_t peer_failed;
     void                            *peer_failed_arg;
+    uint16_t                        listen_port;    /* 0: any (tests: fixed) */
+    uint16_t                        advertise_port; /* 0: the listening one */
 } uct_crypt_sock_params_t;
 
 /* Frame sizes: a record of at most max_bcopy bytes behind the header */
@@ -122,6 +124,7 @@ struct uct_crypt_sock_conn {
     uint8_t                  *tx_buf;      /* TX_BUF; NULL when empty */
     size_t                   tx_head, tx_len;
     int                      reject;       /* the record layer refused */
+    uint64_t                 tx_records, tx_records_told, rx_records;
 };
 
 typedef struct uct_crypt_sock_buf_cache {
@@ -135,6 +138,7 @@ struct uct_crypt_sock_iface {
     int                             listen_fd;
     int                             epfd;
     struct sockaddr_storage         addr;   /* bound: device address, port */
+    uint16_t                        advertise_port; /* tests: a relay's */
     const keyex_keypair_t           *keypair;
     const uint8_t                   *job_secret;
     double                          keepalive;
@@ -187,6 +191,7 @@ void uct_crypt_sock_conn_tx_commit(uct_crypt_sock_conn_t *conn, uint8_t type,
 void uct_crypt_sock_conn_set_events(uct_crypt_sock_conn_t *conn, unsigned events);
 ucs_status_t uct_crypt_sock_conn_start(uct_crypt_sock_conn_t *conn);
 void uct_crypt_sock_conn_send_close(uct_crypt_sock_conn_t *conn);
+void uct_crypt_sock_conn_heartbeat(uct_crypt_sock_conn_t *conn);
 
 /* uct_crypt_sock.c */
 int uct_crypt_sock_dest(const uct_device_addr_t *dev_addr, const void *port_addr,

@@ -14,6 +14,7 @@
 #include <openssl/crypto.h>
 #include <ucs/sys/math.h>
 #include <ucs/sys/sock.h>
+#include <ucs/sys/string.h>
 #include <ucs/time/time.h>
 #include <endian.h>
 #include <errno.h>
@@ -237,6 +238,7 @@ void uct_crypt_sock_conn_tx_commit(uct_crypt_sock_conn_t *conn, uint8_t type,
     hdr.reserved = 0;
     memcpy(conn->tx_buf + conn->tx_head + conn->tx_len, &hdr, sizeof(hdr));
     conn->tx_len += sizeof(hdr) + length;
+    conn->tx_records += (type == CRYPT_SOCK_FRAME_RECORD);
 }
 
 /* ---- the handshake -------------------------------------------------------- */
@@ -405,29 +407,55 @@ static void uct_crypt_sock_ctrl_nonce(uint64_t n, uint8_t nonce[CRYPT_AEAD_NONCE
     memcpy(nonce + 4, &be, sizeof(be));
 }
 
-/* Initiator: a CLOSE frame, authenticated (uct_crypt_wire.h) */
-void uct_crypt_sock_conn_send_close(uct_crypt_sock_conn_t *conn)
+/* A control frame (uct_crypt_wire.h): `count` sealed under the
+ * connection's Noise transport key, the frame header as associated data */
+static void uct_crypt_sock_conn_send_ctrl(uct_crypt_sock_conn_t *conn,
+                                          uint8_t type, uint64_t count)
 {
+    const size_t length = sizeof(count) + CRYPT_AEAD_TAG_LEN;
     uint8_t nonce[CRYPT_AEAD_NONCE_LEN];
     crypt_sock_frame_hdr_t *hdr;
-    uint8_t *tag;
+    uint64_t le_count = htole64(count);
+    uint8_t *body;
 
     if ((conn->state != UCT_CRYPT_SOCK_ESTABLISHED) ||
-        ((tag = uct_crypt_sock_conn_tx_reserve(conn, CRYPT_AEAD_TAG_LEN)) == NULL)) {
+        ((body = uct_crypt_sock_conn_tx_reserve(conn, length)) == NULL)) {
         return;
     }
-    hdr           = (crypt_sock_frame_hdr_t*)(tag - CRYPT_SOCK_FRAME_HDR_LEN);
-    hdr->length   = htole32(CRYPT_AEAD_TAG_LEN);
-    hdr->type     = CRYPT_SOCK_FRAME_CLOSE;
+    hdr           = (crypt_sock_frame_hdr_t*)(body - CRYPT_SOCK_FRAME_HDR_LEN);
+    hdr->length   = htole32(length);
+    hdr->type     = type;
     hdr->am_id    = 0;
     hdr->reserved = 0;
     uct_crypt_sock_ctrl_nonce(conn->ctrl_send_seq++, nonce);
-    if (crypt_aead_seal(&conn->ctrl_send, nonce, hdr, sizeof(*hdr), "", 0, tag,
-                        tag) != CRYPT_AEAD_OK) {
+    if (crypt_aead_seal(&conn->ctrl_send, nonce, hdr, sizeof(*hdr), &le_count,
+                        sizeof(le_count), body, body + sizeof(count)) !=
+        CRYPT_AEAD_OK) {
         return;
     }
-    conn->tx_len += CRYPT_SOCK_FRAME_HDR_LEN + CRYPT_AEAD_TAG_LEN;
+    conn->tx_len += CRYPT_SOCK_FRAME_HDR_LEN + length;
     (void)uct_crypt_sock_conn_flush(conn);
+}
+
+/* The graceful end: what this side sent so far, then CLOSE */
+void uct_crypt_sock_conn_send_close(uct_crypt_sock_conn_t *conn)
+{
+    uct_crypt_sock_conn_send_ctrl(conn, CRYPT_SOCK_FRAME_CLOSE,
+                                  conn->tx_records);
+}
+
+/* From the iface's timer: records went out since the last heartbeat. A
+ * relay that cuts a record out of the stream cleanly (at frame
+ * boundaries) leaves nothing for the record layer to see when no record
+ * follows; the count does. */
+void uct_crypt_sock_conn_heartbeat(uct_crypt_sock_conn_t *conn)
+{
+    if ((conn->state == UCT_CRYPT_SOCK_ESTABLISHED) &&
+        (conn->tx_records != conn->tx_records_told)) {
+        conn->tx_records_told = conn->tx_records;
+        uct_crypt_sock_conn_send_ctrl(conn, CRYPT_SOCK_FRAME_HEARTBEAT,
+                                      conn->tx_records);
+    }
 }
 
 /* One whole frame at rx_buf: 0 when the connection is gone */
@@ -437,25 +465,39 @@ static int uct_crypt_sock_conn_deliver(uct_crypt_sock_conn_t *conn,
 {
     uct_crypt_sock_iface_t *iface = conn->iface;
     uint8_t nonce[CRYPT_AEAD_NONCE_LEN];
+    uint64_t count;
+    char why[96];
 
-    if (hdr->type == CRYPT_SOCK_FRAME_CLOSE) {
+    if (hdr->type != CRYPT_SOCK_FRAME_RECORD) {
         uct_crypt_sock_ctrl_nonce(conn->ctrl_recv_seq++, nonce);
-        if ((length != CRYPT_AEAD_TAG_LEN) ||
-            (crypt_aead_open(&conn->ctrl_recv, nonce, hdr, sizeof(*hdr), body, 0,
-                             body, body) != CRYPT_AEAD_OK)) {
-            uct_crypt_sock_conn_fail(conn, "forged CLOSE frame");
+        if ((length != sizeof(count) + CRYPT_AEAD_TAG_LEN) ||
+            (crypt_aead_open(&conn->ctrl_recv, nonce, hdr, sizeof(*hdr), body,
+                             sizeof(count), &count, body + sizeof(count)) !=
+             CRYPT_AEAD_OK)) {
+            uct_crypt_sock_conn_fail(conn, "forged control frame");
             return 0;
         }
-        ucs_debug("crypt: wire connection from %s closed by its peer",
-                  conn->peer_name);
-        uct_crypt_sock_conn_close(conn, 1);
-        return 0;
+        if (le64toh(count) != conn->rx_records) {
+            ucs_snprintf_zero(why, sizeof(why), "records lost on the way (%"
+                              PRIu64 " sent, %" PRIu64 " arrived)",
+                              le64toh(count), conn->rx_records);
+            uct_crypt_sock_conn_fail(conn, why);
+            return 0;
+        }
+        if (hdr->type == CRYPT_SOCK_FRAME_CLOSE) {
+            ucs_debug("crypt: wire connection from %s closed by its peer",
+                      conn->peer_name);
+            uct_crypt_sock_conn_close(conn, 1);
+            return 0;
+        }
+        return 1;
     }
 
     /* a record: crypt's record layer checks its tag before it acts on it,
      * and tells us (uct_crypt_sock_rx_reject) when it fails */
     iface->rx_conn = conn;
     conn->reject   = 0;
+    ++conn->rx_records;
     uct_iface_invoke_am(&iface->super, hdr->am_id, body, (unsigned)length, 0);
     if (iface->rx_conn != conn) {
         return 0; /* closed from inside the handler (iface going away) */
@@ -513,7 +555,8 @@ static int uct_crypt_sock_conn_parse(uct_crypt_sock_conn_t *conn)
         length = le32toh(hdr.length);
         if ((length > UCT_CRYPT_SOCK_MAX_BCOPY) || (hdr.reserved != 0) ||
             ((hdr.type != CRYPT_SOCK_FRAME_RECORD) &&
-             (hdr.type != CRYPT_SOCK_FRAME_CLOSE)) ||
+             (hdr.type != CRYPT_SOCK_FRAME_CLOSE) &&
+             (hdr.type != CRYPT_SOCK_FRAME_HEARTBEAT)) ||
             ((hdr.type == CRYPT_SOCK_FRAME_RECORD) && (conn->ep != NULL))) {
             /* records flow initiator to responder only */
             uct_crypt_sock_conn_fail(conn, "malformed frame header");

@@ -223,17 +223,20 @@ typedef struct crypt_lane_chunk_hdr {
  *   +----------------+--------+--------+--------+-----------------------+
  *
  * RECORD: a crypt record (the record layer checks its tag; the AM id is in
- * its associated data). CLOSE (initiator to responder, graceful end):
- * length 16, the GCM tag of nothing under the connection's transport key
- * (Noise Split()), nonce = 32 zero bits || BE64 counter, associated data =
- * the frame header. A length above UCT_CRYPT_SOCK_MAX_BCOPY, an unknown
+ * its associated data). HEARTBEAT (while records flow, every 250 ms) and
+ * CLOSE (the graceful end): length 24, the number of RECORD frames sent
+ * so far on the connection (LE64) sealed under the connection's transport
+ * key (Noise Split()), nonce = 32 zero bits || BE64 counter of control
+ * frames, associated data = the frame header, then the tag. A count that
+ * differs from the records received fails the connection. A length above UCT_CRYPT_SOCK_MAX_BCOPY, an unknown
  * type or a non-zero reserved field closes the connection before any of
  * the frame's body is read into place.
  */
 enum {
     CRYPT_SOCK_FRAME_HDR_LEN = 8,
-    CRYPT_SOCK_FRAME_RECORD  = 1,
-    CRYPT_SOCK_FRAME_CLOSE   = 2
+    CRYPT_SOCK_FRAME_RECORD    = 1,
+    CRYPT_SOCK_FRAME_CLOSE     = 2,
+    CRYPT_SOCK_FRAME_HEARTBEAT = 3
 };
 
 /* Its addresses: device = the IP address (family 4 or 6, then 4 or 16

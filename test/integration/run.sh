@@ -1029,10 +1029,69 @@ test_peer_failure() {
     netns_down ucxc-h1 ucxc-h2
 }
 
+# ---- an on-path relay --------------------------------------------------------
+# relay.py sits between the client's host and the server's wire port (the
+# server advertises the relay's port, as behind a port-forwarding middlebox:
+# test-only UCX_CRYPT_WIRE_PORT / _ADVERTISE_PORT) and, past the handshake,
+# flips, truncates, drops, duplicates, reorders or injects bytes of the
+# established connection. The server must fail that connection with a
+# reason, the client must learn of it, and nothing corrupted is delivered.
+relay_case() { # MODE
+    local mode=$1 port wire relayed; port=$(next_port)
+    wire=$((port + 5000)); relayed=$((port + 6000)) # (next_port runs in a subshell)
+    local envs=(LD_PRELOAD="$plugin" UCX_TLS=crypt UCX_CRYPT_TLS=tcp
+                UCX_CRYPT_KEY_FILE="$work/job.key" UCX_LOG_FILE=stderr)
+    on_host ucxc-h1 ucxc-v1 "${envs[@]}" UCX_CRYPT_WIRE_PORT="$wire" \
+        UCX_CRYPT_WIRE_ADVERTISE_PORT="$relayed" timeout 30 "$check" -l "$port" \
+        >"$work/relay-$mode.s.log" 2>&1 &
+    local srv=$!
+    ip netns exec ucxc-h1 timeout 30 python3 "$(dirname "$0")/relay.py" 10.77.0.1 "$relayed" \
+        10.77.0.1 "$wire" "$mode" 4096 >"$work/relay-$mode.relay.log" 2>&1 &
+    local relay=$!
+    sleep 0.5
+    on_host ucxc-h2 ucxc-v2 "${envs[@]}" timeout 30 "$check" -c 10.77.0.1 -p "$port" \
+        -s 8,65536 -n 3000 >"$work/relay-$mode.c.log" 2>&1 &
+    local cli=$!
+    for _ in $(seq 100); do
+        grep -q "crypt: connection to 10.77.0.1:$relayed .*ended" "$work/relay-$mode.c.log" &&
+            break
+        kill -0 $cli 2>/dev/null || break
+        sleep 0.1
+    done
+    sleep 0.3
+    kill $cli $srv $relay 2>/dev/null
+    wait $cli $srv $relay 2>/dev/null
+    if grep -q "relay: $mode" "$work/relay-$mode.relay.log" &&
+       grep -q "dropped a record from peer [0-9a-f]\{8\}\|crypt: connection from 10.77.0.1:[0-9]* (peer [0-9a-f]\{8\}) ended: " \
+           "$work/relay-$mode.s.log" &&
+       grep -q "crypt: connection to 10.77.0.1:$relayed (peer [0-9a-f]\{8\}) ended: " \
+           "$work/relay-$mode.c.log" &&
+       ! grep -q "DATA MISMATCH\|DATA OK" "$work/relay-$mode.c.log"; then
+        record "on_path_${mode}_fails_both_ends_nothing_corrupted" pass
+    else
+        record "on_path_${mode}_fails_both_ends_nothing_corrupted" fail \
+            "$(grep -h -m1 "relay:\|crypt: conn\|dropped" "$work/relay-$mode.relay.log" \
+               "$work/relay-$mode.s.log" "$work/relay-$mode.c.log" | tr '\n' ' ')"
+    fi
+}
+
+test_relay() {
+    netns_down ucxc-h1 ucxc-h2 # leftovers of an interrupted run
+    if ! netns_up ucxc-h1 ucxc-h2 ucxc-v1 ucxc-v2 10.77.0.1 10.77.0.2; then
+        record relay_setup fail "cannot create network namespaces"
+        return
+    fi
+    local mode
+    for mode in flip truncate drop duplicate reorder inject cut_record; do
+        relay_case "$mode"
+    done
+    netns_down ucxc-h1 ucxc-h2
+}
+
 # IT_ONLY=REGEX runs only the test groups whose function name matches
 for group in test_ucp_sizes_verified test_key_update test_perftest test_fail_closed \
              test_misconfiguration test_tamper test_plaintext_peer test_mpi \
-             test_collectives test_site_config_tool test_wire test_aux_lane test_attacker test_peer_failure; do
+             test_collectives test_site_config_tool test_wire test_aux_lane test_attacker test_peer_failure test_relay; do
     if [ -z "${IT_ONLY:-}" ] || [[ $group =~ $IT_ONLY ]]; then
         $group
     fi
