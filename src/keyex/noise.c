@@ -257,6 +257,40 @@ static keyex_status_t keyex_noise_split(keyex_noise_t *hs, int initiator,
     return status;
 }
 
+/* ---- the tokens both messages share ------------------------------------------ */
+
+/* "e", sent: a fresh ephemeral, MixHash(e) and, in a psk handshake,
+ * MixKey(e) (§9.2) */
+static keyex_status_t keyex_noise_write_e(keyex_noise_t *hs,
+                                          uint8_t out[KEYEX_PUBLIC_KEY_LEN])
+{
+    keyex_status_t status;
+
+    status = keyex_keypair_generate(&hs->e);
+    if (status == KEYEX_OK) {
+        memcpy(out, hs->e.public_key, KEYEX_PUBLIC_KEY_LEN);
+        status = keyex_noise_mix_hash(hs, out, KEYEX_PUBLIC_KEY_LEN);
+    }
+    if (status == KEYEX_OK) {
+        status = keyex_noise_mix_key(hs, out, KEYEX_PUBLIC_KEY_LEN);
+    }
+    return status;
+}
+
+/* "e", received */
+static keyex_status_t keyex_noise_read_e(keyex_noise_t *hs,
+                                         const uint8_t in[KEYEX_PUBLIC_KEY_LEN])
+{
+    keyex_status_t status;
+
+    memcpy(hs->re, in, KEYEX_PUBLIC_KEY_LEN);
+    status = keyex_noise_mix_hash(hs, hs->re, KEYEX_PUBLIC_KEY_LEN);
+    if (status == KEYEX_OK) {
+        status = keyex_noise_mix_key(hs, hs->re, KEYEX_PUBLIC_KEY_LEN);
+    }
+    return status;
+}
+
 /* ---- the messages ---------------------------------------------------------- */
 
 keyex_status_t keyex_noise_init_create(keyex_noise_t *hs, const keyex_keypair_t *s,
@@ -274,16 +308,9 @@ keyex_status_t keyex_noise_init_create(keyex_noise_t *hs, const keyex_keypair_t 
 
     /* <- s */
     status = keyex_noise_mix_hash(hs, rs, KEYEX_PUBLIC_KEY_LEN);
-    /* -> e (psk handshake: MixKey(e) as well) */
+    /* -> e */
     if (status == KEYEX_OK) {
-        status = keyex_keypair_generate(&hs->e);
-    }
-    if (status == KEYEX_OK) {
-        memcpy(msg->ephemeral, hs->e.public_key, KEYEX_PUBLIC_KEY_LEN);
-        status = keyex_noise_mix_hash(hs, msg->ephemeral, KEYEX_PUBLIC_KEY_LEN);
-    }
-    if (status == KEYEX_OK) {
-        status = keyex_noise_mix_key(hs, msg->ephemeral, KEYEX_PUBLIC_KEY_LEN);
+        status = keyex_noise_write_e(hs, msg->ephemeral);
     }
     /* es */
     if (status == KEYEX_OK) {
@@ -339,12 +366,8 @@ keyex_status_t keyex_noise_init_consume(keyex_noise_t *hs, const keyex_keypair_t
     /* <- s (our own) */
     status = keyex_noise_mix_hash(hs, s->public_key, KEYEX_PUBLIC_KEY_LEN);
     /* -> e */
-    memcpy(hs->re, msg->ephemeral, KEYEX_PUBLIC_KEY_LEN);
     if (status == KEYEX_OK) {
-        status = keyex_noise_mix_hash(hs, hs->re, KEYEX_PUBLIC_KEY_LEN);
-    }
-    if (status == KEYEX_OK) {
-        status = keyex_noise_mix_key(hs, hs->re, KEYEX_PUBLIC_KEY_LEN);
+        status = keyex_noise_read_e(hs, msg->ephemeral);
     }
     /* es (our static with their ephemeral) */
     if (status == KEYEX_OK) {
@@ -378,14 +401,7 @@ keyex_status_t keyex_noise_response_create(keyex_noise_t *hs,
     msg->version = KEYEX_NOISE_VERSION;
 
     /* <- e */
-    status = keyex_keypair_generate(&hs->e);
-    if (status == KEYEX_OK) {
-        memcpy(msg->ephemeral, hs->e.public_key, KEYEX_PUBLIC_KEY_LEN);
-        status = keyex_noise_mix_hash(hs, msg->ephemeral, KEYEX_PUBLIC_KEY_LEN);
-    }
-    if (status == KEYEX_OK) {
-        status = keyex_noise_mix_key(hs, msg->ephemeral, KEYEX_PUBLIC_KEY_LEN);
-    }
+    status = keyex_noise_write_e(hs, msg->ephemeral);
     /* ee */
     if (status == KEYEX_OK) {
         status = keyex_noise_mix_dh(hs, &hs->e, hs->re);
@@ -434,11 +450,7 @@ keyex_status_t keyex_noise_response_consume(keyex_noise_t *hs,
         return KEYEX_ERR_AUTH;
     }
     /* <- e */
-    memcpy(hs->re, msg->ephemeral, KEYEX_PUBLIC_KEY_LEN);
-    status = keyex_noise_mix_hash(hs, hs->re, KEYEX_PUBLIC_KEY_LEN);
-    if (status == KEYEX_OK) {
-        status = keyex_noise_mix_key(hs, hs->re, KEYEX_PUBLIC_KEY_LEN);
-    }
+    status = keyex_noise_read_e(hs, msg->ephemeral);
     /* ee */
     if (status == KEYEX_OK) {
         status = keyex_noise_mix_dh(hs, &hs->e, hs->re);

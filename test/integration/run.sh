@@ -694,6 +694,15 @@ test_site_config_tool() {
     fi
 }
 
+# Two emulated hosts for a test group (NAME_setup fails where they cannot be
+# made); leftovers of an interrupted run are removed first
+two_hosts_up() { # NAME_setup
+    netns_down ucxc-h1 ucxc-h2
+    netns_up ucxc-h1 ucxc-h2 ucxc-v1 ucxc-v2 10.77.0.1 10.77.0.2 && return 0
+    record "$1" fail "cannot create network namespaces"
+    return 1
+}
+
 # ---- the wire: two hosts, capture, marker ------------------------------------
 wire_run() { # label crypt(0|1) [sizes [env...]] -> prints marker count in the capture
     local label=$1 crypt=$2 sizes=${3:-8,1000,65536,1048576} port; port=$(next_port)
@@ -785,11 +794,7 @@ coll_wire_run() {
 }
 
 test_wire() {
-    netns_down ucxc-h1 ucxc-h2 # leftovers of an interrupted run
-    if ! netns_up ucxc-h1 ucxc-h2 ucxc-v1 ucxc-v2 10.77.0.1 10.77.0.2; then
-        record wire_setup fail "cannot create network namespaces"
-        return
-    fi
+    two_hosts_up wire_setup || return
     local plain crypt
     plain=$(wire_run plain 0)
     crypt=$(wire_run crypt 1)
@@ -855,11 +860,7 @@ test_wire() {
 aux_envs=(UCX_CRYPT_EMULATE_CONNECT_TO_EP=y UCX_NUM_EPS=4096)
 
 test_aux_lane() {
-    netns_down ucxc-h1 ucxc-h2 # leftovers of an interrupted run
-    if ! netns_up ucxc-h1 ucxc-h2 ucxc-v1 ucxc-v2 10.77.0.1 10.77.0.2; then
-        record aux_setup fail "cannot create network namespaces"
-        return
-    fi
+    two_hosts_up aux_setup || return
     local res
     res=$(wire_run aux 1 0,8,65536,1048576,67108864 "${aux_envs[@]}" UCX_LOG_LEVEL=debug)
     read -r -a res <<<"$res"
@@ -929,11 +930,7 @@ attack_run() { # LABEL [victim env...] -> victim, client and attacker logs
 }
 
 test_attacker() {
-    netns_down ucxc-h1 ucxc-h2 # leftovers of an interrupted run
-    if ! netns_up ucxc-h1 ucxc-h2 ucxc-v1 ucxc-v2 10.77.0.1 10.77.0.2; then
-        record attacker_setup fail "cannot create network namespaces"
-        return
-    fi
+    two_hosts_up attacker_setup || return
     local res refused
     res=$(attack_run attack LD_PRELOAD="$plugin" UCX_TLS=crypt UCX_CRYPT_TLS=tcp \
                      UCX_CRYPT_KEY_FILE="$work/job.key")
@@ -1002,11 +999,7 @@ peer_failure_run() { # LABEL how(kill|cut) -> seconds until the survivor's log s
 }
 
 test_peer_failure() {
-    netns_down ucxc-h1 ucxc-h2 # leftovers of an interrupted run
-    if ! netns_up ucxc-h1 ucxc-h2 ucxc-v1 ucxc-v2 10.77.0.1 10.77.0.2; then
-        record peer_failure_setup fail "cannot create network namespaces"
-        return
-    fi
+    two_hosts_up peer_failure_setup || return
     local t
     t=$(peer_failure_run killed kill)
     echo "  peer killed mid-transfer: the survivor's endpoint failed after ${t} s"
@@ -1076,11 +1069,7 @@ relay_case() { # MODE
 }
 
 test_relay() {
-    netns_down ucxc-h1 ucxc-h2 # leftovers of an interrupted run
-    if ! netns_up ucxc-h1 ucxc-h2 ucxc-v1 ucxc-v2 10.77.0.1 10.77.0.2; then
-        record relay_setup fail "cannot create network namespaces"
-        return
-    fi
+    two_hosts_up relay_setup || return
     local mode
     for mode in flip truncate drop duplicate reorder inject cut_record; do
         relay_case "$mode"
