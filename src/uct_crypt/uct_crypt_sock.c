@@ -286,6 +286,10 @@ static void uct_crypt_sock_timers(uct_crypt_sock_iface_t *iface, ucs_time_t now)
         if ((conn->state != UCT_CRYPT_SOCK_ESTABLISHED) &&
             (now > conn->deadline)) {
             uct_crypt_sock_conn_fail(conn, "handshake timed out");
+        } else if (conn->closing && (now > conn->deadline)) {
+            /* its peer stopped reading: what is left is dropped (the peer
+             * sees no CLOSE: its eps fail) */
+            uct_crypt_sock_conn_close(conn, 0);
         } else {
             uct_crypt_sock_conn_heartbeat(conn);
         }

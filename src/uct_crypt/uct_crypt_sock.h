@@ -68,7 +68,8 @@ enum {
     UCT_CRYPT_SOCK_MAX_BCOPY   = 262144 + 256,
     UCT_CRYPT_SOCK_FRAME_MAX   = CRYPT_SOCK_FRAME_HDR_LEN + UCT_CRYPT_SOCK_MAX_BCOPY,
     UCT_CRYPT_SOCK_TX_BUF      = 4 * UCT_CRYPT_SOCK_FRAME_MAX,
-    UCT_CRYPT_SOCK_HALF_OPEN_MAX = 64
+    UCT_CRYPT_SOCK_HALF_OPEN_MAX = 64,
+    UCT_CRYPT_SOCK_DRAIN_TIMEOUT = 10   /* s: a closing connection's last bytes */
 };
 
 /* Open the wire on a network device. `md` is crypt's md (used by the base
@@ -124,6 +125,7 @@ struct uct_crypt_sock_conn {
     uint8_t                  *tx_buf;      /* TX_BUF; NULL when empty */
     size_t                   tx_head, tx_len;
     int                      reject;       /* the record layer refused */
+    int                      closing;      /* ep gone: drain, then close */
     uint64_t                 tx_records, tx_records_told, rx_records;
 };
 
@@ -190,7 +192,7 @@ void uct_crypt_sock_conn_tx_commit(uct_crypt_sock_conn_t *conn, uint8_t type,
                                    uint8_t am_id, size_t length);
 void uct_crypt_sock_conn_set_events(uct_crypt_sock_conn_t *conn, unsigned events);
 ucs_status_t uct_crypt_sock_conn_start(uct_crypt_sock_conn_t *conn);
-void uct_crypt_sock_conn_send_close(uct_crypt_sock_conn_t *conn);
+int uct_crypt_sock_conn_send_close(uct_crypt_sock_conn_t *conn);
 void uct_crypt_sock_conn_heartbeat(uct_crypt_sock_conn_t *conn);
 
 /* uct_crypt_sock.c */

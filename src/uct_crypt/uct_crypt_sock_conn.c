@@ -158,6 +158,13 @@ void uct_crypt_sock_conn_fail(uct_crypt_sock_conn_t *conn, const char *reason)
     int established = (conn->state == UCT_CRYPT_SOCK_ESTABLISHED);
     uct_crypt_sock_ep_t *ep = conn->ep;
 
+    if (conn->closing) {
+        /* its ep is gone already; the peer's own connections speak for it */
+        ucs_debug("crypt: closing wire connection to %s ended: %s",
+                  conn->peer_name, reason);
+        uct_crypt_sock_conn_close(conn, 0);
+        return;
+    }
     if (!established && (ep == NULL)) {
         /* a stranger's connection: nothing of ours depended on it */
         uct_crypt_sock_outsider(iface, conn, reason);
@@ -201,6 +208,10 @@ int uct_crypt_sock_conn_flush(uct_crypt_sock_conn_t *conn)
     conn->tx_head = 0;
     /* idle connections hold no buffer: memory follows the busy ones */
     uct_crypt_sock_buf_put(conn->iface, &conn->iface->tx_cache, &conn->tx_buf);
+    if (conn->closing) {
+        uct_crypt_sock_conn_close(conn, 1); /* drained, CLOSE last */
+        return -1;
+    }
     uct_crypt_sock_conn_set_events(conn, EPOLLIN);
     return 1;
 }
@@ -409,8 +420,8 @@ static void uct_crypt_sock_ctrl_nonce(uint64_t n, uint8_t nonce[CRYPT_AEAD_NONCE
 
 /* A control frame (uct_crypt_wire.h): `count` sealed under the
  * connection's Noise transport key, the frame header as associated data */
-static void uct_crypt_sock_conn_send_ctrl(uct_crypt_sock_conn_t *conn,
-                                          uint8_t type, uint64_t count)
+static int uct_crypt_sock_conn_send_ctrl(uct_crypt_sock_conn_t *conn,
+                                         uint8_t type, uint64_t count)
 {
     const size_t length = sizeof(count) + CRYPT_AEAD_TAG_LEN;
     uint8_t nonce[CRYPT_AEAD_NONCE_LEN];
@@ -420,7 +431,7 @@ static void uct_crypt_sock_conn_send_ctrl(uct_crypt_sock_conn_t *conn,
 
     if ((conn->state != UCT_CRYPT_SOCK_ESTABLISHED) ||
         ((body = uct_crypt_sock_conn_tx_reserve(conn, length)) == NULL)) {
-        return;
+        return 1;
     }
     hdr           = (crypt_sock_frame_hdr_t*)(body - CRYPT_SOCK_FRAME_HDR_LEN);
     hdr->length   = htole32(length);
@@ -431,17 +442,18 @@ static void uct_crypt_sock_conn_send_ctrl(uct_crypt_sock_conn_t *conn,
     if (crypt_aead_seal(&conn->ctrl_send, nonce, hdr, sizeof(*hdr), &le_count,
                         sizeof(le_count), body, body + sizeof(count)) !=
         CRYPT_AEAD_OK) {
-        return;
+        return 1;
     }
     conn->tx_len += CRYPT_SOCK_FRAME_HDR_LEN + length;
-    (void)uct_crypt_sock_conn_flush(conn);
+    return uct_crypt_sock_conn_flush(conn) >= 0;
 }
 
-/* The graceful end: what this side sent so far, then CLOSE */
-void uct_crypt_sock_conn_send_close(uct_crypt_sock_conn_t *conn)
+/* The graceful end: what this side sent so far, then CLOSE. 0 when the
+ * connection is gone (it failed on the way). */
+int uct_crypt_sock_conn_send_close(uct_crypt_sock_conn_t *conn)
 {
-    uct_crypt_sock_conn_send_ctrl(conn, CRYPT_SOCK_FRAME_CLOSE,
-                                  conn->tx_records);
+    return uct_crypt_sock_conn_send_ctrl(conn, CRYPT_SOCK_FRAME_CLOSE,
+                                         conn->tx_records);
 }
 
 /* From the iface's timer: records went out since the last heartbeat. A
@@ -453,8 +465,8 @@ void uct_crypt_sock_conn_heartbeat(uct_crypt_sock_conn_t *conn)
     if ((conn->state == UCT_CRYPT_SOCK_ESTABLISHED) &&
         (conn->tx_records != conn->tx_records_told)) {
         conn->tx_records_told = conn->tx_records;
-        uct_crypt_sock_conn_send_ctrl(conn, CRYPT_SOCK_FRAME_HEARTBEAT,
-                                      conn->tx_records);
+        (void)uct_crypt_sock_conn_send_ctrl(conn, CRYPT_SOCK_FRAME_HEARTBEAT,
+                                            conn->tx_records);
     }
 }
 

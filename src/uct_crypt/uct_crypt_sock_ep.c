@@ -10,6 +10,7 @@
 
 #include <ucs/sys/sock.h>
 #include <ucs/sys/string.h>
+#include <ucs/time/time.h>
 #include <errno.h>
 #include <unistd.h>
 
@@ -89,10 +90,24 @@ static UCS_CLASS_CLEANUP_FUNC(uct_crypt_sock_ep_t)
 
     ucs_list_del(&self->list);
     if (self->conn != NULL) {
-        /* a graceful end: what UCP flushed has left; the peer learns that
-         * this is no failure */
-        uct_crypt_sock_conn_send_close(self->conn);
-        uct_crypt_sock_conn_close(self->conn, 1);
+        /* a graceful end: the peer learns that this is no failure, and the
+         * count of records it should have. What the socket did not take yet
+         * still goes, CLOSE last: the connection outlives the ep until its
+         * buffer is drained (bounded by a deadline) */
+        uct_crypt_sock_conn_t *conn = self->conn;
+        conn->ep   = NULL;
+        self->conn = NULL;
+        if (!uct_crypt_sock_conn_send_close(conn)) {
+            /* gone on the way (its failure was reported to nobody: the ep
+             * is going away) */
+        } else if ((conn->state == UCT_CRYPT_SOCK_ESTABLISHED) &&
+                   (conn->tx_len > 0)) {
+            conn->closing  = 1;
+            conn->deadline = ucs_get_time() +
+                             ucs_time_from_sec(UCT_CRYPT_SOCK_DRAIN_TIMEOUT);
+        } else {
+            uct_crypt_sock_conn_close(conn, 1);
+        }
     }
     ucs_queue_for_each_extract(flush, &self->flushes, queue, 1) {
         uct_invoke_completion(flush->comp, UCS_ERR_CANCELED);

@@ -1041,7 +1041,10 @@ relay_case() { # MODE
     ip netns exec ucxc-h1 timeout 30 python3 "$(dirname "$0")/relay.py" 10.77.0.1 "$relayed" \
         10.77.0.1 "$wire" "$mode" 4096 >"$work/relay-$mode.relay.log" 2>&1 &
     local relay=$!
-    sleep 0.5
+    for _ in $(seq 50); do
+        grep -q "relay: listening" "$work/relay-$mode.relay.log" && break
+        sleep 0.1
+    done
     on_host ucxc-h2 ucxc-v2 "${envs[@]}" timeout 30 "$check" -c 10.77.0.1 -p "$port" \
         -s 8,65536 -n 3000 >"$work/relay-$mode.c.log" 2>&1 &
     local cli=$!
