@@ -19,9 +19,11 @@
  * keys), which an active attacker could rewrite. Here nothing crosses but
  * chunk headers and frames, the lane never registers memory nor exposes a
  * remote key, and the only thing it does with a chunk is append it to a
- * bounded buffer. The chunk header itself is not authenticated: a forged
- * one can only make a receive fail or deliver bytes that the collective
- * layer then refuses to open.
+ * bounded buffer. The chunk header itself is not sealed: on crypt's own
+ * wire it arrives only on a connection whose peer proved the job secret
+ * and its key, and a stream is bound to that peer; anywhere, a forged one
+ * can only make a receive fail or deliver bytes that the collective layer
+ * then refuses to open.
  */
 #include "uct_crypt.h"
 #include "uct_crypt_sock.h"
@@ -36,6 +38,12 @@
 
 #define UCT_CRYPT_LANE_MSG_MAX   (1ul << 31) /* what one MPI count can hold */
 #define UCT_CRYPT_LANE_MAX_PEERS 4096
+/* What the lane holds for receives not posted yet, all streams together,
+ * and how many streams it keeps: bounds that a peer cannot push past
+ * (a stream that would is failed; the collective layer then fails the
+ * collective, never the process) */
+#define UCT_CRYPT_LANE_BUFFER_MAX  (1ul << 30)
+#define UCT_CRYPT_LANE_MAX_STREAMS 65536
 #define UCT_CRYPT_LANE_CLOSE_SEC 5
 
 typedef struct uct_crypt_lane_msg {
@@ -50,6 +58,10 @@ typedef struct uct_crypt_lane_stream {
     uint64_t             team;
     uint32_t             src_rank;
     int                  failed;   /* a malformed chunk: the stream is done */
+    /* own wire: the static key of the connection its chunks came on; every
+     * later chunk, and the receive, must name the same peer */
+    uint8_t              from[KEYEX_PUBLIC_KEY_LEN];
+    int                  from_known;
     uct_crypt_lane_msg_t *partial; /* being reassembled */
     size_t               filled;
     uct_crypt_lane_msg_t *head, *tail; /* complete, in arrival order */
@@ -88,6 +100,8 @@ struct uct_crypt_lane {
     uct_crypt_lane_peer_t   *peers;
     int                     num_peers;
     uct_crypt_lane_stream_t *streams;
+    unsigned                num_streams;
+    size_t                  buffered;  /* partial and complete messages */
     uint64_t                bytes_sent, bytes_received;
 };
 
@@ -103,23 +117,40 @@ uct_crypt_lane_stream(uct_crypt_lane_t *lane, uint64_t team, uint32_t src_rank)
             return s;
         }
     }
+    if (lane->num_streams == UCT_CRYPT_LANE_MAX_STREAMS) {
+        ucs_error("crypt lane: %u streams already: dropping a chunk of rank "
+                  "%u (team %016" PRIx64 ")", lane->num_streams, src_rank, team);
+        return NULL;
+    }
     s = ucs_calloc(1, sizeof(*s), "crypt lane stream");
     if (s != NULL) {
         s->team       = team;
         s->src_rank   = src_rank;
         s->next       = lane->streams;
         lane->streams = s;
+        ++lane->num_streams;
     }
     return s;
 }
 
-static void uct_crypt_lane_stream_fail(uct_crypt_lane_stream_t *s,
+/* a message the lane holds goes (delivered, or its stream failed) */
+static void uct_crypt_lane_msg_free(uct_crypt_lane_t *lane,
+                                    uct_crypt_lane_msg_t *msg)
+{
+    if (msg != NULL) {
+        lane->buffered -= msg->len;
+        ucs_free(msg);
+    }
+}
+
+static void uct_crypt_lane_stream_fail(uct_crypt_lane_t *lane,
+                                       uct_crypt_lane_stream_t *s,
                                        const char *why)
 {
     ucs_error("crypt lane: dropping the stream of rank %u (team %016" PRIx64
               "): %s", s->src_rank, s->team, why);
     s->failed = 1;
-    ucs_free(s->partial);
+    uct_crypt_lane_msg_free(lane, s->partial);
     s->partial = NULL;
     s->posted  = NULL; /* nothing more is written to the caller's buffer */
     s->direct  = 0;
@@ -142,6 +173,7 @@ static ucs_status_t uct_crypt_lane_am(void *arg, void *data, size_t length,
     uct_crypt_lane_t *lane = arg;
     crypt_lane_chunk_hdr_t hdr;
     uct_crypt_lane_stream_t *s;
+    const uint8_t *from;
     size_t chunk, total;
     uint8_t *dest;
 
@@ -161,14 +193,25 @@ static ucs_status_t uct_crypt_lane_am(void *arg, void *data, size_t length,
     if ((s == NULL) || s->failed) {
         return UCS_OK;
     }
+    from = uct_crypt_sock_rx_peer(lane->iface);
+    if (from != NULL) {
+        if (!s->from_known) {
+            memcpy(s->from, from, sizeof(s->from));
+            s->from_known = 1;
+        } else if (memcmp(s->from, from, sizeof(s->from))) {
+            uct_crypt_lane_stream_fail(lane, s, "a chunk from another peer than "
+                                       "the stream's");
+            return UCS_OK;
+        }
+    }
 
     if (hdr.flags & CRYPT_LANE_CHUNK_FIRST) {
         if ((s->partial != NULL) || s->direct) {
-            uct_crypt_lane_stream_fail(s, "a message began inside another");
+            uct_crypt_lane_stream_fail(lane, s, "a message began inside another");
             return UCS_OK;
         }
         if (hdr.total > UCT_CRYPT_LANE_MSG_MAX) {
-            uct_crypt_lane_stream_fail(s, "message longer than the lane allows");
+            uct_crypt_lane_stream_fail(lane, s, "message longer than the lane allows");
             return UCS_OK;
         }
         s->filled = 0;
@@ -176,26 +219,32 @@ static ucs_status_t uct_crypt_lane_am(void *arg, void *data, size_t length,
             (hdr.total == s->posted_len)) {
             s->direct = 1; /* the next message, of the length asked for */
         } else {
+            if (hdr.total > UCT_CRYPT_LANE_BUFFER_MAX - lane->buffered) {
+                uct_crypt_lane_stream_fail(lane, s, "the lane holds all it may "
+                                           "for receives not posted yet");
+                return UCS_OK;
+            }
             s->partial = ucs_malloc(sizeof(*s->partial) + hdr.total,
                                     "crypt lane message");
             if (s->partial == NULL) {
-                uct_crypt_lane_stream_fail(s, "out of memory");
+                uct_crypt_lane_stream_fail(lane, s, "out of memory");
                 return UCS_OK;
             }
             s->partial->next = NULL;
             s->partial->len  = hdr.total;
+            lane->buffered  += hdr.total;
         }
     } else if ((s->partial == NULL) && !s->direct) {
-        uct_crypt_lane_stream_fail(s, "a chunk outside its message");
+        uct_crypt_lane_stream_fail(lane, s, "a chunk outside its message");
         return UCS_OK;
     }
     dest = uct_crypt_lane_dest(s, &total);
     if (hdr.total != total) {
-        uct_crypt_lane_stream_fail(s, "a chunk outside its message");
+        uct_crypt_lane_stream_fail(lane, s, "a chunk outside its message");
         return UCS_OK;
     }
     if (chunk > total - s->filled) {
-        uct_crypt_lane_stream_fail(s, "a chunk beyond its message's length");
+        uct_crypt_lane_stream_fail(lane, s, "a chunk beyond its message's length");
         return UCS_OK;
     }
     memcpy(dest + s->filled, UCS_PTR_BYTE_OFFSET(data, sizeof(hdr)), chunk);
@@ -204,7 +253,7 @@ static ucs_status_t uct_crypt_lane_am(void *arg, void *data, size_t length,
 
     if (hdr.flags & CRYPT_LANE_CHUNK_LAST) {
         if (s->filled != total) {
-            uct_crypt_lane_stream_fail(s, "message ended short");
+            uct_crypt_lane_stream_fail(lane, s, "message ended short");
             return UCS_OK;
         }
         if (s->direct) {
@@ -242,8 +291,14 @@ static int uct_crypt_lane_recv(uct_crypt_lane_t *lane, int peer, uint64_t team,
     if ((s == NULL) || s->failed) {
         return -1;
     }
+    if (s->from_known && (peer >= 0) && (peer < lane->num_peers) &&
+        memcmp(s->from, lane->peers[peer].peer_static, sizeof(s->from))) {
+        uct_crypt_lane_stream_fail(lane, s, "it came from another peer than "
+                                   "the one its rank is at");
+        return -1;
+    }
     if ((s->direct || s->direct_done) && ((uint8_t*)buf != s->posted)) {
-        uct_crypt_lane_stream_fail(s, "a receive moved its buffer");
+        uct_crypt_lane_stream_fail(lane, s, "a receive moved its buffer");
         return -1;
     }
     if (s->direct_done) {
@@ -259,7 +314,7 @@ static int uct_crypt_lane_recv(uct_crypt_lane_t *lane, int peer, uint64_t team,
             if ((s->partial != NULL) && (s->partial->len == len)) {
                 /* begun before the receive: the rest goes there too */
                 memcpy(buf, s->partial->data, s->filled);
-                ucs_free(s->partial);
+                uct_crypt_lane_msg_free(lane, s->partial);
                 s->partial = NULL;
                 s->direct  = 1;
             }
@@ -275,12 +330,12 @@ static int uct_crypt_lane_recv(uct_crypt_lane_t *lane, int peer, uint64_t team,
     if (msg->len != len) {
         ucs_error("crypt lane: rank %u sent %zu bytes where %zu were expected",
                   src_rank, msg->len, len);
-        ucs_free(msg);
+        uct_crypt_lane_msg_free(lane, msg);
         s->failed = 1;
         return -1;
     }
     memcpy(buf, msg->data, len);
-    ucs_free(msg);
+    uct_crypt_lane_msg_free(lane, msg);
     return 1;
 }
 
@@ -295,7 +350,7 @@ static void uct_crypt_lane_recv_cancel(uct_crypt_lane_t *lane, uint64_t team,
     if (s->direct || s->direct_done) {
         /* part or all of a message went to the abandoned buffer: the
          * stream cannot go on in order */
-        uct_crypt_lane_stream_fail(s, "a receive was abandoned");
+        uct_crypt_lane_stream_fail(lane, s, "a receive was abandoned");
     }
     s->posted = NULL;
 }

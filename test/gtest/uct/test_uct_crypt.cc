@@ -1423,6 +1423,65 @@ TEST_F(uct_crypt_lane_test, messages_of_every_size_class_arrive_whole)
     EXPECT_GE(sent, (size_t(1) << 20) + 3);
 }
 
+/* On crypt's own wire each connection proved its peer's key: a stream
+ * (team, rank) is bound to the peer its first chunk came from, and a
+ * receive that expects that rank at another peer fails, as does a chunk of
+ * that stream from another peer. */
+TEST_F(uct_crypt_lane_test, a_rank_speaks_only_through_its_own_peer)
+{
+    char error[160] = "";
+    uct_crypt_lane_t *z = ops->open(error, sizeof(error));
+    ASSERT_NE(z, nullptr) << error;
+    uint8_t addr[UCT_CRYPT_LANE_ADDR_MAX];
+    size_t len = ops->address(z, addr, sizeof(addr));
+    int y_to_z = ops->connect(y, addr, len);
+    ASSERT_GE(y_to_z, 0);
+    ASSERT_NE(y_to_z, y_to_x);
+    len = ops->address(y, addr, sizeof(addr));
+    int z_to_y = ops->connect(z, addr, len);
+    ASSERT_GE(z_to_y, 0);
+
+    auto msg = make_payload(7, 2000);
+    ASSERT_EQ(ops->send(x, x_to_y, 7, 3, msg.data(), msg.size(),
+                        CRYPT_COLL_FRAME_OVERHEAD), 0);
+    auto other = make_payload(8, 2000);
+    ASSERT_EQ(ops->send(x, x_to_y, 7, 4, other.data(), other.size(),
+                        CRYPT_COLL_FRAME_OVERHEAD), 0);
+    std::vector<uint8_t> out(msg.size());
+    int got = 0;
+    deadline limit(20);
+    while (!got && !limit.passed()) {
+        ops->progress(x);
+        ops->progress(z);
+        /* rank 3 of team 7 is expected at z, but spoke through x */
+        got = ops->recv(y, y_to_z, 7, 3, out.data(), out.size());
+    }
+    EXPECT_EQ(got, -1) << "a rank's message taken from another peer";
+
+    /* z now speaks for rank 4, whose stream x began: refused too */
+    ASSERT_EQ(ops->send(z, z_to_y, 7, 4, msg.data(), msg.size(),
+                        CRYPT_COLL_FRAME_OVERHEAD), 0);
+    got = 0;
+    limit = deadline(20);
+    while ((got == 0) && !limit.passed()) {
+        ops->progress(x);
+        ops->progress(z);
+        got = ops->recv(y, y_to_x, 7, 4, out.data(), out.size());
+        if ((got == 1) && (out == other)) {
+            got = 0; /* x's own message first; then z's must not come */
+            out.assign(out.size(), 0);
+        }
+    }
+    EXPECT_EQ(got, -1) << "a chunk of x's stream from z was taken";
+
+    std::atomic<bool> closed{false};
+    std::thread closer([&] { ops->close(z); closed = true; });
+    while (!closed) {
+        ops->progress(y);
+    }
+    closer.join();
+}
+
 TEST_F(uct_crypt_lane_test, streams_of_teams_and_ranks_kept_apart_and_in_order)
 {
     /* x sends team 1 rank 0, team 2 rank 0, team 1 rank 5, team 1 rank 0
