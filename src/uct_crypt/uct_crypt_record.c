@@ -234,8 +234,11 @@ ucs_status_t uct_crypt_record_drop(uct_crypt_iface_t *iface,
     }
     if ((wire_peer != NULL) || (n <= 4) || !(n & (n - 1))) {
         ucs_error("crypt: dropped a record from " uct_crypt_log_peer_fmt
-                  " (am id %u): %s; %s (%" PRIu64 " dropped so far)",
-                  uct_crypt_log_peer_arg(peer, flow_id), am_id,
+                  "%s%s (am id %u): %s; %s (%" PRIu64 " dropped so far)",
+                  uct_crypt_log_peer_arg(peer, flow_id),
+                  (wire_peer != NULL) ? " at " : "",
+                  (wire_peer != NULL) ? uct_crypt_sock_rx_peer_name(iface->inner) : "",
+                  am_id,
                   uct_crypt_fail_reason_name(reason),
                   (wire_peer != NULL) ?
                   "its connection is closed, the endpoints to that peer fail" :
@@ -268,8 +271,11 @@ ucs_status_t uct_crypt_record_reject(uct_crypt_iface_t *iface,
     failed_eps = uct_crypt_fail_peer(iface, flow->peer_public, flow->flow_id,
                                      reason);
     ucs_error("crypt: dropped a record from " uct_crypt_log_peer_fmt
-              " (am id %u): %s; %u endpoint(s) to that peer failed",
-              uct_crypt_log_peer_arg(flow->peer_public, flow->flow_id), am_id,
+              "%s%s (am id %u): %s; %u endpoint(s) to that peer failed",
+              uct_crypt_log_peer_arg(flow->peer_public, flow->flow_id),
+              uct_crypt_sock_rx_peer(iface->inner) ? " at " : "",
+              uct_crypt_sock_rx_peer(iface->inner) ?
+              uct_crypt_sock_rx_peer_name(iface->inner) : "", am_id,
               uct_crypt_fail_reason_name(reason), failed_eps);
     return UCS_OK;
 }

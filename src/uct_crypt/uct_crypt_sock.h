@@ -91,6 +91,8 @@ ucs_status_t uct_crypt_sock_ep_set_peer(uct_ep_h tl_ep,
  * static key that connection proved (NULL outside a sock iface's
  * delivery). */
 const uint8_t *uct_crypt_sock_rx_peer(uct_iface_h tl_iface);
+/* ... and that connection's peer address ("" outside a delivery) */
+const char *uct_crypt_sock_rx_peer_name(uct_iface_h tl_iface);
 void uct_crypt_sock_rx_reject(uct_iface_h tl_iface, const char *reason);
 
 /* Is `tl_iface` crypt's own wire? */
