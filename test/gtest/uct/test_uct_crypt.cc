@@ -1482,6 +1482,40 @@ TEST_F(uct_crypt_lane_test, a_rank_speaks_only_through_its_own_peer)
     closer.join();
 }
 
+/* A peer cannot make the lane keep streams without end: past 65536
+ * (team, rank) streams a new one's chunks are dropped and its receive
+ * fails; the streams kept go on working. */
+TEST_F(uct_crypt_lane_test, streams_past_the_bound_are_refused)
+{
+    const uint32_t bound = 65536;
+    auto msg = make_payload(3, 64);
+    for (uint32_t rank = 0; rank <= bound; ++rank) {
+        ASSERT_EQ(ops->send(x, x_to_y, 9, rank, msg.data(), msg.size(),
+                            CRYPT_COLL_FRAME_OVERHEAD), 0);
+        deadline limit(20);
+        while ((ops->send_idle(x, x_to_y) == 0) && !limit.passed()) {
+            ops->progress(x);
+            ops->progress(y);
+        }
+        ASSERT_EQ(ops->send_idle(x, x_to_y), 1);
+    }
+    for (int i = 0; i < 1000; ++i) {
+        ops->progress(x);
+        ops->progress(y);
+    }
+    std::vector<uint8_t> out(msg.size());
+    EXPECT_EQ(ops->recv(y, y_to_x, 9, bound, out.data(), out.size()), -1)
+            << "a stream past the bound was kept";
+    int got = 0;
+    deadline limit(20);
+    while (!got && !limit.passed()) {
+        ops->progress(x);
+        got = ops->recv(y, y_to_x, 9, 0, out.data(), out.size());
+    }
+    EXPECT_EQ(got, 1);
+    EXPECT_EQ(out, msg);
+}
+
 TEST_F(uct_crypt_lane_test, streams_of_teams_and_ranks_kept_apart_and_in_order)
 {
     /* x sends team 1 rank 0, team 2 rank 0, team 1 rank 5, team 1 rank 0
