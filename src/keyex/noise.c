@@ -391,6 +391,7 @@ keyex_status_t keyex_noise_init_consume(keyex_noise_t *hs, const keyex_keypair_t
 
 keyex_status_t keyex_noise_response_create(keyex_noise_t *hs,
                                            const uint8_t *job_secret,
+                                           uint8_t flags,
                                            keyex_noise_response_msg_t *msg,
                                            keyex_noise_transport_t *keys)
 {
@@ -414,10 +415,10 @@ keyex_status_t keyex_noise_response_create(keyex_noise_t *hs,
     if (status == KEYEX_OK) {
         status = keyex_noise_mix_key_and_hash(hs, hs->psk, KEYEX_SECRET_LEN);
     }
-    /* payload: nothing, but its tag */
+    /* payload: the flags */
     if (status == KEYEX_OK) {
-        status = keyex_noise_crypt_and_hash(hs, 1, (const uint8_t*)"", 0,
-                                            msg->encrypted_nothing);
+        status = keyex_noise_crypt_and_hash(hs, 1, &flags, 1,
+                                            msg->encrypted_flags);
     }
     if (status == KEYEX_OK) {
         status = keyex_noise_mac1_key(job_secret, hs->rs, hs->mac1_key_remote);
@@ -436,9 +437,9 @@ keyex_status_t keyex_noise_response_create(keyex_noise_t *hs,
 keyex_status_t keyex_noise_response_consume(keyex_noise_t *hs,
                                             const keyex_keypair_t *s,
                                             const keyex_noise_response_msg_t *msg,
+                                            uint8_t *flags,
                                             keyex_noise_transport_t *keys)
 {
-    uint8_t nothing[1];
     keyex_status_t status;
 
     if ((msg->type != KEYEX_NOISE_RESPONSE_TYPE) ||
@@ -464,8 +465,8 @@ keyex_status_t keyex_noise_response_consume(keyex_noise_t *hs,
         status = keyex_noise_mix_key_and_hash(hs, hs->psk, KEYEX_SECRET_LEN);
     }
     if (status == KEYEX_OK) {
-        status = keyex_noise_crypt_and_hash(hs, 0, msg->encrypted_nothing, 0,
-                                            nothing);
+        status = keyex_noise_crypt_and_hash(hs, 0, msg->encrypted_flags, 1,
+                                            flags);
     }
     if (status == KEYEX_OK) {
         status = keyex_noise_split(hs, 1, keys);

@@ -8,7 +8,7 @@
  *
  *   <- s                       (the responder's static key: its address)
  *   -> e, es, s, ss, {timestamp}            initiation, 128 bytes
- *   <- e, ee, se, psk, {}                   response, 68 bytes
+ *   <- e, ee, se, psk, {flags}              response, 69 bytes
  *
  * psk  = HKDF-Expand(HKDF-Extract("ucx-crypt wire psk", job secret), ...)
  * mac1 = HMAC-SHA256(SHA-256("ucx-crypt mac1--" || job secret ||
@@ -36,7 +36,11 @@ enum {
     KEYEX_NOISE_TIMESTAMP_LEN = 12, /* TAI64N, WireGuard §5.4.2 */
     KEYEX_NOISE_INIT_TYPE     = 1,
     KEYEX_NOISE_RESPONSE_TYPE = 2,
-    KEYEX_NOISE_VERSION       = 1
+    KEYEX_NOISE_VERSION       = 1,
+    /* response payload: the responder has a connection of its own to the
+     * initiator, and asks it to send there (crypt's wire: one connection
+     * per pair) */
+    KEYEX_NOISE_RESPONSE_REDIRECT = 1
 };
 
 /* Initiation (128 bytes): type, version, two zero bytes, the initiator's
@@ -52,20 +56,21 @@ typedef struct keyex_noise_init_msg {
     uint8_t mac1[KEYEX_NOISE_MAC1_LEN];
 } __attribute__((packed)) keyex_noise_init_msg_t;
 
-/* Response (68 bytes): type, version, two zero bytes, the responder's
- * ephemeral key, the tag of the empty payload, mac1. */
+/* Response (69 bytes): type, version, two zero bytes, the responder's
+ * ephemeral key, its one-byte payload encrypted (KEYEX_NOISE_RESPONSE_*
+ * flags) with its tag, mac1. */
 typedef struct keyex_noise_response_msg {
     uint8_t type;
     uint8_t version;
     uint8_t reserved[2];
     uint8_t ephemeral[KEYEX_PUBLIC_KEY_LEN];
-    uint8_t encrypted_nothing[CRYPT_AEAD_TAG_LEN];
+    uint8_t encrypted_flags[1 + CRYPT_AEAD_TAG_LEN];
     uint8_t mac1[KEYEX_NOISE_MAC1_LEN];
 } __attribute__((packed)) keyex_noise_response_msg_t;
 
 #ifndef __cplusplus
 _Static_assert(sizeof(keyex_noise_init_msg_t) == 128, "initiation layout");
-_Static_assert(sizeof(keyex_noise_response_msg_t) == 68, "response layout");
+_Static_assert(sizeof(keyex_noise_response_msg_t) == 69, "response layout");
 #endif
 
 /* The state of one handshake (symmetric state of Noise §5.2 plus the
@@ -120,16 +125,19 @@ keyex_status_t keyex_noise_init_consume(keyex_noise_t *hs, const keyex_keypair_t
                                         const keyex_noise_init_msg_t *msg,
                                         uint8_t timestamp[KEYEX_NOISE_TIMESTAMP_LEN]);
 
-/* Responder: the response, and the transport keys. */
+/* Responder: the response carrying `flags`, and the transport keys. */
 keyex_status_t keyex_noise_response_create(keyex_noise_t *hs,
                                            const uint8_t *job_secret,
+                                           uint8_t flags,
                                            keyex_noise_response_msg_t *msg,
                                            keyex_noise_transport_t *keys);
 
-/* Initiator: check the response (mac1 first), and the transport keys. */
+/* Initiator: check the response (mac1 first): its flags, and the
+ * transport keys. */
 keyex_status_t keyex_noise_response_consume(keyex_noise_t *hs,
                                             const keyex_keypair_t *s,
                                             const keyex_noise_response_msg_t *msg,
+                                            uint8_t *flags,
                                             keyex_noise_transport_t *keys);
 
 void keyex_noise_cleanup(keyex_noise_t *hs);

@@ -287,9 +287,11 @@ static void uct_crypt_sock_timers(uct_crypt_sock_iface_t *iface, ucs_time_t now)
             (now > conn->deadline)) {
             uct_crypt_sock_conn_fail(conn, "handshake timed out");
         } else if (conn->closing && (now > conn->deadline)) {
-            /* its peer stopped reading: what is left is dropped (the peer
-             * sees no CLOSE: its eps fail) */
+            /* our half is done; the peer neither read the rest nor closed
+             * its own in time */
             uct_crypt_sock_conn_close(conn, 0);
+        } else if (conn->redirect_wait && (now > conn->deadline)) {
+            uct_crypt_sock_conn_redirect_expired(conn);
         } else {
             uct_crypt_sock_conn_heartbeat(conn);
         }
@@ -327,6 +329,9 @@ static unsigned uct_crypt_sock_iface_progress(uct_iface_h tl_iface)
     if (now > iface->next_timer) {
         iface->next_timer = now + ucs_time_from_msec(250);
         uct_crypt_sock_timers(iface, now);
+    }
+    if (iface->redirect_pending) {
+        uct_crypt_sock_conn_redirects(iface);
     }
     if (iface->ep_fail_pending) {
         uct_crypt_sock_iface_report_failures(iface);
@@ -405,6 +410,7 @@ static UCS_CLASS_INIT_FUNC(uct_crypt_sock_iface_t, uct_md_h md,
     self->max_seen        = 0;
     self->next_timer      = 0;
     self->ep_fail_pending = 0;
+    self->redirect_pending = 0;
     self->advertise_port  = sock_params->advertise_port;
     self->rx_cache.count  = 0;
     self->tx_cache.count  = 0;
@@ -465,6 +471,9 @@ static UCS_CLASS_CLEANUP_FUNC(uct_crypt_sock_iface_t)
 {
     uct_crypt_sock_conn_t *conn, *tmp;
 
+    /* off the worker's progress before anything here goes */
+    uct_base_iface_progress_disable(&self->super.super,
+                                    UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
     ucs_assert(ucs_list_is_empty(&self->eps));
     ucs_list_for_each_safe(conn, tmp, &self->conns, list) {
         uct_crypt_sock_conn_close(conn, 1);

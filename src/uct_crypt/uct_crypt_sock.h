@@ -20,13 +20,20 @@
  * the connection (a stream cannot resynchronise) and fails the endpoints
  * of that authenticated peer; no other connection is touched.
  *
- * Connections are one-way, as the records they carry: an ep opens one to
- * its peer's iface (initiator) and sends; the peer's iface receives on the
- * connections it accepted (responder). The responder answers only the
- * handshake. A graceful end is a CLOSE frame authenticated under the
- * connection's transport key; any other end of an established connection
- * is a failure that both sides report (the initiator by its ep, the
- * responder by failing the eps to that peer). Dead peers and cut links:
+ * One connection per pair of ifaces carries both directions (as UCX's own
+ * tcp does: a pure ACK per one-way record costs microseconds): an ep opens
+ * one to its peer's iface (initiator) unless the peer's connection to us
+ * is there already with its sending half unused (the ep attaches to it).
+ * When both open at once, the responder with the lower static key answers
+ * with REDIRECT (the Noise response's payload): the other side holds its
+ * records (no record goes before the handshake's answer) and moves them to
+ * the lower side's connection once that is up, or uses its own after a
+ * deadline. A record therefore never has two connections to take, and the
+ * record layer's strict order holds. Each direction ends with its own
+ * CLOSE, authenticated under the connection's transport key and carrying
+ * the count of records sent; the socket closes once both halves are done.
+ * Any other end of a half that carried records is a failure that both
+ * sides report. Dead peers and cut links:
  * TCP keepalive and TCP_USER_TIMEOUT (UCX_CRYPT_KEEPALIVE).
  */
 #ifndef UCT_CRYPT_SOCK_H
@@ -69,7 +76,8 @@ enum {
     UCT_CRYPT_SOCK_FRAME_MAX   = CRYPT_SOCK_FRAME_HDR_LEN + UCT_CRYPT_SOCK_MAX_BCOPY,
     UCT_CRYPT_SOCK_TX_BUF      = 4 * UCT_CRYPT_SOCK_FRAME_MAX,
     UCT_CRYPT_SOCK_HALF_OPEN_MAX = 64,
-    UCT_CRYPT_SOCK_DRAIN_TIMEOUT = 10   /* s: a closing connection's last bytes */
+    UCT_CRYPT_SOCK_DRAIN_TIMEOUT = 10,  /* s: a closing connection's last bytes */
+    UCT_CRYPT_SOCK_REDIRECT_TIMEOUT = 2 /* s: for the peer's own connection */
 };
 
 /* Open the wire on a network device. `md` is crypt's md (used by the base
@@ -127,7 +135,14 @@ struct uct_crypt_sock_conn {
     uint8_t                  *tx_buf;      /* TX_BUF; NULL when empty */
     size_t                   tx_head, tx_len;
     int                      reject;       /* the record layer refused */
-    int                      closing;      /* ep gone: drain, then close */
+    int                      initiator;    /* we opened it */
+    int                      closing;      /* our half is done: drain, then
+                                              close once the peer's is too */
+    int                      tx_closed;    /* we sent CLOSE */
+    int                      rx_closed;    /* the peer sent CLOSE */
+    int                      redirect_wait;/* the peer asked us to send on its
+                                              connection: records held */
+    size_t                   init_left;    /* initiation bytes not sent yet */
     uint64_t                 tx_records, tx_records_told, rx_records;
 };
 
@@ -160,6 +175,7 @@ struct uct_crypt_sock_iface {
     size_t                          num_seen, max_seen;
     ucs_time_t                      next_timer;
     int                             ep_fail_pending;
+    int                             redirect_pending;
     char                            dev_name[IFNAMSIZ];
 };
 
@@ -196,6 +212,18 @@ void uct_crypt_sock_conn_set_events(uct_crypt_sock_conn_t *conn, unsigned events
 ucs_status_t uct_crypt_sock_conn_start(uct_crypt_sock_conn_t *conn);
 int uct_crypt_sock_conn_send_close(uct_crypt_sock_conn_t *conn);
 void uct_crypt_sock_conn_heartbeat(uct_crypt_sock_conn_t *conn);
+/* Our half of `conn` is done (its ep left): CLOSE, then the socket closes
+ * once drained and the peer's half is done too */
+void uct_crypt_sock_conn_release(uct_crypt_sock_conn_t *conn);
+/* An established connection from `peer` whose sending half nobody uses,
+ * for a new ep to attach to; NULL if none */
+uct_crypt_sock_conn_t *uct_crypt_sock_conn_find_free(uct_crypt_sock_iface_t *iface,
+                                                     const uint8_t *peer);
+int uct_crypt_sock_conn_move(uct_crypt_sock_conn_t *from,
+                             uct_crypt_sock_conn_t *to);
+void uct_crypt_sock_conn_redirects(uct_crypt_sock_iface_t *iface);
+/* The deadline of a connection waiting for its peer's (redirect) passed */
+void uct_crypt_sock_conn_redirect_expired(uct_crypt_sock_conn_t *conn);
 
 /* uct_crypt_sock.c */
 int uct_crypt_sock_dest(const uct_device_addr_t *dev_addr, const void *port_addr,

@@ -67,9 +67,10 @@ uct_crypt_sock_conn_t *uct_crypt_sock_conn_new(uct_crypt_sock_iface_t *iface,
     }
     conn->iface    = iface;
     conn->fd       = fd;
-    conn->ep       = ep;
-    conn->state    = (ep != NULL) ? UCT_CRYPT_SOCK_CONNECTING :
-                                    UCT_CRYPT_SOCK_WAIT_INIT;
+    conn->ep        = ep;
+    conn->initiator = (ep != NULL);
+    conn->state     = (ep != NULL) ? UCT_CRYPT_SOCK_CONNECTING :
+                                     UCT_CRYPT_SOCK_WAIT_INIT;
     conn->deadline = ucs_get_time() +
                      ucs_time_from_sec(UCT_CRYPT_SOCK_HANDSHAKE_TIMEOUT);
     memcpy(&conn->peer_addr, peer, (peer->sa_family == AF_INET6) ?
@@ -156,18 +157,20 @@ void uct_crypt_sock_conn_fail(uct_crypt_sock_conn_t *conn, const char *reason)
     uint8_t peer[KEYEX_PUBLIC_KEY_LEN];
     char name[sizeof(conn->peer_name)];
     int established = (conn->state == UCT_CRYPT_SOCK_ESTABLISHED);
+    /* the peer's half carried records that may now be lost */
+    int peer_lost   = established && !conn->rx_closed && (conn->rx_records > 0);
     uct_crypt_sock_ep_t *ep = conn->ep;
 
-    if (conn->closing) {
-        /* its ep is gone already; the peer's own connections speak for it */
-        ucs_debug("crypt: closing wire connection to %s ended: %s",
-                  conn->peer_name, reason);
+    if (!established && (ep == NULL) && !conn->initiator) {
+        /* a stranger's connection: nothing of ours depended on it */
+        uct_crypt_sock_outsider(iface, conn, reason);
         uct_crypt_sock_conn_close(conn, 0);
         return;
     }
-    if (!established && (ep == NULL)) {
-        /* a stranger's connection: nothing of ours depended on it */
-        uct_crypt_sock_outsider(iface, conn, reason);
+    if ((ep == NULL) && !peer_lost) {
+        /* nothing of ours sends on it and nothing of the peer's was cut */
+        ucs_debug("crypt: wire connection %s %s ended: %s",
+                  conn->initiator ? "to" : "from", conn->peer_name, reason);
         uct_crypt_sock_conn_close(conn, 0);
         return;
     }
@@ -178,7 +181,8 @@ void uct_crypt_sock_conn_fail(uct_crypt_sock_conn_t *conn, const char *reason)
     uct_crypt_sock_conn_close(conn, 0);
     if (ep != NULL) {
         uct_crypt_sock_ep_failed(ep, UCS_ERR_CONNECTION_RESET, reason);
-    } else if (iface->peer_failed != NULL) {
+    }
+    if ((peer_lost || (ep == NULL)) && (iface->peer_failed != NULL)) {
         iface->peer_failed(iface->peer_failed_arg, peer, name, reason);
     }
 }
@@ -189,11 +193,19 @@ void uct_crypt_sock_conn_fail(uct_crypt_sock_conn_t *conn, const char *reason)
  * connection is then gone). */
 int uct_crypt_sock_conn_flush(uct_crypt_sock_conn_t *conn)
 {
+    size_t may;
     ssize_t sent;
 
     while (conn->tx_len > 0) {
-        sent = send(conn->fd, conn->tx_buf + conn->tx_head, conn->tx_len,
-                    MSG_NOSIGNAL);
+        /* before the handshake's answer (and while the peer's connection
+         * is awaited) only the initiation leaves: records wait */
+        may = ((conn->state == UCT_CRYPT_SOCK_ESTABLISHED) && !conn->redirect_wait) ?
+              conn->tx_len : ucs_min(conn->tx_len, conn->init_left);
+        if (may == 0) {
+            uct_crypt_sock_conn_set_events(conn, EPOLLIN);
+            return 0;
+        }
+        sent = send(conn->fd, conn->tx_buf + conn->tx_head, may, MSG_NOSIGNAL);
         if (sent < 0) {
             if ((errno == EAGAIN) || (errno == EWOULDBLOCK) || (errno == EINTR)) {
                 uct_crypt_sock_conn_set_events(conn, EPOLLIN | EPOLLOUT);
@@ -202,14 +214,15 @@ int uct_crypt_sock_conn_flush(uct_crypt_sock_conn_t *conn)
             uct_crypt_sock_conn_fail(conn, strerror(errno));
             return -1;
         }
-        conn->tx_head += sent;
-        conn->tx_len  -= sent;
+        conn->init_left -= ucs_min(conn->init_left, (size_t)sent);
+        conn->tx_head   += sent;
+        conn->tx_len    -= sent;
     }
     conn->tx_head = 0;
     /* idle connections hold no buffer: memory follows the busy ones */
     uct_crypt_sock_buf_put(conn->iface, &conn->iface->tx_cache, &conn->tx_buf);
-    if (conn->closing) {
-        uct_crypt_sock_conn_close(conn, 1); /* drained, CLOSE last */
+    if (conn->closing && conn->rx_closed) {
+        uct_crypt_sock_conn_close(conn, 1); /* both halves done */
         return -1;
     }
     uct_crypt_sock_conn_set_events(conn, EPOLLIN);
@@ -252,6 +265,117 @@ void uct_crypt_sock_conn_tx_commit(uct_crypt_sock_conn_t *conn, uint8_t type,
     conn->tx_records += (type == CRYPT_SOCK_FRAME_RECORD);
 }
 
+/* ---- one connection per pair ---------------------------------------------- */
+
+/* Our own (initiated) connection to `peer`, still sending or about to */
+static uct_crypt_sock_conn_t *
+uct_crypt_sock_conn_own_to(uct_crypt_sock_iface_t *iface, const uint8_t *peer)
+{
+    uct_crypt_sock_conn_t *conn;
+
+    ucs_list_for_each(conn, &iface->conns, list) {
+        if (conn->initiator && (conn->ep != NULL) && !conn->tx_closed &&
+            (conn->state != UCT_CRYPT_SOCK_CLOSED) &&
+            !memcmp(conn->peer_static, peer, KEYEX_PUBLIC_KEY_LEN)) {
+            return conn;
+        }
+    }
+    return NULL;
+}
+
+/* Our connection to `peer` that waits for the peer's own */
+static uct_crypt_sock_conn_t *
+uct_crypt_sock_conn_redirected_to(uct_crypt_sock_iface_t *iface,
+                                  const uint8_t *peer)
+{
+    uct_crypt_sock_conn_t *conn;
+
+    ucs_list_for_each(conn, &iface->conns, list) {
+        if (conn->redirect_wait && (conn->ep != NULL) &&
+            !memcmp(conn->peer_static, peer, KEYEX_PUBLIC_KEY_LEN)) {
+            return conn;
+        }
+    }
+    return NULL;
+}
+
+uct_crypt_sock_conn_t *uct_crypt_sock_conn_find_free(uct_crypt_sock_iface_t *iface,
+                                                     const uint8_t *peer)
+{
+    uct_crypt_sock_conn_t *conn;
+
+    ucs_list_for_each(conn, &iface->conns, list) {
+        if ((conn->state == UCT_CRYPT_SOCK_ESTABLISHED) && (conn->ep == NULL) &&
+            !conn->tx_closed && !conn->rx_closed && !conn->closing &&
+            !conn->redirect_wait && (conn->tx_records == 0) &&
+            !memcmp(conn->peer_static, peer, KEYEX_PUBLIC_KEY_LEN)) {
+            return conn;
+        }
+    }
+    return NULL;
+}
+
+/* The ep of `from` (which sent no record yet: they were held) moves, with
+ * its held records, to `to`, the peer's connection; `from` ends with
+ * CLOSE(0). Returns 0 when `to` is gone. */
+int uct_crypt_sock_conn_move(uct_crypt_sock_conn_t *from,
+                             uct_crypt_sock_conn_t *to)
+{
+    uct_crypt_sock_ep_t *ep = from->ep;
+    size_t held             = from->tx_len;
+
+    ucs_assert(from->init_left == 0);
+    if (held > 0) {
+        if ((to->tx_buf == NULL) &&
+            ((to->tx_buf = uct_crypt_sock_buf_get(&to->iface->tx_cache,
+                                                  UCT_CRYPT_SOCK_TX_BUF)) == NULL)) {
+            from->redirect_wait = 0; /* cannot move: send on our own */
+            return uct_crypt_sock_conn_flush(from) >= 0;
+        }
+        memcpy(to->tx_buf + to->tx_head + to->tx_len,
+               from->tx_buf + from->tx_head, held);
+        to->tx_len += held;
+    }
+    to->tx_records     += from->tx_records;
+    to->ep              = ep;
+    ep->conn            = to;
+    from->ep            = NULL;
+    from->tx_len        = 0;
+    from->tx_head       = 0;
+    from->tx_records    = 0;
+    from->redirect_wait = 0;
+    UCT_CRYPT_STAT_ADD(wire_shared, 1);
+    ucs_debug("crypt: wire connection to %s now carries both directions",
+              to->peer_name);
+    uct_crypt_sock_conn_release(from);
+    return uct_crypt_sock_conn_flush(to) >= 0;
+}
+
+/* From progress: each of our connections that waits for its peer's moves
+ * there once that one is up. */
+void uct_crypt_sock_conn_redirects(uct_crypt_sock_iface_t *iface)
+{
+    uct_crypt_sock_conn_t *conn, *theirs;
+
+    iface->redirect_pending = 0;
+restart:
+    ucs_list_for_each(conn, &iface->conns, list) {
+        if (conn->redirect_wait && (conn->ep != NULL) &&
+            ((theirs = uct_crypt_sock_conn_find_free(iface,
+                                                     conn->peer_static)) != NULL)) {
+            (void)uct_crypt_sock_conn_move(conn, theirs);
+            goto restart;
+        }
+    }
+}
+
+void uct_crypt_sock_conn_redirect_expired(uct_crypt_sock_conn_t *conn)
+{
+    /* the peer's connection did not come: ours carries our records */
+    conn->redirect_wait = 0;
+    (void)uct_crypt_sock_conn_flush(conn);
+}
+
 /* ---- the handshake -------------------------------------------------------- */
 
 static ucs_status_t uct_crypt_sock_conn_keys(uct_crypt_sock_conn_t *conn,
@@ -285,8 +409,9 @@ ucs_status_t uct_crypt_sock_conn_start(uct_crypt_sock_conn_t *conn)
                                 timestamp, msg) != KEYEX_OK) {
         return UCS_ERR_INVALID_PARAM;
     }
-    conn->tx_head = 0;
-    conn->tx_len  = sizeof(*msg);
+    conn->tx_head   = 0;
+    conn->tx_len    = sizeof(*msg);
+    conn->init_left = sizeof(*msg);
     return UCS_OK;
 }
 
@@ -331,6 +456,8 @@ static int uct_crypt_sock_conn_accept_init(uct_crypt_sock_conn_t *conn)
     keyex_noise_response_msg_t resp;
     keyex_noise_transport_t keys;
     uint8_t ts[KEYEX_NOISE_TIMESTAMP_LEN];
+    uct_crypt_sock_conn_t *own, *waiting;
+    uint8_t flags;
     ssize_t sent;
     int ok;
 
@@ -350,7 +477,14 @@ static int uct_crypt_sock_conn_accept_init(uct_crypt_sock_conn_t *conn)
         uct_crypt_sock_conn_fail(conn, "replayed handshake initiation");
         return 0;
     }
-    ok = (keyex_noise_response_create(conn->hs, iface->job_secret, &resp,
+    /* both sides opened a connection: the one of the lower key carries
+     * both directions */
+    own = uct_crypt_sock_conn_own_to(iface, conn->hs->rs);
+    flags = ((own != NULL) &&
+             (memcmp(iface->keypair->public_key, conn->hs->rs,
+                     KEYEX_PUBLIC_KEY_LEN) < 0)) ?
+            KEYEX_NOISE_RESPONSE_REDIRECT : 0;
+    ok = (keyex_noise_response_create(conn->hs, iface->job_secret, flags, &resp,
                                       &keys) == KEYEX_OK) &&
          (uct_crypt_sock_conn_keys(conn, &keys) == UCS_OK);
     OPENSSL_cleanse(&keys, sizeof(keys));
@@ -358,7 +492,7 @@ static int uct_crypt_sock_conn_accept_init(uct_crypt_sock_conn_t *conn)
         uct_crypt_sock_conn_fail(conn, "cannot answer the handshake");
         return 0;
     }
-    /* 68 bytes into an empty socket buffer: never partial in practice; a
+    /* 69 bytes into an empty socket buffer: never partial in practice; a
      * short write ends the connection rather than buffering for strangers */
     sent = send(conn->fd, &resp, sizeof(resp), MSG_NOSIGNAL);
     if (sent != (ssize_t)sizeof(resp)) {
@@ -372,9 +506,15 @@ static int uct_crypt_sock_conn_accept_init(uct_crypt_sock_conn_t *conn)
     conn->state = UCT_CRYPT_SOCK_ESTABLISHED;
     --iface->half_open;
     UCT_CRYPT_STAT_ADD(wire_handshakes, 1);
-    ucs_debug("crypt: wire connection from %s, peer %02x%02x%02x%02x",
+    ucs_debug("crypt: wire connection from %s, peer %02x%02x%02x%02x%s",
               conn->peer_name, conn->peer_static[0], conn->peer_static[1],
-              conn->peer_static[2], conn->peer_static[3]);
+              conn->peer_static[2], conn->peer_static[3],
+              flags ? " (asked to send here)" : "");
+    /* an ep of ours that was asked to send on this one */
+    waiting = uct_crypt_sock_conn_redirected_to(iface, conn->peer_static);
+    if (waiting != NULL) {
+        return uct_crypt_sock_conn_move(waiting, conn);
+    }
     return 1;
 }
 
@@ -383,11 +523,12 @@ static int uct_crypt_sock_conn_accept_response(uct_crypt_sock_conn_t *conn)
 {
     keyex_noise_response_msg_t resp;
     keyex_noise_transport_t keys;
+    uint8_t flags = 0;
     int ok;
 
     memcpy(&resp, conn->rx_buf, sizeof(resp));
     ok = (keyex_noise_response_consume(conn->hs, conn->iface->keypair, &resp,
-                                       &keys) == KEYEX_OK);
+                                       &flags, &keys) == KEYEX_OK);
     if (!ok) {
         uct_crypt_sock_conn_fail(conn, "handshake response refused (the peer "
                                        "does not hold the job secret, or "
@@ -405,7 +546,18 @@ static int uct_crypt_sock_conn_accept_response(uct_crypt_sock_conn_t *conn)
     conn->hs    = NULL;
     conn->state = UCT_CRYPT_SOCK_ESTABLISHED;
     UCT_CRYPT_STAT_ADD(wire_handshakes, 1);
-    return 1;
+    if ((flags & KEYEX_NOISE_RESPONSE_REDIRECT) && (conn->ep != NULL)) {
+        /* the peer opened one to us too, and its carries both ways: our
+         * records wait for it (or for the deadline) */
+        conn->redirect_wait = 1;
+        conn->deadline      = ucs_get_time() +
+                              ucs_time_from_sec(UCT_CRYPT_SOCK_REDIRECT_TIMEOUT);
+        /* theirs may be up already: moved from progress, not from inside
+         * this connection's parsing */
+        conn->iface->redirect_pending = 1;
+        return 1;
+    }
+    return uct_crypt_sock_conn_flush(conn) >= 0;
 }
 
 /* ---- frames --------------------------------------------------------------- */
@@ -456,6 +608,28 @@ int uct_crypt_sock_conn_send_close(uct_crypt_sock_conn_t *conn)
                                          conn->tx_records);
 }
 
+void uct_crypt_sock_conn_release(uct_crypt_sock_conn_t *conn)
+{
+    conn->ep = NULL;
+    if (conn->tx_closed) {
+        return;
+    }
+    conn->tx_closed = 1;
+    conn->closing   = 1;
+    conn->deadline  = ucs_get_time() +
+                      ucs_time_from_sec(UCT_CRYPT_SOCK_DRAIN_TIMEOUT);
+    if (conn->state != UCT_CRYPT_SOCK_ESTABLISHED) {
+        uct_crypt_sock_conn_close(conn, 1); /* nothing of ours went yet */
+        return;
+    }
+    if (!uct_crypt_sock_conn_send_close(conn)) {
+        return; /* gone on the way */
+    }
+    if ((conn->tx_len == 0) && conn->rx_closed) {
+        uct_crypt_sock_conn_close(conn, 1); /* both halves done */
+    }
+}
+
 /* From the iface's timer: records went out since the last heartbeat. A
  * relay that cuts a record out of the stream cleanly (at frame
  * boundaries) leaves nothing for the record layer to see when no record
@@ -497,10 +671,13 @@ static int uct_crypt_sock_conn_deliver(uct_crypt_sock_conn_t *conn,
             return 0;
         }
         if (hdr->type == CRYPT_SOCK_FRAME_CLOSE) {
-            ucs_debug("crypt: wire connection from %s closed by its peer",
-                      conn->peer_name);
-            uct_crypt_sock_conn_close(conn, 1);
-            return 0;
+            /* the peer's half is done; ours goes on while an ep sends */
+            ucs_debug("crypt: the peer at %s closed its half", conn->peer_name);
+            conn->rx_closed = 1;
+            if ((conn->ep == NULL) && (conn->tx_len == 0)) {
+                uct_crypt_sock_conn_close(conn, 1);
+                return 0;
+            }
         }
         return 1;
     }
@@ -569,8 +746,8 @@ static int uct_crypt_sock_conn_parse(uct_crypt_sock_conn_t *conn)
             ((hdr.type != CRYPT_SOCK_FRAME_RECORD) &&
              (hdr.type != CRYPT_SOCK_FRAME_CLOSE) &&
              (hdr.type != CRYPT_SOCK_FRAME_HEARTBEAT)) ||
-            ((hdr.type == CRYPT_SOCK_FRAME_RECORD) && (conn->ep != NULL))) {
-            /* records flow initiator to responder only */
+            conn->rx_closed) {
+            /* nothing may follow the peer's CLOSE */
             uct_crypt_sock_conn_fail(conn, "malformed frame header");
             return 0;
         }
@@ -613,7 +790,10 @@ static void uct_crypt_sock_conn_read(uct_crypt_sock_conn_t *conn)
         }
         got = recv(conn->fd, conn->rx_buf + conn->rx_len, room, 0);
         if (got == 0) {
-            if (conn->state == UCT_CRYPT_SOCK_ESTABLISHED) {
+            if ((conn->state == UCT_CRYPT_SOCK_ESTABLISHED) && conn->rx_closed &&
+                ((conn->ep == NULL) || conn->tx_closed)) {
+                uct_crypt_sock_conn_close(conn, 1); /* both halves done */
+            } else if (conn->state == UCT_CRYPT_SOCK_ESTABLISHED) {
                 uct_crypt_sock_conn_fail(conn, "the peer closed the connection "
                                                "without a CLOSE (it exited or "
                                                "was killed)");

@@ -10,7 +10,6 @@
 
 #include <ucs/sys/sock.h>
 #include <ucs/sys/string.h>
-#include <ucs/time/time.h>
 #include <errno.h>
 #include <unistd.h>
 
@@ -30,6 +29,15 @@ static ucs_status_t uct_crypt_sock_ep_connect(uct_crypt_sock_ep_t *ep)
     int fd;
 
     if (!ep->have_dest || !ep->have_peer || (ep->conn != NULL)) {
+        return UCS_OK;
+    }
+    /* the peer's connection to us, with its sending half unused: both
+     * directions on one */
+    conn = uct_crypt_sock_conn_find_free(iface, ep->peer_static);
+    if (conn != NULL) {
+        conn->ep = ep;
+        ep->conn = conn;
+        UCT_CRYPT_STAT_ADD(wire_shared, 1);
         return UCS_OK;
     }
     fd = socket(ep->dest.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -90,24 +98,12 @@ static UCS_CLASS_CLEANUP_FUNC(uct_crypt_sock_ep_t)
 
     ucs_list_del(&self->list);
     if (self->conn != NULL) {
-        /* a graceful end: the peer learns that this is no failure, and the
-         * count of records it should have. What the socket did not take yet
-         * still goes, CLOSE last: the connection outlives the ep until its
-         * buffer is drained (bounded by a deadline) */
+        /* a graceful end of our half: the peer learns that this is no
+         * failure, and the count of records it should have; what the
+         * socket did not take yet still goes, CLOSE last */
         uct_crypt_sock_conn_t *conn = self->conn;
-        conn->ep   = NULL;
         self->conn = NULL;
-        if (!uct_crypt_sock_conn_send_close(conn)) {
-            /* gone on the way (its failure was reported to nobody: the ep
-             * is going away) */
-        } else if ((conn->state == UCT_CRYPT_SOCK_ESTABLISHED) &&
-                   (conn->tx_len > 0)) {
-            conn->closing  = 1;
-            conn->deadline = ucs_get_time() +
-                             ucs_time_from_sec(UCT_CRYPT_SOCK_DRAIN_TIMEOUT);
-        } else {
-            uct_crypt_sock_conn_close(conn, 1);
-        }
+        uct_crypt_sock_conn_release(conn);
     }
     ucs_queue_for_each_extract(flush, &self->flushes, queue, 1) {
         uct_invoke_completion(flush->comp, UCS_ERR_CANCELED);

@@ -64,7 +64,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     uint8_t ts[KEYEX_NOISE_TIMESTAMP_LEN] = {0x40}, got_ts[KEYEX_NOISE_TIMESTAMP_LEN];
     fuzz_input_t in = {data, size};
     int changed = 0, init_ok, resp_ok;
-    uint8_t mode;
+    uint8_t mode, resp_flags = 0xff;
 
     if (!fuzz_ready) {
         fuzz_init();
@@ -110,16 +110,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         goto out;
     }
     if (memcmp(rsp->rs, fuzz_ini.public_key, KEYEX_PUBLIC_KEY_LEN) ||
-        (keyex_noise_response_create(rsp, fuzz_job_secret, &resp, &rkeys) != KEYEX_OK)) {
+        (keyex_noise_response_create(rsp, fuzz_job_secret, mode >> 4, &resp, &rkeys) != KEYEX_OK)) {
         abort(); /* an initiation that passed named another initiator */
     }
     changed = 0;
     fuzz_xor((uint8_t*)&resp, sizeof(resp), &in, &changed);
-    resp_ok = (keyex_noise_response_consume(ini, &fuzz_ini, &resp, &ikeys) == KEYEX_OK);
+    resp_ok = (keyex_noise_response_consume(ini, &fuzz_ini, &resp, &resp_flags, &ikeys) == KEYEX_OK);
     if (resp_ok != !changed) {
         abort();
     }
-    if (resp_ok && (memcmp(ikeys.send, rkeys.recv, sizeof(ikeys.send)) ||
+    if (resp_ok && ((resp_flags != (mode >> 4)) ||
+                    memcmp(ikeys.send, rkeys.recv, sizeof(ikeys.send)) ||
                     memcmp(ikeys.recv, rkeys.send, sizeof(ikeys.recv)))) {
         abort();
     }

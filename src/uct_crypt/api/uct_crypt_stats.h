@@ -52,6 +52,7 @@ typedef struct uct_crypt_stats {
     uint64_t wire_refused;
     uint64_t wire_handshakes;
     uint64_t wire_failed;
+    uint64_t wire_shared;   /* an ep took the peer's connection: both ways */
 } uct_crypt_stats_t;
 
 /* Sum over every crypt iface of the process, open or closed. */

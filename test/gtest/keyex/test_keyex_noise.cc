@@ -30,6 +30,7 @@ protected:
     keyex_noise_response_msg_t resp;
     keyex_noise_transport_t ikeys, rkeys;
     uint8_t ts[KEYEX_NOISE_TIMESTAMP_LEN], got_ts[KEYEX_NOISE_TIMESTAMP_LEN];
+    uint8_t resp_flags = 0xff;
 
     void initiate(const uint8_t *ini_job, const uint8_t *rsp_job)
     {
@@ -47,11 +48,23 @@ TEST_F(keyex_noise_test, both_sides_agree_and_learn_the_static_key) {
     ASSERT_EQ(KEYEX_OK, keyex_noise_init_consume(&rsp.hs, &rsp.s, &init, got_ts));
     EXPECT_EQ(0, memcmp(ts, got_ts, sizeof(ts)));
     EXPECT_EQ(0, memcmp(rsp.hs.rs, ini.s.public_key, KEYEX_PUBLIC_KEY_LEN));
-    ASSERT_EQ(KEYEX_OK, keyex_noise_response_create(&rsp.hs, job_a, &resp, &rkeys));
-    ASSERT_EQ(KEYEX_OK, keyex_noise_response_consume(&ini.hs, &ini.s, &resp, &ikeys));
+    ASSERT_EQ(KEYEX_OK, keyex_noise_response_create(&rsp.hs, job_a, 0, &resp, &rkeys));
+    ASSERT_EQ(KEYEX_OK, keyex_noise_response_consume(&ini.hs, &ini.s, &resp, &resp_flags, &ikeys));
     EXPECT_EQ(0, memcmp(ikeys.send, rkeys.recv, KEYEX_NOISE_KEY_LEN));
     EXPECT_EQ(0, memcmp(ikeys.recv, rkeys.send, KEYEX_NOISE_KEY_LEN));
+    EXPECT_EQ(resp_flags, 0);
     EXPECT_NE(0, memcmp(ikeys.send, ikeys.recv, KEYEX_NOISE_KEY_LEN));
+}
+
+TEST_F(keyex_noise_test, the_response_carries_its_flags) {
+    initiate(job_a, job_a);
+    ASSERT_EQ(KEYEX_OK, keyex_noise_init_consume(&rsp.hs, &rsp.s, &init, got_ts));
+    ASSERT_EQ(KEYEX_OK, keyex_noise_response_create(&rsp.hs, job_a,
+                                                    KEYEX_NOISE_RESPONSE_REDIRECT,
+                                                    &resp, &rkeys));
+    ASSERT_EQ(KEYEX_OK, keyex_noise_response_consume(&ini.hs, &ini.s, &resp,
+                                                     &resp_flags, &ikeys));
+    EXPECT_EQ(resp_flags, KEYEX_NOISE_RESPONSE_REDIRECT);
 }
 
 TEST_F(keyex_noise_test, another_job_secret_is_refused_at_mac1) {
@@ -77,23 +90,23 @@ TEST_F(keyex_noise_test, every_changed_byte_of_the_initiation_is_refused) {
 TEST_F(keyex_noise_test, every_changed_byte_of_the_response_is_refused) {
     initiate(job_a, job_a);
     ASSERT_EQ(KEYEX_OK, keyex_noise_init_consume(&rsp.hs, &rsp.s, &init, got_ts));
-    ASSERT_EQ(KEYEX_OK, keyex_noise_response_create(&rsp.hs, job_a, &resp, &rkeys));
+    ASSERT_EQ(KEYEX_OK, keyex_noise_response_create(&rsp.hs, job_a, 0, &resp, &rkeys));
     for (size_t i = 0; i < sizeof(resp); ++i) {
         keyex_noise_t copy = ini.hs; /* same ephemeral: a fresh try each */
         keyex_noise_response_msg_t bad = resp;
         ((uint8_t*)&bad)[i] ^= 0x01;
-        EXPECT_NE(KEYEX_OK, keyex_noise_response_consume(&copy, &ini.s, &bad, &ikeys))
+        EXPECT_NE(KEYEX_OK, keyex_noise_response_consume(&copy, &ini.s, &bad, &resp_flags, &ikeys))
             << "byte " << i;
     }
-    EXPECT_EQ(KEYEX_OK, keyex_noise_response_consume(&ini.hs, &ini.s, &resp, &ikeys));
+    EXPECT_EQ(KEYEX_OK, keyex_noise_response_consume(&ini.hs, &ini.s, &resp, &resp_flags, &ikeys));
 }
 
 TEST_F(keyex_noise_test, a_response_under_another_job_secret_is_refused) {
     initiate(job_a, job_a);
     ASSERT_EQ(KEYEX_OK, keyex_noise_init_consume(&rsp.hs, &rsp.s, &init, got_ts));
-    ASSERT_EQ(KEYEX_OK, keyex_noise_response_create(&rsp.hs, job_b, &resp, &rkeys));
+    ASSERT_EQ(KEYEX_OK, keyex_noise_response_create(&rsp.hs, job_b, 0, &resp, &rkeys));
     EXPECT_EQ(KEYEX_ERR_AUTH,
-              keyex_noise_response_consume(&ini.hs, &ini.s, &resp, &ikeys));
+              keyex_noise_response_consume(&ini.hs, &ini.s, &resp, &resp_flags, &ikeys));
 }
 
 TEST(keyex_noise, timestamps_strictly_increase) {

@@ -394,6 +394,15 @@ protected:
         return stats.failures[reason];
     }
 
+    uint64_t wire_stat(uint64_t uct_crypt_stats_t::*field)
+    {
+        auto read = (stats_read_t)dlsym(plugin, "uct_crypt_stats_read");
+        EXPECT_NE(read, nullptr);
+        uct_crypt_stats_t stats = {};
+        read(&stats);
+        return stats.*field;
+    }
+
     static void *plugin;
     static std::string key_path;
     ucs_async_context_t *async = nullptr;
@@ -480,6 +489,48 @@ TEST_F(uct_crypt_test, address_of_another_inner_is_unreachable)
         EXPECT_FALSE(uct_iface_is_reachable(a.iface, (uct_device_addr_t*)dev_addr.data(),
                                             (uct_iface_addr_t*)other.data()))
                 << "inner id byte " << byte;
+    }
+}
+
+/* crypt's own wire: one connection carries both directions between two
+ * ifaces, whether the eps are made together (the lower key's connection
+ * wins, the other side moves its held records there) or one after the
+ * other (the second ep takes the first one's connection); data in both
+ * directions is intact either way. */
+TEST_F(uct_crypt_test, both_directions_share_one_wire_connection)
+{
+    for (int together = 1; together >= 0; --together) {
+        SCOPED_TRACE(together ? "eps made together" : "one after the other");
+        uint64_t before = wire_stat(&uct_crypt_stats_t::wire_shared);
+        open_side(a);
+        open_side(b);
+        ab = connect(a, b);
+        if (!together) {
+            auto first = make_payload(1, 64);
+            send_retrying([&] { return uct_ep_am_short(ab, kAmId, 1, first.data(), 64); });
+            progress_until([&] { return b.received.size() == 1u; });
+        }
+        ba = connect(b, a);
+        for (uint64_t i = 2; i < 12; ++i) {
+            auto payload = make_payload(i, 64);
+            send_retrying([&] { return uct_ep_am_short(ab, kAmId, i, payload.data(), 64); });
+            send_retrying([&] { return uct_ep_am_short(ba, kAmId, i, payload.data(), 64); });
+        }
+        progress_until([&] {
+            return (a.received.size() == 10u) && (b.received.size() == 11u - together);
+        });
+        EXPECT_EQ(wire_stat(&uct_crypt_stats_t::wire_shared), before + 1);
+        for (uint64_t i = 0; i < 10; ++i) {
+            expect_message(a.received[i], i + 2, 64);
+        }
+        EXPECT_TRUE(a.failed_eps.empty());
+        EXPECT_TRUE(b.failed_eps.empty());
+        destroy_eps();
+        for (side *s : {&a, &b}) {
+            uct_iface_close(s->iface);
+            uct_md_close(s->md);
+            *s = side();
+        }
     }
 }
 
