@@ -303,8 +303,10 @@ ucs_status_t uct_crypt_iface_inner_err(void *arg, uct_ep_h inner_ep,
 
     ucs_list_for_each(ep, &iface->eps, list) {
         if (ep->inner == inner_ep) {
-            if (ep->failed == UCT_CRYPT_EP_FAIL_REPORTED) {
-                return UCS_OK; /* said once already */
+            if (ep->failed != UCT_CRYPT_EP_OK) {
+                /* said once already, or the record layer will say it with
+                 * its reason (and abort where nobody handles it) */
+                return UCS_OK;
             }
             /* once: a failure the record layer marked is reported here */
             ep->failed = UCT_CRYPT_EP_FAIL_REPORTED;

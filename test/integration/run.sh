@@ -1026,51 +1026,59 @@ test_peer_failure() {
 }
 
 # ---- an on-path relay --------------------------------------------------------
-# relay.py sits between the client's host and the server's wire port (the
-# server advertises the relay's port, as behind a port-forwarding middlebox:
-# test-only UCX_CRYPT_WIRE_PORT / _ADVERTISE_PORT) and, past the handshake,
-# flips, truncates, drops, duplicates, reorders or injects bytes of the
-# established connection. The server must fail that connection with a
-# reason, the client must learn of it, and nothing corrupted is delivered.
+# relay.py sits in front of each side's wire port (each side advertises its
+# relay's port, as behind a port-forwarding middlebox: test-only
+# UCX_CRYPT_WIRE_PORT / _ADVERTISE_PORT) and, past the handshake, flips,
+# truncates, drops, duplicates, reorders, injects or cuts bytes of the
+# established connection (the one that carries both directions). Both
+# sides must fail with a reason, and nothing corrupted is delivered.
 relay_case() { # MODE
-    local mode=$1 port wire relayed; port=$(next_port)
-    wire=$((port + 5000)); relayed=$((port + 6000)) # (next_port runs in a subshell)
+    local mode=$1 port; port=$(next_port)
+    # (next_port runs in a subshell: offsets from it)
+    local wire1=$((port + 5000)) relay1=$((port + 6000))
+    local wire2=$((port + 7000)) relay2=$((port + 8000))
     local envs=(LD_PRELOAD="$plugin" UCX_TLS=crypt UCX_CRYPT_TLS=tcp
                 UCX_CRYPT_KEY_FILE="$work/job.key" UCX_LOG_FILE=stderr)
-    on_host ucxc-h1 ucxc-v1 "${envs[@]}" UCX_CRYPT_WIRE_PORT="$wire" \
-        UCX_CRYPT_WIRE_ADVERTISE_PORT="$relayed" timeout 30 "$check" -l "$port" \
-        >"$work/relay-$mode.s.log" 2>&1 &
-    local srv=$!
-    ip netns exec ucxc-h1 timeout 30 python3 "$(dirname "$0")/relay.py" 10.77.0.1 "$relayed" \
-        10.77.0.1 "$wire" "$mode" 4096 >"$work/relay-$mode.relay.log" 2>&1 &
-    local relay=$!
+    local log="$work/relay-$mode"
+    # a relay in front of each side's wire port: whichever connection ends
+    # up carrying both directions passes one
+    ip netns exec ucxc-h1 timeout 30 python3 "$(dirname "$0")/relay.py" 10.77.0.1 "$relay1" \
+        10.77.0.1 "$wire1" "$mode" 4096 >"$log.relay1.log" 2>&1 &
+    local r1=$!
+    ip netns exec ucxc-h2 timeout 30 python3 "$(dirname "$0")/relay.py" 10.77.0.2 "$relay2" \
+        10.77.0.2 "$wire2" "$mode" 4096 >"$log.relay2.log" 2>&1 &
+    local r2=$!
     for _ in $(seq 50); do
-        grep -q "relay: listening" "$work/relay-$mode.relay.log" && break
+        grep -q "relay: listening" "$log.relay1.log" 2>/dev/null &&
+            grep -q "relay: listening" "$log.relay2.log" 2>/dev/null && break
         sleep 0.1
     done
-    on_host ucxc-h2 ucxc-v2 "${envs[@]}" timeout 30 "$check" -c 10.77.0.1 -p "$port" \
-        -s 8,65536 -n 3000 >"$work/relay-$mode.c.log" 2>&1 &
+    on_host ucxc-h1 ucxc-v1 "${envs[@]}" UCX_CRYPT_WIRE_PORT="$wire1" \
+        UCX_CRYPT_WIRE_ADVERTISE_PORT="$relay1" timeout 30 "$check" -l "$port" \
+        >"$log.s.log" 2>&1 &
+    local srv=$!
+    sleep 0.3
+    on_host ucxc-h2 ucxc-v2 "${envs[@]}" UCX_CRYPT_WIRE_PORT="$wire2" \
+        UCX_CRYPT_WIRE_ADVERTISE_PORT="$relay2" timeout 30 "$check" -c 10.77.0.1 \
+        -p "$port" -s 8,65536 -n 3000 >"$log.c.log" 2>&1 &
     local cli=$!
+    local failed="dropped a record from peer [0-9a-f]\{8\}\|crypt: connection \(to\|from\) 10.77.0.[12]:[0-9]* (peer [0-9a-f]\{8\}) ended: "
     for _ in $(seq 100); do
-        grep -q "crypt: connection to 10.77.0.1:$relayed .*ended" "$work/relay-$mode.c.log" &&
-            break
+        grep -q "$failed" "$log.c.log" && grep -q "$failed" "$log.s.log" && break
         kill -0 $cli 2>/dev/null || break
         sleep 0.1
     done
     sleep 0.3
-    kill $cli $srv $relay 2>/dev/null
-    wait $cli $srv $relay 2>/dev/null
-    if grep -q "relay: $mode" "$work/relay-$mode.relay.log" &&
-       grep -q "dropped a record from peer [0-9a-f]\{8\}\|crypt: connection from 10.77.0.1:[0-9]* (peer [0-9a-f]\{8\}) ended: " \
-           "$work/relay-$mode.s.log" &&
-       grep -q "crypt: connection to 10.77.0.1:$relayed (peer [0-9a-f]\{8\}) ended: " \
-           "$work/relay-$mode.c.log" &&
-       ! grep -q "DATA MISMATCH\|DATA OK" "$work/relay-$mode.c.log"; then
+    kill $cli $srv $r1 $r2 2>/dev/null
+    wait $cli $srv $r1 $r2 2>/dev/null
+    if cat "$log.relay1.log" "$log.relay2.log" | grep -q "relay: $mode" &&
+       grep -q "$failed" "$log.s.log" && grep -q "$failed" "$log.c.log" &&
+       ! grep -q "DATA MISMATCH\|DATA OK" "$log.c.log"; then
         record "on_path_${mode}_fails_both_ends_nothing_corrupted" pass
     else
         record "on_path_${mode}_fails_both_ends_nothing_corrupted" fail \
-            "$(grep -h -m1 "relay:\|crypt: conn\|dropped" "$work/relay-$mode.relay.log" \
-               "$work/relay-$mode.s.log" "$work/relay-$mode.c.log" | tr '\n' ' ')"
+            "$(grep -h -m1 "relay: $mode\|crypt: conn\|dropped" "$log.relay1.log" \
+               "$log.relay2.log" "$log.s.log" "$log.c.log" | tr '\n' ' ')"
     fi
 }
 
