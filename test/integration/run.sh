@@ -1007,7 +1007,7 @@ test_peer_failure() {
     t=$(peer_failure_run killed kill)
     echo "  peer killed mid-transfer: the survivor's endpoint failed after ${t} s"
     if [ "$t" != none ] &&
-       grep -q "crypt: connection to 10.77.0.1:[0-9]* (peer [0-9a-f]\{8\}) ended: " \
+       grep -q "crypt: connection \(to\|from\) 10.77.0.1:[0-9]* (peer [0-9a-f]\{8\}) ended: " \
            "$work/killed.c.log"; then
         record killed_peer_fails_the_survivors_endpoint_with_address_and_reason pass
     else
