@@ -223,8 +223,10 @@ typedef struct crypt_lane_chunk_hdr {
  *   +----------------+--------+--------+--------+-----------------------+
  *
  * RECORD: a crypt record (the record layer checks its tag; the AM id is in
- * its associated data). HEARTBEAT (while records flow, every 250 ms) and
- * CLOSE (the graceful end): length 24, the number of RECORD frames sent
+ * its associated data; records flow both ways on one connection). HEARTBEAT
+ * (while records flow, every 250 ms) and CLOSE (the graceful end of the
+ * sender's direction; each side sends its own): length 24, the number of
+ * RECORD frames sent
  * so far on the connection (LE64) sealed under the connection's transport
  * key (Noise Split()), nonce = 32 zero bits || BE64 counter of control
  * frames, associated data = the frame header, then the tag. A count that
