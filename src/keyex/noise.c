@@ -344,13 +344,13 @@ keyex_status_t keyex_noise_init_create(keyex_noise_t *hs, const keyex_keypair_t 
     return status;
 }
 
-int keyex_noise_init_precheck(const keyex_noise_t *hs,
+int keyex_noise_init_precheck(const uint8_t mac1_key[KEYEX_SECRET_LEN],
                               const keyex_noise_init_msg_t *msg)
 {
     return (msg->type == KEYEX_NOISE_INIT_TYPE) &&
            (msg->version == KEYEX_NOISE_VERSION) &&
            (msg->reserved[0] == 0) && (msg->reserved[1] == 0) &&
-           keyex_noise_mac1_ok(hs->mac1_key_local, msg,
+           keyex_noise_mac1_ok(mac1_key, msg,
                                offsetof(keyex_noise_init_msg_t, mac1), msg->mac1);
 }
 
@@ -360,7 +360,7 @@ keyex_status_t keyex_noise_init_consume(keyex_noise_t *hs, const keyex_keypair_t
 {
     keyex_status_t status;
 
-    if (!keyex_noise_init_precheck(hs, msg)) {
+    if (!keyex_noise_init_precheck(hs->mac1_key_local, msg)) {
         return KEYEX_ERR_AUTH;
     }
     /* <- s (our own) */

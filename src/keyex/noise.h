@@ -114,8 +114,11 @@ keyex_status_t keyex_noise_init_create(keyex_noise_t *hs, const keyex_keypair_t 
                                        const uint8_t timestamp[KEYEX_NOISE_TIMESTAMP_LEN],
                                        keyex_noise_init_msg_t *msg);
 
-/* Responder, step 1 (cheap): type, version, reserved bytes and mac1. */
-int keyex_noise_init_precheck(const keyex_noise_t *hs,
+/* Responder, step 1 (cheap, no handshake state needed): type, version,
+ * reserved bytes and mac1, under `mac1_key` = keyex_noise_mac1_key(job
+ * secret, the responder's own static key), the same for every initiation
+ * it receives. */
+int keyex_noise_init_precheck(const uint8_t mac1_key[KEYEX_SECRET_LEN],
                               const keyex_noise_init_msg_t *msg);
 
 /* Responder, step 2: decrypt the initiator's static key into hs->rs and

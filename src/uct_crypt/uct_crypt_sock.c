@@ -241,7 +241,11 @@ static void uct_crypt_sock_accept(uct_crypt_sock_iface_t *iface)
     socklen_t len;
     int fd;
 
-    for (;;) {
+    /* Strangers can fill the listen backlog: take at most a second set of
+     * half-open slots per call (the oldest are reclaimed after it), so
+     * that neither memory nor descriptors follow a flood; what is left
+     * waits in the kernel for the next call */
+    while (iface->half_open < 2 * UCT_CRYPT_SOCK_HALF_OPEN_MAX) {
         len = sizeof(peer);
         fd  = accept4(iface->listen_fd, (struct sockaddr*)&peer, &len,
                       SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -289,7 +293,7 @@ static void uct_crypt_sock_timers(uct_crypt_sock_iface_t *iface, ucs_time_t now)
         } else if (conn->closing && (now > conn->deadline)) {
             /* our half is done; the peer neither read the rest nor closed
              * its own in time */
-            uct_crypt_sock_conn_close(conn, 0);
+            uct_crypt_sock_conn_close(conn);
         } else if (conn->redirect_wait && (now > conn->deadline)) {
             uct_crypt_sock_conn_redirect_expired(conn);
         } else {
@@ -321,7 +325,7 @@ static unsigned uct_crypt_sock_iface_progress(uct_iface_h tl_iface)
     }
 
     /* pending sends and flushes, where the tx buffers have room again */
-    ucs_list_for_each_safe(ep, tmp, &iface->eps, list) {
+    ucs_list_for_each_safe(ep, tmp, &iface->busy_eps, busy) {
         count += uct_crypt_sock_ep_progress_tx(ep);
     }
 
@@ -400,6 +404,7 @@ static UCS_CLASS_INIT_FUNC(uct_crypt_sock_iface_t, uct_md_h md,
     self->epfd            = -1;
     self->keypair         = sock_params->keypair;
     self->job_secret      = sock_params->job_secret;
+    self->mac1_key        = NULL;
     self->keepalive       = sock_params->keepalive;
     self->peer_failed     = sock_params->peer_failed;
     self->peer_failed_arg = sock_params->peer_failed_arg;
@@ -416,14 +421,24 @@ static UCS_CLASS_INIT_FUNC(uct_crypt_sock_iface_t, uct_md_h md,
     self->tx_cache.count  = 0;
     ucs_list_head_init(&self->conns);
     ucs_list_head_init(&self->eps);
+    ucs_list_head_init(&self->busy_eps);
     ucs_strncpy_zero(self->dev_name, sock_params->dev_name,
                      sizeof(self->dev_name));
+
+    /* every initiation to us carries mac1 under the same key: derived once */
+    self->mac1_key = keyex_secure_alloc(KEYEX_SECRET_LEN);
+    if ((self->mac1_key == NULL) ||
+        (keyex_noise_mac1_key(self->job_secret, self->keypair->public_key,
+                              self->mac1_key) != KEYEX_OK)) {
+        status = UCS_ERR_NO_RESOURCE;
+        goto err;
+    }
 
     status = uct_crypt_sock_dev_sockaddr(sock_params->dev_name, &self->addr);
     if (status != UCS_OK) {
         ucs_error("crypt: network device %s has no IP address for the wire",
                   sock_params->dev_name);
-        return status;
+        goto err;
     }
 
     self->epfd = epoll_create1(EPOLL_CLOEXEC);
@@ -464,6 +479,9 @@ err:
     if (self->epfd >= 0) {
         close(self->epfd);
     }
+    if (self->mac1_key != NULL) {
+        keyex_secure_free(self->mac1_key, KEYEX_SECRET_LEN);
+    }
     return status;
 }
 
@@ -476,10 +494,11 @@ static UCS_CLASS_CLEANUP_FUNC(uct_crypt_sock_iface_t)
                                     UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
     ucs_assert(ucs_list_is_empty(&self->eps));
     ucs_list_for_each_safe(conn, tmp, &self->conns, list) {
-        uct_crypt_sock_conn_close(conn, 1);
+        uct_crypt_sock_conn_close(conn);
     }
     close(self->listen_fd);
     close(self->epfd);
+    keyex_secure_free(self->mac1_key, KEYEX_SECRET_LEN);
     ucs_free(self->seen);
     while (self->rx_cache.count > 0) {
         ucs_free(self->rx_cache.bufs[--self->rx_cache.count]);

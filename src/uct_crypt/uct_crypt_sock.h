@@ -160,11 +160,14 @@ struct uct_crypt_sock_iface {
     uint16_t                        advertise_port; /* tests: a relay's */
     const keyex_keypair_t           *keypair;
     const uint8_t                   *job_secret;
+    uint8_t                         *mac1_key; /* of initiations to us:
+                                                  secure memory */
     double                          keepalive;
     uct_crypt_sock_peer_failed_cb_t peer_failed;
     void                            *peer_failed_arg;
     ucs_list_link_t                 conns;
     ucs_list_link_t                 eps;
+    ucs_list_link_t                 busy_eps; /* with pending or flushes */
     unsigned                        half_open;
     uct_crypt_sock_conn_t           *rx_conn; /* delivering a record now */
     /* greatest initiation timestamp seen per static key (replays) */
@@ -192,6 +195,8 @@ struct uct_crypt_sock_ep {
     int                   fail_reported;
     ucs_queue_head_t      pending;         /* uct_pending_req_t */
     ucs_queue_head_t      flushes;         /* uct_crypt_sock_flush_t */
+    ucs_list_link_t       busy;            /* in the iface's busy_eps while
+                                              it has pending or flushes */
 };
 
 /* uct_crypt_sock_conn.c */
@@ -201,7 +206,7 @@ void uct_crypt_sock_buf_put(uct_crypt_sock_iface_t *iface,
 uct_crypt_sock_conn_t *uct_crypt_sock_conn_new(uct_crypt_sock_iface_t *iface,
                                                int fd, uct_crypt_sock_ep_t *ep,
                                                const struct sockaddr *peer);
-void uct_crypt_sock_conn_close(uct_crypt_sock_conn_t *conn, int graceful);
+void uct_crypt_sock_conn_close(uct_crypt_sock_conn_t *conn);
 void uct_crypt_sock_conn_fail(uct_crypt_sock_conn_t *conn, const char *reason);
 void uct_crypt_sock_conn_handle(uct_crypt_sock_conn_t *conn, unsigned events);
 int uct_crypt_sock_conn_flush(uct_crypt_sock_conn_t *conn);
@@ -230,7 +235,8 @@ int uct_crypt_sock_dest(const uct_device_addr_t *dev_addr, const void *port_addr
                         struct sockaddr_storage *dest);
 void uct_crypt_sock_iface_set_options(uct_crypt_sock_iface_t *iface, int fd);
 
-/* uct_crypt_sock_ep.c */
+/* uct_crypt_sock_ep.c (progress_tx takes a busy ep off the busy list when
+ * it has nothing left) */
 UCS_CLASS_DECLARE_NEW_FUNC(uct_crypt_sock_ep_t, uct_ep_t, const uct_ep_params_t*);
 UCS_CLASS_DECLARE_DELETE_FUNC(uct_crypt_sock_ep_t, uct_ep_t);
 ucs_status_t uct_crypt_sock_ep_am_short(uct_ep_h tl_ep, uint8_t id,

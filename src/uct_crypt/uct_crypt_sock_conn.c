@@ -48,6 +48,18 @@ void uct_crypt_sock_buf_put(uct_crypt_sock_iface_t *iface,
     *buf_p = NULL;
 }
 
+static ucs_status_t uct_crypt_sock_conn_start_hs(uct_crypt_sock_conn_t *conn,
+                                                 uct_crypt_sock_iface_t *iface)
+{
+    conn->hs = keyex_secure_alloc(sizeof(*conn->hs));
+    if ((conn->hs == NULL) ||
+        (keyex_noise_start(conn->hs, iface->keypair, iface->job_secret) !=
+         KEYEX_OK)) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+    return UCS_OK;
+}
+
 uct_crypt_sock_conn_t *uct_crypt_sock_conn_new(uct_crypt_sock_iface_t *iface,
                                                int fd, uct_crypt_sock_ep_t *ep,
                                                const struct sockaddr *peer)
@@ -59,10 +71,10 @@ uct_crypt_sock_conn_t *uct_crypt_sock_conn_new(uct_crypt_sock_iface_t *iface,
     if (conn == NULL) {
         return NULL;
     }
-    conn->hs = keyex_secure_alloc(sizeof(*conn->hs));
-    if ((conn->hs == NULL) ||
-        (keyex_noise_start(conn->hs, iface->keypair, iface->job_secret) !=
-         KEYEX_OK)) {
+    /* a responder's handshake state (secure memory, key derivations) is
+     * made only for an initiation that passed mac1: a stranger costs this
+     * struct and a slot, nothing more */
+    if ((ep != NULL) && (uct_crypt_sock_conn_start_hs(conn, iface) != UCS_OK)) {
         goto err;
     }
     conn->iface    = iface;
@@ -119,10 +131,9 @@ static void uct_crypt_sock_conn_free_keys(uct_crypt_sock_conn_t *conn)
     crypt_aead_key_cleanup(&conn->ctrl_recv);
 }
 
-/* The end of a connection. `graceful`: an authenticated CLOSE, or our own
- * iface going away. Otherwise an established connection's end is a
- * failure both sides report. */
-void uct_crypt_sock_conn_close(uct_crypt_sock_conn_t *conn, int graceful)
+/* The end of a connection, whatever its reason (uct_crypt_sock_conn_fail
+ * reports the ones that are failures before it calls this). */
+void uct_crypt_sock_conn_close(uct_crypt_sock_conn_t *conn)
 {
     uct_crypt_sock_iface_t *iface = conn->iface;
 
@@ -146,7 +157,6 @@ void uct_crypt_sock_conn_close(uct_crypt_sock_conn_t *conn, int graceful)
     uct_crypt_sock_buf_put(iface, &iface->tx_cache, &conn->tx_buf);
     uct_crypt_sock_buf_put(iface, &iface->rx_cache, &conn->rx_buf);
     ucs_free(conn);
-    (void)graceful;
 }
 
 /* A connection that cannot go on: its ep (initiator) or the eps to its
@@ -164,25 +174,25 @@ void uct_crypt_sock_conn_fail(uct_crypt_sock_conn_t *conn, const char *reason)
     if (!established && (ep == NULL) && !conn->initiator) {
         /* a stranger's connection: nothing of ours depended on it */
         uct_crypt_sock_outsider(iface, conn, reason);
-        uct_crypt_sock_conn_close(conn, 0);
+        uct_crypt_sock_conn_close(conn);
         return;
     }
     if ((ep == NULL) && !peer_lost) {
         /* nothing of ours sends on it and nothing of the peer's was cut */
         ucs_debug("crypt: wire connection %s %s ended: %s",
                   conn->initiator ? "to" : "from", conn->peer_name, reason);
-        uct_crypt_sock_conn_close(conn, 0);
+        uct_crypt_sock_conn_close(conn);
         return;
     }
 
     UCT_CRYPT_STAT_ADD(wire_failed, 1);
     memcpy(peer, conn->peer_static, sizeof(peer));
     memcpy(name, conn->peer_name, sizeof(name));
-    uct_crypt_sock_conn_close(conn, 0);
+    uct_crypt_sock_conn_close(conn);
     if (ep != NULL) {
         uct_crypt_sock_ep_failed(ep, UCS_ERR_CONNECTION_RESET, reason);
     }
-    if ((peer_lost || (ep == NULL)) && (iface->peer_failed != NULL)) {
+    if (peer_lost && (iface->peer_failed != NULL)) {
         iface->peer_failed(iface->peer_failed_arg, peer, name, reason);
     }
 }
@@ -222,7 +232,7 @@ int uct_crypt_sock_conn_flush(uct_crypt_sock_conn_t *conn)
     /* idle connections hold no buffer: memory follows the busy ones */
     uct_crypt_sock_buf_put(conn->iface, &conn->iface->tx_cache, &conn->tx_buf);
     if (conn->closing && conn->rx_closed) {
-        uct_crypt_sock_conn_close(conn, 1); /* both halves done */
+        uct_crypt_sock_conn_close(conn); /* both halves done */
         return -1;
     }
     uct_crypt_sock_conn_set_events(conn, EPOLLIN);
@@ -464,9 +474,13 @@ static int uct_crypt_sock_conn_accept_init(uct_crypt_sock_conn_t *conn)
     memcpy(&init, conn->rx_buf, sizeof(init));
     /* the only bytes of a stranger we look at: size (read exactly),
      * type, version and mac1, before any DH */
-    if (!keyex_noise_init_precheck(conn->hs, &init)) {
+    if (!keyex_noise_init_precheck(iface->mac1_key, &init)) {
         uct_crypt_sock_conn_fail(conn, "handshake initiation without a valid "
                                        "mac1 (not a job-secret holder)");
+        return 0;
+    }
+    if (uct_crypt_sock_conn_start_hs(conn, iface) != UCS_OK) {
+        uct_crypt_sock_conn_fail(conn, "no memory for the handshake");
         return 0;
     }
     if (keyex_noise_init_consume(conn->hs, iface->keypair, &init, ts) != KEYEX_OK) {
@@ -619,14 +633,14 @@ void uct_crypt_sock_conn_release(uct_crypt_sock_conn_t *conn)
     conn->deadline  = ucs_get_time() +
                       ucs_time_from_sec(UCT_CRYPT_SOCK_DRAIN_TIMEOUT);
     if (conn->state != UCT_CRYPT_SOCK_ESTABLISHED) {
-        uct_crypt_sock_conn_close(conn, 1); /* nothing of ours went yet */
+        uct_crypt_sock_conn_close(conn); /* nothing of ours went yet */
         return;
     }
     if (!uct_crypt_sock_conn_send_close(conn)) {
         return; /* gone on the way */
     }
     if ((conn->tx_len == 0) && conn->rx_closed) {
-        uct_crypt_sock_conn_close(conn, 1); /* both halves done */
+        uct_crypt_sock_conn_close(conn); /* both halves done */
     }
 }
 
@@ -675,7 +689,7 @@ static int uct_crypt_sock_conn_deliver(uct_crypt_sock_conn_t *conn,
             ucs_debug("crypt: the peer at %s closed its half", conn->peer_name);
             conn->rx_closed = 1;
             if ((conn->ep == NULL) && (conn->tx_len == 0)) {
-                uct_crypt_sock_conn_close(conn, 1);
+                uct_crypt_sock_conn_close(conn);
                 return 0;
             }
         }
@@ -792,7 +806,7 @@ static void uct_crypt_sock_conn_read(uct_crypt_sock_conn_t *conn)
         if (got == 0) {
             if ((conn->state == UCT_CRYPT_SOCK_ESTABLISHED) && conn->rx_closed &&
                 ((conn->ep == NULL) || conn->tx_closed)) {
-                uct_crypt_sock_conn_close(conn, 1); /* both halves done */
+                uct_crypt_sock_conn_close(conn); /* both halves done */
             } else if (conn->state == UCT_CRYPT_SOCK_ESTABLISHED) {
                 uct_crypt_sock_conn_fail(conn, "the peer closed the connection "
                                                "without a CLOSE (it exited or "

@@ -59,7 +59,7 @@ static ucs_status_t uct_crypt_sock_ep_connect(uct_crypt_sock_ep_t *ep)
     memcpy(conn->peer_static, ep->peer_static, KEYEX_PUBLIC_KEY_LEN);
     status = uct_crypt_sock_conn_start(conn);
     if (status != UCS_OK) {
-        uct_crypt_sock_conn_close(conn, 1);
+        uct_crypt_sock_conn_close(conn);
         return status;
     }
     ep->conn = conn;
@@ -80,6 +80,7 @@ static UCS_CLASS_INIT_FUNC(uct_crypt_sock_ep_t, const uct_ep_params_t *params)
     self->fail_reported = 0;
     ucs_queue_head_init(&self->pending);
     ucs_queue_head_init(&self->flushes);
+    ucs_list_head_init(&self->busy); /* linked alone: not on the busy list */
     if ((params->field_mask & UCT_EP_PARAM_FIELD_IFACE_ADDR) &&
         (params->field_mask & UCT_EP_PARAM_FIELD_DEV_ADDR)) {
         if (!uct_crypt_sock_dest(params->dev_addr, params->iface_addr,
@@ -97,6 +98,7 @@ static UCS_CLASS_CLEANUP_FUNC(uct_crypt_sock_ep_t)
     uct_crypt_sock_flush_t *flush;
 
     ucs_list_del(&self->list);
+    ucs_list_del(&self->busy); /* (a no-op when not on the busy list) */
     if (self->conn != NULL) {
         /* a graceful end of our half: the peer learns that this is no
          * failure, and the count of records it should have; what the
@@ -268,6 +270,18 @@ ssize_t uct_crypt_sock_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
 
 /* ---- pending, flush -------------------------------------------------------- */
 
+/* On the iface's busy list: progress looks at these eps only, not at
+ * every ep on every call */
+static void uct_crypt_sock_ep_mark_busy(uct_crypt_sock_ep_t *ep)
+{
+    uct_crypt_sock_iface_t *iface = ucs_derived_of(ep->super.super.iface,
+                                                   uct_crypt_sock_iface_t);
+
+    if (ucs_list_is_empty(&ep->busy)) {
+        ucs_list_add_tail(&iface->busy_eps, &ep->busy);
+    }
+}
+
 static int uct_crypt_sock_ep_has_room(uct_crypt_sock_ep_t *ep)
 {
     return (ep->conn != NULL) &&
@@ -285,6 +299,7 @@ ucs_status_t uct_crypt_sock_ep_pending_add(uct_ep_h tl_ep, uct_pending_req_t *re
         return UCS_ERR_BUSY; /* send now */
     }
     ucs_queue_push(&ep->pending, (ucs_queue_elem_t*)req->priv);
+    uct_crypt_sock_ep_mark_busy(ep);
     return UCS_OK;
 }
 
@@ -337,6 +352,10 @@ unsigned uct_crypt_sock_ep_progress_tx(uct_crypt_sock_ep_t *ep)
             ++count;
         }
     }
+    if (ucs_queue_is_empty(&ep->pending) && ucs_queue_is_empty(&ep->flushes)) {
+        ucs_list_del(&ep->busy);
+        ucs_list_head_init(&ep->busy);
+    }
     return count;
 }
 
@@ -367,6 +386,7 @@ ucs_status_t uct_crypt_sock_ep_flush(uct_ep_h tl_ep, unsigned flags,
         }
         flush->comp = comp;
         ucs_queue_push(&ep->flushes, &flush->queue);
+        uct_crypt_sock_ep_mark_busy(ep);
     }
     return UCS_INPROGRESS;
 }

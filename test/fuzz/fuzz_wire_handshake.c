@@ -86,7 +86,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (!(mode & 1)) {
         memset(&init, 0, sizeof(init));
         memcpy(&init, in.data, (in.size < sizeof(init)) ? in.size : sizeof(init));
-        if (keyex_noise_init_precheck(rsp, &init) ||
+        if (keyex_noise_init_precheck(rsp->mac1_key_local, &init) ||
             (keyex_noise_init_consume(rsp, &fuzz_rsp, &init, got_ts) == KEYEX_OK)) {
             abort(); /* a stranger's bytes passed mac1 */
         }

@@ -44,7 +44,7 @@ protected:
 
 TEST_F(keyex_noise_test, both_sides_agree_and_learn_the_static_key) {
     initiate(job_a, job_a);
-    ASSERT_TRUE(keyex_noise_init_precheck(&rsp.hs, &init));
+    ASSERT_TRUE(keyex_noise_init_precheck(rsp.hs.mac1_key_local, &init));
     ASSERT_EQ(KEYEX_OK, keyex_noise_init_consume(&rsp.hs, &rsp.s, &init, got_ts));
     EXPECT_EQ(0, memcmp(ts, got_ts, sizeof(ts)));
     EXPECT_EQ(0, memcmp(rsp.hs.rs, ini.s.public_key, KEYEX_PUBLIC_KEY_LEN));
@@ -69,7 +69,7 @@ TEST_F(keyex_noise_test, the_response_carries_its_flags) {
 
 TEST_F(keyex_noise_test, another_job_secret_is_refused_at_mac1) {
     initiate(job_b, job_a);
-    EXPECT_FALSE(keyex_noise_init_precheck(&rsp.hs, &init));
+    EXPECT_FALSE(keyex_noise_init_precheck(rsp.hs.mac1_key_local, &init));
     EXPECT_EQ(KEYEX_ERR_AUTH,
               keyex_noise_init_consume(&rsp.hs, &rsp.s, &init, got_ts));
 }
