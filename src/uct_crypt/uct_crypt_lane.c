@@ -435,12 +435,38 @@ static int uct_crypt_lane_send(uct_crypt_lane_t *lane, int peer_index, uint64_t 
     return peer->failed ? -1 : 0;
 }
 
+/* Idle once the transport holds nothing of the message either: a rank
+ * leaves a collective as soon as its own part is done, and then may not
+ * progress the lane for a long time (another MPI call, MPI_Finalize), so
+ * bytes still buffered in the process (crypt's own wire holds records
+ * while its handshake is answered, or behind a partial write) would never
+ * reach the peer that waits for them. */
 static int uct_crypt_lane_send_idle(uct_crypt_lane_t *lane, int peer_index)
 {
     uct_crypt_lane_peer_t *peer = &lane->peers[peer_index];
+    ucs_status_t status;
 
     uct_crypt_lane_push(lane, peer);
-    return peer->failed ? -1 : !peer->busy;
+    if (peer->failed) {
+        return -1;
+    }
+    if (peer->busy) {
+        return 0;
+    }
+    if (!peer->used) {
+        return 1;
+    }
+    status = uct_ep_flush(peer->ep, UCT_FLUSH_FLAG_LOCAL, NULL);
+    if ((status == UCS_INPROGRESS) || (status == UCS_ERR_NO_RESOURCE)) {
+        return 0;
+    }
+    if (status != UCS_OK) {
+        ucs_error("crypt lane: send to a peer failed: %s",
+                  ucs_status_string(status));
+        peer->failed = 1;
+        return -1;
+    }
+    return 1;
 }
 
 static void uct_crypt_lane_progress(uct_crypt_lane_t *lane)

@@ -65,8 +65,9 @@ typedef struct uct_crypt_lane_ops {
      * peer at a time. 0 or -1. */
     int (*send)(uct_crypt_lane_t *lane, int peer, uint64_t team, uint32_t src_rank,
                 const void *buf, size_t len, size_t min_frame);
-    /* 1: the message to `peer` is handed to the transport; 0: not yet;
-     * -1: the peer failed. */
+    /* 1: the message to `peer` has left the process (the transport
+     * flushed it locally: nothing of it waits for this process's
+     * progress); 0: not yet; -1: the peer failed. */
     int (*send_idle)(uct_crypt_lane_t *lane, int peer);
     /* The next message of (team, src_rank) into buf, which must be its
      * exact length: 1 delivered, 0 not arrived yet, -1 failed (peer gone,

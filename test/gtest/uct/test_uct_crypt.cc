@@ -1601,6 +1601,35 @@ TEST_F(uct_crypt_lane_test, streams_of_teams_and_ranks_kept_apart_and_in_order)
     }
 }
 
+TEST_F(uct_crypt_lane_test, a_sender_idle_leaves_nothing_that_needs_its_progress)
+{
+    /* A rank leaves the collective once send_idle says 1 and may then not
+     * progress the lane for a long time (another MPI call, finalize): its
+     * message must reach the peer by the peer's progress alone, both the
+     * first one on a new connection (held while the handshake is
+     * answered) and one larger than one write takes */
+    for (size_t len : {size_t(1000), size_t(16) << 20}) {
+        auto msg = make_payload(77, len);
+        ASSERT_EQ(ops->send(x, x_to_y, 5, 1, msg.data(), msg.size(),
+                            CRYPT_COLL_FRAME_OVERHEAD), 0);
+        deadline limit(20);
+        while ((ops->send_idle(x, x_to_y) == 0) && !limit.passed()) {
+            ops->progress(x);
+            ops->progress(y);
+        }
+        ASSERT_EQ(ops->send_idle(x, x_to_y), 1) << len;
+        std::vector<uint8_t> out(len);
+        int got = 0;
+        deadline alone(20);
+        while (!got && !alone.passed()) {
+            ops->progress(y); /* x stays away */
+            got = ops->recv(y, y_to_x, 5, 1, out.data(), out.size());
+        }
+        ASSERT_EQ(got, 1) << len << " bytes stranded in the sender";
+        EXPECT_EQ(out, msg) << len;
+    }
+}
+
 TEST_F(uct_crypt_lane_test, a_message_of_another_length_fails_the_receive)
 {
     auto msg = make_payload(7, 4096);
