@@ -142,7 +142,6 @@ typedef struct uct_crypt_fault_state {
     unsigned long     bulk_segments_sent;
     uint8_t           *held_record;       /* replay/reorder */
     size_t            held_length;
-    uint8_t           held_am_id;
 } uct_crypt_fault_state_t;
 #endif
 
@@ -180,14 +179,10 @@ typedef struct uct_crypt_ep uct_crypt_ep_t;
 typedef struct uct_crypt_bulk uct_crypt_bulk_t;
 typedef struct uct_crypt_bulk_tx uct_crypt_bulk_tx_t;
 
-/* inner AM id that carries crypt's own control records: any id works (all
- * are ours on the inner), the authenticated header flag tells them apart */
-#define UCT_CRYPT_CONTROL_AM_ID 0
-
-typedef struct uct_crypt_am_ctx {
-    uct_crypt_iface_t *iface;
-    uint8_t           am_id;
-} uct_crypt_am_ctx_t;
+/* The one AM id of the inner that carries records: UCP's own id is sealed
+ * inside each record (uct_crypt_wire.h); crypt's control records are told
+ * apart by the authenticated header flag */
+#define UCT_CRYPT_RECORD_AM_ID 0
 
 struct uct_crypt_iface {
     uct_base_iface_t          super;
@@ -195,7 +190,6 @@ struct uct_crypt_iface {
     uint32_t                  inner_id;       /* uct_crypt_inner_id() */
     uct_iface_h               inner;
     uct_iface_attr_t          inner_attr;
-    uct_crypt_am_ctx_t        am_ctx[UCT_AM_ID_MAX];
     keyex_keypair_t           keypair;        /* ephemeral, per iface */
     crypt_aead_backend_t      backend;
     unsigned                  key_len;
@@ -369,7 +363,7 @@ int uct_crypt_bulk_iface_busy(uct_crypt_iface_t *iface);
 /* ep going away or failed: wait for its jobs, complete its puts with status */
 void uct_crypt_bulk_ep_cancel(uct_crypt_ep_t *ep, ucs_status_t status);
 void uct_crypt_bulk_control(uct_crypt_iface_t *iface, uct_crypt_rx_flow_t *flow,
-                            uint8_t am_id, uint8_t *payload, size_t length);
+                            uint8_t *payload, size_t length);
 void uct_crypt_bulk_rx_flow_cleanup(uct_crypt_rx_flow_t *flow);
 
 /* keys (uct_crypt_keys.c) */
@@ -402,13 +396,13 @@ void uct_crypt_ep_fail_local(uct_crypt_ep_t *ep, const char *what);
 /* A violation inside an authenticated record: fail the flow and the eps
  * to its peer (uct_crypt_record.c says when that is the rule) */
 ucs_status_t uct_crypt_record_reject(uct_crypt_iface_t *iface,
-                                     uct_crypt_rx_flow_t *flow, uint8_t am_id,
+                                     uct_crypt_rx_flow_t *flow,
                                      uct_crypt_fail_reason_t reason);
 /* A record that is not authenticated: dropped and counted, nothing fails
  * (on crypt's own wire: its connection closes) */
 ucs_status_t uct_crypt_record_drop(uct_crypt_iface_t *iface,
                                    const uint8_t *flow_peer, uint64_t flow_id,
-                                   uint8_t am_id, uct_crypt_fail_reason_t reason);
+                                   uct_crypt_fail_reason_t reason);
 /* crypt's own wire: an authenticated peer's connection ended badly */
 void uct_crypt_wire_peer_failed(void *arg,
                                 const uint8_t peer_static[KEYEX_PUBLIC_KEY_LEN],
@@ -438,7 +432,7 @@ void uct_crypt_fault_init_none(uct_crypt_iface_t *iface);
 /* After a record was sealed: apply the fault, if configured. Returns 1 if
  * the caller must not send `record` (it is held or dropped). */
 int uct_crypt_fault_apply(uct_crypt_iface_t *iface, uct_crypt_ep_t *ep,
-                          uint8_t am_id, uint8_t *record, size_t *length);
+                          uint8_t *record, size_t *length);
 /* Is the bulk segment leaving now the one to tamper with? */
 int uct_crypt_bulk_fault_due(uct_crypt_iface_t *iface);
 void uct_crypt_bulk_fault_seal(uct_crypt_iface_t *iface, uint8_t *bounce,
@@ -453,7 +447,7 @@ int uct_crypt_bulk_fault_announce(uct_crypt_iface_t *iface,
 #define uct_crypt_fault_init(_iface, _config)             do {} while (0)
 #define uct_crypt_fault_init_none(_iface)                 do {} while (0)
 #define uct_crypt_fault_cleanup(_iface)                   do {} while (0)
-#define uct_crypt_fault_apply(_iface, _ep, _id, _rec, _l) 0
+#define uct_crypt_fault_apply(_iface, _ep, _rec, _l)      0
 #define uct_crypt_bulk_fault_due(_iface)                  0
 #define uct_crypt_bulk_fault_seal(_iface, _bounce, _l)    do {} while (0)
 #define uct_crypt_bulk_fault_announce(_iface, _announce)  0

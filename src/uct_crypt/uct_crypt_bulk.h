@@ -215,10 +215,10 @@ int uct_crypt_bulk_get_window(uct_crypt_iface_t *iface,
                               const uint8_t *peer_public, uint64_t address,
                               uint64_t length);
 void uct_crypt_bulk_serve_get(uct_crypt_iface_t *iface,
-                              uct_crypt_rx_flow_t *flow, uint8_t am_id,
+                              uct_crypt_rx_flow_t *flow,
                               const uint8_t *payload, size_t length);
 void uct_crypt_bulk_get_done(uct_crypt_iface_t *iface, uct_crypt_rx_flow_t *flow,
-                             uint8_t am_id, const crypt_bulk_ack_t *done);
+                             const crypt_bulk_ack_t *done);
 
 /* uct_crypt_keys.c */
 ucs_status_t uct_crypt_bulk_rx_key(uct_crypt_iface_t *iface,

@@ -104,7 +104,7 @@ static void uct_crypt_bulk_ack(uct_crypt_iface_t *iface,
 /* Open one announced segment in place. Everything here came in an
  * authenticated, in-sequence record of `flow`. */
 static void uct_crypt_bulk_open_segment(uct_crypt_iface_t *iface,
-                                        uct_crypt_rx_flow_t *flow, uint8_t am_id,
+                                        uct_crypt_rx_flow_t *flow,
                                         const crypt_bulk_segment_t *announce)
 {
     uint64_t put_id    = le64toh(announce->put_id);
@@ -119,7 +119,7 @@ static void uct_crypt_bulk_open_segment(uct_crypt_iface_t *iface,
      * anything else is a dropped, reordered or truncated stream */
     if ((put_id != flow->bulk_next_put) || (index != flow->bulk_next_segment) ||
         (announce->last > 1) || (length > UCT_CRYPT_BULK_MAX_PUT)) {
-        uct_crypt_record_reject(iface, flow, am_id, UCT_CRYPT_FAIL_BULK_ORDER);
+        uct_crypt_record_reject(iface, flow, UCT_CRYPT_FAIL_BULK_ORDER);
         return;
     }
     /* the sender updates the bulk key between puts only */
@@ -128,11 +128,11 @@ static void uct_crypt_bulk_open_segment(uct_crypt_iface_t *iface,
         ((index == 0) &&
          (generation == (uint16_t)(flow->bulk_keys->generation + 1)) &&
          (uct_crypt_bulk_rx_key(iface, flow, 1) != UCS_OK))) {
-        uct_crypt_record_reject(iface, flow, am_id, UCT_CRYPT_FAIL_HANDSHAKE);
+        uct_crypt_record_reject(iface, flow, UCT_CRYPT_FAIL_HANDSHAKE);
         return;
     }
     if (generation != (uint16_t)flow->bulk_keys->generation) {
-        uct_crypt_record_reject(iface, flow, am_id, UCT_CRYPT_FAIL_AUTH);
+        uct_crypt_record_reject(iface, flow, UCT_CRYPT_FAIL_AUTH);
         return;
     }
     /* only memory this process registered, or the destination of a get we
@@ -145,7 +145,7 @@ static void uct_crypt_bulk_open_segment(uct_crypt_iface_t *iface,
                   " bytes at 0x%" PRIx64 ", outside registered memory",
                   uct_crypt_log_peer_arg(flow->peer_public, flow->flow_id),
                   length, address);
-        uct_crypt_record_reject(iface, flow, am_id, UCT_CRYPT_FAIL_MALFORMED);
+        uct_crypt_record_reject(iface, flow, UCT_CRYPT_FAIL_MALFORMED);
         return;
     }
 
@@ -159,7 +159,7 @@ static void uct_crypt_bulk_open_segment(uct_crypt_iface_t *iface,
                                   (void*)(uintptr_t)address, length,
                                   (void*)(uintptr_t)address,
                                   announce->tag) != CRYPT_AEAD_OK) {
-        uct_crypt_record_reject(iface, flow, am_id, UCT_CRYPT_FAIL_AUTH);
+        uct_crypt_record_reject(iface, flow, UCT_CRYPT_FAIL_AUTH);
         return;
     }
     UCT_CRYPT_STAT_ADD(bulk_bytes_opened, length);
@@ -191,7 +191,7 @@ uct_crypt_bulk_tx_t *uct_crypt_bulk_tx_of(uct_crypt_iface_t *iface,
 }
 
 static void uct_crypt_bulk_acked(uct_crypt_iface_t *iface,
-                                 uct_crypt_rx_flow_t *flow, uint8_t am_id,
+                                 uct_crypt_rx_flow_t *flow,
                                  const crypt_bulk_ack_t *ack)
 {
     uct_crypt_bulk_tx_t *tx = uct_crypt_bulk_tx_of(iface, flow,
@@ -210,28 +210,28 @@ static void uct_crypt_bulk_acked(uct_crypt_iface_t *iface,
             return;
         }
     }
-    uct_crypt_record_reject(iface, flow, am_id, UCT_CRYPT_FAIL_MALFORMED);
+    uct_crypt_record_reject(iface, flow, UCT_CRYPT_FAIL_MALFORMED);
 }
 
 void uct_crypt_bulk_control(uct_crypt_iface_t *iface, uct_crypt_rx_flow_t *flow,
-                            uint8_t am_id, uint8_t *payload, size_t length)
+                            uint8_t *payload, size_t length)
 {
     crypt_bulk_segment_t announce;
     crypt_bulk_ack_t ack;
 
     if ((length == sizeof(announce)) && (payload[0] == CRYPT_CONTROL_SEGMENT)) {
         memcpy(&announce, payload, sizeof(announce));
-        uct_crypt_bulk_open_segment(iface, flow, am_id, &announce);
+        uct_crypt_bulk_open_segment(iface, flow, &announce);
     } else if ((length == sizeof(ack)) && (payload[0] == CRYPT_CONTROL_ACK)) {
         memcpy(&ack, payload, sizeof(ack));
-        uct_crypt_bulk_acked(iface, flow, am_id, &ack);
+        uct_crypt_bulk_acked(iface, flow, &ack);
     } else if ((length == sizeof(ack)) && (payload[0] == CRYPT_CONTROL_GET_DONE)) {
         memcpy(&ack, payload, sizeof(ack));
-        uct_crypt_bulk_get_done(iface, flow, am_id, &ack);
+        uct_crypt_bulk_get_done(iface, flow, &ack);
     } else if ((length >= sizeof(crypt_bulk_get_req_t)) &&
                (payload[0] == CRYPT_CONTROL_GET_REQ)) {
-        uct_crypt_bulk_serve_get(iface, flow, am_id, payload, length);
+        uct_crypt_bulk_serve_get(iface, flow, payload, length);
     } else {
-        uct_crypt_record_reject(iface, flow, am_id, UCT_CRYPT_FAIL_MALFORMED);
+        uct_crypt_record_reject(iface, flow, UCT_CRYPT_FAIL_MALFORMED);
     }
 }

@@ -130,13 +130,14 @@ static ucs_status_t uct_crypt_ep_check_sendable(uct_crypt_ep_t *ep, uint8_t id,
     return UCS_OK;
 }
 
-static ucs_status_t uct_crypt_ep_send_short(uct_crypt_ep_t *ep, uint8_t id,
+static ucs_status_t uct_crypt_ep_send_short(uct_crypt_ep_t *ep,
                                             uint8_t *record, size_t length)
 {
     uint64_t first8;
 
     memcpy(&first8, record, sizeof(first8));
-    return uct_ep_am_short(ep->inner, id, first8, record + sizeof(first8),
+    return uct_ep_am_short(ep->inner, UCT_CRYPT_RECORD_AM_ID, first8,
+                           record + sizeof(first8),
                            (unsigned)(length - sizeof(first8)));
 }
 
@@ -175,12 +176,12 @@ ucs_status_t uct_crypt_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t header,
      * extra records, which it must not do from inside an inner pack
      * callback. */
     if (ucs_unlikely(uct_crypt_fault_enabled(iface)) &&
-        uct_crypt_fault_apply(iface, ep, id, record, (size_t*)&record_len)) {
+        uct_crypt_fault_apply(iface, ep, record, (size_t*)&record_len)) {
         uct_crypt_record_commit(iface, &ep->tx, payload_len);
         return UCS_OK; /* held back or dropped by the test hook */
     }
 
-    status = uct_crypt_ep_send_short(ep, id, record, record_len);
+    status = uct_crypt_ep_send_short(ep, record, record_len);
     if (status == UCS_OK) {
         uct_crypt_record_commit(iface, &ep->tx, payload_len);
     }
@@ -242,8 +243,8 @@ static ssize_t uct_crypt_ep_bcopy(uct_crypt_bcopy_ctx_t *ctx)
     if (status != UCS_OK) {
         return status;
     }
-    packed = uct_ep_am_bcopy(ctx->ep->inner, ctx->am_id, uct_crypt_bcopy_pack,
-                             ctx, 0);
+    packed = uct_ep_am_bcopy(ctx->ep->inner, UCT_CRYPT_RECORD_AM_ID,
+                             uct_crypt_bcopy_pack, ctx, 0);
     /* UCP wants its own payload length back, not the record's */
     return (packed < 0) ? packed : (ssize_t)ctx->payload_len;
 }
@@ -294,7 +295,7 @@ ucs_status_t uct_crypt_ep_send_control(uct_crypt_ep_t *ep, const void *payload,
     uct_crypt_bcopy_ctx_t ctx = {
         .iface         = ucs_derived_of(ep->super.super.iface, uct_crypt_iface_t),
         .ep            = ep,
-        .am_id         = UCT_CRYPT_CONTROL_AM_ID,
+        .am_id         = 0, /* sealed as 0; the header flag says control */
         .record_flags  = CRYPT_RECORD_FLAG_CONTROL,
         .header        = payload,
         .header_length = length,

@@ -65,16 +65,17 @@ static size_t uct_crypt_pack_raw(void *dest, void *arg)
     return raw->length;
 }
 
-static void uct_crypt_fault_send_raw(uct_crypt_ep_t *ep, uint8_t am_id,
-                                     const uint8_t *data, size_t length)
+static void uct_crypt_fault_send_raw(uct_crypt_ep_t *ep, const uint8_t *data,
+                                     size_t length)
 {
     uct_crypt_raw_record_t raw = {data, length};
 
-    (void)uct_ep_am_bcopy(ep->inner, am_id, uct_crypt_pack_raw, &raw, 0);
+    (void)uct_ep_am_bcopy(ep->inner, UCT_CRYPT_RECORD_AM_ID, uct_crypt_pack_raw,
+                          &raw, 0);
 }
 
 int uct_crypt_fault_apply(uct_crypt_iface_t *iface, uct_crypt_ep_t *ep,
-                          uint8_t am_id, uint8_t *record, size_t *length)
+                          uint8_t *record, size_t *length)
 {
     size_t hdr_len = CRYPT_RECORD_HDR_LEN;
     uint8_t forged[256];
@@ -86,9 +87,8 @@ int uct_crypt_fault_apply(uct_crypt_iface_t *iface, uct_crypt_ep_t *ep,
 
     if (iface->fault.held_record != NULL) {
         /* reorder: this record goes first, the held one after it */
-        uct_crypt_fault_send_raw(ep, am_id, record, *length);
-        uct_crypt_fault_send_raw(ep, iface->fault.held_am_id,
-                                 iface->fault.held_record,
+        uct_crypt_fault_send_raw(ep, record, *length);
+        uct_crypt_fault_send_raw(ep, iface->fault.held_record,
                                  iface->fault.held_length);
         ucs_free(iface->fault.held_record);
         iface->fault.held_record = NULL;
@@ -114,7 +114,7 @@ int uct_crypt_fault_apply(uct_crypt_iface_t *iface, uct_crypt_ep_t *ep,
         return 0;
     case UCT_CRYPT_FAULT_REPLAY:
         /* the record, then the same record again */
-        uct_crypt_fault_send_raw(ep, am_id, record, *length);
+        uct_crypt_fault_send_raw(ep, record, *length);
         return 0;
     case UCT_CRYPT_FAULT_REORDER:
         iface->fault.held_record = ucs_malloc(*length, "crypt held record");
@@ -123,7 +123,6 @@ int uct_crypt_fault_apply(uct_crypt_iface_t *iface, uct_crypt_ep_t *ep,
         }
         memcpy(iface->fault.held_record, record, *length);
         iface->fault.held_length = *length;
-        iface->fault.held_am_id  = am_id;
         return 1;
     case UCT_CRYPT_FAULT_DROP:
         return 1;
@@ -133,13 +132,14 @@ int uct_crypt_fault_apply(uct_crypt_iface_t *iface, uct_crypt_ep_t *ep,
         hdr_len = ucs_min(*length, sizeof(forged));
         memcpy(forged, record, CRYPT_RECORD_HDR_LEN);
         RAND_bytes(forged + CRYPT_RECORD_HDR_LEN, (int)(hdr_len - CRYPT_RECORD_HDR_LEN));
-        uct_crypt_fault_send_raw(ep, am_id, forged, hdr_len);
+        uct_crypt_fault_send_raw(ep, forged, hdr_len);
         return 0;
     case UCT_CRYPT_FAULT_FORGE_HELLO: {
         /* what anybody who can reach the inner could send (issue 12's
-         * attack): a 68-byte HELLO of a new flow, sequence 1, naming the
-         * public key of this (honest) sender, with a made-up tag. Before
-         * the drop-don't-fail rule it failed every ep to this sender. */
+         * attack): a HELLO of a new flow, sequence 1, naming the public
+         * key of this (honest) sender, with a made-up sealed AM id and
+         * tag. Before the drop-don't-fail rule it failed every ep to this
+         * sender. */
         crypt_record_hdr_t hello = {.type = CRYPT_RECORD_HELLO,
                                     .sequence = htole64(1)};
         RAND_bytes((uint8_t*)&hello.flow_id, sizeof(hello.flow_id));
@@ -147,9 +147,9 @@ int uct_crypt_fault_apply(uct_crypt_iface_t *iface, uct_crypt_ep_t *ep,
         memcpy(forged + sizeof(hello), iface->keypair.public_key,
                KEYEX_PUBLIC_KEY_LEN);
         RAND_bytes(forged + sizeof(hello) + KEYEX_PUBLIC_KEY_LEN,
-                   CRYPT_AEAD_TAG_LEN);
-        uct_crypt_fault_send_raw(ep, am_id, forged, sizeof(hello) +
-                                 KEYEX_PUBLIC_KEY_LEN + CRYPT_AEAD_TAG_LEN);
+                   CRYPT_RECORD_AM_ID_LEN + CRYPT_AEAD_TAG_LEN);
+        uct_crypt_fault_send_raw(ep, forged, sizeof(hello) + KEYEX_PUBLIC_KEY_LEN +
+                                 CRYPT_RECORD_AM_ID_LEN + CRYPT_AEAD_TAG_LEN);
         return 0;
     }
     default:

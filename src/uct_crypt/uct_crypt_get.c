@@ -111,7 +111,7 @@ static void uct_crypt_bulk_served(uct_completion_t *self)
  * range and put it to the peer, if the range is memory we registered (a
  * get may not read anything else, whatever the peer's key says). */
 void uct_crypt_bulk_serve_get(uct_crypt_iface_t *iface,
-                              uct_crypt_rx_flow_t *flow, uint8_t am_id,
+                              uct_crypt_rx_flow_t *flow,
                               const uint8_t *payload, size_t length)
 {
     uct_crypt_md_t *md = ucs_derived_of(iface->super.md, uct_crypt_md_t);
@@ -173,12 +173,12 @@ void uct_crypt_bulk_serve_get(uct_crypt_iface_t *iface,
 reject_free:
     ucs_free(serve);
 reject:
-    uct_crypt_record_reject(iface, flow, am_id, UCT_CRYPT_FAIL_MALFORMED);
+    uct_crypt_record_reject(iface, flow, UCT_CRYPT_FAIL_MALFORMED);
 }
 
 /* GET_DONE: our oldest get on that flow is in place and opened */
 void uct_crypt_bulk_get_done(uct_crypt_iface_t *iface,
-                             uct_crypt_rx_flow_t *flow, uint8_t am_id,
+                             uct_crypt_rx_flow_t *flow,
                              const crypt_bulk_ack_t *done)
 {
     uct_crypt_bulk_tx_t *tx = uct_crypt_bulk_tx_of(iface, flow,
@@ -196,5 +196,5 @@ void uct_crypt_bulk_get_done(uct_crypt_iface_t *iface,
             return;
         }
     }
-    uct_crypt_record_reject(iface, flow, am_id, UCT_CRYPT_FAIL_MALFORMED);
+    uct_crypt_record_reject(iface, flow, UCT_CRYPT_FAIL_MALFORMED);
 }

@@ -341,7 +341,6 @@ static UCS_CLASS_INIT_FUNC(uct_crypt_iface_t, uct_md_h tl_md, uct_worker_h worke
     uct_iface_config_t *inner_config;
     uct_iface_params_t inner_params;
     ucs_status_t status;
-    unsigned id;
 
     UCT_CHECK_PARAM(params->field_mask & UCT_IFACE_PARAM_FIELD_OPEN_MODE,
                     "UCT_IFACE_PARAM_FIELD_OPEN_MODE is not defined");
@@ -472,18 +471,15 @@ static UCS_CLASS_INIT_FUNC(uct_crypt_iface_t, uct_md_h tl_md, uct_worker_h worke
         goto err_inner;
     }
 
-    /* Every AM the inner delivers goes through the record layer first;
-     * sync delivery (from progress) where the inner can do it. */
-    for (id = 0; id < UCT_AM_ID_MAX; ++id) {
-        self->am_ctx[id].iface = self;
-        self->am_ctx[id].am_id = (uint8_t)id;
-        status = uct_iface_set_am_handler(
-                self->inner, id, uct_crypt_record_am_handler, &self->am_ctx[id],
-                (self->inner_attr.cap.flags & UCT_IFACE_FLAG_CB_SYNC) ?
-                0 : UCT_CB_FLAG_ASYNC);
-        if (status != UCS_OK) {
-            goto err_scratch;
-        }
+    /* Every record arrives on one AM id of the inner and goes through the
+     * record layer first; sync delivery (from progress) where the inner
+     * can do it. */
+    status = uct_iface_set_am_handler(
+            self->inner, UCT_CRYPT_RECORD_AM_ID, uct_crypt_record_am_handler,
+            self, (self->inner_attr.cap.flags & UCT_IFACE_FLAG_CB_SYNC) ?
+            0 : UCT_CB_FLAG_ASYNC);
+    if (status != UCS_OK) {
+        goto err_scratch;
     }
 
     status = (self->role == UCT_CRYPT_ROLE_AUX) ? UCS_OK :

@@ -20,18 +20,20 @@
 #include <ucs/sys/math.h>
 #include <endian.h>
 
+/* what goes before UCP's payload: the cleartext header, and the AM id,
+ * which is the first byte of the sealed part */
 size_t uct_crypt_record_header_len(const uct_crypt_tx_flow_t *tx)
 {
-    return CRYPT_RECORD_HDR_LEN + (tx->hello_done ? 0 : CRYPT_HELLO_EXTRA_LEN);
+    return CRYPT_RECORD_HDR_LEN + (tx->hello_done ? 0 : CRYPT_HELLO_EXTRA_LEN) +
+           CRYPT_RECORD_AM_ID_LEN;
 }
 
 static void uct_crypt_record_aad(crypt_record_aad_t *aad,
-                                 const crypt_record_hdr_t *hdr, uint8_t am_id,
+                                 const crypt_record_hdr_t *hdr,
                                  size_t payload_len)
 {
     memset(aad, 0, sizeof(*aad));
     aad->hdr    = *hdr;
-    aad->am_id  = am_id;
     aad->length = htole32((uint32_t)payload_len);
 }
 
@@ -41,14 +43,16 @@ ssize_t uct_crypt_record_seal(uct_crypt_iface_t *iface, uct_crypt_tx_flow_t *tx,
                               uint8_t am_id, uint16_t flags, uint8_t *record,
                               size_t payload_len)
 {
-    size_t hdr_len = uct_crypt_record_header_len(tx);
+    size_t hdr_len   = uct_crypt_record_header_len(tx);
+    uint8_t *payload = record + hdr_len;
+    uint8_t *sealed  = payload - CRYPT_RECORD_AM_ID_LEN;
     crypt_record_hdr_t hdr;
     crypt_record_aad_t aad;
-    uint8_t *payload = record + hdr_len;
 
     ucs_assert(tx->keys != NULL);
     ucs_assert(payload_len <= UINT32_MAX);
     ucs_assert(!(flags & ~CRYPT_RECORD_FLAG_CONTROL));
+    ucs_assert((am_id < UCT_AM_ID_MAX) || (flags & CRYPT_RECORD_FLAG_CONTROL));
     /* UCX_LOG_LEVEL=trace_data: UCP's own dump of what it sends (the
      * plaintext headers, before they are sealed), or crypt's control kind */
     if (flags & CRYPT_RECORD_FLAG_CONTROL) {
@@ -73,9 +77,14 @@ ssize_t uct_crypt_record_seal(uct_crypt_iface_t *iface, uct_crypt_tx_flow_t *tx,
                KEYEX_PUBLIC_KEY_LEN);
     }
 
-    uct_crypt_record_aad(&aad, &hdr, am_id, payload_len);
+    /* UCP's AM id goes inside the ciphertext: the inner carries every
+     * record on one AM id, and the wire does not tell UCP's protocols
+     * (eager, rendezvous, wireup) apart by a cleartext id */
+    sealed[0] = (flags & CRYPT_RECORD_FLAG_CONTROL) ? 0 : am_id;
+    uct_crypt_record_aad(&aad, &hdr, payload_len);
     if (crypt_record_seal(&tx->aead, tx->keys->nonce_prefix, tx->next_sequence,
-                          &aad, sizeof(aad), payload, payload_len, payload,
+                          &aad, sizeof(aad), sealed,
+                          CRYPT_RECORD_AM_ID_LEN + payload_len, sealed,
                           payload + payload_len) != CRYPT_AEAD_OK) {
         return UCS_ERR_IO_ERROR;
     }
@@ -216,7 +225,7 @@ static unsigned uct_crypt_fail_peer(uct_crypt_iface_t *iface,
  */
 ucs_status_t uct_crypt_record_drop(uct_crypt_iface_t *iface,
                                    const uint8_t *flow_peer, uint64_t flow_id,
-                                   uint8_t am_id, uct_crypt_fail_reason_t reason)
+                                   uct_crypt_fail_reason_t reason)
 {
     static const uint8_t unknown_peer[KEYEX_PUBLIC_KEY_LEN];
     static uint64_t dropped;
@@ -234,11 +243,10 @@ ucs_status_t uct_crypt_record_drop(uct_crypt_iface_t *iface,
     }
     if ((wire_peer != NULL) || (n <= 4) || !(n & (n - 1))) {
         ucs_error("crypt: dropped a record from " uct_crypt_log_peer_fmt
-                  "%s%s (am id %u): %s; %s (%" PRIu64 " dropped so far)",
+                  "%s%s: %s; %s (%" PRIu64 " dropped so far)",
                   uct_crypt_log_peer_arg(peer, flow_id),
                   (wire_peer != NULL) ? " at " : "",
                   (wire_peer != NULL) ? uct_crypt_sock_rx_peer_name(iface->inner) : "",
-                  am_id,
                   uct_crypt_fail_reason_name(reason),
                   (wire_peer != NULL) ?
                   "its connection is closed, the endpoints to that peer fail" :
@@ -254,7 +262,7 @@ ucs_status_t uct_crypt_record_drop(uct_crypt_iface_t *iface,
  * its segments. The data cannot be recovered: the flow and the eps to its
  * peer fail, with the reason. */
 ucs_status_t uct_crypt_record_reject(uct_crypt_iface_t *iface,
-                                     uct_crypt_rx_flow_t *flow, uint8_t am_id,
+                                     uct_crypt_rx_flow_t *flow,
                                      uct_crypt_fail_reason_t reason)
 {
     unsigned failed_eps;
@@ -271,11 +279,11 @@ ucs_status_t uct_crypt_record_reject(uct_crypt_iface_t *iface,
     failed_eps = uct_crypt_fail_peer(iface, flow->peer_public, flow->flow_id,
                                      reason);
     ucs_error("crypt: dropped a record from " uct_crypt_log_peer_fmt
-              "%s%s (am id %u): %s; %u endpoint(s) to that peer failed",
+              "%s%s: %s; %u endpoint(s) to that peer failed",
               uct_crypt_log_peer_arg(flow->peer_public, flow->flow_id),
               uct_crypt_sock_rx_peer(iface->inner) ? " at " : "",
               uct_crypt_sock_rx_peer(iface->inner) ?
-              uct_crypt_sock_rx_peer_name(iface->inner) : "", am_id,
+              uct_crypt_sock_rx_peer_name(iface->inner) : "",
               uct_crypt_fail_reason_name(reason), failed_eps);
     return UCS_OK;
 }
@@ -301,8 +309,7 @@ void uct_crypt_wire_peer_failed(void *arg,
 ucs_status_t uct_crypt_record_am_handler(void *arg, void *data, size_t length,
                                          unsigned flags)
 {
-    uct_crypt_am_ctx_t *ctx  = arg;
-    uct_crypt_iface_t *iface = ctx->iface;
+    uct_crypt_iface_t *iface = arg;
     uct_crypt_rx_flow_t *flow = NULL;
     const uint8_t *sender_public = NULL;
     const uint8_t *wire_peer;
@@ -310,16 +317,15 @@ ucs_status_t uct_crypt_record_am_handler(void *arg, void *data, size_t length,
     crypt_record_aad_t aad;
     uint64_t flow_id, sequence;
     size_t hdr_len, payload_len;
-    uint8_t *payload;
+    uint8_t *sealed, *payload, am_id;
     khiter_t iter;
     int ret;
 
     /* Nothing in the header is acted on before the tag is checked, except
      * to find the key: the flow id (and for a HELLO the sender's key), and
      * the sequence number, which only ever refuses. */
-    if (length < CRYPT_RECORD_HDR_LEN + CRYPT_AEAD_TAG_LEN) {
-        return uct_crypt_record_drop(iface, NULL, 0, ctx->am_id,
-                                     UCT_CRYPT_FAIL_MALFORMED);
+    if (length < CRYPT_RECORD_HDR_LEN + CRYPT_RECORD_AM_ID_LEN + CRYPT_AEAD_TAG_LEN) {
+        return uct_crypt_record_drop(iface, NULL, 0, UCT_CRYPT_FAIL_MALFORMED);
     }
     memcpy(&hdr, data, sizeof(hdr));
     flow_id   = le64toh(hdr.flow_id);
@@ -331,103 +337,101 @@ ucs_status_t uct_crypt_record_am_handler(void *arg, void *data, size_t length,
     }
 
     if (le16toh(hdr.flags) & ~CRYPT_RECORD_FLAG_CONTROL) {
-        return uct_crypt_record_drop(iface, NULL, flow_id, ctx->am_id,
-                                     UCT_CRYPT_FAIL_MALFORMED);
+        return uct_crypt_record_drop(iface, NULL, flow_id, UCT_CRYPT_FAIL_MALFORMED);
     }
 
     if (hdr.type == CRYPT_RECORD_HELLO) {
         hdr_len = CRYPT_RECORD_HDR_LEN + CRYPT_HELLO_EXTRA_LEN;
-        if (length < hdr_len + CRYPT_AEAD_TAG_LEN) {
-            return uct_crypt_record_drop(iface, NULL, flow_id, ctx->am_id,
-                                         UCT_CRYPT_FAIL_MALFORMED);
+        if (length < hdr_len + CRYPT_RECORD_AM_ID_LEN + CRYPT_AEAD_TAG_LEN) {
+            return uct_crypt_record_drop(iface, NULL, flow_id, UCT_CRYPT_FAIL_MALFORMED);
         }
         sender_public = (const uint8_t*)data + CRYPT_RECORD_HDR_LEN;
         if (flow != NULL) {
             /* a second HELLO for a live flow: a replay; the flow stays */
-            return uct_crypt_record_drop(iface, NULL, flow_id, ctx->am_id,
-                                         UCT_CRYPT_FAIL_REPLAY);
+            return uct_crypt_record_drop(iface, NULL, flow_id, UCT_CRYPT_FAIL_REPLAY);
         }
         if ((sequence != 0) || (hdr.key_generation != 0)) {
-            return uct_crypt_record_drop(iface, NULL, flow_id, ctx->am_id,
-                                         UCT_CRYPT_FAIL_MALFORMED);
+            return uct_crypt_record_drop(iface, NULL, flow_id, UCT_CRYPT_FAIL_MALFORMED);
         }
         if ((wire_peer != NULL) &&
             CRYPTO_memcmp(wire_peer, sender_public, KEYEX_PUBLIC_KEY_LEN)) {
             /* not the key its connection proved */
-            return uct_crypt_record_drop(iface, NULL, flow_id, ctx->am_id,
-                                         UCT_CRYPT_FAIL_HANDSHAKE);
+            return uct_crypt_record_drop(iface, NULL, flow_id, UCT_CRYPT_FAIL_HANDSHAKE);
         }
         flow = uct_crypt_rx_flow_create(iface, flow_id, sender_public);
         if (flow == NULL) {
-            return uct_crypt_record_drop(iface, NULL, flow_id, ctx->am_id,
-                                         UCT_CRYPT_FAIL_HANDSHAKE);
+            return uct_crypt_record_drop(iface, NULL, flow_id, UCT_CRYPT_FAIL_HANDSHAKE);
         }
     } else if (hdr.type == CRYPT_RECORD_DATA) {
         hdr_len = CRYPT_RECORD_HDR_LEN;
         if ((flow == NULL) ||
             ((wire_peer != NULL) &&
              CRYPTO_memcmp(wire_peer, flow->peer_public, KEYEX_PUBLIC_KEY_LEN))) {
-            return uct_crypt_record_drop(iface, NULL, flow_id, ctx->am_id,
-                                         UCT_CRYPT_FAIL_UNKNOWN_FLOW);
+            return uct_crypt_record_drop(iface, NULL, flow_id, UCT_CRYPT_FAIL_UNKNOWN_FLOW);
         }
         if (flow->failed) {
             UCT_CRYPT_STAT_ADD(failures[UCT_CRYPT_FAIL_FLOW_FAILED], 1);
             return UCS_OK; /* reported once already; dropped quietly */
         }
         if (sequence < flow->next_sequence) {
-            return uct_crypt_record_drop(iface, flow->peer_public, flow_id,
-                                         ctx->am_id, UCT_CRYPT_FAIL_REPLAY);
+            return uct_crypt_record_drop(iface, flow->peer_public, flow_id, UCT_CRYPT_FAIL_REPLAY);
         }
     } else {
-        return uct_crypt_record_drop(iface, NULL, flow_id, ctx->am_id,
-                                     UCT_CRYPT_FAIL_MALFORMED);
+        return uct_crypt_record_drop(iface, NULL, flow_id, UCT_CRYPT_FAIL_MALFORMED);
     }
 
-    payload     = (uint8_t*)data + hdr_len;
-    payload_len = length - hdr_len - CRYPT_AEAD_TAG_LEN;
-    uct_crypt_record_aad(&aad, &hdr, ctx->am_id, payload_len);
-    if (uct_crypt_rx_flow_open(iface, flow, &hdr, &aad, payload, payload_len) !=
+    sealed      = (uint8_t*)data + hdr_len;
+    payload     = sealed + CRYPT_RECORD_AM_ID_LEN;
+    payload_len = length - hdr_len - CRYPT_RECORD_AM_ID_LEN - CRYPT_AEAD_TAG_LEN;
+    uct_crypt_record_aad(&aad, &hdr, payload_len);
+    if (uct_crypt_rx_flow_open(iface, flow, &hdr, &aad, sealed,
+                               CRYPT_RECORD_AM_ID_LEN + payload_len) !=
         CRYPT_AEAD_OK) {
         if (hdr.type == CRYPT_RECORD_HELLO) {
             /* never installed: a forged HELLO leaves no state behind, and
              * no ep of the key it names is touched */
             uct_crypt_rx_flow_free(flow);
         }
-        return uct_crypt_record_drop(iface, NULL, flow_id, ctx->am_id,
-                                     UCT_CRYPT_FAIL_AUTH);
+        return uct_crypt_record_drop(iface, NULL, flow_id, UCT_CRYPT_FAIL_AUTH);
     }
 
     if (hdr.type == CRYPT_RECORD_HELLO) {
         iter = kh_put(uct_crypt_rx_flows, &iface->rx_flows, flow_id, &ret);
         if (ret < 0) {
             uct_crypt_rx_flow_free(flow);
-            return uct_crypt_record_drop(iface, NULL, flow_id, ctx->am_id,
-                                         UCT_CRYPT_FAIL_NO_RESOURCE);
+            return uct_crypt_record_drop(iface, NULL, flow_id, UCT_CRYPT_FAIL_NO_RESOURCE);
         }
         kh_value(&iface->rx_flows, iter) = flow;
     } else if (sequence != flow->next_sequence) {
-        return uct_crypt_record_reject(iface, flow, ctx->am_id,
-                                       UCT_CRYPT_FAIL_REORDER);
+        return uct_crypt_record_reject(iface, flow, UCT_CRYPT_FAIL_REORDER);
     }
     ++flow->next_sequence;
     UCT_CRYPT_STAT_ADD(records_opened, 1);
     UCT_CRYPT_STAT_ADD(bytes_opened, payload_len);
+    am_id = sealed[0];
 
     if (le16toh(hdr.flags) & CRYPT_RECORD_FLAG_CONTROL) {
+        if (am_id != 0) {
+            return uct_crypt_record_reject(iface, flow, UCT_CRYPT_FAIL_MALFORMED);
+        }
         ucs_trace_data("crypt: RX control kind %u len %zu flow 0x%016" PRIx64
                        " seq %" PRIu64, (payload_len > 0) ? payload[0] : 0,
                        payload_len, flow_id, sequence);
-        uct_crypt_bulk_control(iface, flow, ctx->am_id, payload, payload_len);
+        uct_crypt_bulk_control(iface, flow, payload, payload_len);
         return UCS_OK;
     }
-    uct_iface_trace_am(&iface->super, UCT_AM_TRACE_TYPE_RECV, ctx->am_id,
+    if (am_id >= UCT_AM_ID_MAX) {
+        /* authenticated, so the peer's own doing: UCP sends no such id */
+        return uct_crypt_record_reject(iface, flow, UCT_CRYPT_FAIL_MALFORMED);
+    }
+    uct_iface_trace_am(&iface->super, UCT_AM_TRACE_TYPE_RECV, am_id,
                        payload, payload_len, "crypt: RX %s flow 0x%016" PRIx64
                        " seq %" PRIu64, (hdr.type == CRYPT_RECORD_HELLO) ?
                        "HELLO" : "DATA", flow_id, sequence);
 
     /* UCP may keep the data only by copying it: the buffer is the inner's,
      * and our header sits where UCP's descriptor would go. */
-    uct_iface_invoke_am(&iface->super, ctx->am_id, payload, (unsigned)payload_len,
+    uct_iface_invoke_am(&iface->super, am_id, payload, (unsigned)payload_len,
                         flags & ~UCT_CB_PARAM_FLAG_DESC);
     return UCS_OK;
 }

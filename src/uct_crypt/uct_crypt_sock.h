@@ -70,8 +70,11 @@ typedef struct uct_crypt_sock_params {
     uint16_t                        advertise_port; /* 0: the listening one */
 } uct_crypt_sock_params_t;
 
-/* Frame sizes: a record of at most max_bcopy bytes behind the header */
+/* Frame sizes: a record of at most max_bcopy bytes behind the header.
+ * The wire carries one AM id: each of its ifaces has one user (crypt's
+ * records, or the collective lane), and the frame header names none. */
 enum {
+    UCT_CRYPT_SOCK_AM_ID       = 0,
     UCT_CRYPT_SOCK_MAX_BCOPY   = 262144 + 256,
     UCT_CRYPT_SOCK_FRAME_MAX   = CRYPT_SOCK_FRAME_HDR_LEN + UCT_CRYPT_SOCK_MAX_BCOPY,
     UCT_CRYPT_SOCK_TX_BUF      = 4 * UCT_CRYPT_SOCK_FRAME_MAX,
@@ -212,7 +215,7 @@ void uct_crypt_sock_conn_handle(uct_crypt_sock_conn_t *conn, unsigned events);
 int uct_crypt_sock_conn_flush(uct_crypt_sock_conn_t *conn);
 void *uct_crypt_sock_conn_tx_reserve(uct_crypt_sock_conn_t *conn, size_t max);
 void uct_crypt_sock_conn_tx_commit(uct_crypt_sock_conn_t *conn, uint8_t type,
-                                   uint8_t am_id, size_t length);
+                                   size_t length);
 void uct_crypt_sock_conn_set_events(uct_crypt_sock_conn_t *conn, unsigned events);
 ucs_status_t uct_crypt_sock_conn_start(uct_crypt_sock_conn_t *conn);
 int uct_crypt_sock_conn_send_close(uct_crypt_sock_conn_t *conn);

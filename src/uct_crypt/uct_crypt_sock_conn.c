@@ -261,15 +261,13 @@ void *uct_crypt_sock_conn_tx_reserve(uct_crypt_sock_conn_t *conn, size_t max)
 }
 
 void uct_crypt_sock_conn_tx_commit(uct_crypt_sock_conn_t *conn, uint8_t type,
-                                   uint8_t am_id, size_t length)
+                                   size_t length)
 {
-    crypt_sock_frame_hdr_t hdr;
+    crypt_sock_frame_hdr_t hdr = {0};
 
     ucs_assert(length <= UCT_CRYPT_SOCK_MAX_BCOPY);
     hdr.length   = htole32((uint32_t)length);
     hdr.type     = type;
-    hdr.am_id    = am_id;
-    hdr.reserved = 0;
     memcpy(conn->tx_buf + conn->tx_head + conn->tx_len, &hdr, sizeof(hdr));
     conn->tx_len += sizeof(hdr) + length;
     conn->tx_records += (type == CRYPT_SOCK_FRAME_RECORD);
@@ -602,8 +600,7 @@ static int uct_crypt_sock_conn_send_ctrl(uct_crypt_sock_conn_t *conn,
     hdr           = (crypt_sock_frame_hdr_t*)(body - CRYPT_SOCK_FRAME_HDR_LEN);
     hdr->length   = htole32(length);
     hdr->type     = type;
-    hdr->am_id    = 0;
-    hdr->reserved = 0;
+    memset(hdr->reserved, 0, sizeof(hdr->reserved));
     uct_crypt_sock_ctrl_nonce(conn->ctrl_send_seq++, nonce);
     if (crypt_aead_seal(&conn->ctrl_send, nonce, hdr, sizeof(*hdr), &le_count,
                         sizeof(le_count), body, body + sizeof(count)) !=
@@ -701,7 +698,8 @@ static int uct_crypt_sock_conn_deliver(uct_crypt_sock_conn_t *conn,
     iface->rx_conn = conn;
     conn->reject   = 0;
     ++conn->rx_records;
-    uct_iface_invoke_am(&iface->super, hdr->am_id, body, (unsigned)length, 0);
+    uct_iface_invoke_am(&iface->super, UCT_CRYPT_SOCK_AM_ID, body,
+                        (unsigned)length, 0);
     if (iface->rx_conn != conn) {
         return 0; /* closed from inside the handler (iface going away) */
     }
@@ -756,7 +754,8 @@ static int uct_crypt_sock_conn_parse(uct_crypt_sock_conn_t *conn)
 
         memcpy(&hdr, conn->rx_buf + offset, sizeof(hdr));
         length = le32toh(hdr.length);
-        if ((length > UCT_CRYPT_SOCK_MAX_BCOPY) || (hdr.reserved != 0) ||
+        if ((length > UCT_CRYPT_SOCK_MAX_BCOPY) ||
+            (hdr.reserved[0] | hdr.reserved[1] | hdr.reserved[2]) ||
             ((hdr.type != CRYPT_SOCK_FRAME_RECORD) &&
              (hdr.type != CRYPT_SOCK_FRAME_CLOSE) &&
              (hdr.type != CRYPT_SOCK_FRAME_HEARTBEAT)) ||

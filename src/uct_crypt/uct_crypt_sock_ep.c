@@ -197,10 +197,14 @@ restart:
 
 /* The connection to send on now, or a status for the caller */
 static inline ucs_status_t uct_crypt_sock_ep_sendable(uct_crypt_sock_ep_t *ep,
+                                                      uint8_t id,
                                                       uct_crypt_sock_conn_t **conn_p)
 {
     if (ucs_unlikely(ep->status != UCS_OK)) {
         return ep->status;
+    }
+    if (ucs_unlikely(id != UCT_CRYPT_SOCK_AM_ID)) {
+        return UCS_ERR_INVALID_PARAM;
     }
     if (ucs_unlikely(ep->conn == NULL)) {
         return ep->have_dest && ep->have_peer ? UCS_ERR_CONNECTION_RESET :
@@ -227,7 +231,7 @@ ucs_status_t uct_crypt_sock_ep_am_short(uct_ep_h tl_ep, uint8_t id,
     ucs_status_t status;
     uint8_t *body;
 
-    status = uct_crypt_sock_ep_sendable(ep, &conn);
+    status = uct_crypt_sock_ep_sendable(ep, id, &conn);
     if (status != UCS_OK) {
         return status;
     }
@@ -237,7 +241,7 @@ ucs_status_t uct_crypt_sock_ep_am_short(uct_ep_h tl_ep, uint8_t id,
     }
     memcpy(body, &header, sizeof(header));
     memcpy(body + sizeof(header), payload, length);
-    uct_crypt_sock_conn_tx_commit(conn, CRYPT_SOCK_FRAME_RECORD, id,
+    uct_crypt_sock_conn_tx_commit(conn, CRYPT_SOCK_FRAME_RECORD,
                                   sizeof(header) + length);
     uct_crypt_sock_ep_sent(conn);
     return UCS_OK;
@@ -253,7 +257,7 @@ ssize_t uct_crypt_sock_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
     size_t length;
     void *body;
 
-    status = uct_crypt_sock_ep_sendable(ep, &conn);
+    status = uct_crypt_sock_ep_sendable(ep, id, &conn);
     if (status != UCS_OK) {
         return status;
     }
@@ -263,7 +267,7 @@ ssize_t uct_crypt_sock_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
     }
     length = pack_cb(body, arg);
     ucs_assert(length <= UCT_CRYPT_SOCK_MAX_BCOPY);
-    uct_crypt_sock_conn_tx_commit(conn, CRYPT_SOCK_FRAME_RECORD, id, length);
+    uct_crypt_sock_conn_tx_commit(conn, CRYPT_SOCK_FRAME_RECORD, length);
     uct_crypt_sock_ep_sent(conn);
     return length;
 }

@@ -25,13 +25,17 @@
  *   |        |        | (LE16) |                |                |
  *   +--------+--------+--------+----------------+----------------+
  *   [ sender X25519 public key, 32 bytes: HELLO records only     ]
- *   [ ciphertext of the AM payload as UCP gave it (for am_short:  ]
- *   [ the 8-byte header first), same length as the plaintext     ]
+ *   [ ciphertext of: UCP's AM id (1 byte; 0 in a control record), ]
+ *   [ then the AM payload as UCP gave it (for am_short: the       ]
+ *   [ 8-byte header first); same length as that plaintext         ]
  *   [ GCM tag, 16 bytes                                          ]
  *
  * The cleartext part is authenticated as associated data together with
- * the AM id and the payload length (crypt_record_aad_t), so none of it can
- * be changed, and a record cannot be moved to another AM id.
+ * the payload length (crypt_record_aad_t), so none of it can be changed.
+ * UCP's AM id is sealed with the payload: every record travels on one AM
+ * id of the inner (UCT_CRYPT_RECORD_AM_ID), so an observer cannot tell
+ * UCP's protocols (wireup, eager, rendezvous) apart by a cleartext id, and
+ * a record cannot be moved to another id.
  *
  * The flow id names the sending endpoint: UCT does not tell an AM handler
  * who sent a message, so the record must (like IPsec's SPI). The first
@@ -51,16 +55,17 @@
 #include <stdint.h>
 
 enum {
-    CRYPT_WIRE_VERSION    = 3,
+    CRYPT_WIRE_VERSION    = 4,
 
     CRYPT_RECORD_DATA     = 1,
     CRYPT_RECORD_HELLO    = 2,
 
     CRYPT_RECORD_HDR_LEN  = 20,
     CRYPT_HELLO_EXTRA_LEN = KEYEX_PUBLIC_KEY_LEN,
-    /* most a record adds to a payload: HELLO header, public key, tag */
+    CRYPT_RECORD_AM_ID_LEN = 1,   /* sealed, in front of the payload */
+    /* most a record adds to a payload: HELLO header, public key, AM id, tag */
     CRYPT_RECORD_OVERHEAD_MAX = CRYPT_RECORD_HDR_LEN + CRYPT_HELLO_EXTRA_LEN +
-                                CRYPT_AEAD_TAG_LEN,
+                                CRYPT_RECORD_AM_ID_LEN + CRYPT_AEAD_TAG_LEN,
 
     CRYPT_IFACE_ADDR_FLAG_JOB_SECRET = 1, /* the sender uses a job secret */
 
@@ -85,9 +90,8 @@ typedef struct crypt_record_hdr {
 /* associated data of a record */
 typedef struct crypt_record_aad {
     crypt_record_hdr_t hdr;
-    uint8_t            am_id;
-    uint8_t            reserved[3];
-    uint32_t           length;   /* plaintext length */
+    uint8_t            reserved[4]; /* zero */
+    uint32_t           length;   /* payload length (UCP's, without the id) */
 } __attribute__((packed)) crypt_record_aad_t;
 
 /* The crypt iface address: whose key, which inner transport (an address
@@ -217,13 +221,14 @@ typedef struct crypt_lane_chunk_hdr {
  * messages (fixed sizes, src/keyex/noise.h), the stream is a sequence of
  * frames (8-byte header):
  *
- *   0                4        5        6        8
- *   +----------------+--------+--------+--------+-----------------------+
- *   | length (LE32)  | type   | am id  | zero   | length bytes          |
- *   +----------------+--------+--------+--------+-----------------------+
+ *   0                4        5                 8
+ *   +----------------+--------+-----------------+-----------------------+
+ *   | length (LE32)  | type   | zero (3 bytes)  | length bytes          |
+ *   +----------------+--------+-----------------+-----------------------+
  *
- * RECORD: a crypt record (the record layer checks its tag; the AM id is in
- * its associated data; records flow both ways on one connection). HEARTBEAT
+ * RECORD: a crypt record (the record layer checks its tag; UCP's AM id is
+ * sealed inside it; records flow both ways on one connection), or on the
+ * collective lane's connections a lane chunk. HEARTBEAT
  * (while records flow, every 250 ms) and CLOSE (the graceful end of the
  * sender's direction; each side sends its own): length 24, the number of
  * RECORD frames sent
@@ -255,8 +260,7 @@ typedef struct crypt_sock_iface_addr {
 typedef struct crypt_sock_frame_hdr {
     uint32_t length;
     uint8_t  type;
-    uint8_t  am_id;
-    uint16_t reserved;
+    uint8_t  reserved[3];
 } __attribute__((packed)) crypt_sock_frame_hdr_t;
 
 _Static_assert(sizeof(crypt_sock_frame_hdr_t) == CRYPT_SOCK_FRAME_HDR_LEN,

@@ -54,12 +54,13 @@ def tcp_put_req(addr, data):
 def crypt_hello(public_key, wire_version):
     """a HELLO record (uct_crypt_wire.h): type 2, generation 0, flags 0, a
     new flow id, sequence 1 (what forced a victim's eps to fail), the
-    victim peer's public key, 16 bytes of payload, a made-up tag"""
+    victim peer's public key, 16 bytes of sealed AM id and payload, a
+    made-up tag"""
     record = struct.pack("<BBHQQ", 2, 0, 0, int.from_bytes(os.urandom(8), "little") | 1,
                          1) + public_key + os.urandom(16) + os.urandom(16)
     if wire_version >= 3:
-        # the frame of crypt's own wire: length, type RECORD, am id 0
-        return struct.pack("<IBBH", len(record), 1, 0, 0) + record
+        # the frame of crypt's own wire: length, type RECORD, 3 zero bytes
+        return struct.pack("<IB3x", len(record), 1) + record
     return record
 
 

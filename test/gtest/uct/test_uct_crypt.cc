@@ -190,17 +190,22 @@ protected:
         eps.clear();
     }
 
+    void close_side(side &s)
+    {
+        if (s.iface) {
+            uct_iface_close(s.iface);
+        }
+        if (s.md) {
+            uct_md_close(s.md);
+        }
+        s = side();
+    }
+
     void TearDown() override
     {
         destroy_eps();
-        for (side *s : {&a, &b}) {
-            if (s->iface) {
-                uct_iface_close(s->iface);
-            }
-            if (s->md) {
-                uct_md_close(s->md);
-            }
-        }
+        close_side(a);
+        close_side(b);
         uct_worker_destroy(worker);
         ucs_async_context_destroy(async);
     }
@@ -552,6 +557,60 @@ TEST_F(uct_crypt_test, am_short_every_size_content_checked)
     /* one byte more than advertised is refused, not truncated */
     std::vector<uint8_t> too_big(max + 1);
     EXPECT_NE(uct_ep_am_short(ab, kAmId, 0, too_big.data(), max + 1), UCS_OK);
+}
+
+/* UCP's AM id travels sealed inside the record and the inner carries every
+ * record on one id of its own: each id still reaches its own handler, on
+ * crypt's own wire and over a UCX inner */
+TEST_F(uct_crypt_test, every_am_id_reaches_its_own_handler_through_one_inner_id)
+{
+    struct by_id {
+        std::vector<std::pair<uint8_t, uint64_t>> got;
+        uint8_t id;
+    };
+    static const uint8_t ids[] = {0, 1, 7, 22, UCT_AM_ID_MAX - 1};
+    for (bool ucx : {false, true}) {
+        SCOPED_TRACE(ucx ? "UCX inner" : "own wire");
+        settings_t settings;
+        if (ucx) settings.push_back(ucx_inner);
+        open_side_with(a, settings);
+        open_side_with(b, settings);
+        std::vector<std::pair<uint8_t, uint64_t>> got;
+        by_id ctx[sizeof(ids)];
+        for (size_t i = 0; i < sizeof(ids); ++i) {
+            ctx[i].id = ids[i];
+            ASSERT_EQ(uct_iface_set_am_handler(b.iface, ids[i],
+                [](void *arg, void *data, size_t len, unsigned) -> ucs_status_t {
+                    auto c = static_cast<by_id*>(arg);
+                    uint64_t hdr;
+                    memcpy(&hdr, data, sizeof(hdr));
+                    c->got.emplace_back(c->id, hdr);
+                    return UCS_OK;
+                }, &ctx[i], 0), UCS_OK);
+        }
+        ab = connect(a, b);
+        ba = connect(b, a);
+        for (uint64_t n = 0; n < 3 * sizeof(ids); ++n) {
+            uint8_t id = ids[n % sizeof(ids)];
+            auto payload = make_payload(n, 100);
+            send_retrying([&] { return uct_ep_am_short(ab, id, n, payload.data(), 100); });
+        }
+        progress_until([&] {
+            size_t total = 0;
+            for (auto &c : ctx) total += c.got.size();
+            return total == 3 * sizeof(ids);
+        });
+        for (size_t i = 0; i < sizeof(ids); ++i) {
+            ASSERT_EQ(ctx[i].got.size(), 3u) << "id " << int(ids[i]);
+            for (auto &m : ctx[i].got) {
+                EXPECT_EQ(ids[m.second % sizeof(ids)], ids[i]) << "message " << m.second;
+            }
+        }
+        destroy_eps();
+        ab = ba = nullptr;
+        close_side(a);
+        close_side(b);
+    }
 }
 
 TEST_F(uct_crypt_test, am_short_iov_content_checked)
