@@ -170,6 +170,9 @@ typedef struct uct_crypt_rx_flow {
     uint64_t             bulk_next_put;
     uint32_t             bulk_next_segment;
     uint64_t             bulk_next_get;   /* GET_REQs served on this flow */
+    /* crypt's own wire: a segment announced, its SEGMENT frame next */
+    struct uct_crypt_iface *wire_iface;
+    crypt_bulk_segment_t wire_announce;
 } uct_crypt_rx_flow_t;
 
 KHASH_MAP_INIT_INT64(uct_crypt_rx_flows, uct_crypt_rx_flow_t*);
@@ -437,6 +440,8 @@ int uct_crypt_fault_apply(uct_crypt_iface_t *iface, uct_crypt_ep_t *ep,
 int uct_crypt_bulk_fault_due(uct_crypt_iface_t *iface);
 void uct_crypt_bulk_fault_seal(uct_crypt_iface_t *iface, uint8_t *bounce,
                                size_t length);
+void uct_crypt_bulk_fault_frame_tag(uct_crypt_iface_t *iface,
+                                    uint8_t tag[CRYPT_AEAD_TAG_LEN]);
 /* Returns 1 if the announcement must not be sent (dropped). */
 int uct_crypt_bulk_fault_announce(uct_crypt_iface_t *iface,
                                   crypt_bulk_segment_t *announce);
@@ -450,6 +455,7 @@ int uct_crypt_bulk_fault_announce(uct_crypt_iface_t *iface,
 #define uct_crypt_fault_apply(_iface, _ep, _rec, _l)      0
 #define uct_crypt_bulk_fault_due(_iface)                  0
 #define uct_crypt_bulk_fault_seal(_iface, _bounce, _l)    do {} while (0)
+#define uct_crypt_bulk_fault_frame_tag(_iface, _tag)      do {} while (0)
 #define uct_crypt_bulk_fault_announce(_iface, _announce)  0
 #endif
 

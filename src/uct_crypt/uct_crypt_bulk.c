@@ -30,6 +30,7 @@
  * sent, then opened.
  */
 #include "uct_crypt_bulk.h"
+#include "uct_crypt_sock.h"
 
 #include <ucs/sys/string.h>
 #include <ucs/sys/math.h>
@@ -118,7 +119,8 @@ ucs_status_t uct_crypt_bulk_init(uct_crypt_iface_t *iface,
 
     iface->bulk = NULL;
     if (!config->bulk ||
-        !(iface->inner_attr.cap.flags & UCT_IFACE_FLAG_PUT_ZCOPY)) {
+        (!(iface->inner_attr.cap.flags & UCT_IFACE_FLAG_PUT_ZCOPY) &&
+         !uct_crypt_sock_is_own(iface->inner))) {
         return UCS_OK; /* AM only: UCP runs rendezvous over AM */
     }
     if (strcmp(config->bulk_mode, "pipelined") &&
@@ -145,6 +147,15 @@ ucs_status_t uct_crypt_bulk_init(uct_crypt_iface_t *iface,
         ucs_error("crypt: UCX_CRYPT_BULK_SEGMENT=%zu: between 4k and 1g", segment);
         return UCS_ERR_INVALID_PARAM;
     }
+    if (uct_crypt_sock_is_own(iface->inner)) {
+        /* a segment is one frame of crypt's own wire */
+        if (!strcmp(config->bulk_mode, "naive")) {
+            ucs_error("crypt: UCX_CRYPT_BULK_MODE=naive needs an inner with "
+                      "puts (rc); on Ethernet use pipelined");
+            return UCS_ERR_INVALID_PARAM;
+        }
+        segment = ucs_min(segment, UCT_CRYPT_SOCK_WIRE_SEGMENT_MAX);
+    }
 
     bulk = ucs_calloc(1, sizeof(*bulk), "crypt bulk");
     if (bulk == NULL) {
@@ -152,6 +163,7 @@ ucs_status_t uct_crypt_bulk_init(uct_crypt_iface_t *iface,
     }
     bulk->iface           = iface;
     bulk->naive           = !strcmp(config->bulk_mode, "naive");
+    bulk->wire            = uct_crypt_sock_is_own(iface->inner);
     status = uct_md_query(&md->super, &md_attr);
     if (status != UCS_OK) {
         ucs_free(bulk);

@@ -132,6 +132,8 @@ typedef struct {
 struct uct_crypt_bulk {
     uct_crypt_iface_t     *iface;
     int                   naive;
+    int                   wire;      /* on crypt's own wire: no inner puts,
+                                        segments are frames */
     size_t                segment;
     unsigned              depth;
     unsigned              max_outstanding;

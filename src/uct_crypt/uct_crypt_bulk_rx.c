@@ -8,6 +8,7 @@
  * dispatch of every bulk control record.
  */
 #include "uct_crypt_bulk.h"
+#include "uct_crypt_sock.h"
 
 #include <openssl/crypto.h>
 
@@ -101,8 +102,58 @@ static void uct_crypt_bulk_ack(uct_crypt_iface_t *iface,
     uct_crypt_bulk_reply(iface, flow->peer_public, flow->flow_id, &ack);
 }
 
-/* Open one announced segment in place. Everything here came in an
- * authenticated, in-sequence record of `flow`. */
+/* Open an announced segment from `src` (in place where the inner put it,
+ * or crypt's own wire's receive buffer) into its destination, which was
+ * checked; acknowledge the last of a put. A failed open zeroes the
+ * destination (aead.h): neither forged plaintext nor ciphertext is left
+ * for UCP. */
+static void uct_crypt_bulk_open_from(uct_crypt_iface_t *iface,
+                                     uct_crypt_rx_flow_t *flow,
+                                     const crypt_bulk_segment_t *announce,
+                                     const void *src, const uint8_t *tag)
+{
+    uint64_t put_id  = le64toh(announce->put_id);
+    uint64_t address = le64toh(announce->address);
+    uint64_t length  = le64toh(announce->length);
+    uint8_t prefix[CRYPT_STREAM_NONCE_PREFIX_LEN];
+    crypt_bulk_aad_t aad;
+
+    uct_crypt_bulk_stream_prefix(prefix, put_id);
+    uct_crypt_bulk_aad(&aad, flow->flow_id, put_id, address, length);
+    if (crypt_stream_open_segment(&flow->bulk_aead, prefix,
+                                  le32toh(announce->index), announce->last,
+                                  &aad, sizeof(aad), src, length,
+                                  (void*)(uintptr_t)address,
+                                  tag) != CRYPT_AEAD_OK) {
+        uct_crypt_record_reject(iface, flow, UCT_CRYPT_FAIL_AUTH);
+        return;
+    }
+    UCT_CRYPT_STAT_ADD(bulk_bytes_opened, length);
+
+    if (announce->last) {
+        flow->bulk_next_put++;
+        flow->bulk_next_segment = 0;
+        uct_crypt_bulk_ack(iface, flow, put_id);
+    } else {
+        flow->bulk_next_segment++;
+    }
+}
+
+/* crypt's own wire: the SEGMENT frame that followed the announcement,
+ * its ciphertext then its tag */
+static void uct_crypt_bulk_wire_segment(void *arg, const uint8_t *data,
+                                        size_t length)
+{
+    uct_crypt_rx_flow_t *flow = arg;
+    size_t cipher_len         = le64toh(flow->wire_announce.length);
+
+    ucs_assert(length == cipher_len + CRYPT_AEAD_TAG_LEN);
+    uct_crypt_bulk_open_from(flow->wire_iface, flow, &flow->wire_announce,
+                             data, data + cipher_len);
+}
+
+/* One announced segment. Everything here came in an authenticated,
+ * in-sequence record of `flow`. */
 static void uct_crypt_bulk_open_segment(uct_crypt_iface_t *iface,
                                         uct_crypt_rx_flow_t *flow,
                                         const crypt_bulk_segment_t *announce)
@@ -112,8 +163,6 @@ static void uct_crypt_bulk_open_segment(uct_crypt_iface_t *iface,
     uint64_t address   = le64toh(announce->address);
     uint64_t length    = le64toh(announce->length);
     uint16_t generation = le16toh(announce->generation);
-    uint8_t prefix[CRYPT_STREAM_NONCE_PREFIX_LEN];
-    crypt_bulk_aad_t aad;
 
     /* a put's segments come in order, puts come in order, none is skipped:
      * anything else is a dropped, reordered or truncated stream */
@@ -149,28 +198,23 @@ static void uct_crypt_bulk_open_segment(uct_crypt_iface_t *iface,
         return;
     }
 
-    uct_crypt_bulk_stream_prefix(prefix, put_id);
-    uct_crypt_bulk_aad(&aad, flow->flow_id, put_id, address, length);
-    /* in place: the inner put left the ciphertext where the plaintext
-     * belongs; a failed open zeroes it (aead.h), so neither forged plaintext
-     * nor ciphertext is left for UCP */
-    if (crypt_stream_open_segment(&flow->bulk_aead, prefix, index,
-                                  announce->last, &aad, sizeof(aad),
-                                  (void*)(uintptr_t)address, length,
-                                  (void*)(uintptr_t)address,
-                                  announce->tag) != CRYPT_AEAD_OK) {
-        uct_crypt_record_reject(iface, flow, UCT_CRYPT_FAIL_AUTH);
+    if (uct_crypt_sock_is_own(iface->inner)) {
+        /* ciphertext and tag are the next frame on this connection: opened
+         * from the receive buffer straight into the destination (one pass) */
+        if (length + CRYPT_AEAD_TAG_LEN > UCT_CRYPT_SOCK_MAX_BCOPY) {
+            uct_crypt_record_reject(iface, flow, UCT_CRYPT_FAIL_MALFORMED);
+            return;
+        }
+        flow->wire_iface    = iface;
+        flow->wire_announce = *announce;
+        uct_crypt_sock_rx_expect_segment(iface->inner, length + CRYPT_AEAD_TAG_LEN,
+                                         uct_crypt_bulk_wire_segment, flow);
         return;
     }
-    UCT_CRYPT_STAT_ADD(bulk_bytes_opened, length);
-
-    if (announce->last) {
-        flow->bulk_next_put++;
-        flow->bulk_next_segment = 0;
-        uct_crypt_bulk_ack(iface, flow, put_id);
-    } else {
-        flow->bulk_next_segment++;
-    }
+    /* in place: the inner put left the ciphertext where the plaintext
+     * belongs */
+    uct_crypt_bulk_open_from(iface, flow, announce, (void*)(uintptr_t)address,
+                             announce->tag);
 }
 
 /* The bulk state of our ep whose sending flow is `flow_id`, if the reply

@@ -7,6 +7,7 @@
  * still inside crypt.
  */
 #include "uct_crypt_bulk.h"
+#include "uct_crypt_sock.h"
 
 #include <ucs/sys/math.h>
 
@@ -46,6 +47,117 @@ static void uct_crypt_bulk_put_done(uct_completion_t *self)
     seg->put_done = 1;
 }
 
+static void uct_crypt_bulk_announce(crypt_bulk_segment_t *announce,
+                                    const uct_crypt_bulk_segment_t *seg,
+                                    int with_tag)
+{
+    const uct_crypt_bulk_op_t *op = seg->op;
+
+    memset(announce, 0, sizeof(*announce));
+    announce->kind       = CRYPT_CONTROL_SEGMENT;
+    announce->last       = seg->last;
+    announce->generation = htole16(op->generation);
+    announce->index      = htole32(seg->index);
+    announce->put_id     = htole64(op->put_id);
+    announce->address    = htole64(op->remote_addr + seg->offset);
+    announce->length     = htole64(seg->length);
+    if (with_tag) {
+        memcpy(announce->tag, seg->tag, sizeof(announce->tag));
+    }
+}
+
+/* Crypt's own wire: the SEGMENT record, then at once the segment's frame,
+ * ciphertext and tag: sealed by the pool into a bounce buffer and copied
+ * (`seal_here` 0), or sealed here straight into the frame. 0: no room on
+ * the connection yet (nothing was sent); -1: the ep failed. */
+static int uct_crypt_bulk_wire_send(uct_crypt_bulk_tx_t *tx,
+                                    uct_crypt_bulk_segment_t *seg, int seal_here)
+{
+    uct_crypt_ep_t *ep = tx->ep;
+    crypt_bulk_segment_t announce;
+    uint8_t *frame;
+
+    if (!uct_crypt_sock_ep_segment_room(ep->inner, CRYPT_RECORD_OVERHEAD_MAX +
+                                        sizeof(announce),
+                                        seg->length + CRYPT_AEAD_TAG_LEN)) {
+        return 0;
+    }
+    uct_crypt_bulk_announce(&announce, seg, 0); /* the tag is in the frame */
+    if (ucs_unlikely(seg->tamper) &&
+        uct_crypt_bulk_fault_announce(tx->bulk->iface, &announce)) {
+        return 1; /* tests: dropped, with its frame */
+    }
+    if (uct_crypt_ep_send_control(ep, &announce, sizeof(announce)) != UCS_OK) {
+        return -1;
+    }
+    frame = uct_crypt_sock_ep_segment_reserve(ep->inner,
+                                              seg->length + CRYPT_AEAD_TAG_LEN);
+    if (frame == NULL) {
+        /* room was checked: the ep failed under us */
+        uct_crypt_ep_fail_local(ep, "no room for a bulk segment behind its "
+                                "announcement");
+        return -1;
+    }
+    if (seal_here) {
+        seg->bounce = frame;
+        uct_crypt_bulk_seal_job(&seg->job, 0);
+        if (seg->seal_status != CRYPT_AEAD_OK) {
+            uct_crypt_ep_fail_local(ep, "sealing a bulk segment failed");
+            return -1;
+        }
+        if (ucs_unlikely(seg->tamper)) {
+            uct_crypt_bulk_fault_seal(tx->bulk->iface, frame, seg->length);
+        }
+    } else {
+        memcpy(frame, seg->bounce, seg->length);
+    }
+    memcpy(frame + seg->length, seg->tag, CRYPT_AEAD_TAG_LEN);
+    if (ucs_unlikely(seg->tamper)) {
+        uct_crypt_bulk_fault_frame_tag(tx->bulk->iface, frame + seg->length);
+    }
+    uct_crypt_sock_ep_segment_commit(ep->inner, seg->length + CRYPT_AEAD_TAG_LEN);
+    return 1;
+}
+
+/* Crypt's own wire, sealing on this thread with nothing queued before it:
+ * segments are sealed straight into their frames (no bounce buffer, no
+ * copy), each as soon as the connection has room. 0: stop for now. */
+static int uct_crypt_bulk_wire_direct(uct_crypt_bulk_tx_t *tx,
+                                      uct_crypt_bulk_op_t *op)
+{
+    uct_crypt_bulk_t *bulk = tx->bulk;
+    uct_crypt_bulk_segment_t *seg;
+    size_t offset = (size_t)op->next_to_seal * bulk->segment;
+    int ret;
+
+    seg = ucs_mpool_get(&bulk->seg_mp);
+    if (seg == NULL) {
+        return 0; /* retried from progress */
+    }
+    memset(seg, 0, sizeof(*seg));
+    seg->op     = op;
+    seg->index  = op->next_to_seal;
+    seg->last   = (op->next_to_seal + 1 == op->num_segments);
+    seg->offset = offset;
+    seg->length = ucs_min(bulk->segment, op->length - offset);
+    if (op->next_to_seal == 0) {
+        op->generation = (uint16_t)tx->keys->generation;
+    }
+    seg->tamper = uct_crypt_bulk_fault_due(bulk->iface);
+    ret         = uct_crypt_bulk_wire_send(tx, seg, 1);
+    if (ret > 0) {
+        tx->segments_this_key++;
+        tx->bytes_this_key += seg->length;
+    }
+    ucs_mpool_put(seg);
+    if (ret <= 0) {
+        return 0;
+    }
+    ++op->next_to_seal;
+    ++op->announced;
+    return 1;
+}
+
 /* Start sealing segments while bounce space lasts. */
 void uct_crypt_bulk_tx_seal(uct_crypt_bulk_tx_t *tx)
 {
@@ -63,6 +175,14 @@ void uct_crypt_bulk_tx_seal(uct_crypt_bulk_tx_t *tx)
             if ((op->next_to_seal == 0) &&
                 !uct_crypt_bulk_tx_key_ready(tx, op->length)) {
                 return;
+            }
+            if (bulk->wire && ucs_list_is_empty(&tx->segments) &&
+                (op->inline_seal || (bulk->pool == NULL) ||
+                 (crypt_pool_size(bulk->pool) == 0))) {
+                if (!uct_crypt_bulk_wire_direct(tx, op)) {
+                    return;
+                }
+                continue;
             }
             seg = ucs_mpool_get(&bulk->seg_mp);
             if (seg == NULL) {
@@ -164,6 +284,8 @@ unsigned uct_crypt_bulk_tx_send(uct_crypt_bulk_tx_t *tx)
         if (seg->state == UCT_CRYPT_SEG_SEALED) {
             if (seg->length == 0) {
                 seg->put_done = 1;
+            } else if (tx->bulk->wire) {
+                /* crypt's own wire: the data goes behind its announcement */
             } else {
                 iov.buffer = seg->bounce;
                 iov.length = seg->length;
@@ -185,18 +307,20 @@ unsigned uct_crypt_bulk_tx_send(uct_crypt_bulk_tx_t *tx)
             ucs_assert(seg->state == UCT_CRYPT_SEG_SEALED);
             seg->state = UCT_CRYPT_SEG_PUT;
         }
-        if (seg->state == UCT_CRYPT_SEG_PUT) {
+        if ((seg->state == UCT_CRYPT_SEG_PUT) && tx->bulk->wire) {
+            /* crypt's own wire: the data follows its announcement, in the
+             * very next frame */
+            if (uct_crypt_bulk_wire_send(tx, seg, 0) <= 0) {
+                break; /* again from progress, once the socket drained */
+            }
+            seg->put_done = 1;
+            seg->state    = UCT_CRYPT_SEG_ANNOUNCED;
+            ++op->announced;
+            ++count;
+        } else if (seg->state == UCT_CRYPT_SEG_PUT) {
             /* the announcement must not overtake the data */
             uct_ep_fence(ep->inner, 0);
-            memset(&announce, 0, sizeof(announce));
-            announce.kind     = CRYPT_CONTROL_SEGMENT;
-            announce.last     = seg->last;
-            announce.generation = htole16(op->generation);
-            announce.index    = htole32(seg->index);
-            announce.put_id   = htole64(op->put_id);
-            announce.address  = htole64(op->remote_addr + seg->offset);
-            announce.length   = htole64(seg->length);
-            memcpy(announce.tag, seg->tag, sizeof(announce.tag));
+            uct_crypt_bulk_announce(&announce, seg, 1);
             if (ucs_unlikely(seg->tamper) &&
                 uct_crypt_bulk_fault_announce(tx->bulk->iface, &announce)) {
                 status = UCS_OK; /* "sent" */

@@ -200,6 +200,15 @@ void uct_crypt_bulk_fault_seal(uct_crypt_iface_t *iface, uint8_t *bounce,
     }
 }
 
+/* crypt's own wire: the tag travels in the segment's frame */
+void uct_crypt_bulk_fault_frame_tag(uct_crypt_iface_t *iface,
+                                    uint8_t tag[CRYPT_AEAD_TAG_LEN])
+{
+    if (iface->fault.kind == UCT_CRYPT_FAULT_BULK_FLIP_TAG) {
+        tag[0] ^= 0x01;
+    }
+}
+
 void uct_crypt_fault_init_none(uct_crypt_iface_t *iface)
 {
     /* UCS classes are not zero-filled */

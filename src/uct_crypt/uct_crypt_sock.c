@@ -582,3 +582,15 @@ void uct_crypt_sock_rx_reject(uct_iface_h tl_iface, const char *reason)
         iface->rx_conn->reject = 1;
     }
 }
+
+void uct_crypt_sock_rx_expect_segment(uct_iface_h tl_iface, size_t length,
+                                      uct_crypt_sock_segment_cb_t cb, void *arg)
+{
+    uct_crypt_sock_iface_t *iface = ucs_derived_of(tl_iface, uct_crypt_sock_iface_t);
+
+    ucs_assert(uct_crypt_sock_is_own(tl_iface) && (iface->rx_conn != NULL));
+    ucs_assert(length <= UCT_CRYPT_SOCK_MAX_BCOPY);
+    iface->rx_conn->segment_cb  = cb;
+    iface->rx_conn->segment_arg = arg;
+    iface->rx_conn->segment_len = length;
+}

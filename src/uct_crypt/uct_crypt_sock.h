@@ -78,6 +78,9 @@ enum {
     UCT_CRYPT_SOCK_MAX_BCOPY   = 262144 + 256,
     UCT_CRYPT_SOCK_FRAME_MAX   = CRYPT_SOCK_FRAME_HDR_LEN + UCT_CRYPT_SOCK_MAX_BCOPY,
     UCT_CRYPT_SOCK_TX_BUF      = 4 * UCT_CRYPT_SOCK_FRAME_MAX,
+    UCT_CRYPT_SOCK_LARGE_FRAME = 16384, /* read alone, to its end */
+    UCT_CRYPT_SOCK_TX_COMPACT_MAX = 65536, /* unsent bytes moved to the front */
+    UCT_CRYPT_SOCK_WIRE_SEGMENT_MAX = 262144, /* a bulk segment's frame */
     UCT_CRYPT_SOCK_HALF_OPEN_MAX = 64,
     UCT_CRYPT_SOCK_DRAIN_TIMEOUT = 10,  /* s: a closing connection's last bytes */
     UCT_CRYPT_SOCK_REDIRECT_TIMEOUT = 2 /* s: for the peer's own connection */
@@ -105,6 +108,23 @@ const uint8_t *uct_crypt_sock_rx_peer(uct_iface_h tl_iface);
 /* ... and that connection's peer address ("" outside a delivery) */
 const char *uct_crypt_sock_rx_peer_name(uct_iface_h tl_iface);
 void uct_crypt_sock_rx_reject(uct_iface_h tl_iface, const char *reason);
+
+/* Bulk segments on the wire (the bulk engine, uct_crypt_bulk_*.c): the
+ * sender puts a SEGMENT frame right behind the record that announces it;
+ * room for both is checked first, so nothing goes between them. The frame
+ * is reserved, written in place (sealed into), then committed. */
+int uct_crypt_sock_ep_segment_room(uct_ep_h tl_ep, size_t record_max,
+                                   size_t length);
+void *uct_crypt_sock_ep_segment_reserve(uct_ep_h tl_ep, size_t length);
+void uct_crypt_sock_ep_segment_commit(uct_ep_h tl_ep, size_t length);
+/* Inside crypt's AM handler, on a record that announced a segment: the next
+ * frame of its connection must be that segment, `length` bytes, which
+ * `cb` gets from the receive buffer (and may reject, as for a record);
+ * anything else closes the connection. */
+typedef void (*uct_crypt_sock_segment_cb_t)(void *arg, const uint8_t *data,
+                                            size_t length);
+void uct_crypt_sock_rx_expect_segment(uct_iface_h tl_iface, size_t length,
+                                      uct_crypt_sock_segment_cb_t cb, void *arg);
 
 /* Is `tl_iface` crypt's own wire? */
 int uct_crypt_sock_is_own(uct_iface_h tl_iface);
@@ -138,6 +158,10 @@ struct uct_crypt_sock_conn {
     uint8_t                  *tx_buf;      /* TX_BUF; NULL when empty */
     size_t                   tx_head, tx_len;
     int                      reject;       /* the record layer refused */
+    /* the record just delivered announced a bulk segment: the next frame */
+    uct_crypt_sock_segment_cb_t segment_cb;  /* NULL: none announced */
+    void                     *segment_arg;
+    size_t                   segment_len;
     int                      initiator;    /* we opened it */
     int                      closing;      /* our half is done: drain, then
                                               close once the peer's is too */
@@ -213,6 +237,7 @@ void uct_crypt_sock_conn_close(uct_crypt_sock_conn_t *conn);
 void uct_crypt_sock_conn_fail(uct_crypt_sock_conn_t *conn, const char *reason);
 void uct_crypt_sock_conn_handle(uct_crypt_sock_conn_t *conn, unsigned events);
 int uct_crypt_sock_conn_flush(uct_crypt_sock_conn_t *conn);
+int uct_crypt_sock_conn_tx_room(const uct_crypt_sock_conn_t *conn, size_t max);
 void *uct_crypt_sock_conn_tx_reserve(uct_crypt_sock_conn_t *conn, size_t max);
 void uct_crypt_sock_conn_tx_commit(uct_crypt_sock_conn_t *conn, uint8_t type,
                                    size_t length);

@@ -239,8 +239,21 @@ int uct_crypt_sock_conn_flush(uct_crypt_sock_conn_t *conn)
     return 1;
 }
 
+/* Is there room for a frame of up to `max` body bytes? Behind what is
+ * queued, or at the front once the unsent bytes are moved there, which is
+ * done only while they are few (moving most of the buffer for every bulk
+ * segment cost more than sealing it): otherwise the socket drains first. */
+int uct_crypt_sock_conn_tx_room(const uct_crypt_sock_conn_t *conn, size_t max)
+{
+    size_t need = CRYPT_SOCK_FRAME_HDR_LEN + max;
+
+    return (conn->tx_head + conn->tx_len + need <= UCT_CRYPT_SOCK_TX_BUF) ||
+           ((conn->tx_len <= UCT_CRYPT_SOCK_TX_COMPACT_MAX) &&
+            (conn->tx_len + need <= UCT_CRYPT_SOCK_TX_BUF));
+}
+
 /* Room for a frame of up to `max` body bytes: a pointer to its body, or
- * NULL (the buffer is full: NO_RESOURCE). */
+ * NULL (no room: NO_RESOURCE). */
 void *uct_crypt_sock_conn_tx_reserve(uct_crypt_sock_conn_t *conn, size_t max)
 {
     size_t need = CRYPT_SOCK_FRAME_HDR_LEN + max;
@@ -251,7 +264,7 @@ void *uct_crypt_sock_conn_tx_reserve(uct_crypt_sock_conn_t *conn, size_t max)
         return NULL;
     }
     if (conn->tx_head + conn->tx_len + need > UCT_CRYPT_SOCK_TX_BUF) {
-        if (conn->tx_len + need > UCT_CRYPT_SOCK_TX_BUF) {
+        if (!uct_crypt_sock_conn_tx_room(conn, max)) {
             return NULL;
         }
         memmove(conn->tx_buf, conn->tx_buf + conn->tx_head, conn->tx_len);
@@ -270,7 +283,8 @@ void uct_crypt_sock_conn_tx_commit(uct_crypt_sock_conn_t *conn, uint8_t type,
     hdr.type     = type;
     memcpy(conn->tx_buf + conn->tx_head + conn->tx_len, &hdr, sizeof(hdr));
     conn->tx_len += sizeof(hdr) + length;
-    conn->tx_records += (type == CRYPT_SOCK_FRAME_RECORD);
+    conn->tx_records += (type == CRYPT_SOCK_FRAME_RECORD) ||
+                        (type == CRYPT_SOCK_FRAME_SEGMENT);
 }
 
 /* ---- one connection per pair ---------------------------------------------- */
@@ -665,6 +679,26 @@ static int uct_crypt_sock_conn_deliver(uct_crypt_sock_conn_t *conn,
     uint64_t count;
     char why[96];
 
+    if (hdr->type == CRYPT_SOCK_FRAME_SEGMENT) {
+        /* announced by the record before it (uct_crypt_sock_conn_parse
+         * checked); the bulk engine opens it into its destination */
+        uct_crypt_sock_segment_cb_t cb = conn->segment_cb;
+
+        conn->segment_cb = NULL;
+        iface->rx_conn   = conn;
+        conn->reject     = 0;
+        ++conn->rx_records;
+        cb(conn->segment_arg, body, length);
+        if (iface->rx_conn != conn) {
+            return 0;
+        }
+        iface->rx_conn = NULL;
+        if (conn->reject) {
+            uct_crypt_sock_conn_fail(conn, "a bulk segment failed authentication");
+            return 0;
+        }
+        return 1;
+    }
     if (hdr->type != CRYPT_SOCK_FRAME_RECORD) {
         uct_crypt_sock_ctrl_nonce(conn->ctrl_recv_seq++, nonce);
         if ((length != sizeof(count) + CRYPT_AEAD_TAG_LEN) ||
@@ -758,10 +792,19 @@ static int uct_crypt_sock_conn_parse(uct_crypt_sock_conn_t *conn)
             (hdr.reserved[0] | hdr.reserved[1] | hdr.reserved[2]) ||
             ((hdr.type != CRYPT_SOCK_FRAME_RECORD) &&
              (hdr.type != CRYPT_SOCK_FRAME_CLOSE) &&
-             (hdr.type != CRYPT_SOCK_FRAME_HEARTBEAT)) ||
+             (hdr.type != CRYPT_SOCK_FRAME_HEARTBEAT) &&
+             (hdr.type != CRYPT_SOCK_FRAME_SEGMENT)) ||
             conn->rx_closed) {
             /* nothing may follow the peer's CLOSE */
             uct_crypt_sock_conn_fail(conn, "malformed frame header");
+            return 0;
+        }
+        /* a segment comes right behind the record that announced it, of
+         * the length announced, and nowhere else */
+        if ((hdr.type == CRYPT_SOCK_FRAME_SEGMENT) ?
+            ((conn->segment_cb == NULL) || (length != conn->segment_len)) :
+            (conn->segment_cb != NULL)) {
+            uct_crypt_sock_conn_fail(conn, "a bulk segment out of place");
             return 0;
         }
         if (conn->rx_len - offset < CRYPT_SOCK_FRAME_HDR_LEN + length) {
@@ -781,6 +824,27 @@ static int uct_crypt_sock_conn_parse(uct_crypt_sock_conn_t *conn)
     return 1;
 }
 
+/* Read up to the end of a large frame and no further: it then ends where
+ * the buffer's bytes do, and no part of the next one is moved to the
+ * front after it was handled (a bulk segment's bytes are copied once, by
+ * the kernel). Small frames are read many at a time. */
+static size_t uct_crypt_sock_conn_rx_room(const uct_crypt_sock_conn_t *conn)
+{
+    crypt_sock_frame_hdr_t hdr;
+    size_t frame;
+
+    if ((conn->state == UCT_CRYPT_SOCK_ESTABLISHED) &&
+        (conn->rx_len >= CRYPT_SOCK_FRAME_HDR_LEN)) {
+        memcpy(&hdr, conn->rx_buf, sizeof(hdr));
+        frame = CRYPT_SOCK_FRAME_HDR_LEN + le32toh(hdr.length);
+        if ((frame >= UCT_CRYPT_SOCK_LARGE_FRAME) &&
+            (frame <= UCT_CRYPT_SOCK_FRAME_MAX) && (frame > conn->rx_len)) {
+            return frame - conn->rx_len;
+        }
+    }
+    return UCT_CRYPT_SOCK_FRAME_MAX - conn->rx_len;
+}
+
 static void uct_crypt_sock_conn_read(uct_crypt_sock_conn_t *conn)
 {
     size_t room;
@@ -797,7 +861,7 @@ static void uct_crypt_sock_conn_read(uct_crypt_sock_conn_t *conn)
          * stranger sends beyond 128 bytes is read at all */
         room = (conn->state == UCT_CRYPT_SOCK_WAIT_INIT) ?
                sizeof(keyex_noise_init_msg_t) - conn->rx_len :
-               UCT_CRYPT_SOCK_FRAME_MAX - conn->rx_len;
+               uct_crypt_sock_conn_rx_room(conn);
         if (room == 0) {
             return; /* a whole frame is waiting for the parser: cannot be */
         }

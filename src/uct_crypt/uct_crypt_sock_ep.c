@@ -272,6 +272,45 @@ ssize_t uct_crypt_sock_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
     return length;
 }
 
+/* ---- bulk segments ---------------------------------------------------------- */
+
+int uct_crypt_sock_ep_segment_room(uct_ep_h tl_ep, size_t record_max,
+                                   size_t length)
+{
+    uct_crypt_sock_ep_t *ep = ucs_derived_of(tl_ep, uct_crypt_sock_ep_t);
+
+    if ((ep->status != UCS_OK) || (ep->conn == NULL) ||
+        !ucs_queue_is_empty(&ep->pending) ||
+        (length > UCT_CRYPT_SOCK_MAX_BCOPY)) {
+        return 0;
+    }
+    /* the record goes through am_bcopy, which asks for a whole frame; the
+     * segment's frame must then fit behind it without moving anything */
+    return uct_crypt_sock_conn_tx_room(ep->conn, UCT_CRYPT_SOCK_MAX_BCOPY) &&
+           uct_crypt_sock_conn_tx_room(ep->conn, CRYPT_SOCK_FRAME_HDR_LEN +
+                                       record_max + length);
+}
+
+void *uct_crypt_sock_ep_segment_reserve(uct_ep_h tl_ep, size_t length)
+{
+    uct_crypt_sock_ep_t *ep = ucs_derived_of(tl_ep, uct_crypt_sock_ep_t);
+    uct_crypt_sock_conn_t *conn;
+
+    if ((length > UCT_CRYPT_SOCK_MAX_BCOPY) ||
+        (uct_crypt_sock_ep_sendable(ep, UCT_CRYPT_SOCK_AM_ID, &conn) != UCS_OK)) {
+        return NULL;
+    }
+    return uct_crypt_sock_conn_tx_reserve(conn, length);
+}
+
+void uct_crypt_sock_ep_segment_commit(uct_ep_h tl_ep, size_t length)
+{
+    uct_crypt_sock_ep_t *ep = ucs_derived_of(tl_ep, uct_crypt_sock_ep_t);
+
+    uct_crypt_sock_conn_tx_commit(ep->conn, CRYPT_SOCK_FRAME_SEGMENT, length);
+    uct_crypt_sock_ep_sent(ep->conn);
+}
+
 /* ---- pending, flush -------------------------------------------------------- */
 
 /* On the iface's busy list: progress looks at these eps only, not at
@@ -289,8 +328,7 @@ static void uct_crypt_sock_ep_mark_busy(uct_crypt_sock_ep_t *ep)
 static int uct_crypt_sock_ep_has_room(uct_crypt_sock_ep_t *ep)
 {
     return (ep->conn != NULL) &&
-           (ep->conn->tx_len + CRYPT_SOCK_FRAME_HDR_LEN +
-            UCT_CRYPT_SOCK_MAX_BCOPY <= UCT_CRYPT_SOCK_TX_BUF);
+           uct_crypt_sock_conn_tx_room(ep->conn, UCT_CRYPT_SOCK_MAX_BCOPY);
 }
 
 ucs_status_t uct_crypt_sock_ep_pending_add(uct_ep_h tl_ep, uct_pending_req_t *req,

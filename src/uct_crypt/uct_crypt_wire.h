@@ -235,15 +235,24 @@ typedef struct crypt_lane_chunk_hdr {
  * so far on the connection (LE64) sealed under the connection's transport
  * key (Noise Split()), nonce = 32 zero bits || BE64 counter of control
  * frames, associated data = the frame header, then the tag. A count that
- * differs from the records received fails the connection. A length above UCT_CRYPT_SOCK_MAX_BCOPY, an unknown
- * type or a non-zero reserved field closes the connection before any of
- * the frame's body is read into place.
+ * differs from the records received fails the connection (SEGMENT frames
+ * count with RECORD frames). SEGMENT: a bulk segment's ciphertext then its
+ * GCM tag (the bulk engine's STREAM segment under the flow's bulk key; its
+ * place and length travel in the SEGMENT control record, a RECORD, right
+ * before it, whose tag field is zero here): accepted only directly behind
+ * the record that announced it and only of the length announced, opened
+ * from the receive buffer into the registered destination, never acted on
+ * otherwise. A length above
+ * UCT_CRYPT_SOCK_MAX_BCOPY, an unknown type, a SEGMENT nobody announced or
+ * a non-zero reserved field closes the connection before any of the
+ * frame's body is read into place.
  */
 enum {
     CRYPT_SOCK_FRAME_HDR_LEN = 8,
     CRYPT_SOCK_FRAME_RECORD    = 1,
     CRYPT_SOCK_FRAME_CLOSE     = 2,
-    CRYPT_SOCK_FRAME_HEARTBEAT = 3
+    CRYPT_SOCK_FRAME_HEARTBEAT = 3,
+    CRYPT_SOCK_FRAME_SEGMENT   = 4
 };
 
 /* Its addresses: device = the IP address (family 4 or 6, then 4 or 16

@@ -447,9 +447,17 @@ TEST_F(uct_crypt_test, capabilities_am_and_encrypted_put_get_only_reduced_by_the
     EXPECT_TRUE(a.attr.cap.flags & UCT_IFACE_FLAG_AM_ZCOPY);
     EXPECT_GT(a.attr.cap.am.max_short, sizeof(uint64_t));
     EXPECT_GT(a.attr.cap.am.max_bcopy, 1024u);
-    /* crypt's own wire has no puts: rendezvous goes as AM records */
-    EXPECT_FALSE(a.attr.cap.flags & UCT_IFACE_FLAG_PUT_ZCOPY);
-    EXPECT_FALSE(a.attr.cap.flags & UCT_IFACE_FLAG_GET_ZCOPY);
+    /* on crypt's own wire: the bulk engine's contiguous puts and gets,
+     * segments as frames of the wire */
+    EXPECT_TRUE(a.attr.cap.flags & UCT_IFACE_FLAG_PUT_ZCOPY);
+    EXPECT_EQ(a.attr.cap.put.max_iov, 1u);
+    EXPECT_TRUE(a.attr.cap.flags & UCT_IFACE_FLAG_GET_ZCOPY);
+    EXPECT_EQ(a.attr.cap.get.max_iov, 1u);
+    side e;
+    open_side_with(e, {{"BULK", "n"}});
+    EXPECT_FALSE(e.attr.cap.flags & UCT_IFACE_FLAG_PUT_ZCOPY);
+    EXPECT_FALSE(e.attr.cap.flags & UCT_IFACE_FLAG_GET_ZCOPY);
+    close_side(e);
 
     /* over an inner with puts (rc; here UCX's tcp stands in): the bulk
      * engine's contiguous puts and gets, sealed */
@@ -1100,6 +1108,49 @@ protected:
         }
     }
 
+    /* a put aimed past the target's registration fails the ep there and
+     * opens nothing */
+    void check_put_outside_registered()
+    {
+        settings_t settings = {{"BULK_SEGMENT", "4k"}, {"BULK_THREADS", "0"}};
+        open_pair(settings, settings);
+        uint64_t before = failures(UCT_CRYPT_FAIL_MALFORMED);
+        /* 64 KiB at the target, of which only the first 8 KiB registered */
+        std::vector<uint8_t> area(64 * 1024, 0x5a);
+        uct_mem_h memh;
+        ASSERT_EQ(uct_md_mem_reg(b.md, area.data(), 8192, UCT_MD_MEM_ACCESS_ALL, &memh), UCS_OK);
+        region key_region;
+        key_region.md   = b.md;
+        key_region.memh = memh; /* deregistered by the region */
+        put_op &op = new_op();
+        op.rkey = rkey_of(b, key_region);
+        reg(a, op.src, 8192);
+        auto payload = make_payload(9, 8192);
+        std::copy(payload.begin(), payload.end(), op.src.buffer.begin());
+        op.len = 8192;
+        op.dst.buffer.assign(8192, 0); /* put_done records it at completion */
+        op.comp.op = &op;
+        op.comp.super.func   = put_done;
+        op.comp.super.count  = 1;
+        op.comp.super.status = UCS_OK;
+        uct_iov_t iov = {};
+        iov.buffer = op.src.buffer.data();
+        iov.length = 8192;
+        iov.memh   = op.src.memh;
+        iov.count  = 1;
+        ucs_status_t status = uct_ep_put_zcopy(ab, &iov, 1, (uint64_t)area.data() + 16384,
+                                               op.rkey.rkey, &op.comp.super);
+        ASSERT_EQ(status, UCS_INPROGRESS);
+        progress_until([&] { return !b.failed_eps.empty(); });
+        for (int i = 0; i < 10000; ++i) {
+            uct_worker_progress(worker);
+        }
+        EXPECT_EQ(failures(UCT_CRYPT_FAIL_MALFORMED), before + 1);
+        EXPECT_FALSE(op.comp.done && (op.comp.status == UCS_OK));
+        EXPECT_NE(std::vector<uint8_t>(area.begin() + 16384, area.begin() + 16384 + 8192), payload)
+                << "opened outside registered memory";
+    }
+
     void check_sizes(const settings_t &settings)
     {
         open_pair(settings, settings);
@@ -1286,43 +1337,7 @@ TEST_F(uct_crypt_bulk_test, get_outside_registered_memory_refused)
  * opened there (nor zeroed): the flow fails, the put never completes */
 TEST_F(uct_crypt_bulk_test, put_outside_registered_memory_refused)
 {
-    settings_t settings = {{"BULK_SEGMENT", "4k"}, {"BULK_THREADS", "0"}};
-    open_pair(settings, settings);
-    uint64_t before = failures(UCT_CRYPT_FAIL_MALFORMED);
-    /* 64 KiB at the target, of which only the first 8 KiB registered */
-    std::vector<uint8_t> area(64 * 1024, 0x5a);
-    uct_mem_h memh;
-    ASSERT_EQ(uct_md_mem_reg(b.md, area.data(), 8192, UCT_MD_MEM_ACCESS_ALL, &memh), UCS_OK);
-    region key_region;
-    key_region.md   = b.md;
-    key_region.memh = memh; /* deregistered by the region */
-    put_op &op = new_op();
-    op.rkey = rkey_of(b, key_region);
-    reg(a, op.src, 8192);
-    auto payload = make_payload(9, 8192);
-    std::copy(payload.begin(), payload.end(), op.src.buffer.begin());
-    op.len = 8192;
-    op.dst.buffer.assign(8192, 0); /* put_done records it at completion */
-    op.comp.op = &op;
-    op.comp.super.func   = put_done;
-    op.comp.super.count  = 1;
-    op.comp.super.status = UCS_OK;
-    uct_iov_t iov = {};
-    iov.buffer = op.src.buffer.data();
-    iov.length = 8192;
-    iov.memh   = op.src.memh;
-    iov.count  = 1;
-    ucs_status_t status = uct_ep_put_zcopy(ab, &iov, 1, (uint64_t)area.data() + 16384,
-                                           op.rkey.rkey, &op.comp.super);
-    ASSERT_EQ(status, UCS_INPROGRESS);
-    progress_until([&] { return !b.failed_eps.empty(); });
-    for (int i = 0; i < 10000; ++i) {
-        uct_worker_progress(worker);
-    }
-    EXPECT_EQ(failures(UCT_CRYPT_FAIL_MALFORMED), before + 1);
-    EXPECT_FALSE(op.comp.done && (op.comp.status == UCS_OK));
-    EXPECT_NE(std::vector<uint8_t>(area.begin() + 16384, area.begin() + 16384 + 8192), payload)
-            << "opened outside registered memory";
+    check_put_outside_registered();
 }
 
 /* A progress thread asleep on the iface's event fd (ucp_worker_wait) is
@@ -1384,37 +1399,136 @@ struct bulk_fault_case {
 
 class uct_crypt_bulk_tamper_test : public uct_crypt_bulk_test,
                                    public ::testing::WithParamInterface<bulk_fault_case> {
+protected:
+    /* `threads` 0: sealed on the progress thread (on crypt's own wire:
+     * straight into the frame); 1: by the pool into bounce buffers */
+    void check_tamper(const bulk_fault_case &fc, const char *threads)
+    {
+            settings_t common = {{"BULK_SEGMENT", "4k"}, {"BULK_THREADS", threads}};
+        settings_t tamper = common;
+        tamper.emplace_back("FAULT", fc.fault);
+        tamper.emplace_back("FAULT_AFTER", "3"); /* the third segment overall */
+        uint64_t before = failures(fc.reason);
+        open_pair(tamper, common);
+
+        put_op &op = new_op();
+        post_put(ab, a, b, op, 16 * 4096, 7);
+        progress_until([&] { return !b.failed_eps.empty(); });
+        for (int i = 0; i < 10000; ++i) {
+            uct_worker_progress(worker);
+        }
+        ASSERT_EQ(b.failed_eps.size(), 1u);
+        EXPECT_EQ(b.failed_eps[0], ba);
+        EXPECT_EQ(failures(fc.reason), before + 1) << fc.fault;
+        EXPECT_FALSE(op.comp.done && (op.comp.status == UCS_OK))
+                << "a tampered put completed successfully";
+        /* the third segment is not the plaintext at the target */
+        auto want = make_payload(op.seq, op.len);
+        EXPECT_NE(std::vector<uint8_t>(op.dst.buffer.begin() + 2 * 4096,
+                                       op.dst.buffer.begin() + 3 * 4096),
+                  std::vector<uint8_t>(want.begin() + 2 * 4096, want.begin() + 3 * 4096));
+    }
 };
 
 TEST_P(uct_crypt_bulk_tamper_test, detected_and_never_completed)
 {
-    const bulk_fault_case &fc = GetParam();
-    settings_t common = {{"BULK_SEGMENT", "4k"}, {"BULK_THREADS", "1"}};
-    settings_t tamper = common;
-    tamper.emplace_back("FAULT", fc.fault);
-    tamper.emplace_back("FAULT_AFTER", "3"); /* the third segment overall */
-    uint64_t before = failures(fc.reason);
-    open_pair(tamper, common);
-
-    put_op &op = new_op();
-    post_put(ab, a, b, op, 16 * 4096, 7);
-    progress_until([&] { return !b.failed_eps.empty(); });
-    for (int i = 0; i < 10000; ++i) {
-        uct_worker_progress(worker);
-    }
-    ASSERT_EQ(b.failed_eps.size(), 1u);
-    EXPECT_EQ(b.failed_eps[0], ba);
-    EXPECT_EQ(failures(fc.reason), before + 1) << fc.fault;
-    EXPECT_FALSE(op.comp.done && (op.comp.status == UCS_OK))
-            << "a tampered put completed successfully";
-    /* the third segment is not the plaintext at the target */
-    auto want = make_payload(op.seq, op.len);
-    EXPECT_NE(std::vector<uint8_t>(op.dst.buffer.begin() + 2 * 4096,
-                                   op.dst.buffer.begin() + 3 * 4096),
-              std::vector<uint8_t>(want.begin() + 2 * 4096, want.begin() + 3 * 4096));
+    check_tamper(GetParam(), "1");
 }
 
 INSTANTIATE_TEST_SUITE_P(stream, uct_crypt_bulk_tamper_test, ::testing::Values(
+        bulk_fault_case{"bulk_flip_ciphertext", UCT_CRYPT_FAIL_AUTH},
+        bulk_fault_case{"bulk_flip_tag",        UCT_CRYPT_FAIL_AUTH},
+        bulk_fault_case{"bulk_drop",            UCT_CRYPT_FAIL_BULK_ORDER},
+        bulk_fault_case{"bulk_reorder",         UCT_CRYPT_FAIL_BULK_ORDER},
+        bulk_fault_case{"bulk_truncate",        UCT_CRYPT_FAIL_AUTH},
+        bulk_fault_case{"bulk_move",            UCT_CRYPT_FAIL_AUTH},
+        bulk_fault_case{"bulk_splice",          UCT_CRYPT_FAIL_BULK_ORDER}),
+        [](const ::testing::TestParamInfo<bulk_fault_case> &info) {
+            return std::string(info.param.fault);
+        });
+
+/* ---- the bulk engine on crypt's own wire -----------------------------------------
+ * No inner puts: each segment is a frame right behind the record that
+ * announces it (ciphertext and tag), opened from the receive buffer into
+ * the registered destination. Sealed on the progress thread straight into
+ * the frame, or by the pool into bounce buffers and copied. */
+class uct_crypt_wire_bulk_test : public uct_crypt_bulk_test {
+protected:
+    uct_crypt_wire_bulk_test() { base_settings.clear(); }
+};
+
+TEST_F(uct_crypt_wire_bulk_test, every_size_class_sealed_into_the_frame)
+{
+    check_sizes({{"BULK_SEGMENT", "4k"}, {"BULK_THREADS", "0"}});
+}
+
+TEST_F(uct_crypt_wire_bulk_test, every_size_class_sealed_by_the_pool)
+{
+    check_sizes({{"BULK_SEGMENT", "4k"}, {"BULK_THREADS", "2"}});
+}
+
+TEST_F(uct_crypt_wire_bulk_test, every_size_class_pool_and_inline_mixed)
+{
+    check_sizes({{"BULK_SEGMENT", "4k"}, {"BULK_THREADS", "2"},
+                 {"BULK_MAX_OUTSTANDING", "1"}});
+}
+
+TEST_F(uct_crypt_wire_bulk_test, default_segments_larger_than_a_frame_are_cut_to_one)
+{
+    /* 1 MiB asked for: a segment is one frame of the wire (256 KiB) */
+    check_sizes({{"BULK_SEGMENT", "1m"}, {"BULK_THREADS", "0"}});
+}
+
+TEST_F(uct_crypt_wire_bulk_test, get_every_size_class)
+{
+    check_get_sizes({{"BULK_SEGMENT", "4k"}, {"BULK_THREADS", "0"}});
+}
+
+TEST_F(uct_crypt_wire_bulk_test, put_outside_registered_memory_refused)
+{
+    check_put_outside_registered();
+}
+
+TEST_F(uct_crypt_wire_bulk_test, naive_mode_refused_with_the_fix)
+{
+    open_side_with(a, {});
+    uct_md_config_t *md_config;
+    ASSERT_EQ(uct_md_config_read(component, NULL, NULL, &md_config), UCS_OK);
+    uct_md_h md;
+    ASSERT_EQ(uct_md_open(component, md_name.c_str(), md_config, &md), UCS_OK);
+    uct_config_release(md_config);
+    uct_iface_config_t *config;
+    ASSERT_EQ(uct_md_iface_config_read(md, "crypt", NULL, NULL, &config), UCS_OK);
+    ASSERT_EQ(uct_config_modify(config, "BULK_MODE", "naive"), UCS_OK);
+    uct_iface_params_t params = {};
+    params.field_mask           = UCT_IFACE_PARAM_FIELD_OPEN_MODE |
+                                  UCT_IFACE_PARAM_FIELD_DEVICE;
+    params.open_mode            = UCT_IFACE_OPEN_MODE_DEVICE;
+    params.mode.device.tl_name  = "crypt";
+    params.mode.device.dev_name = "lo";
+    uct_iface_h iface = nullptr;
+    EXPECT_NE(uct_iface_open(md, worker, &params, config, &iface), UCS_OK);
+    if (iface) uct_iface_close(iface);
+    uct_config_release(config);
+    uct_md_close(md);
+}
+
+class uct_crypt_wire_bulk_tamper_test : public uct_crypt_bulk_tamper_test {
+protected:
+    uct_crypt_wire_bulk_tamper_test() { base_settings.clear(); }
+};
+
+TEST_P(uct_crypt_wire_bulk_tamper_test, sealed_into_the_frame_detected)
+{
+    check_tamper(GetParam(), "0");
+}
+
+TEST_P(uct_crypt_wire_bulk_tamper_test, sealed_by_the_pool_detected)
+{
+    check_tamper(GetParam(), "1");
+}
+
+INSTANTIATE_TEST_SUITE_P(wire, uct_crypt_wire_bulk_tamper_test, ::testing::Values(
         bulk_fault_case{"bulk_flip_ciphertext", UCT_CRYPT_FAIL_AUTH},
         bulk_fault_case{"bulk_flip_tag",        UCT_CRYPT_FAIL_AUTH},
         bulk_fault_case{"bulk_drop",            UCT_CRYPT_FAIL_BULK_ORDER},
