@@ -132,6 +132,9 @@ typedef enum {
     UCT_CRYPT_FAULT_BULK_TRUNCATE,        /* announce a last segment as not last */
     UCT_CRYPT_FAULT_BULK_MOVE,            /* announce it 64 bytes further on */
     UCT_CRYPT_FAULT_BULK_SPLICE,          /* announce it as part of another put */
+    /* crypt's own wire: the segment's frame */
+    UCT_CRYPT_FAULT_BULK_FRAME_ALONE,     /* sent without its announcement */
+    UCT_CRYPT_FAULT_BULK_FRAME_SHORT,     /* a byte shorter than announced */
     UCT_CRYPT_FAULT_LAST
 } uct_crypt_fault_t;
 
@@ -442,6 +445,9 @@ void uct_crypt_bulk_fault_seal(uct_crypt_iface_t *iface, uint8_t *bounce,
                                size_t length);
 void uct_crypt_bulk_fault_frame_tag(uct_crypt_iface_t *iface,
                                     uint8_t tag[CRYPT_AEAD_TAG_LEN]);
+/* crypt's own wire: 1 if the announcement is to be left out; may shorten
+ * the frame */
+int uct_crypt_bulk_fault_frame(uct_crypt_iface_t *iface, size_t *frame_len);
 /* Returns 1 if the announcement must not be sent (dropped). */
 int uct_crypt_bulk_fault_announce(uct_crypt_iface_t *iface,
                                   crypt_bulk_segment_t *announce);
@@ -456,6 +462,7 @@ int uct_crypt_bulk_fault_announce(uct_crypt_iface_t *iface,
 #define uct_crypt_bulk_fault_due(_iface)                  0
 #define uct_crypt_bulk_fault_seal(_iface, _bounce, _l)    do {} while (0)
 #define uct_crypt_bulk_fault_frame_tag(_iface, _tag)      do {} while (0)
+#define uct_crypt_bulk_fault_frame(_iface, _len)          0
 #define uct_crypt_bulk_fault_announce(_iface, _announce)  0
 #endif
 

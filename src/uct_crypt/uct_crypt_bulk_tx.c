@@ -74,6 +74,8 @@ static int uct_crypt_bulk_wire_send(uct_crypt_bulk_tx_t *tx,
                                     uct_crypt_bulk_segment_t *seg, int seal_here)
 {
     uct_crypt_ep_t *ep = tx->ep;
+    size_t frame_len   = seg->length + CRYPT_AEAD_TAG_LEN;
+    int skip_announce  = 0;
     crypt_bulk_segment_t announce;
     uint8_t *frame;
 
@@ -83,11 +85,14 @@ static int uct_crypt_bulk_wire_send(uct_crypt_bulk_tx_t *tx,
         return 0;
     }
     uct_crypt_bulk_announce(&announce, seg, 0); /* the tag is in the frame */
-    if (ucs_unlikely(seg->tamper) &&
-        uct_crypt_bulk_fault_announce(tx->bulk->iface, &announce)) {
-        return 1; /* tests: dropped, with its frame */
+    if (ucs_unlikely(seg->tamper)) {
+        if (uct_crypt_bulk_fault_announce(tx->bulk->iface, &announce)) {
+            return 1; /* tests: dropped, with its frame */
+        }
+        skip_announce = uct_crypt_bulk_fault_frame(tx->bulk->iface, &frame_len);
     }
-    if (uct_crypt_ep_send_control(ep, &announce, sizeof(announce)) != UCS_OK) {
+    if (!skip_announce &&
+        (uct_crypt_ep_send_control(ep, &announce, sizeof(announce)) != UCS_OK)) {
         return -1;
     }
     frame = uct_crypt_sock_ep_segment_reserve(ep->inner,
@@ -115,7 +120,7 @@ static int uct_crypt_bulk_wire_send(uct_crypt_bulk_tx_t *tx,
     if (ucs_unlikely(seg->tamper)) {
         uct_crypt_bulk_fault_frame_tag(tx->bulk->iface, frame + seg->length);
     }
-    uct_crypt_sock_ep_segment_commit(ep->inner, seg->length + CRYPT_AEAD_TAG_LEN);
+    uct_crypt_sock_ep_segment_commit(ep->inner, frame_len);
     return 1;
 }
 

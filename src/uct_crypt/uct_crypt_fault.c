@@ -35,7 +35,9 @@ void uct_crypt_fault_init(uct_crypt_iface_t *iface,
         [UCT_CRYPT_FAULT_BULK_REORDER]    = "bulk_reorder",
         [UCT_CRYPT_FAULT_BULK_TRUNCATE]   = "bulk_truncate",
         [UCT_CRYPT_FAULT_BULK_MOVE]       = "bulk_move",
-        [UCT_CRYPT_FAULT_BULK_SPLICE]     = "bulk_splice"
+        [UCT_CRYPT_FAULT_BULK_SPLICE]     = "bulk_splice",
+        [UCT_CRYPT_FAULT_BULK_FRAME_ALONE] = "bulk_frame_alone",
+        [UCT_CRYPT_FAULT_BULK_FRAME_SHORT] = "bulk_frame_short"
     };
     int i;
 
@@ -198,6 +200,15 @@ void uct_crypt_bulk_fault_seal(uct_crypt_iface_t *iface, uint8_t *bounce,
         (length > 0)) {
         bounce[length / 2] ^= 0x10;
     }
+}
+
+int uct_crypt_bulk_fault_frame(uct_crypt_iface_t *iface, size_t *frame_len)
+{
+    if ((iface->fault.kind == UCT_CRYPT_FAULT_BULK_FRAME_SHORT) &&
+        (*frame_len > 0)) {
+        --*frame_len;
+    }
+    return iface->fault.kind == UCT_CRYPT_FAULT_BULK_FRAME_ALONE;
 }
 
 /* crypt's own wire: the tag travels in the segment's frame */

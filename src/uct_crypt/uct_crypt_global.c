@@ -143,7 +143,7 @@ const char *uct_crypt_fail_reason_name(uct_crypt_fail_reason_t reason)
 
 void uct_crypt_stats_print(void)
 {
-    UCS_STRING_BUFFER_ONSTACK(line, 512);
+    UCS_STRING_BUFFER_ONSTACK(line, 1024); /* the whole line, newline included */
     uct_crypt_stats_t s;
     int i;
 

@@ -21,7 +21,8 @@ static ucs_config_field_t uct_crypt_iface_config_table[] = {
      "truncate, replay, reorder, drop, inject, forge_hello (am_short records);\n"
      "bulk_flip_ciphertext,\n"
      "bulk_flip_tag, bulk_drop, bulk_reorder, bulk_truncate, bulk_move,\n"
-     "bulk_splice (bulk segments).",
+     "bulk_splice (bulk segments); bulk_frame_alone, bulk_frame_short (a\n"
+     "segment's frame on crypt's own wire).",
      ucs_offsetof(uct_crypt_iface_config_t, fault), UCS_CONFIG_TYPE_STRING},
 
     {"INNER_UCX_TCP", "n",

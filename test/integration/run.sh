@@ -73,7 +73,7 @@ verified_pair() {
         record "$name" pass
     else
         kill $srv 2>/dev/null; wait $srv 2>/dev/null
-        record "$name" fail "$(tail -3 "$work/c.log" "$work/s.log")"
+        record "$name" fail "$(tail -n 3 "$work/c.log" "$work/s.log")"
     fi
 }
 
@@ -84,9 +84,22 @@ rdma_like=(UCX_CRYPT_INNER_UCX_TCP=y)
 
 test_ucp_sizes_verified() {
     local sizes=0,1,7,8,1000,8124,8125,65536,1048577,4194304,67108864
-    # crypt's own wire (the default over Ethernet): every size as records
+    # crypt's own wire (the default over Ethernet): rendezvous as bulk
+    # segments on the connection, sealed on the progress thread straight
+    # into their frames, or by the pool; UCP's get and put forced; and
+    # every size as records with the engine off
     verified_pair ucp_tag_sizes_0_to_64MiB_verified_own_wire \
-        "bulk bytes sealed 0 .*handshakes [1-9]" -- -s $sizes -n 2
+        "bulk bytes sealed [1-9].*handshakes [1-9]" UCX_CRYPT_BULK_THREADS=0 \
+        -- -s $sizes -n 2
+    verified_pair ucp_tag_sizes_verified_own_wire_pool "bulk bytes sealed [1-9]" \
+        UCX_CRYPT_BULK_THREADS=2 UCX_CRYPT_BULK_SEGMENT=64k -- -s $sizes -n 2
+    verified_pair ucp_tag_rendezvous_get_verified_own_wire "bulk gets served [1-9]" \
+        UCX_RNDV_SCHEME=get_zcopy -- -s 65536,1048577,4194304,16777216 -n 2
+    verified_pair ucp_tag_rendezvous_put_verified_own_wire \
+        "bulk bytes sealed [1-9].*bulk gets served 0," UCX_RNDV_SCHEME=put_zcopy \
+        -- -s 65536,1048577,4194304,16777216 -n 2
+    verified_pair ucp_tag_sizes_0_to_64MiB_verified_own_wire_am_only \
+        "bulk bytes sealed 0 .*handshakes [1-9]" UCX_CRYPT_BULK=n -- -s $sizes -n 2
     # rendezvous through the bulk engine (encrypted put), pipelined and naive,
     # and through AM fragments with the engine off
     verified_pair ucp_tag_sizes_0_to_64MiB_verified_bulk_pipelined "bulk bytes sealed [1-9]" \

@@ -2,9 +2,11 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # Bulk engine benchmark: ucx_perftest tag_bw 64 KiB .. 16 MiB and tag_lat,
 # plaintext vs crypt in the same run: "own" is crypt on its own Ethernet
-# wire (what tcp users get: records, no puts); "pipelined", "naive", "am"
-# and "pipe64k" are the bulk engine, which needs an inner with puts (rc at
-# a site): UCX's tcp stands in for rc there, which only a test build can do
+# wire (what tcp users get: bulk segments as frames of the connection,
+# the pool's threads as the machine allows), "own-am" the same with the
+# bulk engine off (rendezvous as AM records); "pipelined", "naive", "am"
+# and "pipe64k" are the bulk engine over an inner with puts (rc at a
+# site): UCX's tcp stands in for rc there, which only a test build can do
 # (UCX_CRYPT_INNER_UCX_TCP; pass PREFIX=_build/install-test). On two
 # wires:
 #
@@ -68,7 +70,8 @@ fi
 mode_env() { # mode -> env assignments for both sides
     case $1 in
     plain)     echo "UCX_TLS=tcp" ;;
-    own)       echo "LD_PRELOAD=$plugin UCX_TLS=crypt UCX_CRYPT_TLS=tcp UCX_CRYPT_KEY_FILE=$work/job.key" ;;
+    own)       echo "LD_PRELOAD=$plugin UCX_TLS=crypt UCX_CRYPT_TLS=tcp UCX_CRYPT_KEY_FILE=$work/job.key UCX_CRYPT_PROFILE=$profile UCX_CRYPT_BULK_THREADS=$spare" ;;
+    own-am)    echo "LD_PRELOAD=$plugin UCX_TLS=crypt UCX_CRYPT_TLS=tcp UCX_CRYPT_KEY_FILE=$work/job.key UCX_CRYPT_BULK=n" ;;
     pipelined) echo "LD_PRELOAD=$plugin UCX_TLS=crypt,tcp UCX_CRYPT_KEY_FILE=$work/job.key $rc_like UCX_CRYPT_PROFILE=$profile UCX_CRYPT_BULK_THREADS=$spare" ;;
     pipe64k)   echo "LD_PRELOAD=$plugin UCX_TLS=crypt,tcp UCX_CRYPT_KEY_FILE=$work/job.key $rc_like UCX_CRYPT_PROFILE=$profile UCX_CRYPT_BULK_THREADS=$spare UCX_CRYPT_BULK_SEGMENT=64k" ;;
     naive)     echo "LD_PRELOAD=$plugin UCX_TLS=crypt,tcp UCX_CRYPT_KEY_FILE=$work/job.key $rc_like UCX_CRYPT_BULK_MODE=naive" ;;
@@ -106,14 +109,14 @@ run_pair() { # wire mode test size
     awk '/^Final:/ {print $3, $6}' "$work/cli.log"
 }
 
-modes=(plain own "${bulk_modes[@]}")
+modes=(plain own own-am "${bulk_modes[@]}")
 echo "# $machine" >"$csv"
 echo "wire,mode,test,size,median_us,avg_MBs" >>"$csv"
 for wire in veth fastwire; do
     echo "== $wire: tag_lat (median us) and tag_bw (MB/s; ratios to plaintext and naive)"
     printf '%-9s %9s' test size
     for m in "${modes[@]}"; do printf ' %10s' "$m"; done
-    printf ' %8s %8s %8s\n' own/pl pipe/pl naive/pl
+    printf ' %8s %8s %8s %8s\n' own/pl ownam/pl pipe/pl naive/pl
     for spec in "tag_lat 8" "tag_lat 1024" "tag_lat 65536" "tag_lat 262144" \
                 "tag_lat 1048576" "tag_lat 4194304" "tag_lat 16777216" \
                 "tag_bw 65536" "tag_bw 262144" "tag_bw 1048576" "tag_bw 4194304" \
@@ -131,10 +134,10 @@ for wire in veth fastwire; do
             echo
         else
             for m in "${modes[@]}"; do printf ' %10s' "${bw[$m]}"; done
-            awk -v p="${bw[plain]}" -v o="${bw[own]}" -v c="${bw[pipelined]:-}" \
-                -v n="${bw[naive]:-}" 'function r(x) {
+            awk -v p="${bw[plain]}" -v o="${bw[own]}" -v a="${bw[own-am]}" \
+                -v c="${bw[pipelined]:-}" -v n="${bw[naive]:-}" 'function r(x) {
                     return (p + 0 > 0 && x + 0 > 0) ? sprintf(" %8.2f", x / p) : "        -" }
-                BEGIN {print r(o) r(c) r(n)}'
+                BEGIN {print r(o) r(a) r(c) r(n)}'
         fi
         unset lat bw
     done

@@ -1535,7 +1535,12 @@ INSTANTIATE_TEST_SUITE_P(wire, uct_crypt_wire_bulk_tamper_test, ::testing::Value
         bulk_fault_case{"bulk_reorder",         UCT_CRYPT_FAIL_BULK_ORDER},
         bulk_fault_case{"bulk_truncate",        UCT_CRYPT_FAIL_AUTH},
         bulk_fault_case{"bulk_move",            UCT_CRYPT_FAIL_AUTH},
-        bulk_fault_case{"bulk_splice",          UCT_CRYPT_FAIL_BULK_ORDER}),
+        bulk_fault_case{"bulk_splice",          UCT_CRYPT_FAIL_BULK_ORDER},
+        /* the wire's own rule: a segment's frame only right behind its
+         * announcement, of the length announced; else the connection
+         * closes */
+        bulk_fault_case{"bulk_frame_alone",     UCT_CRYPT_FAIL_CONNECTION},
+        bulk_fault_case{"bulk_frame_short",     UCT_CRYPT_FAIL_CONNECTION}),
         [](const ::testing::TestParamInfo<bulk_fault_case> &info) {
             return std::string(info.param.fault);
         });
