@@ -1435,17 +1435,22 @@ TEST_P(uct_crypt_bulk_tamper_test, detected_and_never_completed)
     check_tamper(GetParam(), "1");
 }
 
-INSTANTIATE_TEST_SUITE_P(stream, uct_crypt_bulk_tamper_test, ::testing::Values(
-        bulk_fault_case{"bulk_flip_ciphertext", UCT_CRYPT_FAIL_AUTH},
-        bulk_fault_case{"bulk_flip_tag",        UCT_CRYPT_FAIL_AUTH},
-        bulk_fault_case{"bulk_drop",            UCT_CRYPT_FAIL_BULK_ORDER},
-        bulk_fault_case{"bulk_reorder",         UCT_CRYPT_FAIL_BULK_ORDER},
-        bulk_fault_case{"bulk_truncate",        UCT_CRYPT_FAIL_AUTH},
-        bulk_fault_case{"bulk_move",            UCT_CRYPT_FAIL_AUTH},
-        bulk_fault_case{"bulk_splice",          UCT_CRYPT_FAIL_BULK_ORDER}),
-        [](const ::testing::TestParamInfo<bulk_fault_case> &info) {
-            return std::string(info.param.fault);
-        });
+static const std::vector<bulk_fault_case> stream_faults = {
+        {"bulk_flip_ciphertext", UCT_CRYPT_FAIL_AUTH},
+        {"bulk_flip_tag",        UCT_CRYPT_FAIL_AUTH},
+        {"bulk_drop",            UCT_CRYPT_FAIL_BULK_ORDER},
+        {"bulk_reorder",         UCT_CRYPT_FAIL_BULK_ORDER},
+        {"bulk_truncate",        UCT_CRYPT_FAIL_AUTH},
+        {"bulk_move",            UCT_CRYPT_FAIL_AUTH},
+        {"bulk_splice",          UCT_CRYPT_FAIL_BULK_ORDER}};
+
+static std::string bulk_fault_name(const ::testing::TestParamInfo<bulk_fault_case> &info)
+{
+    return info.param.fault;
+}
+
+INSTANTIATE_TEST_SUITE_P(stream, uct_crypt_bulk_tamper_test,
+                         ::testing::ValuesIn(stream_faults), bulk_fault_name);
 
 /* ---- the bulk engine on crypt's own wire -----------------------------------------
  * No inner puts: each segment is a frame right behind the record that
@@ -1528,22 +1533,19 @@ TEST_P(uct_crypt_wire_bulk_tamper_test, sealed_by_the_pool_detected)
     check_tamper(GetParam(), "1");
 }
 
-INSTANTIATE_TEST_SUITE_P(wire, uct_crypt_wire_bulk_tamper_test, ::testing::Values(
-        bulk_fault_case{"bulk_flip_ciphertext", UCT_CRYPT_FAIL_AUTH},
-        bulk_fault_case{"bulk_flip_tag",        UCT_CRYPT_FAIL_AUTH},
-        bulk_fault_case{"bulk_drop",            UCT_CRYPT_FAIL_BULK_ORDER},
-        bulk_fault_case{"bulk_reorder",         UCT_CRYPT_FAIL_BULK_ORDER},
-        bulk_fault_case{"bulk_truncate",        UCT_CRYPT_FAIL_AUTH},
-        bulk_fault_case{"bulk_move",            UCT_CRYPT_FAIL_AUTH},
-        bulk_fault_case{"bulk_splice",          UCT_CRYPT_FAIL_BULK_ORDER},
-        /* the wire's own rule: a segment's frame only right behind its
-         * announcement, of the length announced; else the connection
-         * closes */
-        bulk_fault_case{"bulk_frame_alone",     UCT_CRYPT_FAIL_CONNECTION},
-        bulk_fault_case{"bulk_frame_short",     UCT_CRYPT_FAIL_CONNECTION}),
-        [](const ::testing::TestParamInfo<bulk_fault_case> &info) {
-            return std::string(info.param.fault);
-        });
+/* the stream's cases, and the wire's own rule: a segment's frame only
+ * right behind its announcement, of the length announced; else the
+ * connection closes */
+static std::vector<bulk_fault_case> wire_faults()
+{
+    auto faults = stream_faults;
+    faults.push_back({"bulk_frame_alone", UCT_CRYPT_FAIL_CONNECTION});
+    faults.push_back({"bulk_frame_short", UCT_CRYPT_FAIL_CONNECTION});
+    return faults;
+}
+
+INSTANTIATE_TEST_SUITE_P(wire, uct_crypt_wire_bulk_tamper_test,
+                         ::testing::ValuesIn(wire_faults()), bulk_fault_name);
 
 /* ---- the collective lane (src/uct_crypt/api/uct_crypt_lane.h) ------------------
  * Two lanes in one process over tcp loopback, through the ops the MPI
