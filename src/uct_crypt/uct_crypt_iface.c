@@ -62,7 +62,8 @@ static ucs_config_field_t uct_crypt_iface_config_table[] = {
      ucs_offsetof(uct_crypt_iface_config_t, bulk_mode), UCS_CONFIG_TYPE_STRING},
 
     {"BULK_SEGMENT", "auto",
-     "Bytes per bulk segment. auto: from UCX_CRYPT_PROFILE, else 256k.",
+     "Bytes per bulk segment. auto: from UCX_CRYPT_PROFILE, else 256k. On crypt's\n"
+     "own Ethernet wire a segment is one frame: at most 256k.",
      ucs_offsetof(uct_crypt_iface_config_t, bulk_segment), UCS_CONFIG_TYPE_MEMUNITS},
 
     {"BULK_THREADS", "auto",
