@@ -129,6 +129,13 @@ test_key_update() {
         "bulk key updates [1-9]" \
         "${rdma_like[@]}" UCX_CRYPT_REKEY_RECORDS=3 UCX_CRYPT_BULK_SEGMENT=64k -- \
         -s 1048577,262144,4194304 -n 4
+    # ... and on crypt's own wire, sealed straight into frames and by the pool
+    verified_pair bulk_key_update_own_wire_keeps_data_intact "bulk key updates [1-9]" \
+        UCX_CRYPT_REKEY_RECORDS=3 UCX_CRYPT_BULK_SEGMENT=64k UCX_CRYPT_BULK_THREADS=0 -- \
+        -s 1048577,262144,4194304 -n 4
+    verified_pair bulk_key_update_own_wire_pool_keeps_data_intact "bulk key updates [1-9]" \
+        UCX_CRYPT_REKEY_RECORDS=3 UCX_CRYPT_BULK_SEGMENT=64k UCX_CRYPT_BULK_THREADS=2 -- \
+        -s 1048577,262144,4194304 -n 4
 }
 
 # ---- ucx_perftest over crypt ------------------------------------------------
