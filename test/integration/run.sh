@@ -987,7 +987,7 @@ test_attacker() {
 # back at all: TCP keepalive and TCP_USER_TIMEOUT, UCX_CRYPT_KEEPALIVE)
 # fail the endpoints of the side that is left, with the peer's address
 # and the reason, within a bounded time, which the test prints.
-peer_failure_run() { # LABEL how(kill|cut) -> seconds until the survivor's log says so
+peer_failure_run() { # LABEL how(kill|kill-client|cut) -> seconds until the survivor's log says so
     local label=$1 how=$2 port; port=$(next_port)
     local envs=(LD_PRELOAD="$plugin" UCX_TLS=crypt UCX_CRYPT_TLS=tcp
                 UCX_CRYPT_KEY_FILE="$work/job.key" UCX_CRYPT_KEEPALIVE=3s
@@ -998,11 +998,15 @@ peer_failure_run() { # LABEL how(kill|cut) -> seconds until the survivor's log s
     on_host ucxc-h2 ucxc-v2 "${envs[@]}" timeout 60 "$check" -c 10.77.0.1 -p "$port" \
         -s 65536,1048576 -n 100000 >"$work/$label.c.log" 2>&1 &
     local cli=$!
-    sleep 2
+    # at a random point of the transfer loop (64 KiB and 1 MiB messages:
+    # records and bulk segments both in flight)
+    sleep "$((1 + RANDOM % 3)).$((RANDOM % 10))"
     local t0; t0=$(date +%s.%N)
     if [ "$how" = kill ]; then
         # the server's ucp_check: the newest process of that name on h1
         ip netns exec ucxc-h1 pkill -KILL -n -f "$check -l $port"
+    elif [ "$how" = kill-client ]; then
+        ip netns exec ucxc-h2 pkill -KILL -n -f "$check -c 10.77.0.1 -p $port"
     else
         ip -n ucxc-h2 link set ucxc-v2 down
     fi
@@ -1033,6 +1037,16 @@ test_peer_failure() {
     else
         record killed_peer_fails_the_survivors_endpoint_with_address_and_reason fail \
             "$(grep -m2 crypt "$work/killed.c.log")"
+    fi
+    t=$(peer_failure_run killed-client kill-client)
+    echo "  client killed mid-transfer: the server's endpoint failed after ${t} s"
+    if [ "$t" != none ] &&
+       grep -q "crypt: connection \(to\|from\) 10.77.0.2:[0-9]* (peer [0-9a-f]\{8\}) ended: " \
+           "$work/killed-client.s.log"; then
+        record killed_client_fails_the_servers_endpoint_with_address_and_reason pass
+    else
+        record killed_client_fails_the_servers_endpoint_with_address_and_reason fail \
+            "$(grep -m2 crypt "$work/killed-client.s.log")"
     fi
     t=$(peer_failure_run cut cut)
     echo "  link cut (UCX_CRYPT_KEEPALIVE=3s): an endpoint failed after ${t} s"
