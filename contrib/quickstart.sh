@@ -13,6 +13,9 @@
 #   contrib/quickstart.sh fuzz S   build, then run every fuzz target for S
 #                                  seconds: "fuzz TARGET: N executions, M
 #                                  findings" (test/fuzz/fuzz.sh)
+#   contrib/quickstart.sh soak M   build, then mixed traffic over crypt for M
+#                                  minutes, every byte verified, keys updated,
+#                                  counters checked (test/soak/soak.sh)
 #
 # Re-running is cheap: nothing is re-fetched, re-configured or rebuilt that is
 # up to date. Everything lands in _build/ (sources of UCX, objects, install,
@@ -123,6 +126,8 @@ do_check() {
     "$top/test/fuzz/fuzz.sh" "$top" "$obj_test" "${FUZZ_SECONDS:-10}" "$results"
     log "test: integration (crypt transport, two processes, two emulated hosts)"
     "$top/test/integration/run.sh" "$obj_test" "$prefix_test" "$results"
+    log "test: a short soak, ${SOAK_SECONDS:-30} s (quickstart.sh soak MINUTES for a long one)"
+    "$top/test/soak/soak.sh" "$obj_test" "$prefix_test" "$results" "${SOAK_SECONDS:-30}"
     summarize
 }
 
@@ -160,8 +165,16 @@ fuzz)
     mkdir -p "$results"
     "$top/test/fuzz/fuzz.sh" "$top" "$obj_test" "${2:?usage: $0 fuzz SECONDS}" "$results"
     ;;
+soak)
+    minutes=${2:?usage: $0 soak MINUTES}
+    do_build
+    do_build_tests
+    make -C "$obj_test" -j"$jobs" --no-print-directory check TESTS=
+    mkdir -p "$results"
+    "$top/test/soak/soak.sh" "$obj_test" "$prefix_test" "$results" "$((minutes * 60))"
+    ;;
 *)
-    echo "usage: $0 [build|check|bench|fuzz SECONDS]" >&2
+    echo "usage: $0 [build|check|bench|fuzz SECONDS|soak MINUTES]" >&2
     exit 2
     ;;
 esac
