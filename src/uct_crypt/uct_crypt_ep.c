@@ -265,8 +265,13 @@ ssize_t uct_crypt_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
 }
 
 /* Zero-copy from UCP's point of view: the cipher reads the user's iov once
- * and writes the record into the inner's send buffer, so the operation is
- * complete on return and `comp` is never needed. */
+ * and writes the record into the inner's send buffer, so the user's buffer
+ * is free on return. Over a UCX inner the operation is complete then. On
+ * crypt's own wire it completes once the kernel took the record (`comp`),
+ * as UCX's tcp completes its zcopy sends: UCP completes a rendezvous sent
+ * as AM fragments on the last one, and an application that stops
+ * progressing then (a barrier on a side channel) must not leave the tail
+ * of its message in this process. */
 ucs_status_t uct_crypt_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id, const void *header,
                                    unsigned header_length, const uct_iov_t *iov,
                                    size_t iovcnt, unsigned flags,
@@ -282,8 +287,18 @@ ucs_status_t uct_crypt_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id, const void *heade
         .iovcnt        = iovcnt
     };
     ssize_t packed = uct_crypt_ep_bcopy(&ctx);
+    ucs_status_t status;
 
-    return (packed < 0) ? (ucs_status_t)packed : UCS_OK;
+    if (packed < 0) {
+        return (ucs_status_t)packed;
+    }
+    if ((comp == NULL) || !uct_crypt_sock_is_own(ctx.iface->inner)) {
+        return UCS_OK;
+    }
+    status = uct_ep_flush(ctx.ep->inner, UCT_FLUSH_FLAG_LOCAL, comp);
+    /* (NO_RESOURCE: others wait to send on the wire's ep; the record is
+     * out of the user's buffer all the same) */
+    return (status == UCS_INPROGRESS) ? UCS_INPROGRESS : UCS_OK;
 }
 
 /* A control record for crypt itself (bulk segments and acknowledgements):

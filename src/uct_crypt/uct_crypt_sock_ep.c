@@ -195,6 +195,24 @@ restart:
 
 /* ---- sending ------------------------------------------------------------- */
 
+/* Like UCX's tcp (tcp_ep.c, uct_tcp_ep_check_tx_res): a new frame only
+ * once the kernel took every byte queued before it, so that a send UCP
+ * sees complete leaves at most its own tail here, never a backlog: an
+ * application that stops progressing after its last send (a barrier on a
+ * side channel, exit) strands nothing else. Before the handshake's answer
+ * frames wait behind it (the lane's: crypt seals records only once the
+ * connection is up). 0: not idle, or the connection ended (ep->conn NULL). */
+static int uct_crypt_sock_ep_tx_idle(uct_crypt_sock_ep_t *ep)
+{
+    uct_crypt_sock_conn_t *conn = ep->conn;
+
+    if ((conn->tx_len == 0) || (conn->state != UCT_CRYPT_SOCK_ESTABLISHED) ||
+        conn->redirect_wait) {
+        return 1;
+    }
+    return uct_crypt_sock_conn_flush(conn) > 0;
+}
+
 /* The connection to send on now, or a status for the caller */
 static inline ucs_status_t uct_crypt_sock_ep_sendable(uct_crypt_sock_ep_t *ep,
                                                       uint8_t id,
@@ -209,6 +227,10 @@ static inline ucs_status_t uct_crypt_sock_ep_sendable(uct_crypt_sock_ep_t *ep,
     if (ucs_unlikely(ep->conn == NULL)) {
         return ep->have_dest && ep->have_peer ? UCS_ERR_CONNECTION_RESET :
                                                 UCS_ERR_NO_RESOURCE;
+    }
+    if (!uct_crypt_sock_ep_tx_idle(ep)) {
+        return (ep->status != UCS_OK) ? ep->status :
+               (ep->conn == NULL) ? UCS_ERR_CONNECTION_RESET : UCS_ERR_NO_RESOURCE;
     }
     *conn_p = ep->conn;
     return UCS_OK;
@@ -281,7 +303,8 @@ int uct_crypt_sock_ep_segment_room(uct_ep_h tl_ep, size_t record_max,
 
     if ((ep->status != UCS_OK) || (ep->conn == NULL) ||
         !ucs_queue_is_empty(&ep->pending) ||
-        (length > UCT_CRYPT_SOCK_MAX_BCOPY)) {
+        (length > UCT_CRYPT_SOCK_MAX_BCOPY) || !uct_crypt_sock_ep_tx_idle(ep) ||
+        (ep->conn == NULL)) {
         return 0;
     }
     /* the record goes through am_bcopy, which asks for a whole frame; the
@@ -296,8 +319,10 @@ void *uct_crypt_sock_ep_segment_reserve(uct_ep_h tl_ep, size_t length)
     uct_crypt_sock_ep_t *ep = ucs_derived_of(tl_ep, uct_crypt_sock_ep_t);
     uct_crypt_sock_conn_t *conn;
 
-    if ((length > UCT_CRYPT_SOCK_MAX_BCOPY) ||
-        (uct_crypt_sock_ep_sendable(ep, UCT_CRYPT_SOCK_AM_ID, &conn) != UCS_OK)) {
+    /* right behind its announcement, which may not have left yet: no
+     * wait for the kernel here (segment_room made room for both) */
+    if ((length > UCT_CRYPT_SOCK_MAX_BCOPY) || (ep->status != UCS_OK) ||
+        ((conn = ep->conn) == NULL)) {
         return NULL;
     }
     return uct_crypt_sock_conn_tx_reserve(conn, length);
@@ -325,9 +350,12 @@ static void uct_crypt_sock_ep_mark_busy(uct_crypt_sock_ep_t *ep)
     }
 }
 
+/* Room for a frame now: the kernel took everything before it (a flush
+ * there may end the connection: looked at again) */
 static int uct_crypt_sock_ep_has_room(uct_crypt_sock_ep_t *ep)
 {
-    return (ep->conn != NULL) &&
+    return (ep->conn != NULL) && uct_crypt_sock_ep_tx_idle(ep) &&
+           (ep->conn != NULL) &&
            uct_crypt_sock_conn_tx_room(ep->conn, UCT_CRYPT_SOCK_MAX_BCOPY);
 }
 
