@@ -152,6 +152,15 @@ static void uct_crypt_lane_stream_fail(uct_crypt_lane_t *lane,
     s->failed = 1;
     uct_crypt_lane_msg_free(lane, s->partial);
     s->partial = NULL;
+    /* nor is anything it holds ever delivered: its memory goes back to the
+     * bound, for the other streams */
+    while (s->head != NULL) {
+        uct_crypt_lane_msg_t *msg = s->head;
+
+        s->head = msg->next;
+        uct_crypt_lane_msg_free(lane, msg);
+    }
+    s->tail = NULL;
     s->posted  = NULL; /* nothing more is written to the caller's buffer */
     s->direct  = 0;
 }

@@ -1789,6 +1789,38 @@ TEST_F(uct_crypt_lane_test, streams_past_the_bound_are_refused)
     EXPECT_EQ(out, msg);
 }
 
+/* What the lane holds for receives not posted yet is bounded (1 GiB, all
+ * streams together): the stream whose message would pass it fails (the
+ * collective layer then fails that collective), its memory is given back,
+ * and the other streams go on */
+TEST_F(uct_crypt_lane_test, bytes_past_the_buffer_bound_fail_the_stream_not_the_lane)
+{
+    const size_t len = size_t(128) << 20; /* 9 of them: past 1 GiB */
+    std::vector<uint8_t> msg(len, 0x5a);
+    for (int i = 0; i < 9; ++i) {
+        ASSERT_EQ(ops->send(x, x_to_y, 11, 0, msg.data(), msg.size(),
+                            CRYPT_COLL_FRAME_OVERHEAD), 0);
+        deadline limit(60);
+        while ((ops->send_idle(x, x_to_y) == 0) && !limit.passed()) {
+            ops->progress(x);
+            ops->progress(y);
+        }
+        ASSERT_EQ(ops->send_idle(x, x_to_y), 1) << i;
+    }
+    for (int i = 0; i < 1000; ++i) {
+        ops->progress(x);
+        ops->progress(y);
+    }
+    std::vector<uint8_t> out(len);
+    EXPECT_EQ(ops->recv(y, y_to_x, 11, 0, out.data(), out.size()), -1)
+            << "a stream past the byte bound was kept";
+    /* the memory is back: another stream gets a message of that size */
+    auto small = make_payload(4, 1 << 20);
+    std::vector<uint8_t> got_small(small.size());
+    EXPECT_EQ(transfer(12, 0, small, got_small, small.size()), 1);
+    EXPECT_EQ(got_small, small);
+}
+
 TEST_F(uct_crypt_lane_test, streams_of_teams_and_ranks_kept_apart_and_in_order)
 {
     /* x sends team 1 rank 0, team 2 rank 0, team 1 rank 5, team 1 rank 0
