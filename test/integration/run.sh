@@ -987,11 +987,18 @@ test_attacker() {
 # back at all: TCP keepalive and TCP_USER_TIMEOUT, UCX_CRYPT_KEEPALIVE)
 # fail the endpoints of the side that is left, with the peer's address
 # and the reason, within a bounded time, which the test prints.
-peer_failure_run() { # LABEL how(kill|kill-client|cut) -> seconds until the survivor's log says so
-    local label=$1 how=$2 port; port=$(next_port)
+peer_failure_run() { # LABEL how(kill|kill-client|cut) [plain] -> seconds until the survivor's log says so
+    local label=$1 how=$2 plain=${3:-} port; port=$(next_port)
     local envs=(LD_PRELOAD="$plugin" UCX_TLS=crypt UCX_CRYPT_TLS=tcp
                 UCX_CRYPT_KEY_FILE="$work/job.key" UCX_CRYPT_KEEPALIVE=3s
                 UCX_LOG_FILE=stderr)
+    local noticed="crypt: connection .*ended\|crypt: connection from .*ended"
+    if [ -n "$plain" ]; then
+        # the same with UCX's own tcp, for comparison: what UCX or the
+        # program says about the failure, if anything
+        envs=(UCX_TLS=tcp UCX_LOG_FILE=stderr)
+        noticed="UCX  ERROR\|ucp_check: size"
+    fi
     on_host ucxc-h1 ucxc-v1 "${envs[@]}" timeout 60 "$check" -l "$port" \
         >"$work/$label.s.log" 2>&1 &
     local srv=$!
@@ -1012,8 +1019,7 @@ peer_failure_run() { # LABEL how(kill|kill-client|cut) -> seconds until the surv
     fi
     local t=""
     for _ in $(seq 200); do
-        if grep -q "crypt: connection .*ended\|crypt: connection from .*ended" \
-               "$work/$label.c.log" "$work/$label.s.log" 2>/dev/null; then
+        if grep -q "$noticed" "$work/$label.c.log" "$work/$label.s.log" 2>/dev/null; then
             t=$(awk -v a="$(date +%s.%N)" -v b="$t0" 'BEGIN {printf "%.1f", a - b}')
             break
         fi
@@ -1048,6 +1054,15 @@ test_peer_failure() {
         record killed_client_fails_the_servers_endpoint_with_address_and_reason fail \
             "$(grep -m2 crypt "$work/killed-client.s.log")"
     fi
+    # UCX's own tcp in the same two cases, for comparison (informational:
+    # ucp_check runs in UCP's error mode none)
+    local pk pc
+    pk=$(peer_failure_run plain-killed kill plain)
+    pc=$(peer_failure_run plain-cut cut plain)
+    [ "$pk" = none ] && pk="not within 20 s" || pk="after $pk s"
+    [ "$pc" = none ] && pc="not within 20 s" || pc="after $pc s"
+    echo "  plaintext UCX tcp (for comparison, error mode none): peer killed:" \
+         "noticed $pk; link cut: noticed $pc"
     t=$(peer_failure_run cut cut)
     echo "  link cut (UCX_CRYPT_KEEPALIVE=3s): an endpoint failed after ${t} s"
     if [ "$t" != none ] && awk -v t="$t" 'BEGIN {exit !(t < 20)}'; then
