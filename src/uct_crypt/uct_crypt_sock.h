@@ -79,7 +79,6 @@ enum {
     UCT_CRYPT_SOCK_FRAME_MAX   = CRYPT_SOCK_FRAME_HDR_LEN + UCT_CRYPT_SOCK_MAX_BCOPY,
     UCT_CRYPT_SOCK_TX_BUF      = 4 * UCT_CRYPT_SOCK_FRAME_MAX,
     UCT_CRYPT_SOCK_LARGE_FRAME = 16384, /* read alone, to its end */
-    UCT_CRYPT_SOCK_TX_COMPACT_MAX = 65536, /* unsent bytes moved to the front */
     UCT_CRYPT_SOCK_WIRE_SEGMENT_MAX = 262144, /* a bulk segment's frame */
     UCT_CRYPT_SOCK_HALF_OPEN_MAX = 64,
     UCT_CRYPT_SOCK_DRAIN_TIMEOUT = 10,  /* s: a closing connection's last bytes */

@@ -239,17 +239,14 @@ int uct_crypt_sock_conn_flush(uct_crypt_sock_conn_t *conn)
     return 1;
 }
 
-/* Is there room for a frame of up to `max` body bytes? Behind what is
- * queued, or at the front once the unsent bytes are moved there, which is
- * done only while they are few (moving most of the buffer for every bulk
- * segment cost more than sealing it): otherwise the socket drains first. */
+/* Is there room for a frame of up to `max` body bytes, behind what is
+ * queued once that is moved to the front? An ep's frames are taken only
+ * when the kernel took everything before them (uct_crypt_sock_ep.c), so
+ * what is moved is little: a control frame's, or what waits for the
+ * handshake's answer. */
 int uct_crypt_sock_conn_tx_room(const uct_crypt_sock_conn_t *conn, size_t max)
 {
-    size_t need = CRYPT_SOCK_FRAME_HDR_LEN + max;
-
-    return (conn->tx_head + conn->tx_len + need <= UCT_CRYPT_SOCK_TX_BUF) ||
-           ((conn->tx_len <= UCT_CRYPT_SOCK_TX_COMPACT_MAX) &&
-            (conn->tx_len + need <= UCT_CRYPT_SOCK_TX_BUF));
+    return conn->tx_len + CRYPT_SOCK_FRAME_HDR_LEN + max <= UCT_CRYPT_SOCK_TX_BUF;
 }
 
 /* Room for a frame of up to `max` body bytes: a pointer to its body, or

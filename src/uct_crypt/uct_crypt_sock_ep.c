@@ -301,6 +301,7 @@ int uct_crypt_sock_ep_segment_room(uct_ep_h tl_ep, size_t record_max,
 {
     uct_crypt_sock_ep_t *ep = ucs_derived_of(tl_ep, uct_crypt_sock_ep_t);
 
+    /* (the flush in tx_idle may end the connection: looked at again) */
     if ((ep->status != UCS_OK) || (ep->conn == NULL) ||
         !ucs_queue_is_empty(&ep->pending) ||
         (length > UCT_CRYPT_SOCK_MAX_BCOPY) || !uct_crypt_sock_ep_tx_idle(ep) ||
@@ -308,7 +309,7 @@ int uct_crypt_sock_ep_segment_room(uct_ep_h tl_ep, size_t record_max,
         return 0;
     }
     /* the record goes through am_bcopy, which asks for a whole frame; the
-     * segment's frame must then fit behind it without moving anything */
+     * segment's frame must then fit behind the record */
     return uct_crypt_sock_conn_tx_room(ep->conn, UCT_CRYPT_SOCK_MAX_BCOPY) &&
            uct_crypt_sock_conn_tx_room(ep->conn, CRYPT_SOCK_FRAME_HDR_LEN +
                                        record_max + length);
