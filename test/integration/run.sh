@@ -1031,29 +1031,27 @@ peer_failure_run() { # LABEL how(kill|kill-client|cut) [plain] -> seconds until 
     echo "${t:-none}"
 }
 
+# killed_verdict NAME LABEL HOW WHO SURVIVOR_LOG DEAD_IP: kill one side
+# mid-transfer; the survivor's log names the dead peer's address and why
+killed_verdict() {
+    local name=$1 label=$2 how=$3 who=$4 log="$work/$2.$5.log" ip=$6 t
+    t=$(peer_failure_run "$label" "$how")
+    echo "  $who killed mid-transfer: the other side's endpoint failed after ${t} s"
+    if [ "$t" != none ] &&
+       grep -q "crypt: connection \(to\|from\) $ip:[0-9]* (peer [0-9a-f]\{8\}) ended: " "$log"; then
+        record "$name" pass
+    else
+        record "$name" fail "$(grep -m2 crypt "$log")"
+    fi
+}
+
 test_peer_failure() {
     two_hosts_up peer_failure_setup || return
     local t
-    t=$(peer_failure_run killed kill)
-    echo "  peer killed mid-transfer: the survivor's endpoint failed after ${t} s"
-    if [ "$t" != none ] &&
-       grep -q "crypt: connection \(to\|from\) 10.77.0.1:[0-9]* (peer [0-9a-f]\{8\}) ended: " \
-           "$work/killed.c.log"; then
-        record killed_peer_fails_the_survivors_endpoint_with_address_and_reason pass
-    else
-        record killed_peer_fails_the_survivors_endpoint_with_address_and_reason fail \
-            "$(grep -m2 crypt "$work/killed.c.log")"
-    fi
-    t=$(peer_failure_run killed-client kill-client)
-    echo "  client killed mid-transfer: the server's endpoint failed after ${t} s"
-    if [ "$t" != none ] &&
-       grep -q "crypt: connection \(to\|from\) 10.77.0.2:[0-9]* (peer [0-9a-f]\{8\}) ended: " \
-           "$work/killed-client.s.log"; then
-        record killed_client_fails_the_servers_endpoint_with_address_and_reason pass
-    else
-        record killed_client_fails_the_servers_endpoint_with_address_and_reason fail \
-            "$(grep -m2 crypt "$work/killed-client.s.log")"
-    fi
+    killed_verdict killed_peer_fails_the_survivors_endpoint_with_address_and_reason \
+        killed kill server c 10.77.0.1
+    killed_verdict killed_client_fails_the_servers_endpoint_with_address_and_reason \
+        killed-client kill-client client s 10.77.0.2
     # UCX's own tcp in the same two cases, for comparison (informational:
     # ucp_check runs in UCP's error mode none)
     local pk pc
