@@ -80,8 +80,7 @@ static int uct_crypt_bulk_wire_send(uct_crypt_bulk_tx_t *tx,
     uint8_t *frame;
 
     if (!uct_crypt_sock_ep_segment_room(ep->inner, CRYPT_RECORD_OVERHEAD_MAX +
-                                        sizeof(announce),
-                                        seg->length + CRYPT_AEAD_TAG_LEN)) {
+                                        sizeof(announce), frame_len)) {
         return 0;
     }
     uct_crypt_bulk_announce(&announce, seg, 0); /* the tag is in the frame */
@@ -95,6 +94,7 @@ static int uct_crypt_bulk_wire_send(uct_crypt_bulk_tx_t *tx,
         (uct_crypt_ep_send_control(ep, &announce, sizeof(announce)) != UCS_OK)) {
         return -1;
     }
+    /* (the whole frame: a test hook may have shortened what is sent) */
     frame = uct_crypt_sock_ep_segment_reserve(ep->inner,
                                               seg->length + CRYPT_AEAD_TAG_LEN);
     if (frame == NULL) {
