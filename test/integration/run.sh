@@ -29,9 +29,10 @@ site_conf="$prefix/share/ucx-crypt/openmpi-mca-params.conf"
 agent="$(cd "$(dirname "$0")/.." && pwd)/netns-agent.sh"
 keygen="$prefix/bin/ucx-crypt-keygen"
 work=$(mktemp -d /tmp/ucx-crypt-it.XXXXXX)
-port_base=$((20000 + RANDOM % 20000))
 . "$(dirname "$0")/../netns.sh"
 . "$(dirname "$0")/../lib/report.sh"
+. "$(dirname "$0")/../lib/ports.sh"
+port_base=$(test_port_base) || exit 1
 
 cleanup() {
     netns_down ucxc-h1 ucxc-h2

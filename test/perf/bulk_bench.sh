@@ -30,7 +30,8 @@ quick=${4:-}
 here=$(cd "$(dirname "$0")" && pwd)
 plugin="$prefix/lib/libuct_crypt.so"
 work=$(mktemp -d /tmp/ucx-crypt-bulk.XXXXXX)
-port=$((30000 + RANDOM % 20000))
+. "$here/../lib/ports.sh"
+port=$(test_port_base) || exit 1
 mkdir -p "$results"
 # Debian's python3 (with python3-matplotlib), not whatever is first on PATH
 py=/usr/bin/python3

@@ -17,7 +17,8 @@ results=${2:?}
 iters=${3:-2000}
 plugin="$prefix/lib/libuct_crypt.so"
 work=$(mktemp -d /tmp/ucx-crypt-demo.XXXXXX)
-port=$((30000 + RANDOM % 20000))
+. "$(dirname "$0")/../lib/ports.sh"
+port=$(test_port_base) || exit 1
 mkdir -p "$results"
 csv="$results/two_host_perftest.csv"
 

@@ -29,8 +29,9 @@ plugin="$prefix/lib/libuct_crypt.so"
 check="$obj/test/integration/ucp_check"
 site_conf="$prefix/share/ucx-crypt/openmpi-mca-params.conf"
 work=$(mktemp -d /tmp/ucx-crypt-soak.XXXXXX)
-port=$((20000 + RANDOM % 20000))
 . "$here/../lib/report.sh"
+. "$here/../lib/ports.sh"
+port=$(test_port_base) || exit 1
 
 cleanup() {
     pkill -f "$work/mpi_check" 2>/dev/null
