@@ -9,6 +9,8 @@
  *
  *   dh            = X25519(local_private, peer_public)          RFC 7748 §6.1
  *   pair_secret   = HKDF-Extract(salt = job_secret, IKM = dh)  RFC 5869 §2.2
+ *                   (crypt's own wire: the connection's Noise exporter
+ *                   secret instead, noise.h, forward secret)
  *   traffic[0]    = HKDF-Expand(pair_secret,
  *                     "ucx-crypt v1 " || purpose || sender_public ||
  *                     receiver_public || be64(flow_id), 32)
@@ -24,17 +26,29 @@
  * follows TLS 1.3's traffic secret update (RFC 8446 §7.2): the old secret is
  * wiped.
  *
- * What forward secrecy this gives, exactly: a flow's traffic secret of
- * generation g does not reveal the keys of generations before g (the
- * ratchet is one-way), so a process image taken later, *without* the
- * long-lived secrets below, does not open earlier traffic of that flow.
- * It does not hold against the compromise of a running process: the
- * transport's X25519 private key lives as long as its iface and the job
- * secret as long as the process, and with both anyone re-derives
- * traffic[0] of every flow and ratchets forward; nor for a collective team,
- * whose epoch-0 secret lives as long as the team. Ending the iface (and the
- * team) ends that exposure; an ephemeral key per connection would end it
- * per connection.
+ * What forward secrecy this gives, exactly:
+ *
+ * - Over crypt's own wire (Ethernet) pair_secret is not the X25519 of the
+ *   static keys above but the exporter secret of the Noise_IKpsk2
+ *   handshake of the connection that carries the flow (noise.h): it mixes
+ *   the DH of both sides' ephemeral keys, which are wiped when the
+ *   handshake ends, and the connection's copy of it is wiped when the
+ *   connection ends. A recording of a connection therefore stays closed to
+ *   whoever later obtains the static private keys and the job secret,
+ *   from that connection's end on (test: uct_crypt_test.
+ *   recorded_wire_stays_closed_to_the_static_keys_and_the_job_secret). While
+ *   the connection lives, its exporter (and the current traffic secrets)
+ *   are in the process, so a running process that is read opens that
+ *   connection's traffic, as with any protocol.
+ * - Over a UCX inner (rc, ud, dc) the first record of a flow goes without a
+ *   round trip, so its keys come from the static keys and the job secret,
+ *   as TLS 1.3's 0-RTT data has no forward secrecy (RFC 8446 §2.3, §8):
+ *   whoever obtains the transport's X25519 private key (alive as long as
+ *   its iface) and the job secret re-derives traffic[0] of every flow and
+ *   ratchets forward. Ending the iface ends that exposure.
+ * - Within a flow, on both: a traffic secret of generation g does not
+ *   reveal those before g (the ratchet is one-way).
+ * - A collective team's epoch-0 secret lives as long as the team.
  */
 #ifndef UCX_CRYPT_KEYEX_H
 #define UCX_CRYPT_KEYEX_H

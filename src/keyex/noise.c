@@ -240,6 +240,28 @@ void keyex_noise_cleanup(keyex_noise_t *hs)
     OPENSSL_cleanse(hs, sizeof(*hs));
 }
 
+/* The exporter secret: what the layer above derives its own keys of this
+ * connection from. The same HKDF over the final chaining key as Split(),
+ * with a label and the handshake hash h as input instead of Split()'s
+ * empty one, so it is independent of the transport keys (HMAC-SHA256 as a
+ * PRF on another input) and bound to the whole transcript (h: Noise §11.2,
+ * channel binding), as TLS 1.3 exports keys from its master secret and
+ * transcript hash (RFC 8446 §7.5). ck holds ee: once both ephemerals are
+ * wiped, nobody re-derives it from the static keys and the job secret. */
+static keyex_status_t keyex_noise_exporter(const keyex_noise_t *hs,
+                                           uint8_t exporter[KEYEX_SECRET_LEN])
+{
+    static const char label[] = "ucx-crypt v1 exporter";
+    uint8_t ikm[sizeof(label) - 1 + KEYEX_SECRET_LEN], unused[KEYEX_SECRET_LEN];
+    keyex_status_t status;
+
+    memcpy(ikm, label, sizeof(label) - 1);
+    memcpy(ikm + sizeof(label) - 1, hs->h, KEYEX_SECRET_LEN);
+    status = keyex_noise_hkdf(hs->ck, ikm, sizeof(ikm), exporter, unused, NULL);
+    OPENSSL_cleanse(unused, sizeof(unused));
+    return status;
+}
+
 static keyex_status_t keyex_noise_split(keyex_noise_t *hs, int initiator,
                                         keyex_noise_transport_t *keys)
 {
@@ -251,6 +273,7 @@ static keyex_status_t keyex_noise_split(keyex_noise_t *hs, int initiator,
     if (status == KEYEX_OK) {
         memcpy(keys->send, initiator ? k1 : k2, KEYEX_NOISE_KEY_LEN);
         memcpy(keys->recv, initiator ? k2 : k1, KEYEX_NOISE_KEY_LEN);
+        status = keyex_noise_exporter(hs, keys->exporter);
     }
     OPENSSL_cleanse(k1, sizeof(k1));
     OPENSSL_cleanse(k2, sizeof(k2));

@@ -17,7 +17,8 @@
  * The responder checks the initiation's size and mac1 before anything else
  * (a party without the job secret never reaches a DH), then its timestamp
  * against the greatest one it took from that static key. Both sides end
- * with a pair of 32-byte transport keys (Split(), §5.2), one per direction.
+ * with a pair of 32-byte transport keys (Split(), §5.2), one per direction,
+ * and an exporter secret bound to the transcript (keyex_noise_transport_t).
  * Everything here is pure computation on fixed-size buffers: the messages
  * are built and parsed only here (and fuzzed).
  */
@@ -90,10 +91,14 @@ typedef struct keyex_noise {
     uint8_t         mac1_key_remote[KEYEX_SECRET_LEN]; /* marks what we send */
 } keyex_noise_t;
 
-/* The transport keys of one connection, one per direction. */
+/* The transport keys of one connection, one per direction, and its
+ * exporter secret: the same on both sides, fresh per handshake (it mixes
+ * the two ephemerals' DH), for the keys the layer above derives for what
+ * it sends on this connection (keyex_derive_flow_keys). */
 typedef struct keyex_noise_transport {
     uint8_t send[KEYEX_NOISE_KEY_LEN];
     uint8_t recv[KEYEX_NOISE_KEY_LEN];
+    uint8_t exporter[KEYEX_SECRET_LEN];
 } keyex_noise_transport_t;
 
 /* Start a handshake: the local static key, and the job secret (NULL only

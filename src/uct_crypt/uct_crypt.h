@@ -64,6 +64,7 @@ typedef struct uct_crypt_iface_config {
 #if UCX_CRYPT_FAULT_INJECTION
     char               *fault;          /* uct_crypt_fault.c */
     unsigned long      fault_after;
+    char               *fault_static_key; /* hex: a known iface key */
     int                inner_ucx_tcp;   /* UCX's tcp stands in for rc */
     unsigned           wire_port;       /* own wire: listen here */
     unsigned           wire_advertise_port; /* ... and name this one */
@@ -377,11 +378,18 @@ ucs_status_t uct_crypt_bulk_keys(uct_crypt_iface_t *iface,
                                  const uint8_t sender[KEYEX_PUBLIC_KEY_LEN],
                                  const uint8_t receiver[KEYEX_PUBLIC_KEY_LEN],
                                  const uint8_t peer[KEYEX_PUBLIC_KEY_LEN],
-                                 uint64_t flow_id, keyex_traffic_keys_t **keys_p);
+                                 const uint8_t *wire_secret, uint64_t flow_id,
+                                 keyex_traffic_keys_t **keys_p);
 ucs_status_t uct_crypt_tx_flow_init(uct_crypt_iface_t *iface,
                                     uct_crypt_tx_flow_t *tx,
                                     const uint8_t peer_public[KEYEX_PUBLIC_KEY_LEN]);
 void uct_crypt_tx_flow_cleanup(uct_crypt_tx_flow_t *tx);
+/* Has the sending half its keys, or can it have them now (over the own
+ * wire: its connection is final)? 0: its records are written unsealed */
+int uct_crypt_tx_flow_keyed(uct_crypt_iface_t *iface, uct_crypt_tx_flow_t *tx);
+ucs_status_t uct_crypt_tx_flow_derive(uct_crypt_iface_t *iface,
+                                      uct_crypt_tx_flow_t *tx,
+                                      const uint8_t *wire_secret);
 void uct_crypt_tx_flow_rekey_check(uct_crypt_iface_t *iface,
                                    uct_crypt_tx_flow_t *tx);
 uct_crypt_rx_flow_t *
@@ -424,6 +432,10 @@ ssize_t uct_crypt_record_seal(uct_crypt_iface_t *iface, uct_crypt_tx_flow_t *tx,
  * it, and update the key when its usage limit is near. */
 void uct_crypt_record_commit(uct_crypt_iface_t *iface, uct_crypt_tx_flow_t *tx,
                              size_t payload_len);
+/* The own wire's sealer (uct_crypt_sock_seal_cb_t): a record written
+ * unsealed, sealed now under the keys of the connection's exporter */
+int uct_crypt_record_seal_held(void *arg, const uint8_t *wire_secret,
+                               uint8_t *record, size_t length);
 ucs_status_t uct_crypt_record_am_handler(void *arg, void *data, size_t length,
                                          unsigned flags);
 

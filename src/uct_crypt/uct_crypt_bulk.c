@@ -446,12 +446,7 @@ uct_crypt_bulk_tx_t *uct_crypt_bulk_tx_get(uct_crypt_ep_t *ep)
     if (tx == NULL) {
         return NULL;
     }
-    if (uct_crypt_bulk_keys(iface, iface->keypair.public_key, ep->peer_public,
-                            ep->peer_public, ep->tx.flow_id,
-                            &tx->keys) != UCS_OK) {
-        ucs_free(tx);
-        return NULL;
-    }
+    /* (the keys on first use: uct_crypt_bulk_tx_key_ready) */
     tx->ep      = ep;
     tx->bulk    = iface->bulk;
     tx->backend = iface->backend;

@@ -47,6 +47,12 @@ static UCS_CLASS_INIT_FUNC(uct_crypt_ep_t, const uct_ep_params_t *params)
     if (status != UCS_OK) {
         return status;
     }
+    if (uct_crypt_sock_is_own(iface->inner)) {
+        /* records wait unsealed until the connection's handshake gives
+         * their keys (uct_crypt_keys.c) */
+        uct_crypt_sock_ep_set_sealer(self->inner, uct_crypt_record_seal_held,
+                                     self);
+    }
 
     if (self->peer_known) {
         status = uct_crypt_tx_flow_init(iface, &self->tx, self->peer_public);
@@ -174,8 +180,9 @@ ucs_status_t uct_crypt_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t header,
 
     /* The test-only fault hook acts on short records alone: it may send
      * extra records, which it must not do from inside an inner pack
-     * callback. */
-    if (ucs_unlikely(uct_crypt_fault_enabled(iface)) &&
+     * callback; and on sealed ones (not those that wait for the own
+     * wire's handshake) */
+    if (ucs_unlikely(uct_crypt_fault_enabled(iface)) && (ep->tx.keys != NULL) &&
         uct_crypt_fault_apply(iface, ep, record, (size_t*)&record_len)) {
         uct_crypt_record_commit(iface, &ep->tx, payload_len);
         return UCS_OK; /* held back or dropped by the test hook */

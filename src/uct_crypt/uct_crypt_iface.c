@@ -7,6 +7,8 @@
 #include "uct_crypt.h"
 #include "uct_crypt_sock.h"
 
+#include <openssl/crypto.h>
+#include <stdio.h>
 #include <ucs/sys/string.h>
 #include <endian.h>
 
@@ -41,6 +43,11 @@ static ucs_config_field_t uct_crypt_iface_config_table[] = {
      "listens on, as behind a port-forwarding middlebox: the on-path relay of\n"
      "the tests sits there.",
      ucs_offsetof(uct_crypt_iface_config_t, wire_advertise_port), UCS_CONFIG_TYPE_UINT},
+
+    {"FAULT_STATIC_KEY", "",
+     "TESTING ONLY: this iface's X25519 private key, 64 hex digits, instead of\n"
+     "a fresh one: the forward-secrecy test plays an attacker who learns it.",
+     ucs_offsetof(uct_crypt_iface_config_t, fault_static_key), UCS_CONFIG_TYPE_STRING},
 
     {"FAULT_AFTER", "100",
      "TESTING ONLY: number of records (bulk faults: segments) sent intact\n"
@@ -335,6 +342,36 @@ static int uct_crypt_inner_is_ethernet(const uct_crypt_md_t *md,
     return !strcmp(md->inner_tl, "tcp");
 }
 
+static keyex_status_t uct_crypt_iface_keypair(uct_crypt_iface_t *iface,
+                                              const uct_crypt_iface_config_t *config)
+{
+#if UCX_CRYPT_FAULT_INJECTION
+    uint8_t private_key[KEYEX_PRIVATE_KEY_LEN];
+    keyex_status_t status;
+    unsigned i, byte;
+
+    /* (the data role's config only: the fault options are not in the
+     * others', as for uct_crypt_fault_init) */
+    if ((config != NULL) && (strlen(config->fault_static_key) > 0)) {
+        if (strlen(config->fault_static_key) != 2 * sizeof(private_key)) {
+            return KEYEX_ERR_CRYPTO;
+        }
+        for (i = 0; i < sizeof(private_key); ++i) {
+            if (sscanf(config->fault_static_key + 2 * i, "%2x", &byte) != 1) {
+                return KEYEX_ERR_CRYPTO;
+            }
+            private_key[i] = (uint8_t)byte;
+        }
+        ucs_warn("crypt: TESTING: a known iface key (UCX_CRYPT_FAULT_STATIC_KEY)");
+        status = keyex_keypair_from_private(&iface->keypair, private_key);
+        OPENSSL_cleanse(private_key, sizeof(private_key));
+        return status;
+    }
+#endif
+    (void)config;
+    return keyex_keypair_generate(&iface->keypair);
+}
+
 static UCS_CLASS_INIT_FUNC(uct_crypt_iface_t, uct_md_h tl_md, uct_worker_h worker,
                            const uct_iface_params_t *params,
                            const uct_iface_config_t *tl_config)
@@ -380,8 +417,12 @@ static UCS_CLASS_INIT_FUNC(uct_crypt_iface_t, uct_md_h tl_md, uct_worker_h worke
         uct_crypt_fault_init_none(self);
     }
 
-    /* a fresh key pair per iface: forward secrecy for the process lifetime */
-    if (keyex_keypair_generate(&self->keypair) != KEYEX_OK) {
+    /* a fresh key pair per iface (its traffic's forward secrecy: see
+     * uct_crypt_keys.c) */
+    if (uct_crypt_iface_keypair(self, (self->role == UCT_CRYPT_ROLE_DATA) ?
+                                ucs_derived_of(tl_config,
+                                               uct_crypt_iface_config_t) :
+                                NULL) != KEYEX_OK) {
         ucs_error("crypt: cannot generate an X25519 key pair");
         status = UCS_ERR_NO_RESOURCE;
         goto err;

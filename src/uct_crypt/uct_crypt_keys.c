@@ -8,9 +8,19 @@
  * wiping. Keys live in secure memory (keyex_secure_alloc) and are wiped
  * with OPENSSL_cleanse when they are replaced or freed.
  *
- * Key derivation (src/keyex/schedule.c): X25519 (RFC 7748) between the two
- * iface keys, salted with the job secret, then HKDF-SHA256 (RFC 5869)
- * bound to the purpose (record or bulk), both public keys and the flow id.
+ * Key derivation (src/keyex/schedule.c): a pair secret, then HKDF-SHA256
+ * (RFC 5869) bound to the purpose (record or bulk), both public keys and
+ * the flow id. Over a UCX inner the pair secret is X25519 (RFC 7748)
+ * between the two iface keys, salted with the job secret: the first record
+ * goes without a round trip, so its keys can only come from long-lived
+ * keys (as TLS 1.3's 0-RTT data, RFC 8446 §2.3, has no forward secrecy).
+ * Over crypt's own wire it is the exporter secret of the Noise handshake
+ * of the connection that carries the flow (keyex_noise_transport_t): it
+ * mixes both ephemerals, so once that connection is gone nobody, not even
+ * with the iface key and the job secret, re-derives its flows' keys. A
+ * sending half there is keyed when its connection is final; what it sent
+ * before waits unsealed in the wire's buffer and is sealed then
+ * (uct_crypt_record_seal_held).
  * A key update is HKDF over the current key (keyex_update_flow_keys); the
  * record header's 8-bit generation tells the receiver, which tries the next
  * generation only when the header announces it and keeps it only if the
@@ -18,6 +28,7 @@
  */
 #include "uct_crypt.h"
 #include "uct_crypt_bulk.h"
+#include "uct_crypt_sock.h"
 
 #include <openssl/crypto.h>
 #include <openssl/rand.h>
@@ -25,10 +36,13 @@
 
 /* ---- keys of one flow ----------------------------------------------------- */
 
+/* `wire_secret`: the exporter of the own wire's connection (NULL over a
+ * UCX inner, where it is never used) */
 static ucs_status_t uct_crypt_flow_keys(uct_crypt_iface_t *iface,
                                         const uint8_t sender[KEYEX_PUBLIC_KEY_LEN],
                                         const uint8_t receiver[KEYEX_PUBLIC_KEY_LEN],
                                         const uint8_t peer[KEYEX_PUBLIC_KEY_LEN],
+                                        const uint8_t *wire_secret,
                                         uint64_t flow_id,
                                         keyex_purpose_t purpose,
                                         keyex_traffic_keys_t **keys_p,
@@ -38,15 +52,23 @@ static ucs_status_t uct_crypt_flow_keys(uct_crypt_iface_t *iface,
     keyex_traffic_keys_t *keys;
     keyex_status_t kstatus;
 
+    if (uct_crypt_sock_is_own(iface->inner) && (wire_secret == NULL)) {
+        return UCS_ERR_INVALID_PARAM; /* (never the static keys alone) */
+    }
     keys = keyex_secure_alloc(sizeof(*keys));
     if (keys == NULL) {
         return UCS_ERR_NO_MEMORY;
     }
 
-    /* X25519 with the peer's key, salted with the job secret; a low-order
-     * peer key is refused here (keyex_x25519) */
-    kstatus = keyex_derive_pair_secret(&iface->keypair, peer,
-                                       uct_crypt_job_secret, pair_secret);
+    if (uct_crypt_sock_is_own(iface->inner)) {
+        memcpy(pair_secret, wire_secret, sizeof(pair_secret));
+        kstatus = KEYEX_OK;
+    } else {
+        /* X25519 with the peer's key, salted with the job secret; a
+         * low-order peer key is refused here (keyex_x25519) */
+        kstatus = keyex_derive_pair_secret(&iface->keypair, peer,
+                                           uct_crypt_job_secret, pair_secret);
+    }
     if (kstatus == KEYEX_OK) {
         kstatus = keyex_derive_flow_keys(pair_secret, purpose,
                                          sender, receiver, flow_id,
@@ -69,10 +91,38 @@ ucs_status_t uct_crypt_bulk_keys(uct_crypt_iface_t *iface,
                                  const uint8_t sender[KEYEX_PUBLIC_KEY_LEN],
                                  const uint8_t receiver[KEYEX_PUBLIC_KEY_LEN],
                                  const uint8_t peer[KEYEX_PUBLIC_KEY_LEN],
-                                 uint64_t flow_id, keyex_traffic_keys_t **keys_p)
+                                 const uint8_t *wire_secret, uint64_t flow_id,
+                                 keyex_traffic_keys_t **keys_p)
 {
-    return uct_crypt_flow_keys(iface, sender, receiver, peer, flow_id,
-                               KEYEX_PURPOSE_BULK, keys_p, NULL);
+    return uct_crypt_flow_keys(iface, sender, receiver, peer, wire_secret,
+                               flow_id, KEYEX_PURPOSE_BULK, keys_p, NULL);
+}
+
+/* The record keys of a sending half, from `wire_secret` on the own wire */
+ucs_status_t uct_crypt_tx_flow_derive(uct_crypt_iface_t *iface,
+                                      uct_crypt_tx_flow_t *tx,
+                                      const uint8_t *wire_secret)
+{
+    uct_crypt_ep_t *ep = ucs_container_of(tx, uct_crypt_ep_t, tx);
+
+    ucs_assert(tx->keys == NULL);
+    return uct_crypt_flow_keys(iface, iface->keypair.public_key,
+                               ep->peer_public, ep->peer_public, wire_secret,
+                               tx->flow_id, KEYEX_PURPOSE_RECORD, &tx->keys,
+                               &tx->aead);
+}
+
+int uct_crypt_tx_flow_keyed(uct_crypt_iface_t *iface, uct_crypt_tx_flow_t *tx)
+{
+    const uint8_t *secret;
+
+    if (ucs_likely(tx->keys != NULL)) {
+        return 1;
+    }
+    secret = uct_crypt_sock_ep_secret(ucs_container_of(tx, uct_crypt_ep_t,
+                                                       tx)->inner);
+    return (secret != NULL) &&
+           (uct_crypt_tx_flow_derive(iface, tx, secret) == UCS_OK);
 }
 
 ucs_status_t uct_crypt_tx_flow_init(uct_crypt_iface_t *iface,
@@ -87,9 +137,12 @@ ucs_status_t uct_crypt_tx_flow_init(uct_crypt_iface_t *iface,
         return UCS_ERR_NO_RESOURCE;
     }
     tx->flow_id |= 1; /* flow 0 is never valid */
+    if (uct_crypt_sock_is_own(iface->inner)) {
+        return UCS_OK; /* keyed once its connection is final */
+    }
     return uct_crypt_flow_keys(iface, iface->keypair.public_key, peer_public,
-                               peer_public, tx->flow_id, KEYEX_PURPOSE_RECORD,
-                               &tx->keys, &tx->aead);
+                               peer_public, NULL, tx->flow_id,
+                               KEYEX_PURPOSE_RECORD, &tx->keys, &tx->aead);
 }
 
 void uct_crypt_tx_flow_cleanup(uct_crypt_tx_flow_t *tx)
@@ -167,9 +220,11 @@ uct_crypt_rx_flow_create(uct_crypt_iface_t *iface, uint64_t flow_id,
     }
     flow->flow_id = flow_id;
     memcpy(flow->peer_public, sender_public, KEYEX_PUBLIC_KEY_LEN);
+    /* (on the own wire: the connection this HELLO came on) */
     if (uct_crypt_flow_keys(iface, sender_public, iface->keypair.public_key,
-                            sender_public, flow_id, KEYEX_PURPOSE_RECORD,
-                            &flow->keys, &flow->aead) != UCS_OK) {
+                            sender_public, uct_crypt_sock_rx_secret(iface->inner),
+                            flow_id, KEYEX_PURPOSE_RECORD, &flow->keys,
+                            &flow->aead) != UCS_OK) {
         ucs_free(flow);
         return NULL;
     }
@@ -234,6 +289,7 @@ ucs_status_t uct_crypt_bulk_rx_key(uct_crypt_iface_t *iface,
     if (!update) {
         if (uct_crypt_bulk_keys(iface, flow->peer_public,
                                 iface->keypair.public_key, flow->peer_public,
+                                uct_crypt_sock_rx_secret(iface->inner),
                                 flow->flow_id, &flow->bulk_keys) != UCS_OK) {
             return UCS_ERR_INVALID_PARAM;
         }
@@ -255,7 +311,25 @@ ucs_status_t uct_crypt_bulk_rx_key(uct_crypt_iface_t *iface,
  * key. Returns 1 when `length` more bytes may be sealed under the key. */
 int uct_crypt_bulk_tx_key_ready(uct_crypt_bulk_tx_t *tx, size_t length)
 {
+    uct_crypt_iface_t *iface = tx->bulk->iface;
+    uct_crypt_ep_t *ep       = tx->ep;
+    const uint8_t *secret    = NULL;
     unsigned w;
+
+    if (ucs_unlikely(tx->keys == NULL)) {
+        /* first use; on the own wire, once the ep's connection is final
+         * (the put waits until then, retried from progress) */
+        if (uct_crypt_sock_is_own(iface->inner) &&
+            ((secret = uct_crypt_sock_ep_secret(ep->inner)) == NULL)) {
+            return 0;
+        }
+        if (uct_crypt_bulk_keys(iface, iface->keypair.public_key,
+                                ep->peer_public, ep->peer_public, secret,
+                                ep->tx.flow_id, &tx->keys) != UCS_OK) {
+            uct_crypt_ep_fail_local(ep, "cannot derive the bulk keys");
+            return 0;
+        }
+    }
 
     /* UCX_CRYPT_REKEY_RECORDS, when set, counts bulk segments too (tests) */
     if ((keyex_usage_check(tx->segments_this_key, tx->bytes_this_key,

@@ -39,6 +39,29 @@ static void uct_crypt_record_aad(crypt_record_aad_t *aad,
 
 /* ---- sending ------------------------------------------------------------- */
 
+/* Seal the record at `record` in place: its header (written by
+ * uct_crypt_record_seal) gets the key generation, then the AM id and
+ * payload are sealed with the header and length as associated data, under
+ * the nonce of the header's sequence number. */
+static int uct_crypt_record_seal_in_place(uct_crypt_tx_flow_t *tx,
+                                          uint8_t *record, size_t hdr_len,
+                                          size_t payload_len)
+{
+    uint8_t *sealed = record + hdr_len - CRYPT_RECORD_AM_ID_LEN;
+    crypt_record_hdr_t hdr;
+    crypt_record_aad_t aad;
+
+    memcpy(&hdr, record, sizeof(hdr));
+    hdr.key_generation = (uint8_t)tx->keys->generation;
+    memcpy(record, &hdr, sizeof(hdr));
+    uct_crypt_record_aad(&aad, &hdr, payload_len);
+    return crypt_record_seal(&tx->aead, tx->keys->nonce_prefix,
+                             le64toh(hdr.sequence), &aad, sizeof(aad), sealed,
+                             CRYPT_RECORD_AM_ID_LEN + payload_len, sealed,
+                             sealed + CRYPT_RECORD_AM_ID_LEN + payload_len) ==
+           CRYPT_AEAD_OK;
+}
+
 ssize_t uct_crypt_record_seal(uct_crypt_iface_t *iface, uct_crypt_tx_flow_t *tx,
                               uint8_t am_id, uint16_t flags, uint8_t *record,
                               size_t payload_len)
@@ -47,9 +70,7 @@ ssize_t uct_crypt_record_seal(uct_crypt_iface_t *iface, uct_crypt_tx_flow_t *tx,
     uint8_t *payload = record + hdr_len;
     uint8_t *sealed  = payload - CRYPT_RECORD_AM_ID_LEN;
     crypt_record_hdr_t hdr;
-    crypt_record_aad_t aad;
 
-    ucs_assert(tx->keys != NULL);
     ucs_assert(payload_len <= UINT32_MAX);
     ucs_assert(!(flags & ~CRYPT_RECORD_FLAG_CONTROL));
     ucs_assert((am_id < UCT_AM_ID_MAX) || (flags & CRYPT_RECORD_FLAG_CONTROL));
@@ -66,42 +87,80 @@ ssize_t uct_crypt_record_seal(uct_crypt_iface_t *iface, uct_crypt_tx_flow_t *tx,
                            "HELLO", tx->flow_id, tx->next_sequence);
     }
 
-    hdr.type           = tx->hello_done ? CRYPT_RECORD_DATA : CRYPT_RECORD_HELLO;
-    hdr.key_generation = (uint8_t)tx->keys->generation;
-    hdr.flags          = htole16(flags);
-    hdr.flow_id        = htole64(tx->flow_id);
-    hdr.sequence       = htole64(tx->next_sequence);
+    memset(&hdr, 0, sizeof(hdr));
+    hdr.type     = tx->hello_done ? CRYPT_RECORD_DATA : CRYPT_RECORD_HELLO;
+    hdr.flags    = htole16(flags);
+    hdr.flow_id  = htole64(tx->flow_id);
+    hdr.sequence = htole64(tx->next_sequence);
     memcpy(record, &hdr, sizeof(hdr));
     if (!tx->hello_done) {
         memcpy(record + CRYPT_RECORD_HDR_LEN, iface->keypair.public_key,
                KEYEX_PUBLIC_KEY_LEN);
     }
-
     /* UCP's AM id goes inside the ciphertext: the inner carries every
      * record on one AM id, and the wire does not tell UCP's protocols
      * (eager, rendezvous, wireup) apart by a cleartext id */
     sealed[0] = (flags & CRYPT_RECORD_FLAG_CONTROL) ? 0 : am_id;
-    uct_crypt_record_aad(&aad, &hdr, payload_len);
-    if (crypt_record_seal(&tx->aead, tx->keys->nonce_prefix, tx->next_sequence,
-                          &aad, sizeof(aad), sealed,
-                          CRYPT_RECORD_AM_ID_LEN + payload_len, sealed,
-                          payload + payload_len) != CRYPT_AEAD_OK) {
+
+    /* over crypt's own wire before the connection is final: unsealed, the
+     * wire hands it back to uct_crypt_record_seal_held before it leaves */
+    if (uct_crypt_tx_flow_keyed(iface, tx) &&
+        !uct_crypt_record_seal_in_place(tx, record, hdr_len, payload_len)) {
         return UCS_ERR_IO_ERROR;
     }
     return hdr_len + payload_len + CRYPT_AEAD_TAG_LEN;
 }
 
-void uct_crypt_record_commit(uct_crypt_iface_t *iface, uct_crypt_tx_flow_t *tx,
-                             size_t payload_len)
+/* A record under the flow's keys: count it towards their limits, which a
+ * key update resets before they are reached */
+static void uct_crypt_record_sealed(uct_crypt_iface_t *iface,
+                                    uct_crypt_tx_flow_t *tx, size_t payload_len)
 {
-    ucs_assert(tx->keys != NULL);
-    ++tx->next_sequence;
-    tx->hello_done = 1;
     ++tx->records_this_key;
     tx->bytes_this_key += payload_len;
     UCT_CRYPT_STAT_ADD(records_sealed, 1);
     UCT_CRYPT_STAT_ADD(bytes_sealed, payload_len);
     uct_crypt_tx_flow_rekey_check(iface, tx);
+}
+
+void uct_crypt_record_commit(uct_crypt_iface_t *iface, uct_crypt_tx_flow_t *tx,
+                             size_t payload_len)
+{
+    ++tx->next_sequence;
+    tx->hello_done = 1;
+    if (tx->keys != NULL) {
+        uct_crypt_record_sealed(iface, tx, payload_len);
+    }
+}
+
+int uct_crypt_record_seal_held(void *arg, const uint8_t *wire_secret,
+                               uint8_t *record, size_t length)
+{
+    uct_crypt_ep_t *ep       = arg;
+    uct_crypt_iface_t *iface = ucs_derived_of(ep->super.super.iface,
+                                              uct_crypt_iface_t);
+    uct_crypt_tx_flow_t *tx  = &ep->tx;
+    crypt_record_hdr_t hdr;
+    size_t hdr_len, payload_len;
+
+    if ((tx->keys == NULL) &&
+        (uct_crypt_tx_flow_derive(iface, tx, wire_secret) != UCS_OK)) {
+        return -1;
+    }
+    /* (what this ep wrote itself, a moment ago: checked all the same) */
+    memcpy(&hdr, record, sizeof(hdr));
+    hdr_len = CRYPT_RECORD_HDR_LEN + CRYPT_RECORD_AM_ID_LEN +
+              ((hdr.type == CRYPT_RECORD_HELLO) ? CRYPT_HELLO_EXTRA_LEN : 0);
+    if ((le64toh(hdr.flow_id) != tx->flow_id) ||
+        (length < hdr_len + CRYPT_AEAD_TAG_LEN) || ep->failed) {
+        return -1;
+    }
+    payload_len = length - hdr_len - CRYPT_AEAD_TAG_LEN;
+    if (!uct_crypt_record_seal_in_place(tx, record, hdr_len, payload_len)) {
+        return -1;
+    }
+    uct_crypt_record_sealed(iface, tx, payload_len);
+    return 0;
 }
 
 /* ---- failing ------------------------------------------------------------- */

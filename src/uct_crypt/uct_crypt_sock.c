@@ -566,6 +566,14 @@ const uint8_t *uct_crypt_sock_rx_peer(uct_iface_h tl_iface)
            iface->rx_conn->peer_static : NULL;
 }
 
+const uint8_t *uct_crypt_sock_rx_secret(uct_iface_h tl_iface)
+{
+    uct_crypt_sock_iface_t *iface = ucs_derived_of(tl_iface, uct_crypt_sock_iface_t);
+
+    return (uct_crypt_sock_is_own(tl_iface) && (iface->rx_conn != NULL)) ?
+           iface->rx_conn->secret : NULL;
+}
+
 const char *uct_crypt_sock_rx_peer_name(uct_iface_h tl_iface)
 {
     uct_crypt_sock_iface_t *iface = ucs_derived_of(tl_iface, uct_crypt_sock_iface_t);

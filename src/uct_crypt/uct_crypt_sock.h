@@ -99,6 +99,32 @@ ucs_status_t uct_crypt_sock_iface_open(uct_md_h md, uct_worker_h worker,
 ucs_status_t uct_crypt_sock_ep_set_peer(uct_ep_h tl_ep,
                                         const uint8_t peer_static[KEYEX_PUBLIC_KEY_LEN]);
 
+/*
+ * Forward secrecy per connection: crypt derives the keys of what it sends
+ * and receives on a connection from that connection's Noise exporter
+ * secret (keyex_noise_transport_t), not from the static keys alone. A
+ * record written before the connection that will carry it is final (the
+ * handshake answered, no redirect pending) is left unsealed in the send
+ * buffer, header and plaintext in place and room for the tag; such frames
+ * never leave before the connection is final, and then, before any byte of
+ * them goes, the wire calls the ep's sealer on each, in order, with the
+ * exporter of the connection that carries them (after a redirect, the
+ * peer's). 0: sealed; else the connection fails.
+ */
+typedef int (*uct_crypt_sock_seal_cb_t)(void *arg,
+                                        const uint8_t secret[KEYEX_SECRET_LEN],
+                                        uint8_t *record, size_t length);
+/* The ep's records may be written unsealed (crypt's eps; the collective
+ * lane's frames are sealed above and set none) */
+void uct_crypt_sock_ep_set_sealer(uct_ep_h tl_ep, uct_crypt_sock_seal_cb_t cb,
+                                  void *arg);
+/* The exporter secret of the ep's connection once it is final, else NULL
+ * (a record sent now would be written unsealed) */
+const uint8_t *uct_crypt_sock_ep_secret(uct_ep_h tl_ep);
+/* Inside crypt's AM handler: the exporter secret of the connection the
+ * record came on (NULL outside a sock iface's delivery) */
+const uint8_t *uct_crypt_sock_rx_secret(uct_iface_h tl_iface);
+
 /* Inside crypt's AM handler: the record being handled came from a
  * connection that must now be closed (it failed the record layer), and the
  * static key that connection proved (NULL outside a sock iface's
@@ -150,6 +176,8 @@ struct uct_crypt_sock_conn {
     char                     peer_name[64];
     uint8_t                  peer_static[KEYEX_PUBLIC_KEY_LEN];
     keyex_noise_t            *hs;          /* during the handshake, secure */
+    uint8_t                  *secret;      /* the exporter, once established:
+                                              secure memory */
     crypt_aead_key_t         ctrl_send, ctrl_recv; /* CLOSE frames */
     uint64_t                 ctrl_send_seq, ctrl_recv_seq;
     uint8_t                  *rx_buf;      /* FRAME_MAX; NULL when empty */
@@ -216,6 +244,8 @@ struct uct_crypt_sock_ep {
     int                   have_dest;
     uint8_t               peer_static[KEYEX_PUBLIC_KEY_LEN];
     int                   have_peer;
+    uct_crypt_sock_seal_cb_t sealer;       /* NULL: frames sealed above */
+    void                  *sealer_arg;
     ucs_status_t          status;          /* UCS_OK or why it failed */
     char                  fail_reason[160];
     int                   fail_reported;
@@ -224,6 +254,11 @@ struct uct_crypt_sock_ep {
     ucs_list_link_t       busy;            /* in the iface's busy_eps while
                                               it has pending or flushes */
 };
+
+/* A record frame in a send buffer that waits for its connection to be
+ * final, unsealed: never on the wire (the wire's types are in
+ * uct_crypt_wire.h) */
+#define UCT_CRYPT_SOCK_FRAME_UNSEALED 0x80
 
 /* uct_crypt_sock_conn.c */
 void *uct_crypt_sock_buf_get(uct_crypt_sock_buf_cache_t *cache, size_t size);
@@ -236,6 +271,9 @@ void uct_crypt_sock_conn_close(uct_crypt_sock_conn_t *conn);
 void uct_crypt_sock_conn_fail(uct_crypt_sock_conn_t *conn, const char *reason);
 void uct_crypt_sock_conn_handle(uct_crypt_sock_conn_t *conn, unsigned events);
 int uct_crypt_sock_conn_flush(uct_crypt_sock_conn_t *conn);
+/* May the records of its ep go out sealed now (handshake answered, no
+ * redirect pending)? */
+int uct_crypt_sock_conn_final(const uct_crypt_sock_conn_t *conn);
 int uct_crypt_sock_conn_tx_room(const uct_crypt_sock_conn_t *conn, size_t max);
 void *uct_crypt_sock_conn_tx_reserve(uct_crypt_sock_conn_t *conn, size_t max);
 void uct_crypt_sock_conn_tx_commit(uct_crypt_sock_conn_t *conn, uint8_t type,

@@ -129,6 +129,8 @@ static void uct_crypt_sock_conn_free_keys(uct_crypt_sock_conn_t *conn)
     }
     crypt_aead_key_cleanup(&conn->ctrl_send);
     crypt_aead_key_cleanup(&conn->ctrl_recv);
+    keyex_secure_free(conn->secret, KEYEX_SECRET_LEN); /* wipes */
+    conn->secret = NULL;
 }
 
 /* The end of a connection, whatever its reason (uct_crypt_sock_conn_fail
@@ -281,7 +283,67 @@ void uct_crypt_sock_conn_tx_commit(uct_crypt_sock_conn_t *conn, uint8_t type,
     memcpy(conn->tx_buf + conn->tx_head + conn->tx_len, &hdr, sizeof(hdr));
     conn->tx_len += sizeof(hdr) + length;
     conn->tx_records += (type == CRYPT_SOCK_FRAME_RECORD) ||
-                        (type == CRYPT_SOCK_FRAME_SEGMENT);
+                        (type == CRYPT_SOCK_FRAME_SEGMENT) ||
+                        (type == UCT_CRYPT_SOCK_FRAME_UNSEALED);
+}
+
+int uct_crypt_sock_conn_final(const uct_crypt_sock_conn_t *conn)
+{
+    return (conn->state == UCT_CRYPT_SOCK_ESTABLISHED) && !conn->redirect_wait &&
+           (conn->secret != NULL);
+}
+
+/* The unsealed records in `conn`'s send buffer (all behind the initiation,
+ * which is sent by now: the answer came after it), sealed in order by
+ * their ep under `secret`, the exporter of the connection that will carry
+ * them. 0: the ep could not seal (the connection is failed then). */
+static int uct_crypt_sock_conn_seal_held(uct_crypt_sock_conn_t *conn,
+                                         const uint8_t *secret)
+{
+    uct_crypt_sock_ep_t *ep = conn->ep;
+    size_t offset           = conn->tx_head;
+    crypt_sock_frame_hdr_t hdr;
+    size_t length;
+
+    ucs_assert(conn->init_left == 0);
+    while (offset < conn->tx_head + conn->tx_len) {
+        memcpy(&hdr, conn->tx_buf + offset, sizeof(hdr));
+        length = le32toh(hdr.length);
+        if (hdr.type == UCT_CRYPT_SOCK_FRAME_UNSEALED) {
+            if ((ep == NULL) || (ep->sealer == NULL) ||
+                ep->sealer(ep->sealer_arg, secret,
+                           conn->tx_buf + offset + sizeof(hdr), length)) {
+                uct_crypt_sock_conn_fail(conn, "cannot seal the records that "
+                                               "waited for the handshake");
+                return 0;
+            }
+            conn->tx_buf[offset + offsetof(crypt_sock_frame_hdr_t, type)] =
+                    CRYPT_SOCK_FRAME_RECORD;
+        }
+        offset += sizeof(hdr) + length;
+    }
+    return 1;
+}
+
+/* The records of an ep that leaves before its connection is final go
+ * nowhere: nothing can seal them any more. */
+static void uct_crypt_sock_conn_drop_held(uct_crypt_sock_conn_t *conn)
+{
+    size_t from = conn->tx_head + conn->init_left, to = from, frame;
+    crypt_sock_frame_hdr_t hdr;
+
+    while (from < conn->tx_head + conn->tx_len) {
+        memcpy(&hdr, conn->tx_buf + from, sizeof(hdr));
+        frame = sizeof(hdr) + le32toh(hdr.length);
+        if (hdr.type == UCT_CRYPT_SOCK_FRAME_UNSEALED) {
+            --conn->tx_records;
+        } else {
+            memmove(conn->tx_buf + to, conn->tx_buf + from, frame);
+            to += frame;
+        }
+        from += frame;
+    }
+    conn->tx_len = to - conn->tx_head;
 }
 
 /* ---- one connection per pair ---------------------------------------------- */
@@ -348,8 +410,12 @@ int uct_crypt_sock_conn_move(uct_crypt_sock_conn_t *from,
         if ((to->tx_buf == NULL) &&
             ((to->tx_buf = uct_crypt_sock_buf_get(&to->iface->tx_cache,
                                                   UCT_CRYPT_SOCK_TX_BUF)) == NULL)) {
-            from->redirect_wait = 0; /* cannot move: send on our own */
-            return uct_crypt_sock_conn_flush(from) >= 0;
+            /* cannot move: send on our own */
+            uct_crypt_sock_conn_redirect_expired(from);
+            return from->state != UCT_CRYPT_SOCK_CLOSED;
+        }
+        if (!uct_crypt_sock_conn_seal_held(from, to->secret)) {
+            return 1; /* `from` failed; `to` is untouched */
         }
         memcpy(to->tx_buf + to->tx_head + to->tx_len,
                from->tx_buf + from->tx_head, held);
@@ -392,7 +458,9 @@ void uct_crypt_sock_conn_redirect_expired(uct_crypt_sock_conn_t *conn)
 {
     /* the peer's connection did not come: ours carries our records */
     conn->redirect_wait = 0;
-    (void)uct_crypt_sock_conn_flush(conn);
+    if (uct_crypt_sock_conn_seal_held(conn, conn->secret)) {
+        (void)uct_crypt_sock_conn_flush(conn);
+    }
 }
 
 /* ---- the handshake -------------------------------------------------------- */
@@ -400,6 +468,11 @@ void uct_crypt_sock_conn_redirect_expired(uct_crypt_sock_conn_t *conn)
 static ucs_status_t uct_crypt_sock_conn_keys(uct_crypt_sock_conn_t *conn,
                                              const keyex_noise_transport_t *keys)
 {
+    conn->secret = keyex_secure_alloc(KEYEX_SECRET_LEN);
+    if (conn->secret == NULL) {
+        return UCS_ERR_NO_MEMORY;
+    }
+    memcpy(conn->secret, keys->exporter, KEYEX_SECRET_LEN);
     if ((crypt_aead_key_init(&conn->ctrl_send, CRYPT_AEAD_BACKEND_OPENSSL,
                              keys->send, KEYEX_NOISE_KEY_LEN) != CRYPT_AEAD_OK) ||
         (crypt_aead_key_init(&conn->ctrl_recv, CRYPT_AEAD_BACKEND_OPENSSL,
@@ -410,8 +483,8 @@ static ucs_status_t uct_crypt_sock_conn_keys(uct_crypt_sock_conn_t *conn,
 }
 
 /* Initiator: the initiation goes first in the tx buffer, ahead of any
- * record (records may follow it at once: they are sealed already, and the
- * responder reads them only once the initiation passed). */
+ * record (records may follow it at once, unsealed: they are sealed and
+ * leave once the answer came, uct_crypt_sock_conn_seal_held). */
 ucs_status_t uct_crypt_sock_conn_start(uct_crypt_sock_conn_t *conn)
 {
     uint8_t timestamp[KEYEX_NOISE_TIMESTAMP_LEN];
@@ -580,7 +653,8 @@ static int uct_crypt_sock_conn_accept_response(uct_crypt_sock_conn_t *conn)
         conn->iface->redirect_pending = 1;
         return 1;
     }
-    return uct_crypt_sock_conn_flush(conn) >= 0;
+    return uct_crypt_sock_conn_seal_held(conn, conn->secret) &&
+           (uct_crypt_sock_conn_flush(conn) >= 0);
 }
 
 /* ---- frames --------------------------------------------------------------- */
@@ -632,6 +706,9 @@ int uct_crypt_sock_conn_send_close(uct_crypt_sock_conn_t *conn)
 
 void uct_crypt_sock_conn_release(uct_crypt_sock_conn_t *conn)
 {
+    if (!uct_crypt_sock_conn_final(conn) && (conn->tx_buf != NULL)) {
+        uct_crypt_sock_conn_drop_held(conn);
+    }
     conn->ep = NULL;
     if (conn->tx_closed) {
         return;
@@ -658,7 +735,10 @@ void uct_crypt_sock_conn_release(uct_crypt_sock_conn_t *conn)
  * follows; the count does. */
 void uct_crypt_sock_conn_heartbeat(uct_crypt_sock_conn_t *conn)
 {
-    if ((conn->state == UCT_CRYPT_SOCK_ESTABLISHED) &&
+    /* (not while records wait for a redirect: they may move to the
+     * peer's connection, and this frame, under our transport key, with
+     * them) */
+    if (uct_crypt_sock_conn_final(conn) &&
         (conn->tx_records != conn->tx_records_told)) {
         conn->tx_records_told = conn->tx_records;
         (void)uct_crypt_sock_conn_send_ctrl(conn, CRYPT_SOCK_FRAME_HEARTBEAT,

@@ -74,6 +74,8 @@ static UCS_CLASS_INIT_FUNC(uct_crypt_sock_ep_t, const uct_ep_params_t *params)
     UCS_CLASS_CALL_SUPER_INIT(uct_base_ep_t, &iface->super);
 
     self->conn          = NULL;
+    self->sealer        = NULL;
+    self->sealer_arg    = NULL;
     self->have_dest     = 0;
     self->have_peer     = 0;
     self->status        = UCS_OK;
@@ -125,6 +127,23 @@ ucs_status_t uct_crypt_sock_ep_set_peer(uct_ep_h tl_ep,
     memcpy(ep->peer_static, peer_static, KEYEX_PUBLIC_KEY_LEN);
     ep->have_peer = 1;
     return uct_crypt_sock_ep_connect(ep);
+}
+
+void uct_crypt_sock_ep_set_sealer(uct_ep_h tl_ep, uct_crypt_sock_seal_cb_t cb,
+                                  void *arg)
+{
+    uct_crypt_sock_ep_t *ep = ucs_derived_of(tl_ep, uct_crypt_sock_ep_t);
+
+    ep->sealer     = cb;
+    ep->sealer_arg = arg;
+}
+
+const uint8_t *uct_crypt_sock_ep_secret(uct_ep_h tl_ep)
+{
+    uct_crypt_sock_ep_t *ep = ucs_derived_of(tl_ep, uct_crypt_sock_ep_t);
+
+    return ((ep->conn != NULL) && uct_crypt_sock_conn_final(ep->conn)) ?
+           ep->conn->secret : NULL;
 }
 
 ucs_status_t uct_crypt_sock_ep_get_address(uct_ep_h tl_ep, uct_ep_addr_t *addr)
@@ -236,6 +255,16 @@ static inline ucs_status_t uct_crypt_sock_ep_sendable(uct_crypt_sock_ep_t *ep,
     return UCS_OK;
 }
 
+/* A record frame's type: unsealed when its ep's sealer is to seal it once
+ * the connection is final (the sealer saw uct_crypt_sock_ep_secret() NULL
+ * for the same connection just before) */
+static uint8_t uct_crypt_sock_ep_record_type(const uct_crypt_sock_ep_t *ep,
+                                             const uct_crypt_sock_conn_t *conn)
+{
+    return ((ep->sealer != NULL) && !uct_crypt_sock_conn_final(conn)) ?
+           UCT_CRYPT_SOCK_FRAME_UNSEALED : CRYPT_SOCK_FRAME_RECORD;
+}
+
 static void uct_crypt_sock_ep_sent(uct_crypt_sock_conn_t *conn)
 {
     /* before the handshake response, records wait behind the initiation */
@@ -263,7 +292,7 @@ ucs_status_t uct_crypt_sock_ep_am_short(uct_ep_h tl_ep, uint8_t id,
     }
     memcpy(body, &header, sizeof(header));
     memcpy(body + sizeof(header), payload, length);
-    uct_crypt_sock_conn_tx_commit(conn, CRYPT_SOCK_FRAME_RECORD,
+    uct_crypt_sock_conn_tx_commit(conn, uct_crypt_sock_ep_record_type(ep, conn),
                                   sizeof(header) + length);
     uct_crypt_sock_ep_sent(conn);
     return UCS_OK;
@@ -289,7 +318,8 @@ ssize_t uct_crypt_sock_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
     }
     length = pack_cb(body, arg);
     ucs_assert(length <= UCT_CRYPT_SOCK_MAX_BCOPY);
-    uct_crypt_sock_conn_tx_commit(conn, CRYPT_SOCK_FRAME_RECORD, length);
+    uct_crypt_sock_conn_tx_commit(conn, uct_crypt_sock_ep_record_type(ep, conn),
+                                  length);
     uct_crypt_sock_ep_sent(conn);
     return length;
 }

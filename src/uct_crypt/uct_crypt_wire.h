@@ -272,21 +272,27 @@ typedef struct crypt_sock_frame_hdr {
     uint8_t  reserved[3];
 } __attribute__((packed)) crypt_sock_frame_hdr_t;
 
-_Static_assert(sizeof(crypt_sock_frame_hdr_t) == CRYPT_SOCK_FRAME_HDR_LEN,
+/* (C and C++: the tests parse the wire with these structs too) */
+#ifdef __cplusplus
+#define CRYPT_WIRE_ASSERT static_assert
+#else
+#define CRYPT_WIRE_ASSERT _Static_assert
+#endif
+CRYPT_WIRE_ASSERT(sizeof(crypt_sock_frame_hdr_t) == CRYPT_SOCK_FRAME_HDR_LEN,
                "frame header layout");
-_Static_assert(sizeof(crypt_record_hdr_t) == CRYPT_RECORD_HDR_LEN,
+CRYPT_WIRE_ASSERT(sizeof(crypt_record_hdr_t) == CRYPT_RECORD_HDR_LEN,
                "record header layout");
-_Static_assert(sizeof(crypt_record_aad_t) == CRYPT_RECORD_HDR_LEN + 8,
+CRYPT_WIRE_ASSERT(sizeof(crypt_record_aad_t) == CRYPT_RECORD_HDR_LEN + 8,
                "record associated data layout");
-_Static_assert(sizeof(crypt_iface_addr_t) == 7 + KEYEX_PUBLIC_KEY_LEN,
+CRYPT_WIRE_ASSERT(sizeof(crypt_iface_addr_t) == 7 + KEYEX_PUBLIC_KEY_LEN,
                "iface address layout");
-_Static_assert(sizeof(crypt_ep_addr_t) == KEYEX_PUBLIC_KEY_LEN,
+CRYPT_WIRE_ASSERT(sizeof(crypt_ep_addr_t) == KEYEX_PUBLIC_KEY_LEN,
                "ep address layout");
-_Static_assert(sizeof(crypt_bulk_segment_t) == 32 + CRYPT_AEAD_TAG_LEN,
+CRYPT_WIRE_ASSERT(sizeof(crypt_bulk_segment_t) == 32 + CRYPT_AEAD_TAG_LEN,
                "bulk SEGMENT layout");
-_Static_assert(sizeof(crypt_bulk_ack_t) == 24, "bulk ACK/GET_DONE layout");
-_Static_assert(sizeof(crypt_bulk_get_req_t) == 40, "bulk GET_REQ layout");
-_Static_assert(sizeof(crypt_bulk_aad_t) == 32, "bulk associated data layout");
-_Static_assert(sizeof(crypt_lane_chunk_hdr_t) == 24, "lane chunk layout");
+CRYPT_WIRE_ASSERT(sizeof(crypt_bulk_ack_t) == 24, "bulk ACK/GET_DONE layout");
+CRYPT_WIRE_ASSERT(sizeof(crypt_bulk_get_req_t) == 40, "bulk GET_REQ layout");
+CRYPT_WIRE_ASSERT(sizeof(crypt_bulk_aad_t) == 32, "bulk associated data layout");
+CRYPT_WIRE_ASSERT(sizeof(crypt_lane_chunk_hdr_t) == 24, "lane chunk layout");
 
 #endif

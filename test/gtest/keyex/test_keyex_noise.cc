@@ -56,6 +56,32 @@ TEST_F(keyex_noise_test, both_sides_agree_and_learn_the_static_key) {
     EXPECT_NE(0, memcmp(ikeys.send, ikeys.recv, KEYEX_NOISE_KEY_LEN));
 }
 
+/* The exporter secret (what crypt's record and bulk keys of a connection
+ * come from): the same on both sides, independent of the transport keys,
+ * and fresh per handshake between the same two static keys, because it
+ * mixes the two ephemerals (forward secrecy per connection). */
+TEST_F(keyex_noise_test, the_exporter_is_shared_and_fresh_per_handshake) {
+    uint8_t first[KEYEX_SECRET_LEN];
+
+    for (int round = 0; round < 2; ++round) {
+        keyex_noise_cleanup(&ini.hs);
+        keyex_noise_cleanup(&rsp.hs);
+        initiate(job_a, job_a);
+        ASSERT_EQ(KEYEX_OK, keyex_noise_init_consume(&rsp.hs, &rsp.s, &init, got_ts));
+        ASSERT_EQ(KEYEX_OK, keyex_noise_response_create(&rsp.hs, job_a, 0, &resp, &rkeys));
+        ASSERT_EQ(KEYEX_OK, keyex_noise_response_consume(&ini.hs, &ini.s, &resp,
+                                                         &resp_flags, &ikeys));
+        EXPECT_EQ(0, memcmp(ikeys.exporter, rkeys.exporter, KEYEX_SECRET_LEN));
+        EXPECT_NE(0, memcmp(ikeys.exporter, ikeys.send, KEYEX_NOISE_KEY_LEN));
+        EXPECT_NE(0, memcmp(ikeys.exporter, ikeys.recv, KEYEX_NOISE_KEY_LEN));
+        if (round == 0) {
+            memcpy(first, ikeys.exporter, sizeof(first));
+        } else {
+            EXPECT_NE(0, memcmp(first, ikeys.exporter, sizeof(first)));
+        }
+    }
+}
+
 TEST_F(keyex_noise_test, the_response_carries_its_flags) {
     initiate(job_a, job_a);
     ASSERT_EQ(KEYEX_OK, keyex_noise_init_consume(&rsp.hs, &rsp.s, &init, got_ts));

@@ -13,12 +13,18 @@
 
 #include <uct/api/uct.h>
 #include "uct_crypt/api/uct_crypt_stats.h"
+#include "uct_crypt/uct_crypt_wire.h" /* the attacker parses the capture */
+#include "keyex/noise.h"
 #include <ucs/async/async_fwd.h>
 #include <ucs/sys/compiler_def.h>
 
 #include <dlfcn.h>
+#include <arpa/inet.h>
+#include <endian.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <poll.h>
+#include <sys/socket.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -875,13 +881,18 @@ TEST_F(uct_crypt_test, pending_queue_resumes_after_no_resource)
  * each other fail; nothing after it is delivered. */
 TEST_F(uct_crypt_test, tampered_record_on_the_own_wire_fails_both_ends_and_is_never_delivered)
 {
-    /* a's iface flips a ciphertext bit in its 6th record */
-    open_side(a, "flip_ciphertext", "5");
+    /* a's iface flips a ciphertext bit in the first record it seals at
+     * once: the five before it waited for the handshake's answer unsealed
+     * (their keys come from it) and are sealed past the hook */
+    open_side(a, "flip_ciphertext", "1");
     open_side(b);
     ab = connect(a, b);
     ba = connect(b, a);
 
     for (uint64_t i = 0; i < 10; ++i) {
+        if (i == 5) {
+            progress_until([&] { return b.received.size() == 5; });
+        }
         auto payload = make_payload(i, 64);
         ucs_status_t status;
         deadline limit(20);
@@ -906,6 +917,212 @@ TEST_F(uct_crypt_test, tampered_record_on_the_own_wire_fails_both_ends_and_is_ne
     for (uint64_t i = 0; i < 5; ++i) {
         expect_message(b.received[i], i, 64);
     }
+}
+
+/* A TCP relay on loopback that forwards one connection to `target_port`
+ * and records what the connecting side sent: a passive attacker's
+ * capture of the wire. */
+class recording_relay {
+public:
+    explicit recording_relay(uint16_t target_port) : target(target_port)
+    {
+        listen_fd = socket(AF_INET, SOCK_STREAM, 0);
+        sockaddr_in sa = {};
+        sa.sin_family      = AF_INET;
+        sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        socklen_t len      = sizeof(sa);
+        EXPECT_EQ(bind(listen_fd, (sockaddr*)&sa, sizeof(sa)), 0);
+        EXPECT_EQ(listen(listen_fd, 1), 0);
+        EXPECT_EQ(getsockname(listen_fd, (sockaddr*)&sa, &len), 0);
+        port   = ntohs(sa.sin_port);
+        thread = std::thread([this] { run(); });
+    }
+
+    ~recording_relay() { stop(); close(listen_fd); }
+
+    void stop()
+    {
+        done = true;
+        if (thread.joinable()) {
+            thread.join();
+        }
+    }
+
+    uint16_t             port;
+    std::vector<uint8_t> captured; /* client to server; read after stop() */
+
+private:
+    void run()
+    {
+        pollfd lp = {listen_fd, POLLIN, 0};
+        while (!done && (poll(&lp, 1, 50) == 0)) {
+        }
+        if (done) {
+            return;
+        }
+        int client = accept(listen_fd, nullptr, nullptr);
+        int server = socket(AF_INET, SOCK_STREAM, 0);
+        sockaddr_in sa = {};
+        sa.sin_family      = AF_INET;
+        sa.sin_port        = htons(target);
+        sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        if ((client < 0) || (connect(server, (sockaddr*)&sa, sizeof(sa)) != 0)) {
+            close(client);
+            close(server);
+            return;
+        }
+        uint8_t buf[65536];
+        while (!done) {
+            pollfd p[2] = {{client, POLLIN, 0}, {server, POLLIN, 0}};
+            if (poll(p, 2, 50) <= 0) {
+                continue;
+            }
+            if (p[0].revents) {
+                ssize_t n = read(client, buf, sizeof(buf));
+                if (n <= 0) {
+                    break;
+                }
+                captured.insert(captured.end(), buf, buf + n);
+                if (write(server, buf, n) != n) {
+                    break;
+                }
+            }
+            if (p[1].revents) {
+                ssize_t n = read(server, buf, sizeof(buf));
+                if ((n <= 0) || (write(client, buf, n) != n)) {
+                    break;
+                }
+            }
+        }
+        close(client);
+        close(server);
+    }
+
+    uint16_t          target;
+    int               listen_fd;
+    std::atomic<bool> done{false};
+    std::thread       thread;
+};
+
+uint16_t free_loopback_port()
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in sa = {};
+    sa.sin_family      = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len      = sizeof(sa);
+    bind(fd, (sockaddr*)&sa, sizeof(sa));
+    getsockname(fd, (sockaddr*)&sa, &len);
+    close(fd);
+    return ntohs(sa.sin_port);
+}
+
+/* Forward secrecy on crypt's own wire. The attacker recorded the wire and
+ * later learns everything long-lived: both ifaces' X25519 private keys
+ * (test builds can name them: UCX_CRYPT_FAULT_STATIC_KEY) and the job
+ * secret (a process image, a stolen key file). From those it derives the
+ * flow keys as src/keyex/keyex.h's static schedule does and tries every
+ * recorded record. Record keys on the own wire come from the connection's
+ * Noise exporter (both ephemerals' DH, wiped once the handshake is done),
+ * so nothing opens. Before, they were HKDF(X25519(static, static), job
+ * secret) and this attack opened every record. */
+TEST_F(uct_crypt_test, recorded_wire_stays_closed_to_the_static_keys_and_the_job_secret)
+{
+    static const char *key_a =
+            "a8abababababababababababababababababababababababababababababab6b";
+    static const char *key_b =
+            "c8cdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcd4d";
+    const uint16_t b_port = free_loopback_port();
+    recording_relay relay(b_port);
+
+    open_side_with(a, {{"FAULT_STATIC_KEY", key_a}});
+    open_side_with(b, {{"FAULT_STATIC_KEY", key_b},
+                       {"WIRE_PORT", std::to_string(b_port)},
+                       {"WIRE_ADVERTISE_PORT", std::to_string(relay.port)}});
+    ab = connect(a, b);
+    const size_t count = 8, size = 200;
+    for (uint64_t i = 0; i < count; ++i) {
+        auto payload = make_payload(i, size);
+        send_retrying([&] { return uct_ep_am_short(ab, kAmId, i, payload.data(), size); });
+    }
+    progress_until([&] { return b.received.size() == count; });
+    relay.stop();
+
+    /* the attacker's knowledge */
+    auto unhex = [](const char *hex) {
+        std::vector<uint8_t> out(strlen(hex) / 2);
+        for (size_t i = 0; i < out.size(); ++i) {
+            out[i] = (uint8_t)std::stoul(std::string(hex + 2 * i, 2), nullptr, 16);
+        }
+        return out;
+    };
+    uint8_t job_secret[KEYEX_JOB_SECRET_LEN];
+    char error[KEYEX_ERROR_MAX];
+    ASSERT_EQ(keyex_job_secret_load(key_path.c_str(), job_secret, error,
+                                    sizeof(error)), KEYEX_OK) << error;
+    keyex_keypair_t pair_a, pair_b;
+    ASSERT_EQ(keyex_keypair_from_private(&pair_a, unhex(key_a).data()), KEYEX_OK);
+    ASSERT_EQ(keyex_keypair_from_private(&pair_b, unhex(key_b).data()), KEYEX_OK);
+    uint8_t pair_secret[KEYEX_SECRET_LEN];
+    ASSERT_EQ(keyex_derive_pair_secret(&pair_b, pair_a.public_key, job_secret,
+                                       pair_secret), KEYEX_OK);
+
+    /* the capture: a's Noise initiation, then frames of a's records */
+    const std::vector<uint8_t> &wire = relay.captured;
+    size_t offset = sizeof(keyex_noise_init_msg_t), records = 0, opened = 0;
+    uint64_t flow_id = 0;
+    ASSERT_GT(wire.size(), offset);
+    while (offset + sizeof(crypt_sock_frame_hdr_t) <= wire.size()) {
+        crypt_sock_frame_hdr_t frame;
+        memcpy(&frame, &wire[offset], sizeof(frame));
+        size_t length = le32toh(frame.length);
+        offset += sizeof(frame);
+        ASSERT_LE(offset + length, wire.size()) << "the capture parses as frames";
+        const uint8_t *body = &wire[offset];
+        offset += length;
+        if (frame.type != CRYPT_SOCK_FRAME_RECORD) {
+            continue;
+        }
+        crypt_record_hdr_t hdr;
+        memcpy(&hdr, body, sizeof(hdr));
+        size_t hdr_len = CRYPT_RECORD_HDR_LEN;
+        if (hdr.type == CRYPT_RECORD_HELLO) {
+            /* the parse is right: the HELLO names a's key */
+            ASSERT_EQ(memcmp(body + CRYPT_RECORD_HDR_LEN, pair_a.public_key,
+                             KEYEX_PUBLIC_KEY_LEN), 0);
+            flow_id  = le64toh(hdr.flow_id);
+            hdr_len += CRYPT_HELLO_EXTRA_LEN;
+        }
+        ASSERT_EQ(le64toh(hdr.flow_id), flow_id);
+        ASSERT_GE(length, hdr_len + CRYPT_RECORD_AM_ID_LEN + CRYPT_AEAD_TAG_LEN);
+        ++records;
+        size_t sealed_len = length - hdr_len - CRYPT_AEAD_TAG_LEN;
+        crypt_record_aad_t aad = {};
+        aad.hdr    = hdr;
+        aad.length = htole32((uint32_t)(sealed_len - CRYPT_RECORD_AM_ID_LEN));
+        for (unsigned key_len : {16u, 32u}) { /* UCX_CRYPT_KEY_BITS either way */
+            auto *keys = static_cast<keyex_traffic_keys_t*>(
+                    keyex_secure_alloc(sizeof(keyex_traffic_keys_t)));
+            ASSERT_EQ(keyex_derive_flow_keys(pair_secret, KEYEX_PURPOSE_RECORD,
+                                             pair_a.public_key, pair_b.public_key,
+                                             flow_id, key_len, keys), KEYEX_OK);
+            crypt_aead_key_t key = {};
+            ASSERT_EQ(crypt_aead_key_init(&key, CRYPT_AEAD_BACKEND_OPENSSL,
+                                          keys->key, keys->key_len), CRYPT_AEAD_OK);
+            std::vector<uint8_t> plain(sealed_len);
+            opened += (crypt_record_open(&key, keys->nonce_prefix,
+                                         le64toh(hdr.sequence), &aad, sizeof(aad),
+                                         body + hdr_len, sealed_len, plain.data(),
+                                         body + hdr_len + sealed_len) ==
+                       CRYPT_AEAD_OK);
+            crypt_aead_key_cleanup(&key);
+            keyex_secure_free(keys, sizeof(*keys));
+        }
+    }
+    keyex_keypair_cleanup(&pair_a);
+    keyex_keypair_cleanup(&pair_b);
+    EXPECT_EQ(records, count) << "every record was captured";
+    EXPECT_EQ(opened, 0u) << "records opened with the static keys and the job secret";
 }
 
 /* Over a UCX inner (rc, ud, dc at a site) anybody who reaches the fabric
