@@ -30,6 +30,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <thread>
@@ -1122,6 +1123,13 @@ TEST_F(uct_crypt_test, recorded_wire_stays_closed_to_the_static_keys_and_the_job
     keyex_keypair_cleanup(&pair_a);
     keyex_keypair_cleanup(&pair_b);
     EXPECT_EQ(records, count) << "every record was captured";
+    /* the records sent before the handshake's answer waited unsealed in
+     * the sender: none of their plaintext is on the wire */
+    for (uint64_t i = 0; i < count; ++i) {
+        auto payload = make_payload(i, size);
+        EXPECT_EQ(std::search(wire.begin(), wire.end(), payload.begin(),
+                              payload.begin() + 32), wire.end()) << "message " << i;
+    }
     EXPECT_EQ(opened, 0u) << "records opened with the static keys and the job secret";
 }
 
