@@ -18,6 +18,7 @@
 #include <arpa/inet.h>
 #include <endian.h>
 #include <errno.h>
+#include <poll.h>
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <netinet/in.h>
@@ -485,6 +486,31 @@ err:
     return status;
 }
 
+/* At the end: what the kernel did not take yet (the CLOSE of each half our
+ * eps released, most often) gets a short grace to leave before the sockets
+ * close; a peer that sees our half end without its CLOSE counts the
+ * connection as lost. Bounded: a peer that does not read is not waited for. */
+static void uct_crypt_sock_iface_drain(uct_crypt_sock_iface_t *iface)
+{
+    ucs_time_t deadline = ucs_get_time() + ucs_time_from_msec(200);
+    uct_crypt_sock_conn_t *conn, *tmp;
+    struct pollfd pfd;
+    int left;
+
+    ucs_list_for_each_safe(conn, tmp, &iface->conns, list) {
+        while ((conn->tx_len > 0) && uct_crypt_sock_conn_final(conn) &&
+               (uct_crypt_sock_conn_flush(conn) == 0)) {
+            left = (int)ucs_time_to_msec(deadline - ucs_min(deadline,
+                                                            ucs_get_time()));
+            pfd.fd     = conn->fd;
+            pfd.events = POLLOUT;
+            if ((left <= 0) || (poll(&pfd, 1, left) <= 0)) {
+                return;
+            }
+        }
+    }
+}
+
 static UCS_CLASS_CLEANUP_FUNC(uct_crypt_sock_iface_t)
 {
     uct_crypt_sock_conn_t *conn, *tmp;
@@ -493,6 +519,7 @@ static UCS_CLASS_CLEANUP_FUNC(uct_crypt_sock_iface_t)
     uct_base_iface_progress_disable(&self->super.super,
                                     UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
     ucs_assert(ucs_list_is_empty(&self->eps));
+    uct_crypt_sock_iface_drain(self);
     ucs_list_for_each_safe(conn, tmp, &self->conns, list) {
         uct_crypt_sock_conn_close(conn);
     }

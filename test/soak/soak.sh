@@ -64,7 +64,10 @@ check_counters() {
         echo "counters of $(printf '%s\n' "$lines" | grep -c 'records sealed') processes, expected $want"
         return 1; }
     bad=$(printf '%s\n' "$lines" | grep -oE "($failure_fields) [1-9][0-9]*" | sort -u | tr '\n' ';')
-    [ -z "$bad" ] || { echo "failures counted: $bad"; return 1; }
+    [ -z "$bad" ] || {
+        echo "failures counted: $bad; the log says: $(grep -h 'UCX  ERROR' "$log" |
+                                                    head -3 | tr '\n' ' ')"
+        return 1; }
     local s b k
     read -r s b k < <(printf '%s\n' "$lines" | awk '
         { for (i = 1; i <= NF; ++i) {
