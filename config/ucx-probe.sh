@@ -7,7 +7,9 @@
 set -e
 case "$1" in
 installed-version)
-    "$2" -v | sed -n 's/^# Version \([0-9.]*\).*/\1/p' ;;
+    # "# Version X" up to 1.13, "# Library version: X" from 1.14 on
+    "$2" -v | sed -n -e 's/^# Version \([0-9.]*\).*/\1/p' \
+                     -e 's/^# Library version: \([0-9.]*\).*/\1/p' ;;
 source-version)
     for part in major minor patch; do
         sed -n "s/^define(\[ucx_ver_$part\], *\([0-9]*\)).*/\1/p" "$2/configure.ac"

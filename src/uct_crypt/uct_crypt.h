@@ -9,6 +9,7 @@
 
 #include "uct_crypt_wire.h"
 #include "api/uct_crypt_stats.h"
+#include "uct_crypt_compat.h"
 
 #include <uct/base/uct_iface.h>
 #include <uct/base/uct_md.h>
@@ -18,6 +19,11 @@
 
 #define UCT_CRYPT_NAME        "crypt"
 #define UCT_CRYPT_CONFIG_PREFIX "CRYPT_"
+
+/* AM zero-copy: the most header bytes (UCP's own: a few dozen) and iov
+ * entries an ep takes (the record is written into one inner bcopy buffer) */
+#define UCT_CRYPT_AM_ZCOPY_MAX_HDR 128
+#define UCT_CRYPT_AM_ZCOPY_MAX_IOV 16
 
 /* Process-wide configuration (UCX_CRYPT_*), read once. */
 typedef struct uct_crypt_global_config {
@@ -407,6 +413,8 @@ crypt_aead_status_t uct_crypt_rx_flow_open(uct_crypt_iface_t *iface,
 
 /* record layer (uct_crypt_record.c) */
 void uct_crypt_ep_fail_local(uct_crypt_ep_t *ep, const char *what);
+/* uct_crypt_compat.h: UCP's question whether an ep leads to an address */
+int uct_crypt_ep_is_connected(const uct_ep_h tl_ep, const void *params);
 /* A violation inside an authenticated record: fail the flow and the eps
  * to its peer (uct_crypt_record.c says when that is the rule) */
 ucs_status_t uct_crypt_record_reject(uct_crypt_iface_t *iface,

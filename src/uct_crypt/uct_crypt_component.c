@@ -74,9 +74,16 @@ uct_crypt_query_md_resources(uct_component_t *component,
 /* ---- remote keys ---------------------------------------------------------- */
 
 /* The rkey names the inner component: unpack with it, keep the bundle. */
+#if UCT_CRYPT_HAVE_RKEY_UNPACK_PARAMS
+static ucs_status_t uct_crypt_rkey_unpack(uct_component_t *component,
+                                          const void *rkey_buffer,
+                                          const uct_rkey_unpack_params_t *params,
+                                          uct_rkey_t *rkey_p, void **handle_p)
+#else
 static ucs_status_t uct_crypt_rkey_unpack(uct_component_t *component,
                                           const void *rkey_buffer,
                                           uct_rkey_t *rkey_p, void **handle_p)
+#endif
 {
     char name[UCT_COMPONENT_NAME_MAX + 1];
     uct_component_h inner;
@@ -95,10 +102,10 @@ static ucs_status_t uct_crypt_rkey_unpack(uct_component_t *component,
         return UCS_ERR_NO_MEMORY;
     }
     rkey->component = inner;
-    status = uct_rkey_unpack(rkey->component,
-                             UCS_PTR_BYTE_OFFSET(rkey_buffer,
-                                                 UCT_COMPONENT_NAME_MAX),
-                             &rkey->inner);
+    status = uct_crypt_inner_rkey_unpack(rkey->component,
+                                         UCS_PTR_BYTE_OFFSET(rkey_buffer,
+                                                             UCT_COMPONENT_NAME_MAX),
+                                         &rkey->inner);
     if (status != UCS_OK) {
         ucs_free(rkey);
         return status;
@@ -112,20 +119,68 @@ static ucs_status_t uct_crypt_rkey_release(uct_component_t *component,
                                            uct_rkey_t tl_rkey, void *handle)
 {
     uct_crypt_rkey_t *rkey = handle;
-    ucs_status_t status;
+    ucs_status_t status    = UCS_OK;
 
-    status = uct_rkey_release(rkey->component, &rkey->inner);
+    if (rkey->inner.rkey != UCT_INVALID_RKEY) {
+        status = uct_rkey_release(rkey->component, &rkey->inner);
+    }
     ucs_free(rkey);
     return status;
+}
+
+#if UCT_CRYPT_HAVE_RKEY_COMPARE
+/* ucp_rkey_compare: keys of another inner component differ; the inner
+ * compares its own */
+static ucs_status_t uct_crypt_rkey_compare(uct_component_t *component,
+                                           uct_rkey_t tl_rkey1,
+                                           uct_rkey_t tl_rkey2,
+                                           const uct_rkey_compare_params_t *params,
+                                           int *result)
+{
+    const uct_crypt_rkey_t *rkey1 = (const uct_crypt_rkey_t*)tl_rkey1;
+    const uct_crypt_rkey_t *rkey2 = (const uct_crypt_rkey_t*)tl_rkey2;
+
+    if (rkey1->component != rkey2->component) {
+        *result = ((uintptr_t)rkey1->component < (uintptr_t)rkey2->component) ?
+                  -1 : 1;
+        return UCS_OK;
+    }
+    if ((rkey1->inner.rkey == UCT_INVALID_RKEY) ||
+        (rkey2->inner.rkey == UCT_INVALID_RKEY)) {
+        *result = (rkey1->inner.rkey > rkey2->inner.rkey) -
+                  (rkey1->inner.rkey < rkey2->inner.rkey);
+        return UCS_OK;
+    }
+    return uct_rkey_compare(rkey1->component, rkey1->inner.rkey,
+                            rkey2->inner.rkey, params, result);
+}
+#endif
+
+static ucs_status_t uct_crypt_cm_open(uct_component_t *component,
+                                      uct_worker_h worker,
+                                      const uct_cm_config_t *config,
+                                      uct_cm_t **cm_p)
+{
+    return UCS_ERR_UNSUPPORTED;
+}
+
+static ucs_status_t uct_crypt_rkey_ptr(uct_component_t *component,
+                                       uct_rkey_t rkey, void *handle,
+                                       uint64_t raddr, void **laddr_p)
+{
+    return UCS_ERR_UNSUPPORTED; /* a peer's memory is never ours to touch */
 }
 
 uct_component_t uct_crypt_component = {
     .query_md_resources = uct_crypt_query_md_resources,
     .md_open            = uct_crypt_md_open,
-    .cm_open            = ucs_empty_function_return_unsupported,
+    .cm_open            = uct_crypt_cm_open,
     .rkey_unpack        = uct_crypt_rkey_unpack,
-    .rkey_ptr           = ucs_empty_function_return_unsupported,
+    .rkey_ptr           = uct_crypt_rkey_ptr,
     .rkey_release       = uct_crypt_rkey_release,
+#if UCT_CRYPT_HAVE_RKEY_COMPARE
+    .rkey_compare       = uct_crypt_rkey_compare,
+#endif
     .name               = UCT_CRYPT_NAME,
     .md_config          = {
         .name           = "Crypt memory domain",

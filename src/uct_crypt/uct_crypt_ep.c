@@ -123,7 +123,11 @@ ucs_status_t uct_crypt_ep_connect_to_ep(uct_ep_h tl_ep,
 static ucs_status_t uct_crypt_ep_check_sendable(uct_crypt_ep_t *ep, uint8_t id,
                                                 int control)
 {
-    UCT_CHECK_AM_ID(id);
+    /* (our own checks, here and below: UCX compiles its UCT_CHECK_* out of
+     * builds without params checking, as the PyPI wheels are) */
+    if (ucs_unlikely(id >= UCT_AM_ID_MAX)) {
+        return UCS_ERR_INVALID_PARAM;
+    }
     if (ucs_unlikely(ep->failed)) {
         return UCS_ERR_CONNECTION_RESET;
     }
@@ -162,11 +166,11 @@ ucs_status_t uct_crypt_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t header,
     if (status != UCS_OK) {
         return status;
     }
-    UCT_CHECK_LENGTH(payload_len, 0, iface->inner_attr.cap.am.max_short -
-                     CRYPT_RECORD_OVERHEAD_MAX, "am_short");
-    /* memory safety does not depend on UCX's ENABLE_PARAMS_CHECK */
-    if (ucs_unlikely(hdr_len + payload_len + CRYPT_AEAD_TAG_LEN >
-                     iface->scratch_len)) {
+    /* what we advertise, and memory safety, whatever UCX's params check */
+    if (ucs_unlikely((payload_len + CRYPT_RECORD_OVERHEAD_MAX >
+                      iface->inner_attr.cap.am.max_short) ||
+                     (hdr_len + payload_len + CRYPT_AEAD_TAG_LEN >
+                      iface->scratch_len))) {
         return UCS_ERR_INVALID_PARAM;
     }
 
@@ -293,9 +297,19 @@ ucs_status_t uct_crypt_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id, const void *heade
         .iov           = iov,
         .iovcnt        = iovcnt
     };
-    ssize_t packed = uct_crypt_ep_bcopy(&ctx);
+    ssize_t packed;
     ucs_status_t status;
 
+    /* the record is written into the inner's bcopy buffer: never more than
+     * we advertised (uct_crypt_iface_query) */
+    if (ucs_unlikely((header_length > UCT_CRYPT_AM_ZCOPY_MAX_HDR) ||
+                     (iovcnt > UCT_CRYPT_AM_ZCOPY_MAX_IOV) ||
+                     (header_length + uct_iov_total_length(iov, iovcnt) +
+                      CRYPT_RECORD_OVERHEAD_MAX >
+                      ctx.iface->inner_attr.cap.am.max_bcopy))) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+    packed = uct_crypt_ep_bcopy(&ctx);
     if (packed < 0) {
         return (ucs_status_t)packed;
     }
@@ -384,4 +398,38 @@ ucs_status_t uct_crypt_ep_fence(uct_ep_h tl_ep, unsigned flags)
 
     uct_crypt_bulk_ep_fence(ep);
     return uct_ep_fence(ep->inner, flags);
+}
+
+/* UCP (1.16+) asks whether an ep already leads to an address (wireup
+ * reconfiguration): ours does when the address names our peer's key and
+ * the inner ep leads to the inner part of it */
+int uct_crypt_ep_is_connected(const uct_ep_h tl_ep, const void *arg)
+{
+#if UCT_CRYPT_HAVE_EP_IS_CONNECTED
+    const uct_ep_is_connected_params_t *params = arg;
+    const uct_crypt_ep_t *ep = ucs_derived_of(tl_ep, uct_crypt_ep_t);
+    uct_ep_is_connected_params_t inner = *params;
+    const uint8_t *peer_public         = NULL;
+
+    if ((params->field_mask & UCT_EP_IS_CONNECTED_FIELD_EP_ADDR) &&
+        (params->ep_addr != NULL)) {
+        peer_public    = ((const crypt_ep_addr_t*)params->ep_addr)->public_key;
+        inner.ep_addr  = (const uct_ep_addr_t*)((const crypt_ep_addr_t*)
+                                                params->ep_addr + 1);
+    }
+    if ((params->field_mask & UCT_EP_IS_CONNECTED_FIELD_IFACE_ADDR) &&
+        (params->iface_addr != NULL)) {
+        peer_public      = ((const crypt_iface_addr_t*)
+                            params->iface_addr)->public_key;
+        inner.iface_addr = (const uct_iface_addr_t*)((const crypt_iface_addr_t*)
+                                                     params->iface_addr + 1);
+    }
+    return ep->peer_known && (peer_public != NULL) &&
+           !memcmp(peer_public, ep->peer_public, KEYEX_PUBLIC_KEY_LEN) &&
+           uct_ep_is_connected(ep->inner, &inner);
+#else
+    (void)tl_ep;
+    (void)arg;
+    return 0;
+#endif
 }

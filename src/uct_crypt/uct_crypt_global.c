@@ -258,9 +258,10 @@ void uct_crypt_global_config_read(void)
 {
     ucs_status_t status;
 
-    status = ucs_config_parser_fill_opts(&uct_crypt_global,
-                                         uct_crypt_global_config_table, "UCX_",
-                                         UCT_CRYPT_CONFIG_PREFIX, 0);
+    status = uct_crypt_config_fill(&uct_crypt_global,
+                                   uct_crypt_global_config_table,
+                                   sizeof(uct_crypt_global), "crypt",
+                                   UCT_CRYPT_CONFIG_PREFIX);
     if (status != UCS_OK) {
         fprintf(stderr, "ucx-crypt: FATAL: invalid UCX_CRYPT_* setting (%s); "
                 "'ucx_info -c -f' documents them\n", ucs_status_string(status));

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <ucs/sys/string.h>
 #include <endian.h>
+#include <pthread.h>
 
 static ucs_config_field_t uct_crypt_iface_config_table[] = {
     {"", "", NULL, ucs_offsetof(uct_crypt_iface_config_t, super),
@@ -124,9 +125,6 @@ static uct_iface_ops_t uct_crypt_iface_ops;
      UCT_IFACE_FLAG_CONNECT_TO_IFACE | UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE | \
      UCT_IFACE_FLAG_EP_CHECK)
 
-/* UCP's own headers in am_zcopy: a few dozen bytes in 1.13 */
-#define UCT_CRYPT_AM_ZCOPY_MAX_HDR 128
-
 static ucs_status_t uct_crypt_iface_query(uct_iface_h tl_iface,
                                           uct_iface_attr_t *attr)
 {
@@ -174,7 +172,7 @@ static ucs_status_t uct_crypt_iface_query(uct_iface_h tl_iface,
                                     UCT_CRYPT_AM_ZCOPY_MAX_HDR;
         attr->cap.am.opt_zcopy_align = 1;
         attr->cap.am.align_mtu    = 1;
-        attr->cap.am.max_iov      = 16;
+        attr->cap.am.max_iov      = UCT_CRYPT_AM_ZCOPY_MAX_IOV;
     } else {
         attr->cap.am.max_hdr   = 0;
         attr->cap.am.min_zcopy = 0;
@@ -372,6 +370,22 @@ static keyex_status_t uct_crypt_iface_keypair(uct_crypt_iface_t *iface,
     return keyex_keypair_generate(&iface->keypair);
 }
 
+static uct_iface_internal_ops_t uct_crypt_iface_internal_ops_table;
+
+static void uct_crypt_iface_internal_ops_init(void)
+{
+    uct_crypt_internal_ops_init(&uct_crypt_iface_internal_ops_table, uct_crypt_ep_is_connected);
+}
+
+/* (the members differ between UCX releases: uct_crypt_compat.c) */
+static uct_iface_internal_ops_t *uct_crypt_iface_internal_ops(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+    (void)pthread_once(&once, uct_crypt_iface_internal_ops_init);
+    return &uct_crypt_iface_internal_ops_table;
+}
+
 static UCS_CLASS_INIT_FUNC(uct_crypt_iface_t, uct_md_h tl_md, uct_worker_h worker,
                            const uct_iface_params_t *params,
                            const uct_iface_config_t *tl_config)
@@ -390,7 +404,7 @@ static UCS_CLASS_INIT_FUNC(uct_crypt_iface_t, uct_md_h tl_md, uct_worker_h worke
     }
 
     UCS_CLASS_CALL_SUPER_INIT(uct_base_iface_t, &uct_crypt_iface_ops,
-                              &uct_base_iface_internal_ops, tl_md, worker,
+                              uct_crypt_iface_internal_ops(), tl_md, worker,
                               params, tl_config
                               UCS_STATS_ARG(params->stats_root)
                               UCS_STATS_ARG(UCT_CRYPT_NAME));

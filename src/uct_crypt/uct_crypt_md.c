@@ -33,12 +33,19 @@ static void uct_crypt_md_close(uct_md_h tl_md)
     ucs_free(md);
 }
 
-static ucs_status_t uct_crypt_md_query(uct_md_h tl_md, uct_md_attr_t *attr)
+/* the md attribute fields: in `cap` up to 1.13, at the top from 1.14 */
+#if UCT_CRYPT_HAVE_MD_OPS_V2
+#define UCT_CRYPT_MD_CAP(_attr, _field) (_attr)->_field
+#else
+#define UCT_CRYPT_MD_CAP(_attr, _field) (_attr)->cap._field
+#endif
+
+static ucs_status_t uct_crypt_md_query(uct_md_h tl_md, uct_crypt_md_attr_t *attr)
 {
     uct_crypt_md_t *md = ucs_derived_of(tl_md, uct_crypt_md_t);
     ucs_status_t status;
 
-    status = uct_md_query(md->inner_md, attr);
+    status = uct_crypt_md_inner_query(md->inner_md, attr);
     if (status != UCS_OK) {
         return status;
     }
@@ -50,20 +57,22 @@ static ucs_status_t uct_crypt_md_query(uct_md_h tl_md, uct_md_attr_t *attr)
      * handle: the cipher copies every payload anyway. A get's destination
      * is written by the peer's inner put, so it needs the inner's handle
      * where the inner needs one (rc; tcp does not). */
-    attr->cap.flags            = UCT_MD_FLAG_REG | UCT_MD_FLAG_NEED_RKEY |
-                                 (attr->cap.flags & UCT_MD_FLAG_NEED_MEMH);
-    attr->cap.reg_mem_types    = UCS_BIT(UCS_MEMORY_TYPE_HOST);
-    attr->cap.alloc_mem_types  = 0;
-    attr->cap.access_mem_types = UCS_BIT(UCS_MEMORY_TYPE_HOST);
-    attr->cap.detect_mem_types = 0;
-    attr->cap.max_alloc        = 0;
-    attr->rkey_packed_size    += UCT_COMPONENT_NAME_MAX;
+    UCT_CRYPT_MD_CAP(attr, flags)            = UCT_MD_FLAG_REG |
+                                               UCT_MD_FLAG_NEED_RKEY |
+                                               (UCT_CRYPT_MD_CAP(attr, flags) &
+                                                UCT_MD_FLAG_NEED_MEMH);
+    UCT_CRYPT_MD_CAP(attr, reg_mem_types)    = UCS_BIT(UCS_MEMORY_TYPE_HOST);
+    UCT_CRYPT_MD_CAP(attr, alloc_mem_types)  = 0;
+    UCT_CRYPT_MD_CAP(attr, access_mem_types) = UCS_BIT(UCS_MEMORY_TYPE_HOST);
+    UCT_CRYPT_MD_CAP(attr, detect_mem_types) = 0;
+    UCT_CRYPT_MD_CAP(attr, max_alloc)        = 0;
+    attr->rkey_packed_size                  += UCT_COMPONENT_NAME_MAX;
     return UCS_OK;
 }
 
-static ucs_status_t uct_crypt_mem_reg(uct_md_h tl_md, void *address,
-                                      size_t length, unsigned flags,
-                                      uct_mem_h *memh_p)
+static ucs_status_t uct_crypt_mem_reg_flags(uct_md_h tl_md, void *address,
+                                            size_t length, unsigned flags,
+                                            uct_mem_h *memh_p)
 {
     uct_crypt_md_t *md = ucs_derived_of(tl_md, uct_crypt_md_t);
     uct_crypt_memh_t *memh;
@@ -148,9 +157,38 @@ ucs_status_t uct_crypt_md_pack_rkey(uct_crypt_md_t *md, uct_crypt_memh_t *memh,
                                                 UCT_COMPONENT_NAME_MAX));
 }
 
+#if UCT_CRYPT_HAVE_MD_OPS_V2
+static ucs_status_t uct_crypt_mem_reg(uct_md_h tl_md, void *address,
+                                      size_t length,
+                                      const uct_md_mem_reg_params_t *params,
+                                      uct_mem_h *memh_p)
+{
+    return uct_crypt_mem_reg_flags(tl_md, address, length,
+                                   (params->field_mask &
+                                    UCT_MD_MEM_REG_FIELD_FLAGS) ?
+                                   params->flags : 0, memh_p);
+}
+#else
+#define uct_crypt_mem_reg uct_crypt_mem_reg_flags
+#endif
+
+static ucs_status_t uct_crypt_detect_memory_type(uct_md_h md, const void *address,
+                                                 size_t length,
+                                                 ucs_memory_type_t *mem_type_p)
+{
+    return UCS_ERR_UNSUPPORTED;
+}
+
+#if UCT_CRYPT_HAVE_MKEY_PACK_RANGE
+static ucs_status_t uct_crypt_mkey_pack(uct_md_h tl_md, uct_mem_h tl_memh,
+                                        void *address, size_t length,
+                                        const uct_md_mkey_pack_params_t *params,
+                                        void *rkey_buffer)
+#else
 static ucs_status_t uct_crypt_mkey_pack(uct_md_h tl_md, uct_mem_h tl_memh,
                                         const uct_md_mkey_pack_params_t *params,
                                         void *rkey_buffer)
+#endif
 {
     return uct_crypt_md_pack_rkey(ucs_derived_of(tl_md, uct_crypt_md_t), tl_memh,
                                   rkey_buffer);
@@ -162,8 +200,10 @@ static uct_md_ops_t uct_crypt_md_ops = {
     .mem_reg                = uct_crypt_mem_reg,
     .mem_dereg              = uct_crypt_mem_dereg,
     .mkey_pack              = uct_crypt_mkey_pack,
+#if UCT_CRYPT_HAVE_MD_SOCKADDR_OP
     .is_sockaddr_accessible = ucs_empty_function_return_zero_int,
-    .detect_memory_type     = ucs_empty_function_return_unsupported
+#endif
+    .detect_memory_type     = uct_crypt_detect_memory_type
 };
 
 typedef struct {

@@ -17,6 +17,7 @@
 #include <ucs/time/time.h>
 #include <arpa/inet.h>
 #include <endian.h>
+#include <pthread.h>
 #include <errno.h>
 #include <poll.h>
 #include <ifaddrs.h>
@@ -386,6 +387,22 @@ static ucs_status_t uct_crypt_sock_iface_fence(uct_iface_h tl_iface,
 
 /* ---- open / close ----------------------------------------------------------- */
 
+static uct_iface_internal_ops_t uct_crypt_sock_internal_ops_table;
+
+static void uct_crypt_sock_internal_ops_init(void)
+{
+    uct_crypt_internal_ops_init(&uct_crypt_sock_internal_ops_table, NULL);
+}
+
+/* (the members differ between UCX releases: uct_crypt_compat.c) */
+static uct_iface_internal_ops_t *uct_crypt_sock_internal_ops(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+    (void)pthread_once(&once, uct_crypt_sock_internal_ops_init);
+    return &uct_crypt_sock_internal_ops_table;
+}
+
 static UCS_CLASS_INIT_FUNC(uct_crypt_sock_iface_t, uct_md_h md,
                            uct_worker_h worker, const uct_iface_params_t *params,
                            const uct_iface_config_t *config,
@@ -397,7 +414,7 @@ static UCS_CLASS_INIT_FUNC(uct_crypt_sock_iface_t, uct_md_h md,
     int one = 1;
 
     UCS_CLASS_CALL_SUPER_INIT(uct_base_iface_t, &uct_crypt_sock_iface_ops,
-                              &uct_base_iface_internal_ops, md, worker, params,
+                              uct_crypt_sock_internal_ops(), md, worker, params,
                               config UCS_STATS_ARG(params->stats_root)
                               UCS_STATS_ARG("crypt_sock"));
 
@@ -511,6 +528,25 @@ static void uct_crypt_sock_iface_drain(uct_crypt_sock_iface_t *iface)
     }
 }
 
+/* A socket closed with bytes it never read ends with a reset, and the
+ * kernel then drops what it had not transmitted yet (our CLOSE, at the end
+ * of a job, while the peer still writes to us): the peer would report a
+ * lost connection. Our FIN goes behind what we sent; what came in unread
+ * is discarded (nobody is left to read it) before the close. */
+static void uct_crypt_sock_iface_quiet_close(uct_crypt_sock_conn_t *conn)
+{
+    uint8_t discard[4096];
+    int reads = 256; /* bounded: a peer that keeps writing is not waited for */
+
+    if (conn->fd >= 0) {
+        (void)shutdown(conn->fd, SHUT_WR);
+        while ((reads-- > 0) &&
+               (recv(conn->fd, discard, sizeof(discard), MSG_DONTWAIT) > 0)) {
+        }
+    }
+    uct_crypt_sock_conn_close(conn);
+}
+
 static UCS_CLASS_CLEANUP_FUNC(uct_crypt_sock_iface_t)
 {
     uct_crypt_sock_conn_t *conn, *tmp;
@@ -521,7 +557,7 @@ static UCS_CLASS_CLEANUP_FUNC(uct_crypt_sock_iface_t)
     ucs_assert(ucs_list_is_empty(&self->eps));
     uct_crypt_sock_iface_drain(self);
     ucs_list_for_each_safe(conn, tmp, &self->conns, list) {
-        uct_crypt_sock_conn_close(conn);
+        uct_crypt_sock_iface_quiet_close(conn);
     }
     close(self->listen_fd);
     close(self->epfd);

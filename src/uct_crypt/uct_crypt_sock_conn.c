@@ -994,11 +994,18 @@ void uct_crypt_sock_conn_handle(uct_crypt_sock_conn_t *conn, unsigned events)
         }
         conn->state = UCT_CRYPT_SOCK_INIT_SENT;
     }
+    if (events & (EPOLLERR | EPOLLHUP)) {
+        /* the peer closed or reset: what it sent before (its CLOSE, most
+         * often, at the end of a job) is read first, and decides whether
+         * this is a failure; a write now would only fail */
+        uct_crypt_sock_conn_read(conn);
+        return;
+    }
     /* the ep's pending sends get the room from the iface's progress */
     if ((events & EPOLLOUT) && (uct_crypt_sock_conn_flush(conn) < 0)) {
         return;
     }
-    if (events & (EPOLLIN | EPOLLERR | EPOLLHUP)) {
+    if (events & EPOLLIN) {
         uct_crypt_sock_conn_read(conn);
     }
 }
