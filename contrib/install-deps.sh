@@ -25,6 +25,8 @@ PACKAGES=(
     iproute2 tcpdump util-linux procps
     # benchmark plots (model vs measured)
     python3 python3-matplotlib
+    # the other UCX releases the tests run on come as PyPI wheels
+    python3-pip
 )
 
 missing=()

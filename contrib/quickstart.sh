@@ -7,8 +7,11 @@
 #                                  encrypted two-host ping-pong vs plaintext
 #   contrib/quickstart.sh build    install dependencies and build only
 #   contrib/quickstart.sh check    build, then build the test build (tamper
-#                                  hooks compiled in) and run every test;
-#                                  prints "N passed, N failed, N skipped" last
+#                                  hooks compiled in) and run every test,
+#                                  on Debian's UCX 1.13.1 and again built
+#                                  against UCX 1.18.1 and 1.22.0 (PyPI
+#                                  wheels, test/releases/run.sh); prints
+#                                  "N passed, N failed, N skipped" last
 #   contrib/quickstart.sh bench    build, then run the crypto engine benchmark
 #   contrib/quickstart.sh fuzz S   build, then run every fuzz target for S
 #                                  seconds: "fuzz TARGET: N executions, M
@@ -128,6 +131,8 @@ do_check() {
     "$top/test/integration/run.sh" "$obj_test" "$prefix_test" "$results"
     log "test: a short soak, ${SOAK_SECONDS:-30} s (quickstart.sh soak MINUTES for a long one)"
     "$top/test/soak/soak.sh" "$obj_test" "$prefix_test" "$results" "${SOAK_SECONDS:-30}"
+    log "test: UCX 1.18.1 and 1.22.0 (PyPI wheels), built and run as 1.13.1"
+    "$top/test/releases/run.sh" "$top" "$build" "$results"
     summarize
 }
 

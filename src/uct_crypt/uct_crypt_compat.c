@@ -6,6 +6,7 @@
  */
 #include "uct_crypt.h"
 
+#include <pthread.h>
 #include <string.h>
 
 /* ---- internal ops ------------------------------------------------------- */
@@ -89,7 +90,7 @@ uct_crypt_iface_is_reachable_v2(const uct_iface_h iface,
 }
 #endif
 
-void uct_crypt_internal_ops_init(uct_iface_internal_ops_t *ops,
+static void uct_crypt_internal_ops_init(uct_iface_internal_ops_t *ops,
                                  uct_crypt_ep_is_connected_func_t is_connected)
 {
     memset(ops, 0, sizeof(*ops));
@@ -122,6 +123,23 @@ void uct_crypt_internal_ops_init(uct_iface_internal_ops_t *ops,
 #if UCT_CRYPT_HAVE_PUT_SGL_ZCOPY
     ops->ep_put_sgl_zcopy      = uct_crypt_ep_put_sgl_zcopy;
 #endif
+}
+
+static uct_iface_internal_ops_t uct_crypt_iface_ops_table, uct_crypt_sock_ops_table;
+
+static void uct_crypt_internal_ops_tables_init(void)
+{
+    uct_crypt_internal_ops_init(&uct_crypt_iface_ops_table,
+                                uct_crypt_ep_is_connected);
+    uct_crypt_internal_ops_init(&uct_crypt_sock_ops_table, NULL);
+}
+
+uct_iface_internal_ops_t *uct_crypt_internal_ops(int own_wire)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+    (void)pthread_once(&once, uct_crypt_internal_ops_tables_init);
+    return own_wire ? &uct_crypt_sock_ops_table : &uct_crypt_iface_ops_table;
 }
 
 /* ---- configuration -------------------------------------------------------- */

@@ -66,6 +66,13 @@
 #define UCT_CRYPT_HAVE_GET_DEVICE_EP         UCT_CRYPT_UCX_AT_LEAST(1, 20)
 #define UCT_CRYPT_HAVE_PUT_SGL_ZCOPY         UCT_CRYPT_UCX_AT_LEAST(1, 22)
 
+/* Bulk get (the peer seals and puts) is verified against UCP's protocols
+ * up to 1.13 only: under 1.18's and 1.22's protocol selection an MPI_Get
+ * over it completed with the destination untouched (MPICH and Open MPI,
+ * test/releases/run.sh), so there crypt does not offer get_zcopy and UCP
+ * reads remote memory with its AM protocol, which verifies. */
+#define UCT_CRYPT_HAVE_VERIFIED_BULK_GET     (!UCT_CRYPT_UCX_AT_LEAST(1, 14))
+
 #if UCT_CRYPT_HAVE_MD_OPS_V2
 typedef uct_md_attr_v2_t uct_crypt_md_attr_t;
 #else
@@ -100,13 +107,12 @@ uct_crypt_mpool_init(ucs_mpool_t *mp, size_t elem_size, unsigned per_chunk,
 
 /* ---- uct_crypt_compat.c ---------------------------------------------------- */
 
-/* The internal ops of an iface of ours (crypt's, the own wire's): the
- * members this UCX has, the v2 entry points that UCP calls forwarded to
- * the iface's public ops. `ep_is_connected`: crypt's own where UCP asks. */
+/* The internal ops of an iface of ours, crypt's or (own_wire) the own
+ * wire's: the members this UCX has, the v2 entry points that UCP calls
+ * forwarded to the iface's public ops, crypt's own ep_is_connected */
 typedef int (*uct_crypt_ep_is_connected_func_t)(const uct_ep_h ep,
                                                 const void *params);
-void uct_crypt_internal_ops_init(uct_iface_internal_ops_t *ops,
-                                 uct_crypt_ep_is_connected_func_t is_connected);
+uct_iface_internal_ops_t *uct_crypt_internal_ops(int own_wire);
 
 /* Fill `opts` from the environment (UCX_<prefix><name>), by `table` */
 ucs_status_t uct_crypt_config_fill(void *opts, ucs_config_field_t *table,

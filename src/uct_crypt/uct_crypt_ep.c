@@ -242,6 +242,49 @@ static size_t uct_crypt_bcopy_pack(void *dest, void *arg)
     return record_len;
 }
 
+#if UCX_CRYPT_FAULT_INJECTION
+static size_t uct_crypt_pack_copy(void *dest, void *arg)
+{
+    const uint8_t **record = arg;
+    size_t length;
+
+    memcpy(&length, record[1], sizeof(length));
+    memcpy(dest, record[0], length);
+    return length;
+}
+
+/* TESTING ONLY: a sealed record of UCP's under the tamper hook. UCP sends
+ * small messages as am_short up to 1.13 and as am_zcopy from 1.16 on; the
+ * hook acts on sealed records either way: sealed into a buffer of its own
+ * first (uct_crypt_fault.c may hold, drop or repeat it), then copied. */
+static ssize_t uct_crypt_ep_bcopy_faulty(uct_crypt_bcopy_ctx_t *ctx)
+{
+    size_t max    = ctx->iface->inner_attr.cap.am.max_bcopy;
+    uint8_t *copy = ucs_malloc(max, "crypt fault record");
+    const uint8_t *args[2];
+    size_t record_len;
+    ssize_t packed;
+
+    if (copy == NULL) {
+        return UCS_ERR_NO_MEMORY;
+    }
+    record_len = uct_crypt_bcopy_pack(copy, ctx); /* seals and commits */
+    args[0]    = copy;
+    args[1]    = (const uint8_t*)&record_len;
+    if (uct_crypt_fault_apply(ctx->iface, ctx->ep, copy, &record_len)) {
+        packed = (ssize_t)ctx->payload_len; /* held back or dropped */
+    } else {
+        /* (NO_RESOURCE here would lose a committed record: the tests
+         * that tamper send little, and fail loudly if it happens) */
+        packed = uct_ep_am_bcopy(ctx->ep->inner, UCT_CRYPT_RECORD_AM_ID,
+                                 uct_crypt_pack_copy, args, 0);
+        packed = (packed < 0) ? packed : (ssize_t)ctx->payload_len;
+    }
+    ucs_free(copy);
+    return packed;
+}
+#endif
+
 /* am_bcopy and am_zcopy: the inner's bcopy with our pack callback */
 static ssize_t uct_crypt_ep_bcopy(uct_crypt_bcopy_ctx_t *ctx)
 {
@@ -254,6 +297,14 @@ static ssize_t uct_crypt_ep_bcopy(uct_crypt_bcopy_ctx_t *ctx)
     if (status != UCS_OK) {
         return status;
     }
+#if UCX_CRYPT_FAULT_INJECTION
+    if (ucs_unlikely(uct_crypt_fault_enabled(ctx->iface)) &&
+        !(ctx->record_flags & CRYPT_RECORD_FLAG_CONTROL) &&
+        (ctx->ep->tx.keys != NULL) &&
+        (ctx->iface->fault.kind < UCT_CRYPT_FAULT_BULK_FLIP_CIPHERTEXT)) {
+        return uct_crypt_ep_bcopy_faulty(ctx);
+    }
+#endif
     packed = uct_ep_am_bcopy(ctx->ep->inner, UCT_CRYPT_RECORD_AM_ID,
                              uct_crypt_bcopy_pack, ctx, 0);
     /* UCP wants its own payload length back, not the record's */

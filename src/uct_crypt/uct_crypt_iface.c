@@ -11,7 +11,6 @@
 #include <stdio.h>
 #include <ucs/sys/string.h>
 #include <endian.h>
-#include <pthread.h>
 
 static ucs_config_field_t uct_crypt_iface_config_table[] = {
     {"", "", NULL, ucs_offsetof(uct_crypt_iface_config_t, super),
@@ -147,6 +146,11 @@ static ucs_status_t uct_crypt_iface_query(uct_iface_h tl_iface,
     attr->cap.event_flags = in->cap.event_flags & ~UCT_IFACE_FLAG_EVENT_ASYNC_CB;
     memset(&attr->cap.put, 0, sizeof(attr->cap.put));
     memset(&attr->cap.get, 0, sizeof(attr->cap.get));
+#if UCT_CRYPT_HAVE_INTER_NODE_FLAG
+    /* UCP 1.18+ takes a transport to reach other nodes only when it says
+     * so (thresholds, address scope): as its inner does */
+    attr->cap.flags |= in->cap.flags & UCT_IFACE_FLAG_INTER_NODE;
+#endif
     memset(&attr->cap.tag, 0, sizeof(attr->cap.tag));
     memset(&attr->cap.atomic32, 0, sizeof(attr->cap.atomic32));
     memset(&attr->cap.atomic64, 0, sizeof(attr->cap.atomic64));
@@ -370,22 +374,6 @@ static keyex_status_t uct_crypt_iface_keypair(uct_crypt_iface_t *iface,
     return keyex_keypair_generate(&iface->keypair);
 }
 
-static uct_iface_internal_ops_t uct_crypt_iface_internal_ops_table;
-
-static void uct_crypt_iface_internal_ops_init(void)
-{
-    uct_crypt_internal_ops_init(&uct_crypt_iface_internal_ops_table, uct_crypt_ep_is_connected);
-}
-
-/* (the members differ between UCX releases: uct_crypt_compat.c) */
-static uct_iface_internal_ops_t *uct_crypt_iface_internal_ops(void)
-{
-    static pthread_once_t once = PTHREAD_ONCE_INIT;
-
-    (void)pthread_once(&once, uct_crypt_iface_internal_ops_init);
-    return &uct_crypt_iface_internal_ops_table;
-}
-
 static UCS_CLASS_INIT_FUNC(uct_crypt_iface_t, uct_md_h tl_md, uct_worker_h worker,
                            const uct_iface_params_t *params,
                            const uct_iface_config_t *tl_config)
@@ -404,7 +392,7 @@ static UCS_CLASS_INIT_FUNC(uct_crypt_iface_t, uct_md_h tl_md, uct_worker_h worke
     }
 
     UCS_CLASS_CALL_SUPER_INIT(uct_base_iface_t, &uct_crypt_iface_ops,
-                              uct_crypt_iface_internal_ops(), tl_md, worker,
+                              uct_crypt_internal_ops(0), tl_md, worker,
                               params, tl_config
                               UCS_STATS_ARG(params->stats_root)
                               UCS_STATS_ARG(UCT_CRYPT_NAME));

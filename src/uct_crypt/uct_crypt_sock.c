@@ -17,7 +17,6 @@
 #include <ucs/time/time.h>
 #include <arpa/inet.h>
 #include <endian.h>
-#include <pthread.h>
 #include <errno.h>
 #include <poll.h>
 #include <ifaddrs.h>
@@ -175,6 +174,9 @@ static ucs_status_t uct_crypt_sock_iface_query(uct_iface_h tl_iface,
                       UCT_IFACE_FLAG_CONNECT_TO_EP |
                       UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE |
                       UCT_IFACE_FLAG_EP_CHECK | UCT_IFACE_FLAG_EP_KEEPALIVE;
+#if UCT_CRYPT_HAVE_INTER_NODE_FLAG
+    attr->cap.flags |= UCT_IFACE_FLAG_INTER_NODE; /* a network, as tcp */
+#endif
     attr->cap.event_flags = UCT_IFACE_FLAG_EVENT_SEND_COMP |
                             UCT_IFACE_FLAG_EVENT_RECV |
                             UCT_IFACE_FLAG_EVENT_FD;
@@ -387,22 +389,6 @@ static ucs_status_t uct_crypt_sock_iface_fence(uct_iface_h tl_iface,
 
 /* ---- open / close ----------------------------------------------------------- */
 
-static uct_iface_internal_ops_t uct_crypt_sock_internal_ops_table;
-
-static void uct_crypt_sock_internal_ops_init(void)
-{
-    uct_crypt_internal_ops_init(&uct_crypt_sock_internal_ops_table, NULL);
-}
-
-/* (the members differ between UCX releases: uct_crypt_compat.c) */
-static uct_iface_internal_ops_t *uct_crypt_sock_internal_ops(void)
-{
-    static pthread_once_t once = PTHREAD_ONCE_INIT;
-
-    (void)pthread_once(&once, uct_crypt_sock_internal_ops_init);
-    return &uct_crypt_sock_internal_ops_table;
-}
-
 static UCS_CLASS_INIT_FUNC(uct_crypt_sock_iface_t, uct_md_h md,
                            uct_worker_h worker, const uct_iface_params_t *params,
                            const uct_iface_config_t *config,
@@ -414,7 +400,7 @@ static UCS_CLASS_INIT_FUNC(uct_crypt_sock_iface_t, uct_md_h md,
     int one = 1;
 
     UCS_CLASS_CALL_SUPER_INIT(uct_base_iface_t, &uct_crypt_sock_iface_ops,
-                              uct_crypt_sock_internal_ops(), md, worker, params,
+                              uct_crypt_internal_ops(1), md, worker, params,
                               config UCS_STATS_ARG(params->stats_root)
                               UCS_STATS_ARG("crypt_sock"));
 

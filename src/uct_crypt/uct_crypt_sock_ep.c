@@ -183,7 +183,7 @@ void uct_crypt_sock_ep_failed(uct_crypt_sock_ep_t *ep, ucs_status_t status,
                       "connection to %s (peer %02x%02x%02x%02x) ended: %s", dest,
                       ep->peer_static[0], ep->peer_static[1],
                       ep->peer_static[2], ep->peer_static[3], reason);
-    ucs_diag("crypt: %s", ep->fail_reason);
+    ucs_debug("crypt: %s", ep->fail_reason); /* (reported from progress) */
     iface->ep_fail_pending = 1;
 }
 
@@ -191,6 +191,7 @@ void uct_crypt_sock_ep_failed(uct_crypt_sock_ep_t *ep, ucs_status_t status,
  * its handler, so the walk starts over after each call. */
 void uct_crypt_sock_iface_report_failures(uct_crypt_sock_iface_t *iface)
 {
+    char reason[sizeof(((uct_crypt_sock_ep_t*)NULL)->fail_reason)];
     uct_crypt_sock_ep_t *ep;
 
     iface->ep_fail_pending = 0;
@@ -198,14 +199,20 @@ restart:
     ucs_list_for_each(ep, &iface->eps, list) {
         if ((ep->status != UCS_OK) && !ep->fail_reported) {
             ep->fail_reported = 1;
+            /* (the handler may destroy the ep) */
+            memcpy(reason, ep->fail_reason, sizeof(reason));
             if (uct_iface_handle_ep_err(&iface->super.super, &ep->super.super,
-                                        ep->status) != UCS_OK) {
+                                        ep->status) == UCS_OK) {
+                /* UCP took it (and says so in its own words): ours names
+                 * the peer and the reason */
+                ucs_warn("crypt: %s", reason);
+            } else {
                 /* nobody above handles endpoint errors (UCP error mode
                  * "none"): say so plainly; what waits on this peer waits
                  * in vain */
                 ucs_error("crypt: %s; no error handler took it (UCP error "
                           "handling mode none): operations on this endpoint "
-                          "will not complete", ep->fail_reason);
+                          "will not complete", reason);
             }
             goto restart;
         }

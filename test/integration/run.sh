@@ -1149,5 +1149,5 @@ for group in test_ucp_sizes_verified test_key_update test_perftest test_fail_clo
 done
 
 # ---- report -------------------------------------------------------------------
-write_report integration "$results/integration.xml"
+write_report integration "$results/${IT_REPORT:-integration}.xml"
 exit 0
