@@ -5,7 +5,8 @@
 # libraries, ucx_info, ucx_perftest, public headers; no InfiniBand) and
 # the internal headers of the same release from a UCX source archive
 # (UCX_CRYPT_UCX_SRC_ARCHIVES, default ../shared/ucx-src next to the
-# checkout: ucx-<version>-headers.tar.gz with SHA256SUMS).
+# checkout or /work/shared/ucx-src: ucx-<version>-headers.tar.gz with
+# SHA256SUMS).
 #
 # Usage: contrib/fetch-ucx-releases.sh DESTDIR
 # Prints one line per release: "VERSION PREFIX SOURCE_TREE". Exits 3 with a
@@ -14,7 +15,14 @@ set -euo pipefail
 
 dest=${1:?usage: $0 DESTDIR}
 top=$(cd "$(dirname "$0")/.." && pwd)
-archives=${UCX_CRYPT_UCX_SRC_ARCHIVES:-$top/../shared/ucx-src}
+# (next to the checkout, or the workplace's shared folder for a clone
+# made elsewhere, as CI's)
+archives=${UCX_CRYPT_UCX_SRC_ARCHIVES:-}
+if [ -z "$archives" ]; then
+    for archives in "$top/../shared/ucx-src" /work/shared/ucx-src; do
+        [ -f "$archives/SHA256SUMS" ] && break
+    done
+fi
 releases=("1.18.1 libucx-cu11" "1.22.0 libucx-cu12")
 mkdir -p "$dest"
 dest=$(cd "$dest" && pwd)
