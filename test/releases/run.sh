@@ -48,7 +48,8 @@ if [ $status -ne 0 ]; then
     exit 0
 fi
 
-while read -r version ucx tree; do
+# (fd 3: the tests below read standard input)
+while read -r version ucx tree <&3; do
     dir="$build/obj-ucx-$version"
     to="$build/install-ucx-$version"
     echo "== UCX $version: build against $ucx"
@@ -80,7 +81,7 @@ while read -r version ucx tree; do
     IT_REPORT="integration_ucx-$version" REPORT_NAME_PREFIX="ucx-$version/" \
     REPORT_SKIP="${skip[$version]:-}" REPORT_SKIP_REASON="${reason[$version]:-}" \
         "$top/test/integration/run.sh" "$dir" "$to" "$results"
-done <<<"$releases"
+done 3<<<"$releases"
 
 # (build failures, if any, were recorded above)
 [ ${#names[@]} -eq 0 ] || write_report releases "$results/ucx_releases.xml"
