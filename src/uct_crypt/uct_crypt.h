@@ -413,8 +413,11 @@ crypt_aead_status_t uct_crypt_rx_flow_open(uct_crypt_iface_t *iface,
 
 /* record layer (uct_crypt_record.c) */
 void uct_crypt_ep_fail_local(uct_crypt_ep_t *ep, const char *what);
-/* uct_crypt_compat.h: UCP's question whether an ep leads to an address */
-int uct_crypt_ep_is_connected(const uct_ep_h tl_ep, const void *params);
+#if UCT_CRYPT_HAVE_EP_IS_CONNECTED
+/* UCP's question whether an ep leads to an address (uct_crypt_compat.c) */
+int uct_crypt_ep_is_connected(const uct_ep_h tl_ep,
+                              const uct_ep_is_connected_params_t *params);
+#endif
 /* A violation inside an authenticated record: fail the flow and the eps
  * to its peer (uct_crypt_record.c says when that is the rule) */
 ucs_status_t uct_crypt_record_reject(uct_crypt_iface_t *iface,
@@ -459,6 +462,10 @@ void uct_crypt_fault_init_none(uct_crypt_iface_t *iface);
  * the caller must not send `record` (it is held or dropped). */
 int uct_crypt_fault_apply(uct_crypt_iface_t *iface, uct_crypt_ep_t *ep,
                           uint8_t *record, size_t *length);
+/* Send `length` bytes of an already sealed record as they are: the
+ * inner's am_bcopy result */
+ssize_t uct_crypt_fault_send_raw(uct_crypt_ep_t *ep, const uint8_t *data,
+                                 size_t length);
 /* Is the bulk segment leaving now the one to tamper with? */
 int uct_crypt_bulk_fault_due(uct_crypt_iface_t *iface);
 void uct_crypt_bulk_fault_seal(uct_crypt_iface_t *iface, uint8_t *bounce,

@@ -91,7 +91,7 @@ uct_crypt_iface_is_reachable_v2(const uct_iface_h iface,
 #endif
 
 static void uct_crypt_internal_ops_init(uct_iface_internal_ops_t *ops,
-                                 uct_crypt_ep_is_connected_func_t is_connected)
+                                        int own_wire)
 {
     memset(ops, 0, sizeof(*ops));
 #if UCT_CRYPT_HAVE_IFACE_QUERY_V2
@@ -111,11 +111,10 @@ static void uct_crypt_internal_ops_init(uct_iface_internal_ops_t *ops,
     ops->iface_is_reachable_v2 = uct_crypt_iface_is_reachable_v2;
 #endif
 #if UCT_CRYPT_HAVE_EP_IS_CONNECTED
-    ops->ep_is_connected       = (is_connected != NULL) ?
-                                 (uct_ep_is_connected_func_t)is_connected :
-                                 uct_base_ep_is_connected;
+    ops->ep_is_connected       = own_wire ? uct_base_ep_is_connected :
+                                 uct_crypt_ep_is_connected;
 #else
-    (void)is_connected;
+    (void)own_wire;
 #endif
 #if UCT_CRYPT_HAVE_GET_DEVICE_EP
     ops->ep_get_device_ep      = uct_crypt_ep_get_device_ep;
@@ -129,9 +128,8 @@ static uct_iface_internal_ops_t uct_crypt_iface_ops_table, uct_crypt_sock_ops_ta
 
 static void uct_crypt_internal_ops_tables_init(void)
 {
-    uct_crypt_internal_ops_init(&uct_crypt_iface_ops_table,
-                                uct_crypt_ep_is_connected);
-    uct_crypt_internal_ops_init(&uct_crypt_sock_ops_table, NULL);
+    uct_crypt_internal_ops_init(&uct_crypt_iface_ops_table, 0);
+    uct_crypt_internal_ops_init(&uct_crypt_sock_ops_table, 1);
 }
 
 uct_iface_internal_ops_t *uct_crypt_internal_ops(int own_wire)

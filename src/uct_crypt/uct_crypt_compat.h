@@ -110,8 +110,6 @@ uct_crypt_mpool_init(ucs_mpool_t *mp, size_t elem_size, unsigned per_chunk,
 /* The internal ops of an iface of ours, crypt's or (own_wire) the own
  * wire's: the members this UCX has, the v2 entry points that UCP calls
  * forwarded to the iface's public ops, crypt's own ep_is_connected */
-typedef int (*uct_crypt_ep_is_connected_func_t)(const uct_ep_h ep,
-                                                const void *params);
 uct_iface_internal_ops_t *uct_crypt_internal_ops(int own_wire);
 
 /* Fill `opts` from the environment (UCX_<prefix><name>), by `table` */

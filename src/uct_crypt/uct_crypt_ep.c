@@ -243,16 +243,6 @@ static size_t uct_crypt_bcopy_pack(void *dest, void *arg)
 }
 
 #if UCX_CRYPT_FAULT_INJECTION
-static size_t uct_crypt_pack_copy(void *dest, void *arg)
-{
-    const uint8_t **record = arg;
-    size_t length;
-
-    memcpy(&length, record[1], sizeof(length));
-    memcpy(dest, record[0], length);
-    return length;
-}
-
 /* TESTING ONLY: a sealed record of UCP's under the tamper hook. UCP sends
  * small messages as am_short up to 1.13 and as am_zcopy from 1.16 on; the
  * hook acts on sealed records either way: sealed into a buffer of its own
@@ -261,7 +251,6 @@ static ssize_t uct_crypt_ep_bcopy_faulty(uct_crypt_bcopy_ctx_t *ctx)
 {
     size_t max    = ctx->iface->inner_attr.cap.am.max_bcopy;
     uint8_t *copy = ucs_malloc(max, "crypt fault record");
-    const uint8_t *args[2];
     size_t record_len;
     ssize_t packed;
 
@@ -269,15 +258,12 @@ static ssize_t uct_crypt_ep_bcopy_faulty(uct_crypt_bcopy_ctx_t *ctx)
         return UCS_ERR_NO_MEMORY;
     }
     record_len = uct_crypt_bcopy_pack(copy, ctx); /* seals and commits */
-    args[0]    = copy;
-    args[1]    = (const uint8_t*)&record_len;
     if (uct_crypt_fault_apply(ctx->iface, ctx->ep, copy, &record_len)) {
         packed = (ssize_t)ctx->payload_len; /* held back or dropped */
     } else {
         /* (NO_RESOURCE here would lose a committed record: the tests
          * that tamper send little, and fail loudly if it happens) */
-        packed = uct_ep_am_bcopy(ctx->ep->inner, UCT_CRYPT_RECORD_AM_ID,
-                                 uct_crypt_pack_copy, args, 0);
+        packed = uct_crypt_fault_send_raw(ctx->ep, copy, record_len);
         packed = (packed < 0) ? packed : (ssize_t)ctx->payload_len;
     }
     ucs_free(copy);
@@ -454,10 +440,10 @@ ucs_status_t uct_crypt_ep_fence(uct_ep_h tl_ep, unsigned flags)
 /* UCP (1.16+) asks whether an ep already leads to an address (wireup
  * reconfiguration): ours does when the address names our peer's key and
  * the inner ep leads to the inner part of it */
-int uct_crypt_ep_is_connected(const uct_ep_h tl_ep, const void *arg)
-{
 #if UCT_CRYPT_HAVE_EP_IS_CONNECTED
-    const uct_ep_is_connected_params_t *params = arg;
+int uct_crypt_ep_is_connected(const uct_ep_h tl_ep,
+                              const uct_ep_is_connected_params_t *params)
+{
     const uct_crypt_ep_t *ep = ucs_derived_of(tl_ep, uct_crypt_ep_t);
     uct_ep_is_connected_params_t inner = *params;
     const uint8_t *peer_public         = NULL;
@@ -478,9 +464,5 @@ int uct_crypt_ep_is_connected(const uct_ep_h tl_ep, const void *arg)
     return ep->peer_known && (peer_public != NULL) &&
            !memcmp(peer_public, ep->peer_public, KEYEX_PUBLIC_KEY_LEN) &&
            uct_ep_is_connected(ep->inner, &inner);
-#else
-    (void)tl_ep;
-    (void)arg;
-    return 0;
-#endif
 }
+#endif

@@ -67,13 +67,13 @@ static size_t uct_crypt_pack_raw(void *dest, void *arg)
     return raw->length;
 }
 
-static void uct_crypt_fault_send_raw(uct_crypt_ep_t *ep, const uint8_t *data,
-                                     size_t length)
+ssize_t uct_crypt_fault_send_raw(uct_crypt_ep_t *ep, const uint8_t *data,
+                                 size_t length)
 {
     uct_crypt_raw_record_t raw = {data, length};
 
-    (void)uct_ep_am_bcopy(ep->inner, UCT_CRYPT_RECORD_AM_ID, uct_crypt_pack_raw,
-                          &raw, 0);
+    return uct_ep_am_bcopy(ep->inner, UCT_CRYPT_RECORD_AM_ID, uct_crypt_pack_raw,
+                           &raw, 0);
 }
 
 int uct_crypt_fault_apply(uct_crypt_iface_t *iface, uct_crypt_ep_t *ep,

@@ -211,7 +211,7 @@ int uct_crypt_sock_conn_flush(uct_crypt_sock_conn_t *conn)
     while (conn->tx_len > 0) {
         /* before the handshake's answer (and while the peer's connection
          * is awaited) only the initiation leaves: records wait */
-        may = ((conn->state == UCT_CRYPT_SOCK_ESTABLISHED) && !conn->redirect_wait) ?
+        may = uct_crypt_sock_conn_final(conn) ?
               conn->tx_len : ucs_min(conn->tx_len, conn->init_left);
         if (may == 0) {
             uct_crypt_sock_conn_set_events(conn, EPOLLIN);

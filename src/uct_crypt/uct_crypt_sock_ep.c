@@ -232,8 +232,7 @@ static int uct_crypt_sock_ep_tx_idle(uct_crypt_sock_ep_t *ep)
 {
     uct_crypt_sock_conn_t *conn = ep->conn;
 
-    if ((conn->tx_len == 0) || (conn->state != UCT_CRYPT_SOCK_ESTABLISHED) ||
-        conn->redirect_wait) {
+    if ((conn->tx_len == 0) || !uct_crypt_sock_conn_final(conn)) {
         return 1;
     }
     return uct_crypt_sock_conn_flush(conn) > 0;

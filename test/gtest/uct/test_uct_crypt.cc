@@ -1891,6 +1891,18 @@ protected:
         uct_crypt_test::TearDown();
     }
 
+    /* both progress, as the two processes would, until x's sending half
+     * towards y is idle or `seconds` passed: x's send_idle then */
+    int progress_until_sent(double seconds = 20)
+    {
+        deadline limit(seconds);
+        while ((ops->send_idle(x, x_to_y) == 0) && !limit.passed()) {
+            ops->progress(x);
+            ops->progress(y);
+        }
+        return ops->send_idle(x, x_to_y);
+    }
+
     /* x starts sending `msg` (16 MiB: more than one progress call takes);
      * both progress until some, not all, of it reached y, which is
      * returned */
@@ -2015,12 +2027,7 @@ TEST_F(uct_crypt_lane_test, streams_past_the_bound_are_refused)
     for (uint32_t rank = 0; rank <= bound; ++rank) {
         ASSERT_EQ(ops->send(x, x_to_y, 9, rank, msg.data(), msg.size(),
                             CRYPT_COLL_FRAME_OVERHEAD), 0);
-        deadline limit(20);
-        while ((ops->send_idle(x, x_to_y) == 0) && !limit.passed()) {
-            ops->progress(x);
-            ops->progress(y);
-        }
-        ASSERT_EQ(ops->send_idle(x, x_to_y), 1);
+        ASSERT_EQ(progress_until_sent(), 1);
     }
     for (int i = 0; i < 1000; ++i) {
         ops->progress(x);
@@ -2050,12 +2057,7 @@ TEST_F(uct_crypt_lane_test, bytes_past_the_buffer_bound_fail_the_stream_not_the_
     for (int i = 0; i < 9; ++i) {
         ASSERT_EQ(ops->send(x, x_to_y, 11, 0, msg.data(), msg.size(),
                             CRYPT_COLL_FRAME_OVERHEAD), 0);
-        deadline limit(60);
-        while ((ops->send_idle(x, x_to_y) == 0) && !limit.passed()) {
-            ops->progress(x);
-            ops->progress(y);
-        }
-        ASSERT_EQ(ops->send_idle(x, x_to_y), 1) << i;
+        ASSERT_EQ(progress_until_sent(60), 1) << i;
     }
     for (int i = 0; i < 1000; ++i) {
         ops->progress(x);
@@ -2084,12 +2086,7 @@ TEST_F(uct_crypt_lane_test, streams_of_teams_and_ranks_kept_apart_and_in_order)
                             msgs[i].size(), CRYPT_COLL_FRAME_OVERHEAD), 0);
         /* y progresses too, as the peer process would (a new connection
          * needs both sides) */
-        deadline limit(20);
-        while ((ops->send_idle(x, x_to_y) == 0) && !limit.passed()) {
-            ops->progress(x);
-            ops->progress(y);
-        }
-        ASSERT_EQ(ops->send_idle(x, x_to_y), 1);
+        ASSERT_EQ(progress_until_sent(), 1);
     }
     const int order[] = {2, 1, 0, 3};
     for (int i : order) {
@@ -2116,12 +2113,7 @@ TEST_F(uct_crypt_lane_test, a_sender_idle_leaves_nothing_that_needs_its_progress
         auto msg = make_payload(77, len);
         ASSERT_EQ(ops->send(x, x_to_y, 5, 1, msg.data(), msg.size(),
                             CRYPT_COLL_FRAME_OVERHEAD), 0);
-        deadline limit(20);
-        while ((ops->send_idle(x, x_to_y) == 0) && !limit.passed()) {
-            ops->progress(x);
-            ops->progress(y);
-        }
-        ASSERT_EQ(ops->send_idle(x, x_to_y), 1) << len;
+        ASSERT_EQ(progress_until_sent(), 1) << len;
         std::vector<uint8_t> out(len);
         int got = 0;
         deadline alone(20);
@@ -2207,11 +2199,7 @@ TEST_F(uct_crypt_lane_test, abandoning_a_receive_mid_message_fails_the_stream)
     ASSERT_EQ(ops->recv(y, y_to_x, 7, 3, abandoned.data(), abandoned.size()), 0);
     uint64_t at_cancel = send_until_partly_arrived(7, 3, msg);
     ops->recv_cancel(y, 7, 3);
-    deadline limit(20);
-    while ((ops->send_idle(x, x_to_y) == 0) && !limit.passed()) {
-        ops->progress(x);
-        ops->progress(y);
-    }
+    progress_until_sent();
     std::vector<uint8_t> out(msg.size());
     EXPECT_EQ(ops->recv(y, y_to_x, 7, 3, out.data(), out.size()), -1);
     /* nothing written past what had arrived when it was cancelled */
