@@ -198,28 +198,39 @@ static int keyex_noise_mac1_ok(const uint8_t key[KEYEX_SECRET_LEN],
            (CRYPTO_memcmp(expected, mac1, KEYEX_NOISE_MAC1_LEN) == 0);
 }
 
-keyex_status_t keyex_noise_start(keyex_noise_t *hs, const keyex_keypair_t *s,
-                                 const uint8_t *job_secret)
+/* §5.2 InitializeSymmetric(protocol name of exactly HASHLEN bytes) and
+ * the psk for `label`: the job secret through its own HKDF, never the
+ * secret itself (RFC 5869 §3.1: extract first when the input is used for
+ * several purposes; one label per handshake pattern) */
+static keyex_status_t keyex_noise_init_symmetric(keyex_noise_t *hs,
+                                                 const char *protocol,
+                                                 const char *label,
+                                                 const uint8_t *job_secret)
 {
-    static const char psk_label[] = "ucx-crypt wire psk";
     uint8_t prk[KEYEX_SECRET_LEN];
     keyex_status_t status;
 
     memset(hs, 0, sizeof(*hs));
-    memcpy(hs->h, keyex_noise_protocol, KEYEX_SECRET_LEN);
+    memcpy(hs->h, protocol, KEYEX_SECRET_LEN);
     memcpy(hs->ck, hs->h, KEYEX_SECRET_LEN);
-    /* the psk: the job secret through its own HKDF, never the secret itself
-     * (RFC 5869 §3.1: extract first when the input is used for several
-     * purposes) */
-    status = keyex_hkdf_extract((const uint8_t*)psk_label, sizeof(psk_label) - 1,
+    status = keyex_hkdf_extract((const uint8_t*)label, strlen(label),
                                 (job_secret != NULL) ? job_secret :
                                 keyex_noise_no_secret, KEYEX_JOB_SECRET_LEN, prk);
     if (status == KEYEX_OK) {
-        status = keyex_hkdf_expand(prk, (const uint8_t*)psk_label,
-                                   sizeof(psk_label) - 1, hs->psk,
-                                   KEYEX_SECRET_LEN);
+        status = keyex_hkdf_expand(prk, (const uint8_t*)label, strlen(label),
+                                   hs->psk, KEYEX_SECRET_LEN);
     }
     OPENSSL_cleanse(prk, sizeof(prk));
+    return status;
+}
+
+keyex_status_t keyex_noise_start(keyex_noise_t *hs, const keyex_keypair_t *s,
+                                 const uint8_t *job_secret)
+{
+    keyex_status_t status;
+
+    status = keyex_noise_init_symmetric(hs, keyex_noise_protocol,
+                                        "ucx-crypt wire psk", job_secret);
     if (status == KEYEX_OK) {
         /* what we receive carries a mac1 keyed from our own static key */
         status = keyex_noise_mac1_key(job_secret, s->public_key,
@@ -490,6 +501,132 @@ keyex_status_t keyex_noise_response_consume(keyex_noise_t *hs,
     if (status == KEYEX_OK) {
         status = keyex_noise_crypt_and_hash(hs, 0, msg->encrypted_flags, 1,
                                             flags);
+    }
+    if (status == KEYEX_OK) {
+        status = keyex_noise_split(hs, 1, keys);
+    }
+    return status;
+}
+
+/* ---- the connection manager's handshake: Noise_NNpsk0 ----------------------- */
+
+static const char keyex_noise_cm_protocol[] = "Noise_NNpsk0_25519_AESGCM_SHA256";
+static const char keyex_noise_cm_prologue[] = "ucx-crypt cm v1";
+
+_Static_assert(sizeof(keyex_noise_cm_protocol) - 1 == KEYEX_SECRET_LEN,
+               "cm protocol name is HASHLEN bytes");
+
+keyex_status_t keyex_noise_cm_start(keyex_noise_t *hs, const uint8_t *job_secret)
+{
+    keyex_status_t status;
+
+    status = keyex_noise_init_symmetric(hs, keyex_noise_cm_protocol,
+                                        "ucx-crypt cm psk", job_secret);
+    if (status == KEYEX_OK) {
+        status = keyex_noise_mix_hash(hs, keyex_noise_cm_prologue,
+                                      sizeof(keyex_noise_cm_prologue) - 1);
+    }
+    return status;
+}
+
+static int keyex_noise_cm_header_ok(const keyex_noise_cm_msg_t *msg, uint8_t type)
+{
+    return (msg->type == type) && (msg->version == KEYEX_NOISE_VERSION) &&
+           (msg->reserved[0] == 0) && (msg->reserved[1] == 0);
+}
+
+/* the empty payload: only its tag goes on the wire */
+static keyex_status_t keyex_noise_cm_seal_empty(keyex_noise_t *hs,
+                                                uint8_t tag[CRYPT_AEAD_TAG_LEN])
+{
+    return keyex_noise_crypt_and_hash(hs, 1, tag, 0, tag);
+}
+
+static keyex_status_t keyex_noise_cm_open_empty(keyex_noise_t *hs,
+                                                const uint8_t tag[CRYPT_AEAD_TAG_LEN])
+{
+    uint8_t none[1];
+
+    return keyex_noise_crypt_and_hash(hs, 0, tag, 0, none);
+}
+
+keyex_status_t keyex_noise_cm_init_create(keyex_noise_t *hs,
+                                          keyex_noise_cm_msg_t *msg)
+{
+    keyex_status_t status;
+
+    memset(msg, 0, sizeof(*msg));
+    msg->type    = KEYEX_NOISE_CM_INIT_TYPE;
+    msg->version = KEYEX_NOISE_VERSION;
+    /* -> psk */
+    status = keyex_noise_mix_key_and_hash(hs, hs->psk, KEYEX_SECRET_LEN);
+    /* e */
+    if (status == KEYEX_OK) {
+        status = keyex_noise_write_e(hs, msg->ephemeral);
+    }
+    if (status == KEYEX_OK) {
+        status = keyex_noise_cm_seal_empty(hs, msg->tag);
+    }
+    return status;
+}
+
+keyex_status_t keyex_noise_cm_init_consume(keyex_noise_t *hs,
+                                           const keyex_noise_cm_msg_t *msg)
+{
+    keyex_status_t status;
+
+    if (!keyex_noise_cm_header_ok(msg, KEYEX_NOISE_CM_INIT_TYPE)) {
+        return KEYEX_ERR_AUTH;
+    }
+    status = keyex_noise_mix_key_and_hash(hs, hs->psk, KEYEX_SECRET_LEN);
+    if (status == KEYEX_OK) {
+        status = keyex_noise_read_e(hs, msg->ephemeral);
+    }
+    if (status == KEYEX_OK) {
+        status = keyex_noise_cm_open_empty(hs, msg->tag);
+    }
+    return status;
+}
+
+keyex_status_t keyex_noise_cm_response_create(keyex_noise_t *hs,
+                                              keyex_noise_cm_msg_t *msg,
+                                              keyex_noise_transport_t *keys)
+{
+    keyex_status_t status;
+
+    memset(msg, 0, sizeof(*msg));
+    msg->type    = KEYEX_NOISE_CM_RESPONSE_TYPE;
+    msg->version = KEYEX_NOISE_VERSION;
+    /* <- e */
+    status = keyex_noise_write_e(hs, msg->ephemeral);
+    /* ee */
+    if (status == KEYEX_OK) {
+        status = keyex_noise_mix_dh(hs, &hs->e, hs->re);
+    }
+    if (status == KEYEX_OK) {
+        status = keyex_noise_cm_seal_empty(hs, msg->tag);
+    }
+    if (status == KEYEX_OK) {
+        status = keyex_noise_split(hs, 0, keys);
+    }
+    return status;
+}
+
+keyex_status_t keyex_noise_cm_response_consume(keyex_noise_t *hs,
+                                               const keyex_noise_cm_msg_t *msg,
+                                               keyex_noise_transport_t *keys)
+{
+    keyex_status_t status;
+
+    if (!keyex_noise_cm_header_ok(msg, KEYEX_NOISE_CM_RESPONSE_TYPE)) {
+        return KEYEX_ERR_AUTH;
+    }
+    status = keyex_noise_read_e(hs, msg->ephemeral);
+    if (status == KEYEX_OK) {
+        status = keyex_noise_mix_dh(hs, &hs->e, hs->re);
+    }
+    if (status == KEYEX_OK) {
+        status = keyex_noise_cm_open_empty(hs, msg->tag);
     }
     if (status == KEYEX_OK) {
         status = keyex_noise_split(hs, 1, keys);

@@ -148,6 +148,65 @@ keyex_status_t keyex_noise_response_consume(keyex_noise_t *hs,
                                             uint8_t *flags,
                                             keyex_noise_transport_t *keys);
 
+/*
+ * The connection manager's handshake (client/server programs, which know
+ * a socket address but not the peer's static key): Noise_NNpsk0 over the
+ * same primitives (§7.4 NN with the psk0 modifier of §9):
+ *
+ *   -> psk, e, {}          initiation, 52 bytes
+ *   <- e, ee, {}           response, 52 bytes
+ *
+ * The initiation's empty payload is sealed under a key that mixes the psk
+ * and the initiator's ephemeral: the responder checks its tag with two
+ * HKDFs and one AES-GCM open, no DH (the "MAC-checked first message" of
+ * the trust boundary); a party without the job secret never gets past it.
+ * Both sides then hold transport keys that mix both ephemerals (forward
+ * secrecy); what the connection manager exchanges travels under them.
+ * A replayed initiation costs the responder one DH and gets the replayer
+ * nothing: without the initiator's ephemeral secret it cannot derive the
+ * keys, and nothing is delivered to the application before the initiator
+ * has proven them by a sealed message.
+ */
+typedef struct keyex_noise_cm_msg {
+    uint8_t type;
+    uint8_t version;
+    uint8_t reserved[2];
+    uint8_t ephemeral[KEYEX_PUBLIC_KEY_LEN];
+    uint8_t tag[CRYPT_AEAD_TAG_LEN];   /* the sealed empty payload */
+} __attribute__((packed)) keyex_noise_cm_msg_t;
+
+enum {
+    KEYEX_NOISE_CM_INIT_TYPE     = 3,
+    KEYEX_NOISE_CM_RESPONSE_TYPE = 4
+};
+
+#ifndef __cplusplus
+_Static_assert(sizeof(keyex_noise_cm_msg_t) == 52, "cm handshake layout");
+#endif
+
+/* Start a connection manager handshake (the job secret as in
+ * keyex_noise_start; a psk of its own label) */
+keyex_status_t keyex_noise_cm_start(keyex_noise_t *hs, const uint8_t *job_secret);
+
+/* Client: the initiation */
+keyex_status_t keyex_noise_cm_init_create(keyex_noise_t *hs,
+                                          keyex_noise_cm_msg_t *msg);
+
+/* Server: check and take the initiation (KEYEX_ERR_AUTH: not from a
+ * holder of the job secret, or not an initiation at all) */
+keyex_status_t keyex_noise_cm_init_consume(keyex_noise_t *hs,
+                                           const keyex_noise_cm_msg_t *msg);
+
+/* Server: the response, and the transport keys (exporter included) */
+keyex_status_t keyex_noise_cm_response_create(keyex_noise_t *hs,
+                                              keyex_noise_cm_msg_t *msg,
+                                              keyex_noise_transport_t *keys);
+
+/* Client: check the response, and the transport keys */
+keyex_status_t keyex_noise_cm_response_consume(keyex_noise_t *hs,
+                                               const keyex_noise_cm_msg_t *msg,
+                                               keyex_noise_transport_t *keys);
+
 void keyex_noise_cleanup(keyex_noise_t *hs);
 
 /* TAI64N of the wall clock (WireGuard §5.4.2). */

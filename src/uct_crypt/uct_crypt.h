@@ -13,6 +13,7 @@
 
 #include <uct/base/uct_iface.h>
 #include <uct/base/uct_md.h>
+#include <uct/base/uct_cm.h>
 #include <ucs/datastruct/khash.h>
 #include <ucs/datastruct/list.h>
 #include <pthread.h>
@@ -219,6 +220,8 @@ struct uct_crypt_iface {
     uct_crypt_fault_state_t   fault;          /* tests */
 #endif
     uct_crypt_bulk_t          *bulk;          /* NULL: no encrypted put */
+    char                      dev_name[UCT_DEVICE_NAME_MAX];
+    ucs_list_link_t           open_list;      /* uct_crypt_iface_find() */
 };
 
 /* Why an ep stops sending: a record of its peer failed authentication
@@ -270,6 +273,27 @@ extern uct_crypt_stats_t uct_crypt_process_stats;
 #define UCT_CRYPT_STAT_ADD(_field, _n) \
     __atomic_fetch_add(&uct_crypt_process_stats._field, (_n), __ATOMIC_RELAXED)
 
+/* The device address of the data iface of ours that `worker` opened on
+ * `dev_name` (the connection manager hands it to UCP, which puts it in
+ * place of the peer's own); UCS_ERR_NO_DEVICE where there is none.
+ * uct_crypt_iface.c */
+ucs_status_t uct_crypt_iface_device_address(uct_worker_h worker,
+                                            const char *dev_name,
+                                            void *addr, size_t max,
+                                            size_t *length);
+
+/* the connection manager (uct_crypt_cm.c) */
+typedef struct uct_crypt_cm_config {
+    uct_cm_config_t super;
+    size_t          priv_data_len;
+    double          handshake_timeout;
+    unsigned        max_half_open;
+} uct_crypt_cm_config_t;
+
+extern ucs_config_field_t uct_crypt_cm_config_table[];
+ucs_status_t uct_crypt_cm_open(uct_component_t *component, uct_worker_h worker,
+                               const uct_cm_config_t *config, uct_cm_t **cm_p);
+
 /* process-wide (uct_crypt_global.c) */
 extern ucs_config_field_t uct_crypt_global_config_table[];
 void uct_crypt_global_config_read(void);
@@ -284,6 +308,8 @@ void uct_crypt_inner_from_ucx_tls(void);
  * "crypt_aux:aux", as UCP's own "rc" alias adds "ud_mlx5:aux" */
 void uct_crypt_inner_aux_to_ucx_tls(void);
 void uct_crypt_inner_hide_network(void);
+/* UCX_SOCKADDR_TLS_PRIORITY names crypt's connection manager */
+void uct_crypt_inner_cm_to_ucx_config(void);
 void uct_crypt_inner_restore(void);
 /* Is any inner selected in the auxiliary role? */
 int uct_crypt_inner_has_aux(void);

@@ -140,6 +140,21 @@ uct_iface_internal_ops_t *uct_crypt_internal_ops(int own_wire)
     return own_wire ? &uct_crypt_sock_ops_table : &uct_crypt_iface_ops_table;
 }
 
+uct_iface_internal_ops_t *
+uct_crypt_cm_internal_ops(ucs_status_t (*ep_query)(uct_ep_h, uct_ep_attr_t*))
+{
+    static uct_iface_internal_ops_t ops;
+    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+
+    pthread_mutex_lock(&lock);
+    if (ops.ep_query != ep_query) {
+        uct_crypt_internal_ops_init(&ops, 1);
+        ops.ep_query = ep_query;
+    }
+    pthread_mutex_unlock(&lock);
+    return &ops;
+}
+
 /* ---- configuration -------------------------------------------------------- */
 
 ucs_status_t uct_crypt_config_fill(void *opts, ucs_config_field_t *table,

@@ -156,14 +156,6 @@ static ucs_status_t uct_crypt_rkey_compare(uct_component_t *component,
 }
 #endif
 
-static ucs_status_t uct_crypt_cm_open(uct_component_t *component,
-                                      uct_worker_h worker,
-                                      const uct_cm_config_t *config,
-                                      uct_cm_t **cm_p)
-{
-    return UCS_ERR_UNSUPPORTED;
-}
-
 static ucs_status_t uct_crypt_rkey_ptr(uct_component_t *component,
                                        uct_rkey_t rkey, void *handle,
                                        uint64_t raddr, void **laddr_p)
@@ -188,9 +180,14 @@ uct_component_t uct_crypt_component = {
         .table          = uct_crypt_md_config_table,
         .size           = sizeof(uct_crypt_md_config_t),
     },
-    .cm_config          = UCS_CONFIG_EMPTY_GLOBAL_LIST_ENTRY,
+    .cm_config          = {
+        .name           = "Crypt connection manager",
+        .prefix         = UCT_CRYPT_CONFIG_PREFIX "CM_",
+        .table          = uct_crypt_cm_config_table,
+        .size           = sizeof(uct_crypt_cm_config_t),
+    },
     .tl_list            = UCT_COMPONENT_TL_LIST_INITIALIZER(&uct_crypt_component),
-    .flags              = 0,
+    .flags              = UCT_COMPONENT_FLAG_CM,
     .md_vfs_init        = (uct_component_md_vfs_init_func_t)ucs_empty_function
 };
 
@@ -237,6 +234,7 @@ static void UCS_F_CTOR uct_crypt_init(void)
     uct_tl_register(&uct_crypt_component, &uct_crypt_tl);
     uct_tl_register(&uct_crypt_component, &uct_crypt_aux_tl);
     uct_crypt_inner_aux_to_ucx_tls();
+    uct_crypt_inner_cm_to_ucx_config();
     uct_component_register(&uct_crypt_component);
     uct_crypt_registered = 1;
     if (uct_crypt_global.stats) {

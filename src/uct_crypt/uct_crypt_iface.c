@@ -210,6 +210,37 @@ static ucs_status_t uct_crypt_iface_get_address(uct_iface_h tl_iface,
                                  (uct_iface_addr_t*)(crypt_addr + 1));
 }
 
+/* Every data iface open in the process, for the connection manager */
+static UCS_LIST_HEAD(uct_crypt_open_ifaces);
+static pthread_mutex_t uct_crypt_open_ifaces_lock = PTHREAD_MUTEX_INITIALIZER;
+
+ucs_status_t uct_crypt_iface_device_address(uct_worker_h worker,
+                                            const char *dev_name,
+                                            void *addr, size_t max,
+                                            size_t *length)
+{
+    ucs_status_t status = UCS_ERR_NO_DEVICE;
+    uct_crypt_iface_t *iface;
+
+    pthread_mutex_lock(&uct_crypt_open_ifaces_lock);
+    ucs_list_for_each(iface, &uct_crypt_open_ifaces, open_list) {
+        if ((iface->role != UCT_CRYPT_ROLE_DATA) ||
+            (&iface->super.worker->super != worker) ||
+            strcmp(iface->dev_name, dev_name)) {
+            continue;
+        }
+        if (iface->inner_attr.device_addr_len > max) {
+            status = UCS_ERR_BUFFER_TOO_SMALL;
+            break;
+        }
+        *length = iface->inner_attr.device_addr_len;
+        status  = uct_iface_get_device_address(iface->inner, addr);
+        break;
+    }
+    pthread_mutex_unlock(&uct_crypt_open_ifaces_lock);
+    return status;
+}
+
 static ucs_status_t uct_crypt_iface_get_device_address(uct_iface_h tl_iface,
                                                        uct_device_addr_t *addr)
 {
@@ -534,6 +565,12 @@ static UCS_CLASS_INIT_FUNC(uct_crypt_iface_t, uct_md_h tl_md, uct_worker_h worke
         goto err_scratch;
     }
 
+    ucs_strncpy_zero(self->dev_name, params->mode.device.dev_name,
+                     sizeof(self->dev_name));
+    pthread_mutex_lock(&uct_crypt_open_ifaces_lock);
+    ucs_list_add_tail(&uct_crypt_open_ifaces, &self->open_list);
+    pthread_mutex_unlock(&uct_crypt_open_ifaces_lock);
+
     ucs_debug("crypt: iface %p over %s/%s, AES-%u-GCM on %s", self,
               md->inner_tl, params->mode.device.dev_name, self->key_len * 8,
               crypt_aead_backend_name(self->backend));
@@ -551,6 +588,9 @@ err:
 
 static UCS_CLASS_CLEANUP_FUNC(uct_crypt_iface_t)
 {
+    pthread_mutex_lock(&uct_crypt_open_ifaces_lock);
+    ucs_list_del(&self->open_list);
+    pthread_mutex_unlock(&uct_crypt_open_ifaces_lock);
     uct_worker_progress_unregister_safe(&self->super.worker->super,
                                         &self->fail_cb_id);
     uct_crypt_bulk_cleanup(self);

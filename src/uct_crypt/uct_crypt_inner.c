@@ -403,6 +403,24 @@ void uct_crypt_inner_aux_to_ucx_tls(void)
     }
 }
 
+/* UCP takes its connection managers by component name from
+ * UCX_SOCKADDR_TLS_PRIORITY (default "rdmacm,tcp,sockcm", which does not
+ * name crypt); crypt hides those, so crypt's is the one to use */
+void uct_crypt_inner_cm_to_ucx_config(void)
+{
+    const char *priority = getenv("UCX_SOCKADDR_TLS_PRIORITY");
+
+    if (priority == NULL) {
+        setenv("UCX_SOCKADDR_TLS_PRIORITY", UCT_CRYPT_NAME, 0);
+    } else if ((strstr(priority, UCT_CRYPT_NAME) == NULL) &&
+               (strchr(priority, '*') == NULL)) {
+        ucs_warn("crypt: UCX_SOCKADDR_TLS_PRIORITY=%s leaves out crypt's "
+                 "connection manager: client/server connections "
+                 "(ucp_listener_create, ucp_ep_create by socket address) find "
+                 "none; add \"crypt\" to it", priority);
+    }
+}
+
 /* Back onto UCT's list, at unload */
 void uct_crypt_inner_restore(void)
 {

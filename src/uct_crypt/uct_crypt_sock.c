@@ -210,7 +210,7 @@ static ucs_status_t uct_crypt_sock_iface_query(uct_iface_h tl_iface,
 
 /* ---- progress -------------------------------------------------------------- */
 
-static void uct_crypt_sock_set_options(int fd, double keepalive)
+void uct_crypt_sock_set_options(int fd, double keepalive)
 {
     int one = 1, idle, intvl, cnt = 3;
     unsigned user_timeout;

@@ -299,6 +299,9 @@ void uct_crypt_sock_conn_redirect_expired(uct_crypt_sock_conn_t *conn);
 int uct_crypt_sock_dest(const uct_device_addr_t *dev_addr, const void *port_addr,
                         struct sockaddr_storage *dest);
 void uct_crypt_sock_iface_set_options(uct_crypt_sock_iface_t *iface, int fd);
+/* TCP_NODELAY, and keepalive with TCP_USER_TIMEOUT of about `keepalive`
+ * seconds (0: the kernel's defaults); also the connection manager's */
+void uct_crypt_sock_set_options(int fd, double keepalive);
 
 /* uct_crypt_sock_ep.c (progress_tx takes a busy ep off the busy list when
  * it has nothing left) */

@@ -52,7 +52,9 @@
 #include "aead/aead.h"
 #include "keyex/keyex.h"
 
+#include <endian.h>
 #include <stdint.h>
+#include <string.h>
 
 enum {
     CRYPT_WIRE_VERSION    = 4,
@@ -272,6 +274,99 @@ typedef struct crypt_sock_frame_hdr {
     uint8_t  reserved[3];
 } __attribute__((packed)) crypt_sock_frame_hdr_t;
 
+/*
+ * The connection manager (client/server programs: UCP's sockaddr API), on
+ * a TCP connection of its own from the client to the server's listener:
+ *
+ *   client                                   server
+ *   keyex_noise_cm_msg_t initiation  ----->  (52 bytes, tag checked)
+ *                                    <-----  keyex_noise_cm_msg_t response
+ *   CONNECT {device address, UCP's private data}  ----->  conn_request
+ *                                    <-----  ACCEPT {device address, data}
+ *                                            or REJECT {}
+ *   NOTIFY {}                        ----->  notify
+ *   DISCONNECT {} (either side, then the sender's FIN)
+ *
+ * After the handshake every message is a frame: a 4-byte header (length
+ * of what follows, LE16; type; a zero byte), then the body sealed with
+ * AES-256-GCM under the handshake's transport key of the sender's
+ * direction, nonce = 32 zero bits and a 64-bit big-endian counter of the
+ * frames sent that way (Noise §5.1, §12.4), the header as associated
+ * data, then the tag. The length is checked against the largest body the
+ * configuration allows before anything is read into place; the type is
+ * acted on only once the frame opened. CONNECT and ACCEPT bodies: one
+ * byte, the length of the sender's device address (the address of its
+ * crypt iface on the device the connection runs on, which UCP puts in
+ * place of the one in its own address), the address, then UCP's private
+ * data to the end.
+ */
+enum {
+    CRYPT_CM_FRAME_HDR_LEN   = 4,
+    CRYPT_CM_FRAME_CONNECT    = 1,
+    CRYPT_CM_FRAME_ACCEPT     = 2,
+    CRYPT_CM_FRAME_REJECT     = 3,
+    CRYPT_CM_FRAME_NOTIFY     = 4,
+    CRYPT_CM_FRAME_DISCONNECT = 5
+};
+
+typedef struct crypt_cm_frame_hdr {
+    uint16_t length;     /* of the body and its tag */
+    uint8_t  type;
+    uint8_t  reserved;
+} __attribute__((packed)) crypt_cm_frame_hdr_t;
+
+/* A frame header, checked before its body is read in: the length of the
+ * body (tag excluded), or -1 when the header is malformed */
+static inline long crypt_cm_frame_body_len(const crypt_cm_frame_hdr_t *hdr,
+                                           size_t max_body)
+{
+    size_t length = le16toh(hdr->length);
+
+    if ((hdr->reserved != 0) || (length < CRYPT_AEAD_TAG_LEN) ||
+        (length > max_body + CRYPT_AEAD_TAG_LEN)) {
+        return -1;
+    }
+    return (long)(length - CRYPT_AEAD_TAG_LEN);
+}
+
+/* The nonce of the n-th frame one way: 32 zero bits, n big endian
+ * (Noise §5.1 CipherState, §12.4 AESGCM) */
+static inline void crypt_cm_frame_nonce(uint64_t n,
+                                        uint8_t nonce[CRYPT_AEAD_NONCE_LEN])
+{
+    int i;
+
+    memset(nonce, 0, 4);
+    for (i = 0; i < 8; ++i) {
+        nonce[4 + i] = (uint8_t)(n >> (56 - 8 * i));
+    }
+}
+
+/* An opened CONNECT or ACCEPT body, split into the sender's device
+ * address (1 to 255 bytes) and UCP's private data (up to max_priv bytes);
+ * 0 when malformed */
+typedef struct crypt_cm_addresses {
+    const uint8_t *dev_addr;
+    size_t        dev_addr_len;
+    const uint8_t *priv;
+    size_t        priv_len;
+} crypt_cm_addresses_t;
+
+static inline int crypt_cm_addresses_parse(const uint8_t *body, size_t len,
+                                           size_t max_priv,
+                                           crypt_cm_addresses_t *out)
+{
+    if ((len < 1) || (body[0] == 0) || (body[0] > len - 1) ||
+        (len - 1 - body[0] > max_priv)) {
+        return 0;
+    }
+    out->dev_addr     = body + 1;
+    out->dev_addr_len = body[0];
+    out->priv         = body + 1 + body[0];
+    out->priv_len     = len - 1 - body[0];
+    return 1;
+}
+
 /* (C and C++: the tests parse the wire with these structs too) */
 #ifdef __cplusplus
 #define CRYPT_WIRE_ASSERT static_assert
@@ -294,5 +389,7 @@ CRYPT_WIRE_ASSERT(sizeof(crypt_bulk_ack_t) == 24, "bulk ACK/GET_DONE layout");
 CRYPT_WIRE_ASSERT(sizeof(crypt_bulk_get_req_t) == 40, "bulk GET_REQ layout");
 CRYPT_WIRE_ASSERT(sizeof(crypt_bulk_aad_t) == 32, "bulk associated data layout");
 CRYPT_WIRE_ASSERT(sizeof(crypt_lane_chunk_hdr_t) == 24, "lane chunk layout");
+CRYPT_WIRE_ASSERT(sizeof(crypt_cm_frame_hdr_t) == CRYPT_CM_FRAME_HDR_LEN,
+               "cm frame header layout");
 
 #endif

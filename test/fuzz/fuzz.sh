@@ -28,7 +28,7 @@ mkdir -p "$out"
 . "$src/test/lib/report.sh"
 
 targets=(fuzz_coll_frame fuzz_coll_hello fuzz_coll_tune fuzz_aead_record fuzz_job_secret
-         fuzz_wire_handshake)
+         fuzz_wire_handshake fuzz_cm)
 
 # the code under test: everything of src/ that parses network or file input
 # and needs neither UCX nor MPI

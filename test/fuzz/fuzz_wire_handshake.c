@@ -16,6 +16,7 @@
 #include "keyex/noise.h"
 #include "fuzz_common.h"
 
+#include <openssl/crypto.h>
 #include <stdlib.h>
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -103,7 +104,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         fuzz_remac(&init, offsetof(keyex_noise_init_msg_t, mac1), fuzz_rsp.public_key);
     }
     init_ok = (keyex_noise_init_consume(rsp, &fuzz_rsp, &init, got_ts) == KEYEX_OK);
-    if (init_ok != !memcmp(&init, &orig, sizeof(init))) {
+    if (init_ok != !CRYPTO_memcmp(&init, &orig, sizeof(init))) {
         abort(); /* a changed initiation passed, or the honest one did not */
     }
     if (!init_ok) {
@@ -120,8 +121,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         abort();
     }
     if (resp_ok && ((resp_flags != (mode >> 4)) ||
-                    memcmp(ikeys.send, rkeys.recv, sizeof(ikeys.send)) ||
-                    memcmp(ikeys.recv, rkeys.send, sizeof(ikeys.recv)))) {
+                    CRYPTO_memcmp(ikeys.send, rkeys.recv, sizeof(ikeys.send)) ||
+                    CRYPTO_memcmp(ikeys.recv, rkeys.send, sizeof(ikeys.recv)))) {
         abort();
     }
 

@@ -4,7 +4,8 @@
  * fixed test key: sealed collective frames of several sizes, owners and
  * receivers (raw mode of fuzz_coll_frame), rank 1's bootstrap message of a
  * team of two (raw mode of fuzz_coll_hello), sealed records (raw mode of
- * fuzz_aead_record), and a few inputs of each structure-aware mode.
+ * fuzz_aead_record), and a few inputs of each structure-aware mode
+ * (fuzz_cm: the connection manager's handshake and a CONNECT frame).
  *
  *   make_seeds CORPUS_DIR
  */
@@ -106,6 +107,24 @@ int main(int argc, char **argv)
     seed(argv[1], "fuzz_coll_tune", 0, "allgather:0-4k:o-rd2,4k-inf:c-ring", 34, "", 0);
     seed(argv[1], "fuzz_coll_tune", 1, "2:cyclic", 8, "", 0);
     seed(argv[1], "fuzz_job_secret", 0, fuzz_job_secret, sizeof(fuzz_job_secret), "", 0);
+    {
+        /* fuzz_cm: the honest handshake unchanged (mode 1), then with a
+         * CONNECT of a 17-byte device address and 40 bytes of private data
+         * (mode 3: the body length byte is a third of the body) */
+        uint8_t cm[1 + 2 * 52 + 1 + 58] = {1};
+        size_t i;
+
+        seed(argv[1], "fuzz_cm", 0, cm, 1 + 2 * 52, "", 0);
+        cm[0]           = 3;
+        cm[1 + 2 * 52]  = 58 / 3 + 1; /* (n * 3) % 769 = 57: near the body */
+        cm[2 + 2 * 52]  = 17;
+        for (i = 3 + 2 * 52; i < sizeof(cm); ++i) {
+            cm[i] = (uint8_t)i;
+        }
+        seed(argv[1], "fuzz_cm", 1, cm, sizeof(cm), "", 0);
+        /* raw: a stranger's first bytes (UCX's tcp_sockcm header) */
+        seed(argv[1], "fuzz_cm", 2, "\0\x2c\x01\0\0\0\0\0\0\0", 10, "", 0);
+    }
     crypt_coll_team_cleanup(&team);
     crypt_aead_key_cleanup(&key);
     return 0;

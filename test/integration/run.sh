@@ -1139,10 +1139,13 @@ test_relay() {
     netns_down ucxc-h1 ucxc-h2
 }
 
+. "$(dirname "$0")/client_server.sh"
+
 # IT_ONLY=REGEX runs only the test groups whose function name matches
 for group in test_ucp_sizes_verified test_key_update test_perftest test_fail_closed \
              test_misconfiguration test_tamper test_plaintext_peer test_mpi \
-             test_collectives test_site_config_tool test_wire test_aux_lane test_attacker test_peer_failure test_relay; do
+             test_collectives test_site_config_tool test_wire test_aux_lane test_attacker test_peer_failure test_relay \
+             test_client_server; do
     if [ -z "${IT_ONLY:-}" ] || [[ $group =~ $IT_ONLY ]]; then
         $group
     fi

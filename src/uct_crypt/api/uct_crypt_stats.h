@@ -53,6 +53,11 @@ typedef struct uct_crypt_stats {
     uint64_t wire_handshakes;
     uint64_t wire_failed;
     uint64_t wire_shared;   /* an ep took the peer's connection: both ways */
+    /* the connection manager (client/server programs): connections
+     * refused before their CONNECT opened (strangers, wrong job secret,
+     * half-open slots reclaimed), handshakes completed */
+    uint64_t cm_refused;
+    uint64_t cm_handshakes;
 } uct_crypt_stats_t;
 
 /* Sum over every crypt iface of the process, open or closed. */

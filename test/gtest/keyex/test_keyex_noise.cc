@@ -147,4 +147,112 @@ TEST(keyex_noise, timestamps_strictly_increase) {
     }
 }
 
+/* ---- the connection manager's handshake (Noise_NNpsk0) ------------------ */
+
+class keyex_noise_cm_test : public ::testing::Test {
+protected:
+    keyex_noise_t cli{}, srv{};
+    keyex_noise_cm_msg_t init, resp;
+    keyex_noise_transport_t ckeys, skeys;
+
+    ~keyex_noise_cm_test() { keyex_noise_cleanup(&cli); keyex_noise_cleanup(&srv); }
+
+    void initiate(const uint8_t *cli_job, const uint8_t *srv_job)
+    {
+        keyex_noise_cleanup(&cli);
+        keyex_noise_cleanup(&srv);
+        ASSERT_EQ(KEYEX_OK, keyex_noise_cm_start(&cli, cli_job));
+        ASSERT_EQ(KEYEX_OK, keyex_noise_cm_start(&srv, srv_job));
+        ASSERT_EQ(KEYEX_OK, keyex_noise_cm_init_create(&cli, &init));
+    }
+
+    void complete()
+    {
+        ASSERT_EQ(KEYEX_OK, keyex_noise_cm_init_consume(&srv, &init));
+        ASSERT_EQ(KEYEX_OK, keyex_noise_cm_response_create(&srv, &resp, &skeys));
+        ASSERT_EQ(KEYEX_OK, keyex_noise_cm_response_consume(&cli, &resp, &ckeys));
+    }
+};
+
+TEST_F(keyex_noise_cm_test, both_sides_agree_on_fresh_keys) {
+    uint8_t first[KEYEX_NOISE_KEY_LEN];
+
+    for (int round = 0; round < 2; ++round) {
+        initiate(job_a, job_a);
+        complete();
+        EXPECT_EQ(0, memcmp(ckeys.send, skeys.recv, KEYEX_NOISE_KEY_LEN));
+        EXPECT_EQ(0, memcmp(ckeys.recv, skeys.send, KEYEX_NOISE_KEY_LEN));
+        EXPECT_NE(0, memcmp(ckeys.send, ckeys.recv, KEYEX_NOISE_KEY_LEN));
+        EXPECT_EQ(0, memcmp(ckeys.exporter, skeys.exporter, KEYEX_SECRET_LEN));
+        if (round == 0) {
+            memcpy(first, ckeys.send, sizeof(first));
+        } else { /* the same job secret, new ephemerals: new keys */
+            EXPECT_NE(0, memcmp(first, ckeys.send, sizeof(first)));
+        }
+    }
+}
+
+/* the server's first check, before any DH: the initiation's tag under
+ * the psk; a client of another job, or of none, never gets past it */
+TEST_F(keyex_noise_cm_test, another_job_secret_or_none_is_refused_at_the_initiation) {
+    initiate(job_b, job_a);
+    EXPECT_EQ(KEYEX_ERR_AUTH, keyex_noise_cm_init_consume(&srv, &init));
+    initiate(NULL, job_a);
+    EXPECT_EQ(KEYEX_ERR_AUTH, keyex_noise_cm_init_consume(&srv, &init));
+    initiate(job_a, NULL);
+    EXPECT_EQ(KEYEX_ERR_AUTH, keyex_noise_cm_init_consume(&srv, &init));
+}
+
+TEST_F(keyex_noise_cm_test, every_changed_byte_of_the_initiation_is_refused) {
+    initiate(job_a, job_a);
+    for (size_t i = 0; i < sizeof(init); ++i) {
+        keyex_noise_cm_msg_t bad = init;
+        keyex_noise_t fresh;
+        ((uint8_t*)&bad)[i] ^= 0x20;
+        ASSERT_EQ(KEYEX_OK, keyex_noise_cm_start(&fresh, job_a));
+        EXPECT_NE(KEYEX_OK, keyex_noise_cm_init_consume(&fresh, &bad)) << "byte " << i;
+        keyex_noise_cleanup(&fresh);
+    }
+}
+
+TEST_F(keyex_noise_cm_test, every_changed_byte_of_the_response_is_refused) {
+    initiate(job_a, job_a);
+    ASSERT_EQ(KEYEX_OK, keyex_noise_cm_init_consume(&srv, &init));
+    ASSERT_EQ(KEYEX_OK, keyex_noise_cm_response_create(&srv, &resp, &skeys));
+    for (size_t i = 0; i < sizeof(resp); ++i) {
+        keyex_noise_t copy = cli; /* same ephemeral: a fresh try each */
+        keyex_noise_cm_msg_t bad = resp;
+        ((uint8_t*)&bad)[i] ^= 0x01;
+        EXPECT_NE(KEYEX_OK, keyex_noise_cm_response_consume(&copy, &bad, &ckeys))
+            << "byte " << i;
+    }
+    EXPECT_EQ(KEYEX_OK, keyex_noise_cm_response_consume(&cli, &resp, &ckeys));
+}
+
+/* a replayed initiation gets an answer, but the replayer cannot use it:
+ * the server's keys for it differ from every earlier connection's, and
+ * only the holder of the original ephemeral could derive them */
+TEST_F(keyex_noise_cm_test, a_replayed_initiation_yields_keys_of_its_own) {
+    initiate(job_a, job_a);
+    complete();
+    keyex_noise_t again{};
+    keyex_noise_cm_msg_t resp2;
+    keyex_noise_transport_t keys2;
+    ASSERT_EQ(KEYEX_OK, keyex_noise_cm_start(&again, job_a));
+    ASSERT_EQ(KEYEX_OK, keyex_noise_cm_init_consume(&again, &init));
+    ASSERT_EQ(KEYEX_OK, keyex_noise_cm_response_create(&again, &resp2, &keys2));
+    EXPECT_NE(0, memcmp(keys2.recv, skeys.recv, KEYEX_NOISE_KEY_LEN));
+    EXPECT_NE(0, memcmp(resp2.ephemeral, resp.ephemeral, KEYEX_PUBLIC_KEY_LEN));
+    keyex_noise_cleanup(&again);
+}
+
+TEST_F(keyex_noise_cm_test, a_wire_initiation_is_not_a_cm_initiation) {
+    /* the two handshakes share primitives, not keys: each has its own
+     * protocol name, prologue and psk label */
+    initiate(job_a, job_a);
+    keyex_noise_cm_msg_t forged = init;
+    forged.type = KEYEX_NOISE_INIT_TYPE;
+    EXPECT_EQ(KEYEX_ERR_AUTH, keyex_noise_cm_init_consume(&srv, &forged));
+}
+
 } // namespace
