@@ -133,6 +133,8 @@ do_check() {
     "$top/test/soak/soak.sh" "$obj_test" "$prefix_test" "$results" "${SOAK_SECONDS:-30}"
     log "test: UCX 1.18.1 and 1.22.0 (PyPI wheels), built and run as 1.13.1"
     "$top/test/releases/run.sh" "$top" "$build" "$results"
+    log "test: UCX 1.14.1 .. 1.21.0 (the rest), compiled against their headers"
+    "$top/test/releases/compile.sh" "$top" "$obj_test" "$results"
     summarize
 }
 

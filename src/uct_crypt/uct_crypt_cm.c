@@ -314,6 +314,34 @@ static ucs_status_t uct_crypt_cm_ep_queue_addresses(uct_crypt_cm_ep_t *ep,
                                        priv_len);
 }
 
+/* The same with the private data the user's pack callback writes for the
+ * connection's device */
+static ucs_status_t uct_crypt_cm_ep_queue_packed(uct_crypt_cm_ep_t *ep,
+                                                 uint8_t type)
+{
+    uct_crypt_cm_t *cm = uct_crypt_cm_ep_cm(ep);
+    uct_cm_ep_priv_data_pack_args_t pack_args;
+    size_t priv_len;
+    ucs_status_t status;
+    void *priv;
+
+    priv = ucs_malloc(cm->priv_data_len, "crypt cm priv");
+    if (priv == NULL) {
+        return UCS_ERR_NO_MEMORY;
+    }
+    pack_args.field_mask = UCT_CM_EP_PRIV_DATA_PACK_ARGS_FIELD_DEVICE_NAME;
+    ucs_strncpy_zero(pack_args.dev_name, ep->dev_name, UCT_DEVICE_NAME_MAX);
+    status = uct_cm_ep_pack_cb(&ep->super, ep->super.user_data, &pack_args,
+                               priv, cm->priv_data_len, &priv_len);
+    if (status == UCS_OK) {
+        status = uct_crypt_cm_ep_queue_addresses(ep, type, priv, priv_len);
+    } else {
+        ep->state |= UCT_CRYPT_CM_EP_CB_FAILED;
+    }
+    ucs_free(priv);
+    return status;
+}
+
 /* ---- events ------------------------------------------------------------- */
 
 static void uct_crypt_cm_ep_events(uct_crypt_cm_ep_t *ep)
@@ -488,10 +516,8 @@ static ucs_status_t uct_crypt_cm_client_resolve(uct_crypt_cm_ep_t *ep)
 {
     uct_crypt_cm_t *cm = uct_crypt_cm_ep_cm(ep);
     uint8_t dev_addr[UCT_CRYPT_CM_MAX_DEV_ADDR];
-    uct_cm_ep_priv_data_pack_args_t pack_args;
-    size_t dev_addr_len, priv_len;
+    size_t dev_addr_len;
     ucs_status_t status;
-    void *priv;
 
     status = uct_crypt_cm_device(cm, ep->fd, ep->dev_name, dev_addr,
                                  &dev_addr_len);
@@ -507,22 +533,10 @@ static ucs_status_t uct_crypt_cm_client_resolve(uct_crypt_cm_ep_t *ep)
     }
 
     ep->state |= UCT_CRYPT_CM_EP_RESOLVED;
-    priv = ucs_malloc(cm->priv_data_len, "crypt cm priv");
-    if (priv == NULL) {
-        return UCS_ERR_NO_MEMORY;
-    }
-    pack_args.field_mask = UCT_CM_EP_PRIV_DATA_PACK_ARGS_FIELD_DEVICE_NAME;
-    ucs_strncpy_zero(pack_args.dev_name, ep->dev_name, UCT_DEVICE_NAME_MAX);
-    status = uct_cm_ep_pack_cb(&ep->super, ep->super.user_data, &pack_args,
-                               priv, cm->priv_data_len, &priv_len);
+    status = uct_crypt_cm_ep_queue_packed(ep, CRYPT_CM_FRAME_CONNECT);
     if (status == UCS_OK) {
-        status = uct_crypt_cm_ep_queue_addresses(ep, CRYPT_CM_FRAME_CONNECT,
-                                                 priv, priv_len);
         ep->state |= UCT_CRYPT_CM_EP_CONNECT_SENT;
-    } else {
-        ep->state |= UCT_CRYPT_CM_EP_CB_FAILED;
     }
-    ucs_free(priv);
     return status;
 }
 
@@ -986,10 +1000,7 @@ static ucs_status_t uct_crypt_cm_server_create(uct_crypt_cm_ep_t *ep,
 {
     uct_crypt_cm_t *cm = uct_crypt_cm_ep_cm(ep);
     uct_crypt_cm_t *new_cm;
-    uct_cm_ep_priv_data_pack_args_t pack_args;
     ucs_async_context_t *async;
-    void *priv = NULL;
-    size_t priv_len = 0;
     ucs_status_t status;
 
     if (!(params->field_mask & UCT_EP_PARAM_FIELD_CM) || (params->cm == NULL)) {
@@ -1036,19 +1047,7 @@ static ucs_status_t uct_crypt_cm_server_create(uct_crypt_cm_ep_t *ep,
                                                  params->private_data,
                                                  params->private_data_length);
     } else if (params->field_mask & UCT_EP_PARAM_FIELD_SOCKADDR_PACK_CB) {
-        priv = ucs_malloc(cm->priv_data_len, "crypt cm priv");
-        if (priv == NULL) {
-            return UCS_ERR_NO_MEMORY;
-        }
-        pack_args.field_mask = UCT_CM_EP_PRIV_DATA_PACK_ARGS_FIELD_DEVICE_NAME;
-        ucs_strncpy_zero(pack_args.dev_name, ep->dev_name, UCT_DEVICE_NAME_MAX);
-        status = uct_cm_ep_pack_cb(&ep->super, ep->super.user_data, &pack_args,
-                                   priv, cm->priv_data_len, &priv_len);
-        if (status == UCS_OK) {
-            status = uct_crypt_cm_ep_queue_addresses(ep, CRYPT_CM_FRAME_ACCEPT,
-                                                     priv, priv_len);
-        }
-        ucs_free(priv);
+        status = uct_crypt_cm_ep_queue_packed(ep, CRYPT_CM_FRAME_ACCEPT);
     } else {
         status = uct_crypt_cm_ep_queue_addresses(ep, CRYPT_CM_FRAME_ACCEPT,
                                                  NULL, 0);

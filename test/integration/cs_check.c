@@ -63,6 +63,7 @@ static void die(const char *what, ucs_status_t status)
 }
 
 static ucp_ep_h closing_ep; /* its end is ours: an error there is expected */
+static int peer_closed;     /* ... and came: what we wait for is not coming */
 
 /* the server's endpoints, one per client, and which of them ended (BYE,
  * or an error: UCP reports a client's close or death as one) */
@@ -82,6 +83,7 @@ static void client_ended(int idx)
 static void ep_error(void *arg, ucp_ep_h ep, ucs_status_t status)
 {
     if (ep == closing_ep) {
+        peer_closed = 1;
         return;
     }
     printf("ENDPOINT ERROR: %s after %.1f s\n", ucs_status_string(status),
@@ -196,8 +198,11 @@ static void am_take(void)
 {
     ucp_request_param_t param = {0};
 
-    while (!am_in.pending) {
+    while (!am_in.pending && !peer_closed) {
         ucp_worker_progress(worker);
+    }
+    if (!am_in.pending) {
+        return; /* the peer closed first (after our BYE) */
     }
     if (am_in.rndv) {
         am_in.buf = malloc(am_in.length ? am_in.length : 1);
@@ -304,6 +309,8 @@ static void serve_tag(size_t max)
         die("server: message from a client never welcomed", UCS_ERR_INVALID_PARAM);
     }
     if (info.sender_tag & TAG_BYE) {
+        /* the client closes once we answered: nothing of it is in flight */
+        send_tag(server_eps[name], NULL, 0, info.sender_tag);
         client_ended((int)name);
         close_ep(server_eps[name]);
     } else if (!server_ep_ended[name]) {
@@ -327,6 +334,7 @@ static int server_ep_index(ucp_ep_h ep)
 static void serve_am(void)
 {
     ucp_request_param_t param = {0};
+    am_msg_t msg;
     int idx;
 
     while (num_requests > 0) {
@@ -337,21 +345,29 @@ static void serve_am(void)
         return;
     }
     am_take();
-    idx = server_ep_index(am_in.reply_ep);
+    /* the slot is free again before we progress: the client's next
+     * message may arrive while our answer is in flight */
+    msg = am_in;
+    memset(&am_in, 0, sizeof(am_in));
+    idx = server_ep_index(msg.reply_ep);
     param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
     param.flags        = UCP_AM_SEND_FLAG_REPLY;
-    if (am_in.bye) {
+    if (msg.bye) {
+        if ((msg.reply_ep != NULL) &&
+            (wait_req(ucp_am_send_nbx(msg.reply_ep, AM_BYE, NULL, 0, NULL, 0,
+                                      &param)) != UCS_OK)) {
+            die("server: AM bye answer", UCS_ERR_IO_ERROR);
+        }
         if (idx >= 0) {
             client_ended(idx);
         } else {
             ++served;
         }
-    } else if (wait_req(ucp_am_send_nbx(am_in.reply_ep, AM_ECHO, NULL, 0,
-                                       am_in.buf, am_in.length,
-                                       &param)) != UCS_OK) {
+    } else if (wait_req(ucp_am_send_nbx(msg.reply_ep, AM_ECHO, NULL, 0, msg.buf,
+                                       msg.length, &param)) != UCS_OK) {
         die("server ucp_am_send_nbx", UCS_ERR_IO_ERROR);
     }
-    am_release();
+    free(msg.buf);
 }
 
 static void stream_recv_all(ucp_ep_h ep, void *buf, size_t len)
@@ -391,6 +407,7 @@ static void serve_stream(size_t max)
     for (;;) {
         stream_recv_all(ep, &len, sizeof(len));
         if (len == STREAM_BYE) {
+            stream_send(ep, &len, sizeof(len));
             client_ended(num_server_eps - 1);
             break;
         }
@@ -499,6 +516,7 @@ static int run_client(const char *host, int port, const char *sizes, int iters)
     struct addrinfo hints, *ai;
     char port_str[16], *list, *tok, *save;
     uint64_t name = 0, bye = STREAM_BYE;
+    ucp_request_param_t sparam = {0};
     uint8_t *out, *in;
     ucp_ep_h ep;
     size_t len;
@@ -554,13 +572,33 @@ static int run_client(const char *host, int port, const char *sizes, int iters)
     }
     free(list);
 
+    /* BYE, and its answer before the close: UCP may report the peer's
+     * close before it delivers what came ahead of it. From here the
+     * server's end is expected. */
+    closing_ep = ep;
     if (mode == MODE_TAG) {
+        void *rreq = ucp_tag_recv_nbx(worker, NULL, 0, name | TAG_BYE,
+                                      0xffffffffffffffffull, &rparam);
         send_tag(ep, NULL, 0, name | TAG_BYE);
+        while (!peer_closed && (ucp_request_check_status(rreq) == UCS_INPROGRESS)) {
+            ucp_worker_progress(worker);
+        }
+        if (ucp_request_check_status(rreq) == UCS_INPROGRESS) {
+            ucp_request_cancel(worker, rreq);
+        }
+        (void)wait_req(rreq);
     } else if (mode == MODE_STREAM) {
         stream_send(ep, &bye, sizeof(bye));
-    } else if (wait_req(ucp_am_send_nbx(ep, AM_BYE, NULL, 0, NULL, 0,
-                                        &rparam)) != UCS_OK) {
-        die("client AM bye", UCS_ERR_IO_ERROR);
+        (void)wait_req(ucp_stream_recv_nbx(ep, &bye, sizeof(bye), &len, &sparam));
+    } else {
+        rparam.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+        rparam.flags        = UCP_AM_SEND_FLAG_REPLY;
+        if (wait_req(ucp_am_send_nbx(ep, AM_BYE, NULL, 0, NULL, 0,
+                                     &rparam)) != UCS_OK) {
+            die("client AM bye", UCS_ERR_IO_ERROR);
+        }
+        am_take();
+        am_release();
     }
     close_ep(ep);
     if (ok) {

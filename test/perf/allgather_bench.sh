@@ -16,6 +16,7 @@ results=${2:?}
 p=${3:-8}
 quick=${4:-}
 here=$(cd "$(dirname "$0")" && pwd)
+. "$here/../lib/machine.sh"
 work=$(mktemp -d /tmp/ucx-crypt-agbench.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$results"
@@ -28,7 +29,7 @@ mpicc.mpich -O2 -o "$work/allgather_bench" "$here/allgather_bench.c" || exit 1
 iters=20
 [ -n "$quick" ] && iters=5
 
-echo "# $(hostname), $(nproc) cpus, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), p=$p, $(date -u +%FT%TZ)" >"$csv"
+echo "# $(bench_machine), p=$p" >"$csv"
 echo "nodes,mapping,algorithm,size,latency_us" >>"$csv"
 for nodes in 2 4; do
     for map in block cyclic; do

@@ -30,6 +30,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 agent="$(cd "$here/.." && pwd)/netns-agent.sh"
 work=$(mktemp -d /tmp/ucx-crypt-agtbench.XXXXXX)
 . "$here/../netns.sh"
+. "$here/../lib/machine.sh"
 cleanup() {
     netns_down ucxc-g1 ucxc-g2
     rm -rf "$work"
@@ -65,7 +66,7 @@ run() { # LABEL PARAM_FILE [mpirun args...]: mpirun on host 1, ranks 0..P/2-1
         awk -v a="$label" '/^[0-9]+ [0-9.]+$/ {print a "," $1 "," $2}' >>"$csv"
 }
 
-echo "# $(hostname), $(nproc) cpus, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), Open MPI $(ompi_info --parsable 2>/dev/null | sed -n 's/^ompi:version:full://p'), p=$p on 2 emulated hosts over veth, $(date -u +%FT%TZ)" >"$csv"
+echo "# $(bench_machine), Open MPI $(ompi_info --parsable 2>/dev/null | sed -n 's/^ompi:version:full://p'), p=$p on 2 emulated hosts over veth" >"$csv"
 echo "config,size,latency_us" >>"$csv"
 plain=(--mca pml ucx --mca osc ucx --mca btl self,vader --mca opal_common_ucx_tls any
        --mca opal_common_ucx_devices any -x UCX_TLS=tcp,sm,self)

@@ -40,6 +40,7 @@ csv="$results/bulk_bench.csv"
 profile="$results/crypt_profile.txt"
 
 . "$here/../netns.sh"
+. "$here/../lib/machine.sh"
 
 cleanup() {
     netns_down ucxc-b1 ucxc-b2
@@ -52,7 +53,7 @@ netns_up ucxc-b1 ucxc-b2 ucxcb-v1 ucxcb-v2 10.79.0.1 10.79.0.2 || {
     echo "cannot create network namespaces (needs root)" >&2; exit 1; }
 "$prefix/bin/ucx-crypt-keygen" "$work/job.key" >/dev/null
 
-machine="$(hostname), $(nproc) cpus, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(date -u +%FT%TZ)"
+machine="$(bench_machine)"
 
 echo "== crypto side: thread scaling and calibration profile"
 "$obj/test/perf/crypt_calibrate" --csv "$results/crypt_calibrate.csv" \

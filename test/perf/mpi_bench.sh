@@ -17,6 +17,7 @@ csv="$results/mpi_bench.csv"
 mkdir -p "$results"
 
 . "$here/../netns.sh"
+. "$here/../lib/machine.sh"
 cleanup() {
     netns_down ucxc-m1 ucxc-m2
     rm -rf "$work"
@@ -55,7 +56,7 @@ run() { # mode pairs
         "$work/mpi_bench" -i $iters 2>&1
 }
 
-echo "# $(hostname), $(nproc) cpus, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(date -u +%FT%TZ)" >"$csv"
+echo "# $(bench_machine)" >"$csv"
 echo "mode,pairs,size,latency_us,aggregate_MBs" >>"$csv"
 for pairs in 1 2 4; do
     for mode in plain pipelined naive; do

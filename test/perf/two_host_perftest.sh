@@ -23,6 +23,7 @@ mkdir -p "$results"
 csv="$results/two_host_perftest.csv"
 
 . "$(dirname "$0")/../netns.sh"
+. "$(dirname "$0")/../lib/machine.sh"
 
 cleanup() {
     netns_down ucxc-d1 ucxc-d2
@@ -60,16 +61,12 @@ run_pair() { # mode test size
     awk '/^Final:/ {print $3, $6}' "$work/cli.log"
 }
 
-ucx_version=$(ucx_info -v 2>/dev/null | sed -n 's/^# \(Library version\|Version\):* *//p' | head -1)
-ucx_flags=$(ucx_info -b 2>/dev/null | sed -n 's/^#define  *\(ENABLE_[A-Z_]*\)  *1$/\1/p' | tr '\n' ' ')
 # one core's AES-128-GCM speed through OpenSSL, 16 KiB blocks: the scale
 # crypt's bandwidth is read against (ipsec-mb is faster where it has VAES)
 gcm_mbs=$(openssl speed -seconds 1 -bytes 16384 -evp aes-128-gcm 2>/dev/null |
           awk '/^AES-128-GCM/ {sub(/k$/, "", $2); printf "%.0f", $2 * 1000 / 1e6}')
-printf '# host %s, %s cpus, %s\n' "$(hostname)" "$(nproc)" \
-    "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')" | tee "$csv"
-printf '# UCX %s (%s), AES-128-GCM %s MB/s per core (OpenSSL, 16 KiB)\n' \
-    "${ucx_version:-?}" "${ucx_flags% }" "${gcm_mbs:-?}" | tee -a "$csv"
+printf '# %s, AES-128-GCM %s MB/s per core (OpenSSL, 16 KiB)\n' \
+    "$(bench_machine)" "${gcm_mbs:-?}" | tee "$csv"
 echo "test,size,plain_lat_us,crypt_lat_us,plain_bw_MBs,crypt_bw_MBs,bw_ratio" >>"$csv"
 lat_rows=() bw_rows=()
 for spec in "tag_lat 8" "tag_lat 1024" "tag_bw 65536" "tag_bw 1048576" "tag_bw 4194304"; do
