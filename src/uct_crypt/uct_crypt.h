@@ -307,7 +307,9 @@ void uct_crypt_inner_from_ucx_tls(void);
 /* Where UCX_TLS names crypt and an auxiliary inner is selected: add
  * "crypt_aux:aux", as UCP's own "rc" alias adds "ud_mlx5:aux" */
 void uct_crypt_inner_aux_to_ucx_tls(void);
-void uct_crypt_inner_hide_network(void);
+/* Every network component off UCT's list; from_module_loader: we are
+ * being loaded by UCX's module loader (UCX_PLUGIN_PATH, 1.22+) */
+void uct_crypt_inner_hide_network(int from_module_loader);
 /* UCX_SOCKADDR_TLS_PRIORITY names crypt's connection manager */
 void uct_crypt_inner_cm_to_ucx_config(void);
 void uct_crypt_inner_restore(void);

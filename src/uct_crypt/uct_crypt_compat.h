@@ -65,6 +65,10 @@
 #define UCT_CRYPT_HAVE_MEM_ELEMENT_PACK      UCT_CRYPT_UCX_EXACTLY(1, 20)
 #define UCT_CRYPT_HAVE_GET_DEVICE_EP         UCT_CRYPT_UCX_AT_LEAST(1, 20)
 #define UCT_CRYPT_HAVE_PUT_SGL_ZCOPY         UCT_CRYPT_UCX_AT_LEAST(1, 22)
+/* 1.22: UCT loads every lib<uct>_<name> it finds in UCX_PLUGIN_PATH (then
+ * its own module folder) from inside uct_query_components, with its
+ * loading lock held, and then calls the module's ucs_module_global_init */
+#define UCT_CRYPT_HAVE_PLUGIN_LOADER         UCT_CRYPT_UCX_AT_LEAST(1, 22)
 
 /* Bulk get (the peer seals and puts) is verified against UCP's protocols
  * up to 1.13 only: under 1.18's and 1.22's protocol selection an MPI_Get

@@ -13,11 +13,17 @@
  * (uct_crypt_md.c); its remote keys are the inner's, behind the inner
  * component's name.
  */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* dladdr */
+#endif
 #include "uct_crypt.h"
 
 #include <uct/api/version.h>
+#include <ucs/sys/module.h>
 #include <ucs/sys/string.h>
 #include <dlfcn.h>
+#include <libgen.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -215,8 +221,22 @@ static void uct_crypt_check_ucx_version(void)
     }
 }
 
-static void UCS_F_CTOR uct_crypt_init(void)
+/* Register crypt and hide the network: from the constructor when
+ * preloaded (every release), from ucs_module_global_init when UCX's own
+ * loader opened us (UCX_PLUGIN_PATH, 1.22+). Loaded as a module, we come
+ * after UCP parsed its configuration: UCX_TLS and the sockaddr list are
+ * the launcher's to set (ucx-crypt-run, the site configuration). */
+static void uct_crypt_load(int from_module_loader)
 {
+    static int loading;
+
+    /* once; and the module loader's call to ucs_module_global_init while
+     * we load (a preloaded library that UCX_PLUGIN_PATH also names, our
+     * own module load) finds us at work and returns */
+    if (loading) {
+        return;
+    }
+    loading = 1;
     uct_crypt_global_config_read();
     if (!uct_crypt_global.enable) {
         ucs_warn("crypt: disabled by UCX_CRYPT_ENABLE=n: network traffic is "
@@ -230,7 +250,7 @@ static void UCS_F_CTOR uct_crypt_init(void)
     uct_crypt_global_config_read();
 
     uct_crypt_check_ucx_version();
-    uct_crypt_inner_hide_network();
+    uct_crypt_inner_hide_network(from_module_loader);
     uct_tl_register(&uct_crypt_component, &uct_crypt_tl);
     uct_tl_register(&uct_crypt_component, &uct_crypt_aux_tl);
     uct_crypt_inner_aux_to_ucx_tls();
@@ -240,6 +260,75 @@ static void UCS_F_CTOR uct_crypt_init(void)
     if (uct_crypt_global.stats) {
         atexit(uct_crypt_stats_print);
     }
+}
+
+#if UCT_CRYPT_HAVE_PLUGIN_LOADER
+/* Is `dir` (resolved) the folder we were loaded from? */
+static int uct_crypt_same_dir(const char *dir, const char *ours)
+{
+    char resolved[PATH_MAX];
+
+    return (realpath(dir, resolved) != NULL) && !strcmp(resolved, ours);
+}
+
+/* Opened by UCX's module loader (rather than preloaded or dlopen'ed by a
+ * program): we were loaded from one of the folders it scans, the entries
+ * of UCX_PLUGIN_PATH, dirname(libucs)/ucx and UCX_MODULE_DIR. The loader
+ * runs inside uct_query_components with UCT's lock held, where the
+ * constructor's work would deadlock; it calls ucs_module_global_init next. */
+static int uct_crypt_loaded_by_ucx(void)
+{
+    const char *env = getenv("UCX_PLUGIN_PATH");
+    char ours[PATH_MAX], dir[PATH_MAX], *copy, *entry, *save = NULL;
+    Dl_info self, ucs;
+    int found = 0;
+    size_t len;
+
+    /* the folder of the name we were opened by (a plugin folder holds a
+     * link to the library) */
+    if (!dladdr((void*)uct_crypt_loaded_by_ucx, &self) || (self.dli_fname == NULL)) {
+        return 0;
+    }
+    ucs_strncpy_zero(ours, self.dli_fname, sizeof(ours));
+    if ((strrchr(ours, '/') == NULL) || (realpath(dirname(ours), dir) == NULL)) {
+        return 0;
+    }
+    if ((env != NULL) && ((copy = strdup(env)) != NULL)) {
+        for (entry = strtok_r(copy, ":", &save); !found && (entry != NULL);
+             entry = strtok_r(NULL, ":", &save)) {
+            found = uct_crypt_same_dir(entry, dir);
+        }
+        free(copy);
+    }
+    env = getenv("UCX_MODULE_DIR");
+    found = found || ((env != NULL) && uct_crypt_same_dir(env, dir));
+    if (!found && dladdr((void*)ucs_load_modules, &ucs) && (ucs.dli_fname != NULL)) {
+        ucs_strncpy_zero(ours, ucs.dli_fname, sizeof(ours));
+        if ((strrchr(ours, '/') != NULL) && (dirname(ours) == ours)) {
+            len = strlen(ours);
+            snprintf(ours + len, sizeof(ours) - len, "/ucx");
+            found = uct_crypt_same_dir(ours, dir);
+        }
+    }
+    return found;
+}
+
+UCS_MODULE_INIT(); /* (the loader finds it by name) */
+UCS_MODULE_INIT()
+{
+    uct_crypt_load(1); /* nothing if preloaded: the constructor did it */
+    return UCS_OK;
+}
+#endif
+
+static void UCS_F_CTOR uct_crypt_init(void)
+{
+#if UCT_CRYPT_HAVE_PLUGIN_LOADER
+    if (uct_crypt_loaded_by_ucx()) {
+        return; /* UCS_MODULE_INIT, when the loader calls it */
+    }
+#endif
+    uct_crypt_load(0);
 }
 
 static void UCS_F_DTOR uct_crypt_cleanup(void)

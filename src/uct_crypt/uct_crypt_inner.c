@@ -10,6 +10,7 @@
  */
 #include "uct_crypt.h"
 
+#include <ucs/sys/module.h>
 #include <ucs/sys/string.h>
 #include <stdlib.h>
 #include <string.h>
@@ -309,16 +310,26 @@ uct_component_h uct_crypt_inner_component_find(const char *name)
 
 /* ---- at load time --------------------------------------------------------- */
 
-void uct_crypt_inner_hide_network(void)
+void uct_crypt_inner_hide_network(int from_module_loader)
 {
     uct_component_h *components, component, tmp;
     unsigned num_components;
+#if UCT_CRYPT_HAVE_PLUGIN_LOADER
+    static ucs_init_once_t load_once = UCS_INIT_ONCE_INITIALIZER;
+#endif
 
     /* Loads UCX's own modules (ib, rdmacm, cma) now, so that their
-     * components are on the list before we take network ones off. Safe from
-     * a preloaded library's constructor on 1.13 (no module-loading lock is
-     * held here). */
-    if (uct_query_components(&components, &num_components) == UCS_OK) {
+     * components are on the list before we take network ones off. From a
+     * preloaded library's constructor, through uct_query_components (no
+     * lock is held yet). From UCX's module loader (1.22), which holds
+     * UCT's lock inside uct_query_components, through a load of our own
+     * (the modules that come after us in its folder scan would otherwise
+     * escape; UCX dedups by name, so each loads once). */
+    if (from_module_loader) {
+#if UCT_CRYPT_HAVE_PLUGIN_LOADER
+        ucs_load_modules("uct", "", &load_once, 0);
+#endif
+    } else if (uct_query_components(&components, &num_components) == UCS_OK) {
         uct_release_component_list(components);
     }
 

@@ -21,6 +21,7 @@
  * after <s> s" and the process exits 3; a mismatch exits 1.
  */
 #include <ucp/api/ucp.h>
+#include "ucp_test_util.h"
 
 #include <arpa/inet.h>
 #include <netdb.h>
@@ -31,7 +32,6 @@
 #include <sys/time.h>
 #include <unistd.h>
 
-#define MARKER      "UCXCRYPT-MARKER-"
 #define MAX_CLIENTS 64
 #define TAG_WELCOME 0xffffffff00000000ull
 #define TAG_BYE     (1ull << 32)
@@ -95,35 +95,7 @@ static void ep_error(void *arg, ucp_ep_h ep, ucs_status_t status)
     client_ended((int)(intptr_t)arg - 1); /* the server goes on */
 }
 
-static ucs_status_t wait_req(void *req)
-{
-    ucs_status_t status;
 
-    if (req == NULL) {
-        return UCS_OK;
-    }
-    if (UCS_PTR_IS_ERR(req)) {
-        return UCS_PTR_STATUS(req);
-    }
-    do {
-        ucp_worker_progress(worker);
-        status = ucp_request_check_status(req);
-    } while (status == UCS_INPROGRESS);
-    ucp_request_free(req);
-    return status;
-}
-
-static void fill(uint8_t *buf, size_t len, unsigned round)
-{
-    size_t i;
-
-    for (i = 0; i < len; ++i) {
-        buf[i] = (uint8_t)MARKER[i % (sizeof(MARKER) - 1)];
-    }
-    if (len > 0) {
-        buf[len - 1] = (uint8_t)round;
-    }
-}
 
 static ucp_ep_params_t ep_params(void *arg)
 {

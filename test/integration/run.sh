@@ -23,6 +23,7 @@ obj=${1:?usage: $0 OBJDIR PREFIX RESULTS_DIR}
 prefix=${2:?}
 results=${3:?}
 plugin="$prefix/lib/libuct_crypt.so"
+plugin_dir="$prefix/lib/ucx-crypt/plugins"  # UCX_PLUGIN_PATH (1.22+)
 check="$obj/test/integration/ucp_check"
 mpi_check_src="$(dirname "$0")/mpi_check.c"
 site_conf="$prefix/share/ucx-crypt/openmpi-mca-params.conf"
@@ -728,11 +729,14 @@ two_hosts_up() { # NAME_setup
 }
 
 # ---- the wire: two hosts, capture, marker ------------------------------------
-wire_run() { # label crypt(0|1) [sizes [env...]] -> prints marker count in the capture
+wire_run() { # label crypt(0|1|plugin) [sizes [env...]] -> prints marker count in the capture
     local label=$1 crypt=$2 sizes=${3:-8,1000,65536,1048576} port; port=$(next_port)
     local envs=(UCX_TLS=tcp)
     [ "$crypt" = 1 ] && envs=(LD_PRELOAD="$plugin" UCX_TLS=crypt,tcp
                               UCX_CRYPT_KEY_FILE="$work/job.key")
+    # loaded by UCX itself (1.22+), nothing preloaded
+    [ "$crypt" = plugin ] && envs=(UCX_PLUGIN_PATH="$plugin_dir" UCX_TLS=crypt
+                                   UCX_CRYPT_TLS=tcp UCX_CRYPT_KEY_FILE="$work/job.key")
     shift 2; shift $(( $# > 0 ))
     envs+=("$@")
     ip netns exec ucxc-h1 tcpdump -i ucxc-v1 -U -s 0 -w "$work/$label.pcap" \
@@ -1073,6 +1077,67 @@ test_peer_failure() {
     netns_down ucxc-h1 ucxc-h2
 }
 
+# ---- loaded by UCX's own module loader (UCX_PLUGIN_PATH, 1.22+) ---------------
+# No LD_PRELOAD: UCX loads PREFIX/lib/ucx-crypt/plugins/libuct_crypt.so.0
+# from inside uct_query_components; crypt loads the other modules itself,
+# takes every network component off the list before UCP's snapshot, and
+# registers. UCP parsed its configuration before: UCX_TLS=crypt with the
+# inner in UCX_CRYPT_TLS, and UCX_SOCKADDR_TLS_PRIORITY=crypt, as the
+# launcher sets them.
+test_plugin_path() {
+    local version minor
+    version=$(ucx_info -v 2>/dev/null | sed -n 's/^# \(Library version\|Version\):* *//p' | head -1)
+    minor=$(echo "$version" | cut -d. -f2)
+    if [ "${minor:-0}" -lt 22 ]; then
+        record plugin_path_loading skip "UCX $version has no plugin loader (UCX_PLUGIN_PATH is 1.22+); LD_PRELOAD there"
+        return
+    fi
+    local penv=(UCX_PLUGIN_PATH="$plugin_dir" UCX_CRYPT_KEY_FILE="$work/job.key")
+    local info
+    info=$(env "${penv[@]}" UCX_TLS=crypt UCX_CRYPT_TLS=tcp ucx_info -d 2>&1)
+    if grep -q "Component: crypt" <<<"$info" && grep -q "Connection manager: crypt" <<<"$info" &&
+       ! grep -q "Component: tcp" <<<"$info" && ! grep -q "Transport: tcp" <<<"$info"; then
+        record plugin_path_ucx_info_shows_crypt_and_no_network pass
+    else
+        record plugin_path_ucx_info_shows_crypt_and_no_network fail \
+            "$(grep "Component:" <<<"$info" | tr '\n' ' ')"
+    fi
+    # preloaded and named by UCX_PLUGIN_PATH at once (a launcher's preload
+    # in a site that also sets the path): one crypt, no hang
+    info=$(env "${penv[@]}" LD_PRELOAD="$plugin" UCX_TLS=crypt UCX_CRYPT_TLS=tcp \
+           timeout 60 ucx_info -d 2>&1)
+    if [ "$(grep -c "Component: crypt" <<<"$info")" = 1 ] &&
+       ! grep -q "Component: tcp" <<<"$info"; then
+        record plugin_path_and_preload_together_one_crypt pass
+    else
+        record plugin_path_and_preload_together_one_crypt fail \
+            "$(grep "Component:" <<<"$info" | tr '\n' ' ')"
+    fi
+    # fail closed: a program that asks for tcp gets no transport
+    if env "${penv[@]}" UCX_TLS=tcp UCX_NET_DEVICES=lo timeout 30 "$check" -c 127.0.0.1 \
+           -p "$(next_port)" -s 8 -n 1 >"$work/plugin-closed.log" 2>&1; then
+        record plugin_path_ucx_tls_tcp_refuses_plaintext fail "ucp_check succeeded over UCX_TLS=tcp"
+    elif grep -q "ucp_init: No such device" "$work/plugin-closed.log"; then
+        record plugin_path_ucx_tls_tcp_refuses_plaintext pass
+    else
+        record plugin_path_ucx_tls_tcp_refuses_plaintext fail "$(tail -2 "$work/plugin-closed.log")"
+    fi
+    two_hosts_up plugin_path_setup || return
+    local res
+    res=$(wire_run plugin plugin 0,8,65536,1048576,16777216)
+    if [ "$res" = "0 0" ] && grep -q "DATA OK" "$work/plugin.c.log"; then
+        record plugin_path_data_verified_marker_never_on_wire pass
+    else
+        record plugin_path_data_verified_marker_never_on_wire fail \
+            "rc/markers $res; $(grep -m2 'ERROR\|ucp_check' "$work/plugin.c.log")"
+    fi
+    res=$(cs_pair cs-plugin "${penv[*]} UCX_TLS=crypt UCX_CRYPT_TLS=tcp UCX_SOCKADDR_TLS_PRIORITY=crypt UCX_CRYPT_STATS=y" \
+          "${penv[*]} UCX_TLS=crypt UCX_CRYPT_TLS=tcp UCX_SOCKADDR_TLS_PRIORITY=crypt UCX_CRYPT_STATS=y" \
+          -- -c 10.77.0.1 -s 0,1000,1048577 -n 2)
+    cs_verdict plugin_path_client_server_verified "$res" cs-plugin
+    netns_down ucxc-h1 ucxc-h2
+}
+
 # ---- an on-path relay --------------------------------------------------------
 # relay.py sits in front of each side's wire port (each side advertises its
 # relay's port, as behind a port-forwarding middlebox: test-only
@@ -1145,7 +1210,7 @@ test_relay() {
 for group in test_ucp_sizes_verified test_key_update test_perftest test_fail_closed \
              test_misconfiguration test_tamper test_plaintext_peer test_mpi \
              test_collectives test_site_config_tool test_wire test_aux_lane test_attacker test_peer_failure test_relay \
-             test_client_server; do
+             test_client_server test_plugin_path; do
     if [ -z "${IT_ONLY:-}" ] || [[ $group =~ $IT_ONLY ]]; then
         $group
     fi

@@ -14,6 +14,7 @@
  * like ucx_perftest's). Exit status 0 only if every message matched.
  */
 #include <ucp/api/ucp.h>
+#include "ucp_test_util.h"
 
 #include <arpa/inet.h>
 #include <netdb.h>
@@ -24,7 +25,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#define MARKER "UCXCRYPT-MARKER-"
 
 static ucp_context_h context;
 static ucp_worker_h worker;
@@ -35,34 +35,7 @@ static void die(const char *what, ucs_status_t status)
     exit(2);
 }
 
-static void fill(uint8_t *buf, size_t len, unsigned round)
-{
-    size_t i;
-    for (i = 0; i < len; ++i) {
-        buf[i] = (uint8_t)MARKER[i % (sizeof(MARKER) - 1)];
-    }
-    if (len > 0) {
-        buf[len - 1] = (uint8_t)round; /* each round differs */
-    }
-}
 
-static ucs_status_t wait_req(void *req)
-{
-    ucs_status_t status;
-
-    if (req == NULL) {
-        return UCS_OK;
-    }
-    if (UCS_PTR_IS_ERR(req)) {
-        return UCS_PTR_STATUS(req);
-    }
-    do {
-        ucp_worker_progress(worker);
-        status = ucp_request_check_status(req);
-    } while (status == UCS_INPROGRESS);
-    ucp_request_free(req);
-    return status;
-}
 
 static int use_iov; /* -v: the client's buffers as a 3-piece UCP iov */
 

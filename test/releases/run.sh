@@ -77,7 +77,7 @@ while read -r version ucx tree <&3; do
 
     echo "== UCX $version: integration"
     PATH="$ucx/bin:$PATH" LD_LIBRARY_PATH="$ucx/lib" \
-    IT_ONLY='test_ucp_sizes|test_fail_closed|test_tamper|test_wire|test_mpi|test_client_server' \
+    IT_ONLY='test_ucp_sizes|test_fail_closed|test_tamper|test_wire|test_mpi|test_aux_lane|test_client_server|test_plugin_path' \
     IT_REPORT="integration_ucx-$version" REPORT_NAME_PREFIX="ucx-$version/" \
     REPORT_SKIP="${skip[$version]:-}" REPORT_SKIP_REASON="${reason[$version]:-}" \
         "$top/test/integration/run.sh" "$dir" "$to" "$results"
