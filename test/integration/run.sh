@@ -1122,6 +1122,36 @@ test_plugin_path() {
     else
         record plugin_path_ucx_tls_tcp_refuses_plaintext fail "$(tail -2 "$work/plugin-closed.log")"
     fi
+    # connect-to-ep data lanes (the rc emulation): with nothing preloaded
+    # the loader cannot add "crypt_aux:aux" to UCX_TLS; without it UCP
+    # fails as it fails for rc without ud, with it the data is verified
+    local tls rc port
+    for tls in crypt crypt,crypt_aux:aux; do
+        port=$(next_port)
+        env "${penv[@]}" "${aux_envs[@]}" UCX_TLS=$tls UCX_CRYPT_TLS=tcp UCX_NET_DEVICES=lo \
+            timeout 60 "$check" -l "$port" >"$work/plugin-aux.s.log" 2>&1 &
+        local srv=$!
+        sleep 1
+        env "${penv[@]}" "${aux_envs[@]}" UCX_TLS=$tls UCX_CRYPT_TLS=tcp UCX_NET_DEVICES=lo \
+            timeout 60 "$check" -c 127.0.0.1 -p "$port" -s 0,1000,1048577 -n 2 \
+            >"$work/plugin-aux.$tls.log" 2>&1
+        rc=$?
+        kill $srv 2>/dev/null; wait $srv 2>/dev/null
+        if [ "$tls" = crypt ]; then
+            if [ $rc != 0 ] && grep -q "no auxiliary transport" "$work/plugin-aux.$tls.log"; then
+                record plugin_path_connect_to_ep_without_crypt_aux_fails_as_rc_does pass
+            else
+                record plugin_path_connect_to_ep_without_crypt_aux_fails_as_rc_does fail \
+                    "rc $rc; $(tail -2 "$work/plugin-aux.$tls.log" | tr '\n' ' ')"
+            fi
+        elif [ $rc = 0 ] && grep -q "DATA OK" "$work/plugin-aux.$tls.log"; then
+            record plugin_path_connect_to_ep_with_crypt_aux_verified pass
+        else
+            record plugin_path_connect_to_ep_with_crypt_aux_verified fail \
+                "rc $rc; $(tail -2 "$work/plugin-aux.$tls.log" | tr '\n' ' ')"
+        fi
+    done
+
     two_hosts_up plugin_path_setup || return
     local res
     res=$(wire_run plugin plugin 0,8,65536,1048576,16777216)
