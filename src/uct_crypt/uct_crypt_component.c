@@ -237,6 +237,10 @@ static void uct_crypt_load(int from_module_loader)
         return;
     }
     loading = 1;
+    /* before any call into UCX's internals, whose layouts and signatures
+     * differ between releases: a build for another UCX stops here, saying
+     * why, instead of crashing in them */
+    uct_crypt_check_ucx_version();
     uct_crypt_global_config_read();
     if (!uct_crypt_global.enable) {
         ucs_warn("crypt: disabled by UCX_CRYPT_ENABLE=n: network traffic is "
@@ -249,7 +253,6 @@ static void uct_crypt_load(int from_module_loader)
     uct_crypt_global_config_release();
     uct_crypt_global_config_read();
 
-    uct_crypt_check_ucx_version();
     uct_crypt_inner_hide_network(from_module_loader);
     uct_tl_register(&uct_crypt_component, &uct_crypt_tl);
     uct_tl_register(&uct_crypt_component, &uct_crypt_aux_tl);

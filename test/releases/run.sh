@@ -5,8 +5,10 @@
 # internal headers (contrib/fetch-ucx-releases.sh). Per release: the test
 # build against that UCX, the UCT tests, and the integration groups that
 # run the plugin under UCP (data 0 B..64 MiB, fail-closed, tamper, the wire
-# capture across two emulated hosts, Open MPI and MPICH), on that UCX's
-# libraries and tools. Loaded as on 1.13.1: LD_PRELOAD.
+# capture across two emulated hosts, Open MPI and MPICH, the aux lane,
+# client/server, and on 1.22 the plugin loaded by UCX itself), on that
+# UCX's libraries and tools, loaded as on 1.13.1 (LD_PRELOAD); and the
+# launcher picking this release's build out of a shared prefix.
 #
 #   test/releases/run.sh TOP BUILD_DIR RESULTS_DIR
 #
@@ -37,6 +39,51 @@ skip[1.18.1]="^($no_bulk|no_job_secret_refused_unless_asked_for_by_name|tamper_(
 reason[1.18.1]='UCP 1.18 does not take the bulk engine (counters; bulk tamper), or the test runs the 1.18.1 wheel ucx_perftest, a corrupt ELF'
 skip[1.22.0]="^($no_bulk|ucp_tag_rendezvous_put_verified_own_wire|openmpi_forged_record_aborts_job_with_reason)\$"
 reason[1.22.0]='UCP 1.22 does not take the bulk engine (counters; bulk tamper), or takes an endpoint error in error mode none without ending the job'
+
+# Two builds in one prefix, as at a site with several UCX releases: the
+# main test install (1.13.1) and this release's copy in
+# lib/ucx-crypt/ucx-MAJOR.MINOR. ucx-crypt-run, run with this release's
+# libraries, must preload the build for it; without the copy, the default
+# build refuses that UCX with its message. Loopback, ucp_check verifies.
+launcher_case() { # VERSION UCX_PREFIX OBJDIR RELEASE_PREFIX
+    local version=$1 ucx=$2 dir=$3 to=$4 main="$build/install-test" rc port
+    local flavour="$build/install-test/lib/ucx-crypt/ucx-${1%.*}"
+    . "$top/test/lib/ports.sh"
+    "$main/bin/ucx-crypt-keygen" "$build/launcher.key" 2>/dev/null ||
+        [ -f "$build/launcher.key" ]
+    local envs=(LD_LIBRARY_PATH="$ucx/lib" PATH="$ucx/bin:$PATH" UCX_TLS=crypt
+                UCX_CRYPT_TLS=tcp UCX_NET_DEVICES=lo UCX_CRYPT_KEY_FILE="$build/launcher.key")
+    for with in 0 1; do
+        rm -rf "$flavour"
+        if [ $with = 1 ]; then
+            mkdir -p "$flavour" && cp "$to/lib/ucx-crypt/ucx-${version%.*}/libuct_crypt.so" "$flavour/"
+        fi
+        port=$(( $(test_port_base) + 900 ))
+        env "${envs[@]}" timeout 60 "$main/bin/ucx-crypt-run" "$dir/test/integration/ucp_check" \
+            -l "$port" >"$build/launcher.s.log" 2>&1 &
+        local srv=$!
+        sleep 1
+        env "${envs[@]}" timeout 60 "$main/bin/ucx-crypt-run" "$dir/test/integration/ucp_check" \
+            -c 127.0.0.1 -p "$port" -s 0,1000,1048577 -n 2 >"$build/launcher.c.log" 2>&1
+        rc=$?
+        kill $srv 2>/dev/null; wait $srv 2>/dev/null
+        if [ $with = 0 ]; then
+            if [ $rc != 0 ] && grep -q "FATAL: built for UCX 1.13.1 but running with UCX $version" \
+                   "$build/launcher.c.log"; then
+                REPORT_NAME_PREFIX="ucx-$version/" record launcher_without_a_build_for_this_ucx_refuses pass
+            else
+                REPORT_NAME_PREFIX="ucx-$version/" record launcher_without_a_build_for_this_ucx_refuses fail \
+                    "rc $rc; $(tail -2 "$build/launcher.c.log" | tr '\n' ' ')"
+            fi
+        elif [ $rc = 0 ] && grep -q "DATA OK" "$build/launcher.c.log"; then
+            REPORT_NAME_PREFIX="ucx-$version/" record launcher_picks_the_build_for_this_ucx pass
+        else
+            REPORT_NAME_PREFIX="ucx-$version/" record launcher_picks_the_build_for_this_ucx fail \
+                "rc $rc; $(tail -2 "$build/launcher.c.log" | tr '\n' ' ')"
+        fi
+    done
+    rm -rf "$flavour"
+}
 
 releases=$("$top/contrib/fetch-ucx-releases.sh" "$build/ucx-releases")
 status=$?
@@ -81,8 +128,11 @@ while read -r version ucx tree <&3; do
     IT_REPORT="integration_ucx-$version" REPORT_NAME_PREFIX="ucx-$version/" \
     REPORT_SKIP="${skip[$version]:-}" REPORT_SKIP_REASON="${reason[$version]:-}" \
         "$top/test/integration/run.sh" "$dir" "$to" "$results"
+
+    echo "== UCX $version: ucx-crypt-run picks the build for it"
+    launcher_case "$version" "$ucx" "$dir" "$to"
 done 3<<<"$releases"
 
-# (build failures, if any, were recorded above)
+# (build failures and the launcher cases were recorded above)
 [ ${#names[@]} -eq 0 ] || write_report releases "$results/ucx_releases.xml"
 exit 0
