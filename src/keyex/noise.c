@@ -111,8 +111,7 @@ static keyex_status_t keyex_noise_mix_dh(keyex_noise_t *hs,
     return status;
 }
 
-/* §12.4: 32 bits of zeros, then n big endian */
-static void keyex_noise_nonce(uint64_t n, uint8_t nonce[CRYPT_AEAD_NONCE_LEN])
+void keyex_noise_nonce(uint64_t n, uint8_t nonce[CRYPT_AEAD_NONCE_LEN])
 {
     int i;
 

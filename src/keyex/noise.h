@@ -209,6 +209,11 @@ keyex_status_t keyex_noise_cm_response_consume(keyex_noise_t *hs,
 
 void keyex_noise_cleanup(keyex_noise_t *hs);
 
+/* The AESGCM nonce of the n-th message under one key (§5.1 CipherState,
+ * §12.4): 32 zero bits, then n big endian. Also what the layers above
+ * seal their frames under a handshake's transport keys with. */
+void keyex_noise_nonce(uint64_t n, uint8_t nonce[CRYPT_AEAD_NONCE_LEN]);
+
 /* TAI64N of the wall clock (WireGuard §5.4.2). */
 void keyex_noise_timestamp_now(uint8_t timestamp[KEYEX_NOISE_TIMESTAMP_LEN]);
 

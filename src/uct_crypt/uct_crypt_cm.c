@@ -280,7 +280,7 @@ static ucs_status_t uct_crypt_cm_ep_queue_frame(uct_crypt_cm_ep_t *ep,
     if (data_len > 0) {
         memcpy(body + head_len, data, data_len);
     }
-    crypt_cm_frame_nonce(ep->tx_count++, nonce);
+    keyex_noise_nonce(ep->tx_count++, nonce);
     if (crypt_aead_seal(&ep->tx_key, nonce, hdr, sizeof(*hdr), body, body_len,
                         body, body + body_len) != CRYPT_AEAD_OK) {
         return UCS_ERR_IO_ERROR;
@@ -754,7 +754,7 @@ static ucs_status_t uct_crypt_cm_ep_recv(uct_crypt_cm_ep_t *ep, const char **why
             continue;
         } else {
             body_len = (size_t)crypt_cm_frame_body_len(hdr, cm->max_body);
-            crypt_cm_frame_nonce(ep->rx_count++, nonce);
+            keyex_noise_nonce(ep->rx_count++, nonce);
             ep->rx_have = 0;
             if (crypt_aead_open(&ep->rx_key, nonce, hdr, sizeof(*hdr), hdr + 1,
                                 body_len, hdr + 1,
@@ -1415,6 +1415,7 @@ static unsigned uct_crypt_cm_iface_progress(uct_iface_h iface)
 /* What a cm's "iface" offers: the ep calls of the sockaddr flow; every
  * data call is UNSUPPORTED, as in tcp_sockcm */
 static uct_iface_ops_t uct_crypt_cm_iface_ops;
+static uct_iface_internal_ops_t uct_crypt_cm_iface_internal_ops;
 
 static void uct_crypt_cm_iface_ops_init(void)
 {
@@ -1436,6 +1437,9 @@ static void uct_crypt_cm_iface_ops_init(void)
     ops->iface_progress_disable = (uct_iface_progress_disable_func_t)uct_crypt_cm_nothing;
     ops->iface_progress         = uct_crypt_cm_iface_progress;
     ops->iface_close            = (uct_iface_close_func_t)uct_crypt_cm_nothing;
+
+    uct_crypt_internal_ops_init(&uct_crypt_cm_iface_internal_ops, 1);
+    uct_crypt_cm_iface_internal_ops.ep_query = uct_crypt_cm_ep_query;
 }
 
 static UCS_CLASS_INIT_FUNC(uct_crypt_cm_t, uct_component_h component,
@@ -1449,7 +1453,7 @@ static UCS_CLASS_INIT_FUNC(uct_crypt_cm_t, uct_component_h component,
 
     (void)pthread_once(&once, uct_crypt_cm_iface_ops_init);
     UCS_CLASS_CALL_SUPER_INIT(uct_cm_t, &uct_crypt_cm_ops, &uct_crypt_cm_iface_ops,
-                              uct_crypt_cm_internal_ops(uct_crypt_cm_ep_query),
+                              &uct_crypt_cm_iface_internal_ops,
                               worker, component, config);
 
     status = uct_crypt_global_init(); /* the job secret: the psk */

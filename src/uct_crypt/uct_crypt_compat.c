@@ -90,8 +90,7 @@ uct_crypt_iface_is_reachable_v2(const uct_iface_h iface,
 }
 #endif
 
-static void uct_crypt_internal_ops_init(uct_iface_internal_ops_t *ops,
-                                        int own_wire)
+void uct_crypt_internal_ops_init(uct_iface_internal_ops_t *ops, int own_wire)
 {
     memset(ops, 0, sizeof(*ops));
 #if UCT_CRYPT_HAVE_IFACE_QUERY_V2
@@ -138,21 +137,6 @@ uct_iface_internal_ops_t *uct_crypt_internal_ops(int own_wire)
 
     (void)pthread_once(&once, uct_crypt_internal_ops_tables_init);
     return own_wire ? &uct_crypt_sock_ops_table : &uct_crypt_iface_ops_table;
-}
-
-uct_iface_internal_ops_t *
-uct_crypt_cm_internal_ops(ucs_status_t (*ep_query)(uct_ep_h, uct_ep_attr_t*))
-{
-    static uct_iface_internal_ops_t ops;
-    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-
-    pthread_mutex_lock(&lock);
-    if (ops.ep_query != ep_query) {
-        uct_crypt_internal_ops_init(&ops, 1);
-        ops.ep_query = ep_query;
-    }
-    pthread_mutex_unlock(&lock);
-    return &ops;
 }
 
 /* ---- configuration -------------------------------------------------------- */

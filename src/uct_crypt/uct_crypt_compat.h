@@ -116,9 +116,9 @@ uct_crypt_mpool_init(ucs_mpool_t *mp, size_t elem_size, unsigned per_chunk,
  * forwarded to the iface's public ops, crypt's own ep_is_connected */
 uct_iface_internal_ops_t *uct_crypt_internal_ops(int own_wire);
 
-/* The same for the connection manager's "iface", with its ep_query */
-uct_iface_internal_ops_t *
-uct_crypt_cm_internal_ops(ucs_status_t (*ep_query)(uct_ep_h, uct_ep_attr_t*));
+/* Fill such a table (the connection manager's "iface" starts from the
+ * own wire's, with its own ep_query) */
+void uct_crypt_internal_ops_init(uct_iface_internal_ops_t *ops, int own_wire);
 
 /* Fill `opts` from the environment (UCX_<prefix><name>), by `table` */
 ucs_status_t uct_crypt_config_fill(void *opts, ucs_config_field_t *table,

@@ -659,14 +659,6 @@ static int uct_crypt_sock_conn_accept_response(uct_crypt_sock_conn_t *conn)
 
 /* ---- frames --------------------------------------------------------------- */
 
-static void uct_crypt_sock_ctrl_nonce(uint64_t n, uint8_t nonce[CRYPT_AEAD_NONCE_LEN])
-{
-    uint64_t be = htobe64(n);
-
-    memset(nonce, 0, 4);
-    memcpy(nonce + 4, &be, sizeof(be));
-}
-
 /* A control frame (uct_crypt_wire.h): `count` sealed under the
  * connection's Noise transport key, the frame header as associated data */
 static int uct_crypt_sock_conn_send_ctrl(uct_crypt_sock_conn_t *conn,
@@ -686,7 +678,7 @@ static int uct_crypt_sock_conn_send_ctrl(uct_crypt_sock_conn_t *conn,
     hdr->length   = htole32(length);
     hdr->type     = type;
     memset(hdr->reserved, 0, sizeof(hdr->reserved));
-    uct_crypt_sock_ctrl_nonce(conn->ctrl_send_seq++, nonce);
+    keyex_noise_nonce(conn->ctrl_send_seq++, nonce);
     if (crypt_aead_seal(&conn->ctrl_send, nonce, hdr, sizeof(*hdr), &le_count,
                         sizeof(le_count), body, body + sizeof(count)) !=
         CRYPT_AEAD_OK) {
@@ -777,7 +769,7 @@ static int uct_crypt_sock_conn_deliver(uct_crypt_sock_conn_t *conn,
         return 1;
     }
     if (hdr->type != CRYPT_SOCK_FRAME_RECORD) {
-        uct_crypt_sock_ctrl_nonce(conn->ctrl_recv_seq++, nonce);
+        keyex_noise_nonce(conn->ctrl_recv_seq++, nonce);
         if ((length != sizeof(count) + CRYPT_AEAD_TAG_LEN) ||
             (crypt_aead_open(&conn->ctrl_recv, nonce, hdr, sizeof(*hdr), body,
                              sizeof(count), &count, body + sizeof(count)) !=

@@ -291,7 +291,7 @@ typedef struct crypt_sock_frame_hdr {
  * of what follows, LE16; type; a zero byte), then the body sealed with
  * AES-256-GCM under the handshake's transport key of the sender's
  * direction, nonce = 32 zero bits and a 64-bit big-endian counter of the
- * frames sent that way (Noise §5.1, §12.4), the header as associated
+ * frames sent that way (keyex_noise_nonce), the header as associated
  * data, then the tag. The length is checked against the largest body the
  * configuration allows before anything is read into place; the type is
  * acted on only once the frame opened. CONNECT and ACCEPT bodies: one
@@ -327,19 +327,6 @@ static inline long crypt_cm_frame_body_len(const crypt_cm_frame_hdr_t *hdr,
         return -1;
     }
     return (long)(length - CRYPT_AEAD_TAG_LEN);
-}
-
-/* The nonce of the n-th frame one way: 32 zero bits, n big endian
- * (Noise §5.1 CipherState, §12.4 AESGCM) */
-static inline void crypt_cm_frame_nonce(uint64_t n,
-                                        uint8_t nonce[CRYPT_AEAD_NONCE_LEN])
-{
-    int i;
-
-    memset(nonce, 0, 4);
-    for (i = 0; i < 8; ++i) {
-        nonce[4 + i] = (uint8_t)(n >> (56 - 8 * i));
-    }
 }
 
 /* An opened CONNECT or ACCEPT body, split into the sender's device

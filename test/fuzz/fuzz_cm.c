@@ -69,7 +69,7 @@ static void fuzz_frame(const keyex_noise_transport_t *ckeys,
     hdr->length   = htole16((uint16_t)(body_len + CRYPT_AEAD_TAG_LEN));
     hdr->type     = CRYPT_CM_FRAME_CONNECT;
     hdr->reserved = 0;
-    crypt_cm_frame_nonce(0, nonce);
+    keyex_noise_nonce(0, nonce);
     if (crypt_aead_seal(&tx, nonce, hdr, sizeof(*hdr), body, body_len,
                         frame + sizeof(*hdr),
                         frame + sizeof(*hdr) + body_len) != CRYPT_AEAD_OK) {

@@ -33,6 +33,7 @@ work=$(mktemp -d /tmp/ucx-crypt-it.XXXXXX)
 . "$(dirname "$0")/../netns.sh"
 . "$(dirname "$0")/../lib/report.sh"
 . "$(dirname "$0")/../lib/ports.sh"
+. "$(dirname "$0")/../lib/machine.sh"
 port_base=$(test_port_base) || exit 1
 
 cleanup() {
@@ -1086,7 +1087,7 @@ test_peer_failure() {
 # launcher sets them.
 test_plugin_path() {
     local version minor
-    version=$(ucx_info -v 2>/dev/null | sed -n 's/^# \(Library version\|Version\):* *//p' | head -1)
+    version=$(ucx_runtime_version)
     minor=$(echo "$version" | cut -d. -f2)
     if [ "${minor:-0}" -lt 22 ]; then
         record plugin_path_loading skip "UCX $version has no plugin loader (UCX_PLUGIN_PATH is 1.22+); LD_PRELOAD there"

@@ -5,10 +5,16 @@
 #
 #   . test/lib/machine.sh
 #   echo "# $(bench_machine)" >"$csv"
+#   version=$(ucx_runtime_version)
+# The version of the UCX in PATH (1.13 prints "# Version X", 1.14+ "#
+# Library version: X")
+ucx_runtime_version() {
+    ucx_info -v 2>/dev/null | sed -n 's/^# \(Library version\|Version\):* *//p' | head -1
+}
+
 bench_machine() {
     local version flags
-    version=$(ucx_info -v 2>/dev/null |
-              sed -n 's/^# \(Library version\|Version\):* *//p' | head -1)
+    version=$(ucx_runtime_version)
     flags=$(ucx_info -b 2>/dev/null |
             sed -n 's/^#define  *\(ENABLE_[A-Z_]*\)  *1$/\1/p' | tr '\n' ' ')
     flags=${flags% }

@@ -22,6 +22,7 @@ build=${2:?}
 results=${3:?}
 jobs=$(nproc 2>/dev/null || echo 2)
 . "$top/test/lib/report.sh"
+. "$top/test/lib/ports.sh"
 
 # Known not to hold yet, per release (reported as skipped, with why):
 # - UCP 1.16+'s protocol selection does not take the bulk engine for
@@ -48,7 +49,6 @@ reason[1.22.0]='UCP 1.22 does not take the bulk engine (counters; bulk tamper), 
 launcher_case() { # VERSION UCX_PREFIX OBJDIR RELEASE_PREFIX
     local version=$1 ucx=$2 dir=$3 to=$4 main="$build/install-test" rc port
     local flavour="$build/install-test/lib/ucx-crypt/ucx-${1%.*}"
-    . "$top/test/lib/ports.sh"
     "$main/bin/ucx-crypt-keygen" "$build/launcher.key" 2>/dev/null ||
         [ -f "$build/launcher.key" ]
     local envs=(LD_LIBRARY_PATH="$ucx/lib" PATH="$ucx/bin:$PATH" UCX_TLS=crypt
