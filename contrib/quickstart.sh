@@ -8,6 +8,8 @@
 #   contrib/quickstart.sh build    install dependencies and build only
 #   contrib/quickstart.sh check    build, then build the test build (tamper
 #                                  hooks compiled in) and run every test,
+#                                  again under ASan and UBSan (the test
+#                                  build made --enable-sanitizers),
 #                                  on Debian's UCX 1.13.1 and again built
 #                                  against UCX 1.18.1 and 1.22.0 (PyPI
 #                                  wheels, test/releases/run.sh); prints
@@ -31,6 +33,12 @@ obj="$build/obj"                  # the product (release build)
 prefix="$build/install"
 obj_test="$build/obj-test"        # the test build (tamper hooks compiled in)
 prefix_test="$build/install-test"
+obj_asan="$build/obj-asan"        # the test build under ASan and UBSan
+prefix_asan="$build/install-asan"
+# the integration groups run under the sanitizers: data of every size on
+# every path, ucx_perftest, the tamper matrix, Open MPI and MPICH with the
+# collectives, the wire, client/server, peer failure, leaks at exit
+sanitizer_groups="test_ucp_sizes_verified|test_key_update|test_perftest|test_tamper|test_mpi|test_collectives|test_coll_component|test_wire|test_peer_failure|test_client_server|test_leaks"
 results="$build/results"
 jobs=$(nproc 2>/dev/null || echo 2)
 
@@ -117,12 +125,6 @@ do_check() {
     run_gtest core "$obj_test/test/gtest/gtest_core"
     run_gtest uct "$obj_test/test/gtest/gtest_uct"
     TSAN_OPTIONS="halt_on_error=1 exitcode=66" run_gtest pool_tsan "$obj_test/test/gtest/gtest_pool_tsan"
-    # (not the tasks: they switch stacks with swapcontext, which ASan does
-    # not follow fully and may then report falsely; the plain run covers
-    # them)
-    ASAN_OPTIONS="detect_leaks=1 abort_on_error=1" UBSAN_OPTIONS="print_stacktrace=1" \
-        run_gtest core_asan "$obj_test/test/gtest/gtest_core_asan" \
-        --gtest_filter="-*tasks_of_two_teams_progress_together*"
     log "test: the product build (layering, exports, no test hooks)"
     "$top/test/integration/build_check.sh" "$top" "$prefix" "$prefix_test" "$results"
     log "test: fuzz targets, ${FUZZ_SECONDS:-10} s each (regressions: the corpus)"
@@ -131,11 +133,32 @@ do_check() {
     "$top/test/integration/run.sh" "$obj_test" "$prefix_test" "$results"
     log "test: a short soak, ${SOAK_SECONDS:-30} s (quickstart.sh soak MINUTES for a long one)"
     "$top/test/soak/soak.sh" "$obj_test" "$prefix_test" "$results" "${SOAK_SECONDS:-30}"
+    do_check_sanitizers
     log "test: UCX 1.18.1 and 1.22.0 (PyPI wheels), built and run as 1.13.1"
     "$top/test/releases/run.sh" "$top" "$build" "$results"
     log "test: UCX 1.14.1 .. 1.21.0 (the rest), compiled against their headers"
     "$top/test/releases/compile.sh" "$top" "$obj_test" "$results"
     summarize
+}
+
+# The test build again, made --enable-sanitizers: the gtests and the
+# integration tests that load the plugin into UCX programs, Open MPI and
+# MPICH, under AddressSanitizer (leaks included) and
+# UndefinedBehaviorSanitizer; any report fails the test it happened in.
+do_check_sanitizers() {
+    log "test: under AddressSanitizer and UndefinedBehaviorSanitizer"
+    configure_and_build "$obj_asan" "$prefix_asan" --enable-fault-injection --enable-sanitizers
+    make -C "$obj_asan" -j"$jobs" --no-print-directory check TESTS=
+    export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1" UBSAN_OPTIONS="print_stacktrace=1"
+    run_gtest core_sanitizers "$obj_asan/test/gtest/gtest_core" \
+        --gtest_filter="-*tasks_of_two_teams_progress_together*"
+    # (not the tasks: they switch stacks with swapcontext, which ASan does
+    # not follow fully and may then report falsely; the plain run covers
+    # them)
+    run_gtest uct_sanitizers "$obj_asan/test/gtest/gtest_uct"
+    unset ASAN_OPTIONS UBSAN_OPTIONS
+    IT_REPORT=integration_sanitizers REPORT_NAME_PREFIX=sanitizers/ IT_ONLY="$sanitizer_groups" \
+        "$top/test/integration/run.sh" "$obj_asan" "$prefix_asan" "$results"
 }
 
 do_bench() {

@@ -83,7 +83,8 @@ typedef struct uct_crypt_cm {
     unsigned        max_half_open;
     unsigned        half_open;
     ucs_list_link_t eps;              /* every ep of this cm, oldest first */
-    int             timer_id;
+    int             timer_id;        /* -1: no handshake under way */
+    ucs_time_t      timer_interval;
 } uct_crypt_cm_t;
 
 typedef struct uct_crypt_cm_listener {
@@ -827,20 +828,52 @@ static void uct_crypt_cm_ep_handler(int fd, ucs_event_set_types_t events,
 
 /* ---- deadlines ------------------------------------------------------------- */
 
+/* The timer runs only while an endpoint is in its handshake: UCX's async
+ * thread keeps all the process's timers in one queue of bounded size
+ * (ucs_async_dispatch_timerq: about 300), and a worker each with an idle
+ * connection manager would fill it. Runs, and is armed, with the async
+ * context held. */
 static void uct_crypt_cm_timer(int id, ucs_event_set_types_t events, void *arg)
 {
     uct_crypt_cm_t *cm = arg;
     ucs_time_t now     = ucs_get_time();
     uct_crypt_cm_ep_t *ep, *tmp;
+    int waiting        = 0;
 
     ucs_list_for_each_safe(ep, tmp, &cm->eps, list) {
-        if (!(ep->state & UCT_CRYPT_CM_EP_FAILED) &&
-            uct_crypt_cm_ep_in_handshake(ep) && (now > ep->deadline)) {
+        if ((ep->state & UCT_CRYPT_CM_EP_FAILED) || !uct_crypt_cm_ep_in_handshake(ep)) {
+            continue;
+        }
+        if (now > ep->deadline) {
             uct_crypt_cm_ep_fail(ep, UCS_ERR_TIMED_OUT,
                                  "no crypt handshake within "
                                  "UCX_CRYPT_CM_HANDSHAKE_TIMEOUT");
+        } else {
+            waiting = 1;
         }
     }
+    if (!waiting && (cm->timer_id == id)) {
+        /* (from its own callback: without waiting for itself) */
+        (void)ucs_async_remove_handler(id, 0);
+        cm->timer_id = -1;
+    }
+}
+
+static ucs_status_t uct_crypt_cm_timer_arm(uct_crypt_cm_t *cm)
+{
+    ucs_async_context_t *async = uct_crypt_cm_async(cm);
+    ucs_status_t status        = UCS_OK;
+
+    UCS_ASYNC_BLOCK(async);
+    if (cm->timer_id < 0) {
+        status = ucs_async_add_timer(async->mode, cm->timer_interval,
+                                     uct_crypt_cm_timer, cm, async, &cm->timer_id);
+        if (status != UCS_OK) {
+            cm->timer_id = -1;
+        }
+    }
+    UCS_ASYNC_UNBLOCK(async);
+    return status;
 }
 
 /* ---- endpoints ---------------------------------------------------------------- */
@@ -963,6 +996,9 @@ static UCS_CLASS_INIT_FUNC(uct_crypt_cm_ep_t, const uct_ep_params_t *params)
     } else {
         self->state |= UCT_CRYPT_CM_EP_SERVER;
         status       = uct_crypt_cm_ep_start_handshake(self);
+    }
+    if (status == UCS_OK) {
+        status = uct_crypt_cm_timer_arm(cm); /* the handshake's deadline */
     }
     if (status != UCS_OK) {
         self->state |= UCT_CRYPT_CM_EP_FAILED; /* no handler, or gone with it */
@@ -1448,7 +1484,6 @@ static UCS_CLASS_INIT_FUNC(uct_crypt_cm_t, uct_component_h component,
     const uct_crypt_cm_config_t *cm_config =
             ucs_derived_of(config, uct_crypt_cm_config_t);
     static pthread_once_t once = PTHREAD_ONCE_INIT;
-    ucs_async_context_t *async;
     ucs_status_t status;
 
     (void)pthread_once(&once, uct_crypt_cm_iface_ops_init);
@@ -1480,15 +1515,9 @@ static UCS_CLASS_INIT_FUNC(uct_crypt_cm_t, uct_component_h component,
     self->half_open         = 0;
     ucs_list_head_init(&self->eps);
 
-    async  = uct_crypt_cm_async(self);
-    status = ucs_async_add_timer(async->mode,
-                                 ucs_time_from_sec(ucs_min(0.5,
-                                         cm_config->handshake_timeout / 4)),
-                                 uct_crypt_cm_timer, self, async,
-                                 &self->timer_id);
-    if (status != UCS_OK) {
-        return status;
-    }
+    self->timer_interval    = ucs_time_from_sec(ucs_min(0.5,
+                                        cm_config->handshake_timeout / 4));
+    self->timer_id          = -1; /* armed by the first handshake */
     ucs_debug("crypt: connection manager %p opened", self);
     return UCS_OK;
 }
@@ -1496,8 +1525,15 @@ static UCS_CLASS_INIT_FUNC(uct_crypt_cm_t, uct_component_h component,
 static UCS_CLASS_CLEANUP_FUNC(uct_crypt_cm_t)
 {
     uct_crypt_cm_ep_t *ep, *tmp;
+    int timer_id;
 
-    (void)ucs_async_remove_handler(self->timer_id, 1);
+    UCS_ASYNC_BLOCK(uct_crypt_cm_async(self));
+    timer_id       = self->timer_id;
+    self->timer_id = -1; /* the callback no longer removes it itself */
+    UCS_ASYNC_UNBLOCK(uct_crypt_cm_async(self));
+    if (timer_id >= 0) {
+        (void)ucs_async_remove_handler(timer_id, 1);
+    }
     UCS_ASYNC_BLOCK(uct_crypt_cm_async(self));
     ucs_list_for_each_safe(ep, tmp, &self->eps, list) {
         if (uct_crypt_cm_ep_is_internal(ep)) {

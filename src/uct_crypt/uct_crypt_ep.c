@@ -175,7 +175,9 @@ ucs_status_t uct_crypt_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t header,
     }
 
     memcpy(record + hdr_len, &header, sizeof(header));
-    memcpy(record + hdr_len + sizeof(header), payload, length);
+    if (length > 0) { /* UCP passes NULL for an empty payload */
+        memcpy(record + hdr_len + sizeof(header), payload, length);
+    }
     record_len = uct_crypt_record_seal(iface, &ep->tx, id, 0, record,
                                        payload_len);
     if (record_len < 0) {
@@ -214,6 +216,28 @@ typedef struct {
     size_t              payload_len;   /* out */
 } uct_crypt_bcopy_ctx_t;
 
+/* An AM header and an iov, one after the other, as uct_iov_to_buffer
+ * copies them, but passing memcpy no empty part: UCP gives those a NULL
+ * buffer, and memcpy from NULL is undefined even for 0 bytes (UBSan). */
+static size_t uct_crypt_gather(uint8_t *dest, const void *header,
+                               size_t header_length, const uct_iov_t *iov,
+                               size_t iovcnt)
+{
+    size_t length = 0, i;
+
+    if (header_length > 0) {
+        memcpy(dest, header, header_length);
+        length = header_length;
+    }
+    for (i = 0; i < iovcnt; ++i) {
+        if (iov[i].length > 0) {
+            memcpy(dest + length, iov[i].buffer, iov[i].length);
+            length += iov[i].length;
+        }
+    }
+    return length;
+}
+
 /* Called by the inner transport once it has committed to sending: write
  * the plaintext after our header, seal it in place, add the tag. */
 static size_t uct_crypt_bcopy_pack(void *dest, void *arg)
@@ -221,17 +245,14 @@ static size_t uct_crypt_bcopy_pack(void *dest, void *arg)
     uct_crypt_bcopy_ctx_t *ctx = arg;
     size_t hdr_len = uct_crypt_record_header_len(&ctx->ep->tx);
     uint8_t *plain = (uint8_t*)dest + hdr_len;
-    ucs_iov_iter_t iov_iter;
     ssize_t record_len;
 
     if (ctx->pack_cb != NULL) {
         ctx->payload_len = ctx->pack_cb(plain, ctx->pack_arg);
     } else {
-        memcpy(plain, ctx->header, ctx->header_length);
-        ucs_iov_iter_init(&iov_iter);
-        ctx->payload_len = ctx->header_length +
-                           uct_iov_to_buffer(ctx->iov, ctx->iovcnt, &iov_iter,
-                                             plain + ctx->header_length, SIZE_MAX);
+        ctx->payload_len = uct_crypt_gather(plain, ctx->header,
+                                            ctx->header_length, ctx->iov,
+                                            ctx->iovcnt);
     }
 
     record_len = uct_crypt_record_seal(ctx->iface, &ctx->ep->tx, ctx->am_id,

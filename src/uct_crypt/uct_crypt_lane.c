@@ -343,7 +343,9 @@ static int uct_crypt_lane_recv(uct_crypt_lane_t *lane, int peer, uint64_t team,
         s->failed = 1;
         return -1;
     }
-    memcpy(buf, msg->data, len);
+    if (len > 0) { /* an empty message may have no buffer */
+        memcpy(buf, msg->data, len);
+    }
     uct_crypt_lane_msg_free(lane, msg);
     return 1;
 }
@@ -376,8 +378,10 @@ static size_t uct_crypt_lane_pack(void *dest, void *arg)
     uct_crypt_lane_pack_arg_t *a = arg;
 
     memcpy(dest, &a->peer->hdr, sizeof(a->peer->hdr));
-    memcpy(UCS_PTR_BYTE_OFFSET(dest, sizeof(a->peer->hdr)),
-           a->peer->buf + a->peer->offset, a->chunk);
+    if (a->chunk > 0) { /* an empty message may have no buffer */
+        memcpy(UCS_PTR_BYTE_OFFSET(dest, sizeof(a->peer->hdr)),
+               a->peer->buf + a->peer->offset, a->chunk);
+    }
     return sizeof(a->peer->hdr) + a->chunk;
 }
 

@@ -109,7 +109,9 @@ static UCS_CLASS_CLEANUP_FUNC(uct_crypt_sock_ep_t)
         self->conn = NULL;
         uct_crypt_sock_conn_release(conn);
     }
-    ucs_queue_for_each_extract(flush, &self->flushes, queue, 1) {
+    while (!ucs_queue_is_empty(&self->flushes)) {
+        flush = ucs_queue_pull_elem_non_empty(&self->flushes,
+                                              uct_crypt_sock_flush_t, queue);
         uct_invoke_completion(flush->comp, UCS_ERR_CANCELED);
         ucs_free(flush);
     }
@@ -416,7 +418,11 @@ void uct_crypt_sock_ep_pending_purge(uct_ep_h tl_ep,
     uct_crypt_sock_ep_t *ep = ucs_derived_of(tl_ep, uct_crypt_sock_ep_t);
     uct_pending_req_t *req;
 
-    ucs_queue_for_each_extract(req, &ep->pending, priv, 1) {
+    /* (not ucs_queue_for_each_extract: it computes the element of an empty
+     * queue's NULL head, undefined behaviour that UBSan reports) */
+    while (!ucs_queue_is_empty(&ep->pending)) {
+        req = ucs_queue_pull_elem_non_empty(&ep->pending, uct_pending_req_t,
+                                            priv);
         if (cb != NULL) {
             cb(req, arg);
         }
@@ -453,7 +459,9 @@ unsigned uct_crypt_sock_ep_progress_tx(uct_crypt_sock_ep_t *ep)
         ((ep->status != UCS_OK) ||
          ((ep->conn != NULL) && (ep->conn->tx_len == 0) &&
           (ep->conn->state == UCT_CRYPT_SOCK_ESTABLISHED)))) {
-        ucs_queue_for_each_extract(flush, &ep->flushes, queue, 1) {
+        while (!ucs_queue_is_empty(&ep->flushes)) {
+            flush = ucs_queue_pull_elem_non_empty(&ep->flushes,
+                                                  uct_crypt_sock_flush_t, queue);
             uct_invoke_completion(flush->comp, ep->status);
             ucs_free(flush);
             ++count;

@@ -13,6 +13,9 @@
 # sanitizer report, a broken invariant) is kept under RESULTS_DIR/fuzz/ as
 # the input that reproduces it: run the target binary on that file. JUnit
 # report: RESULTS_DIR/fuzz.xml.
+#
+# FUZZ_RUNS=N stops each target after N executions (SECONDS stays the cap);
+# FUZZ_TARGETS="a b" runs only those targets.
 set -uo pipefail
 
 src=${1:?usage: $0 SRCDIR OBJDIR SECONDS RESULTS_DIR}
@@ -29,6 +32,7 @@ mkdir -p "$out"
 
 targets=(fuzz_coll_frame fuzz_coll_hello fuzz_coll_tune fuzz_aead_record fuzz_job_secret
          fuzz_wire_handshake fuzz_cm)
+[ -n "${FUZZ_TARGETS:-}" ] && read -r -a targets <<<"$FUZZ_TARGETS"
 
 # the code under test: everything of src/ that parses network or file input
 # and needs neither UCX nor MPI
@@ -66,15 +70,17 @@ for t in "${targets[@]}"; do
     fi
     mkdir -p "$work/corpus/$t" "$work/artifacts-$t"
     [ -d "$here/corpus/$t" ] && cp -n "$here/corpus/$t"/* "$work/corpus/$t/" 2>/dev/null
+    started=$SECONDS
     ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
-        "$work/$t" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
+        "$work/$t" -max_total_time="$seconds" ${FUZZ_RUNS:+-runs="$FUZZ_RUNS"} \
+        -timeout=10 -rss_limit_mb=2048 \
         -print_final_stats=1 -artifact_prefix="$work/artifacts-$t/" \
         "$work/corpus/$t" >"$work/$t.log" 2>&1
     rc=$?
     runs=$(sed -n 's/^stat::number_of_executed_units: *\([0-9]*\).*/\1/p' "$work/$t.log" | tail -1)
     findings=$(find "$work/artifacts-$t" -type f | wc -l)
     [ "$rc" -ne 0 ] && [ "$findings" -eq 0 ] && findings=1
-    echo "fuzz $t: ${runs:-0} executions, $findings findings"
+    echo "fuzz $t: ${runs:-0} executions, $findings findings ($((SECONDS - started)) s)"
     if [ "$findings" -eq 0 ] && [ "${runs:-0}" -gt 0 ]; then
         record "$t" pass
     else

@@ -7,7 +7,7 @@
 # every byte checked, the marker as payload; the veth is captured.
 
 cs_check="$obj/test/integration/cs_check"
-cs_crypt=(LD_PRELOAD="$plugin" UCX_TLS=crypt UCX_CRYPT_TLS=tcp
+cs_crypt=(LD_PRELOAD="$preload" UCX_TLS=crypt UCX_CRYPT_TLS=tcp
           UCX_CRYPT_KEY_FILE="$work/job.key" UCX_CRYPT_STATS=y
           UCX_CRYPT_KEEPALIVE=3s UCX_WARN_UNUSED_ENV_VARS=n)
 cs_plain=(UCX_TLS=tcp UCX_WARN_UNUSED_ENV_VARS=n)
@@ -89,11 +89,11 @@ cs_port() {
 test_client_server() {
     # what ucx_info shows: the connection manager and its knobs
     local info
-    info=$(env LD_PRELOAD="$plugin" UCX_TLS=crypt UCX_CRYPT_TLS=tcp \
+    info=$(env LD_PRELOAD="$preload" UCX_TLS=crypt UCX_CRYPT_TLS=tcp \
            UCX_CRYPT_KEY_FILE="$work/job.key" ucx_info -d 2>&1)
     if grep -q "Connection manager: crypt" <<<"$info" &&
        ! grep -q "Connection manager: tcp" <<<"$info" &&
-       env LD_PRELOAD="$plugin" UCX_TLS=crypt UCX_CRYPT_TLS=tcp ucx_info -c -f 2>&1 |
+       env LD_PRELOAD="$preload" UCX_TLS=crypt UCX_CRYPT_TLS=tcp ucx_info -c -f 2>&1 |
            grep -q "UCX_CRYPT_CM_PRIV_DATA_LEN"; then
         record cs_ucx_info_shows_the_connection_manager_and_its_knobs pass
     else
@@ -201,9 +201,9 @@ cs_refused() {
 
 test_client_server_outsiders() {
     cs_refused cs_client_without_job_secret_refused_server_serves_on cs-nosecret \
-        "LD_PRELOAD=$plugin UCX_TLS=crypt UCX_CRYPT_TLS=tcp UCX_CRYPT_UNAUTHENTICATED=y UCX_WARN_UNUSED_ENV_VARS=n"
+        "LD_PRELOAD=$preload UCX_TLS=crypt UCX_CRYPT_TLS=tcp UCX_CRYPT_UNAUTHENTICATED=y UCX_WARN_UNUSED_ENV_VARS=n"
     cs_refused cs_client_of_another_job_refused_server_serves_on cs-otherjob \
-        "LD_PRELOAD=$plugin UCX_TLS=crypt UCX_CRYPT_TLS=tcp UCX_CRYPT_KEY_FILE=$work/other.key UCX_WARN_UNUSED_ENV_VARS=n"
+        "LD_PRELOAD=$preload UCX_TLS=crypt UCX_CRYPT_TLS=tcp UCX_CRYPT_KEY_FILE=$work/other.key UCX_WARN_UNUSED_ENV_VARS=n"
     cs_refused cs_plaintext_client_refused_server_serves_on cs-plainclient "${cs_plain[*]}"
 
     # a crypt client against a plaintext UCX server: the client stops

@@ -24,6 +24,18 @@ prefix=${2:?}
 results=${3:?}
 plugin="$prefix/lib/libuct_crypt.so"
 plugin_dir="$prefix/lib/ucx-crypt/plugins"  # UCX_PLUGIN_PATH (1.22+)
+# what LD_PRELOAD gets: the plugin, after AddressSanitizer's runtime where
+# the plugin was built --enable-sanitizers (ASan must come first in a
+# program that is not built with it: ucx_perftest, ucx_info, MPI ranks)
+asan_runtime=$(ldd "$plugin" 2>/dev/null | awk '/libasan\.so/ {print $3}')
+preload="${asan_runtime:+$asan_runtime:}$plugin"
+if [ -n "$asan_runtime" ]; then
+    # Leaks are checked in our own programs (the gtests, test_leaks); the
+    # MPI launchers and libraries leak at exit without the plugin too, in
+    # modules unloaded before LeakSanitizer could name them.
+    export ASAN_OPTIONS="detect_leaks=0:abort_on_error=1"
+    export UBSAN_OPTIONS="print_stacktrace=1"
+fi
 check="$obj/test/integration/ucp_check"
 mpi_check_src="$(dirname "$0")/mpi_check.c"
 site_conf="$prefix/share/ucx-crypt/openmpi-mca-params.conf"
@@ -55,7 +67,7 @@ next_port() { port_base=$((port_base + 1)); echo $port_base; }
 "$keygen" "$work/other.key"
 
 # crypt environment for one process: crypt on, job secret, loopback
-crypt_env=(env LD_PRELOAD="$plugin" UCX_TLS=crypt,tcp UCX_NET_DEVICES=lo
+crypt_env=(env LD_PRELOAD="$preload" UCX_TLS=crypt,tcp UCX_NET_DEVICES=lo
            UCX_CRYPT_KEY_FILE="$work/job.key" UCX_WARN_UNUSED_ENV_VARS=n)
 
 # ---- data verified over crypt, loopback, two processes ----------------------
@@ -164,7 +176,7 @@ test_perftest() {
 # ---- fail closed --------------------------------------------------------------
 test_fail_closed() {
     local out
-    out=$(env LD_PRELOAD="$plugin" UCX_TLS=all UCX_CRYPT_KEY_FILE="$work/job.key" \
+    out=$(env LD_PRELOAD="$preload" UCX_TLS=all UCX_CRYPT_KEY_FILE="$work/job.key" \
           ucx_info -d 2>&1)
     if grep -q "Component: crypt" <<<"$out" && ! grep -q "Component: tcp" <<<"$out" &&
        ! grep -q "Transport: tcp" <<<"$out"; then
@@ -175,10 +187,10 @@ test_fail_closed() {
 
     # UCX_TLS=tcp alone: no plaintext transport to fall back to
     local port; port=$(next_port)
-    env LD_PRELOAD="$plugin" UCX_TLS=tcp UCX_NET_DEVICES=lo timeout 20 "$check" -l "$port" \
+    env LD_PRELOAD="$preload" UCX_TLS=tcp UCX_NET_DEVICES=lo timeout 20 "$check" -l "$port" \
         >"$work/s.log" 2>&1 &
     local srv=$!
-    if env LD_PRELOAD="$plugin" UCX_TLS=tcp UCX_NET_DEVICES=lo timeout 20 "$check" \
+    if env LD_PRELOAD="$preload" UCX_TLS=tcp UCX_NET_DEVICES=lo timeout 20 "$check" \
            -c 127.0.0.1 -p "$port" -s 8 -n 1 >"$work/c.log" 2>&1; then
         record ucx_tls_tcp_refuses_plaintext fail "ucp_check succeeded over UCX_TLS=tcp"
     else
@@ -211,11 +223,11 @@ test_fail_closed() {
     fi
 
     # no job secret: refused with the fix, unless asked for by name
-    out=$(env LD_PRELOAD="$plugin" UCX_TLS=crypt UCX_CRYPT_TLS=tcp UCX_NET_DEVICES=lo \
+    out=$(env LD_PRELOAD="$preload" UCX_TLS=crypt UCX_CRYPT_TLS=tcp UCX_NET_DEVICES=lo \
           timeout 20 ucx_perftest -l -t tag_lat -n 10 2>&1)
     rc=$?
     local out_opt
-    out_opt=$(env LD_PRELOAD="$plugin" UCX_TLS=crypt UCX_CRYPT_TLS=tcp UCX_NET_DEVICES=lo \
+    out_opt=$(env LD_PRELOAD="$preload" UCX_TLS=crypt UCX_CRYPT_TLS=tcp UCX_NET_DEVICES=lo \
               UCX_CRYPT_UNAUTHENTICATED=y ucx_info -d 2>&1)
     if [ $rc -ne 0 ] && grep -q "UCX_CRYPT_UNAUTHENTICATED=y" <<<"$out" &&
        grep -q "Transport: crypt" <<<"$out_opt" && grep -q "NOT authenticated\|not authenticated" <<<"$out_opt"; then
@@ -225,7 +237,7 @@ test_fail_closed() {
             "rc=$rc; $(tail -1 <<<"$out"); opt-in: $(grep -c 'Transport: crypt' <<<"$out_opt") crypt transports"
     fi
 
-    out=$(env LD_PRELOAD="$plugin" UCX_CRYPT_ENABLE=n ucx_info -d 2>&1)
+    out=$(env LD_PRELOAD="$preload" UCX_CRYPT_ENABLE=n ucx_info -d 2>&1)
     if grep -q "NOT encrypted" <<<"$out" && grep -q "Component: tcp" <<<"$out"; then
         record disable_switch_says_so pass
     else
@@ -237,7 +249,7 @@ test_fail_closed() {
 expect_startup_error() { # name pattern env...
     local name=$1 pattern=$2; shift 2
     local out
-    out=$(env LD_PRELOAD="$plugin" UCX_TLS=crypt UCX_NET_DEVICES=lo "$@" \
+    out=$(env LD_PRELOAD="$preload" UCX_TLS=crypt UCX_NET_DEVICES=lo "$@" \
           timeout 20 ucx_perftest -l -t tag_lat -n 10 2>&1)
     if [ $? -ne 0 ] && grep -q -- "$pattern" <<<"$out"; then
         record "$name" pass
@@ -450,7 +462,7 @@ test_collectives() {
         return
     fi
     local mpich=(timeout 120 mpiexec.mpich -n 6 env
-                 LD_PRELOAD="$prefix/lib/libucxcrypt_pmpi_mpich.so"
+                 LD_PRELOAD="${asan_runtime:+$asan_runtime:}$prefix/lib/libucxcrypt_pmpi_mpich.so"
                  UCX_CRYPT_KEY_FILE="$work/job.key" UCX_CRYPT_COLL_VERBOSE=y)
     for alg in naive o-ring o-rd o-rd2 c-ring c-rd hs1 hs2; do
         for map in 3:block 3:cyclic; do
@@ -468,7 +480,7 @@ test_collectives() {
     done
 
     "${ompi_env[@]}" timeout 120 mpirun -np 4 --oversubscribe \
-        -x LD_PRELOAD="$prefix/lib/libucxcrypt_pmpi_ompi.so" -x UCX_CRYPT_COLL_NODES=2:cyclic \
+        -x LD_PRELOAD="${asan_runtime:+$asan_runtime:}$prefix/lib/libucxcrypt_pmpi_ompi.so" -x UCX_CRYPT_COLL_NODES=2:cyclic \
         -x UCX_CRYPT_KEY_FILE="$work/job.key" -x UCX_CRYPT_COLL_VERBOSE=y \
         "$work/agc_ompi" >"$work/agc-ompi.log" 2>&1
     if [ $? -eq 0 ] && [ "$(grep -c '^COLLECTIVES OK' "$work/agc-ompi.log")" = 4 ] &&
@@ -501,7 +513,7 @@ test_collectives() {
 
     local attempt rc
     for attempt in 1 2; do
-        timeout 60 mpiexec.mpich -n 2 env LD_PRELOAD="$prefix/lib/libucxcrypt_pmpi_mpich.so" \
+        timeout 60 mpiexec.mpich -n 2 env LD_PRELOAD="${asan_runtime:+$asan_runtime:}$prefix/lib/libucxcrypt_pmpi_mpich.so" \
             UCX_CRYPT_COLL_NODES=2 "$work/agc_mpich" >"$work/agc-nokey.log" 2>&1
         rc=$?
         # a second try only if no rank got as far as MPI_Init (a launcher
@@ -527,7 +539,7 @@ sealed_by_transport() {
 
 test_collective_lane() {
     local lane_env=(-x UCX_TLS=crypt,tcp,self -x UCX_NET_DEVICES=lo -x UCX_CRYPT_STATS=y
-                    -x LD_PRELOAD="$prefix/lib/libucxcrypt_pmpi_ompi.so"
+                    -x LD_PRELOAD="${asan_runtime:+$asan_runtime:}$prefix/lib/libucxcrypt_pmpi_ompi.so"
                     -x UCX_CRYPT_KEY_FILE="$work/job.key" -x UCX_CRYPT_COLL_VERBOSE=y)
     local mode on_lane through_mpi rc
     # steady state, 8 x 1 MiB per rank on two emulated nodes: Open MPI over
@@ -557,7 +569,7 @@ test_collective_lane() {
         "$work/lane-forged.log" "COLLECTIVES OK" "failed authentication" "no collective lane"
 
     # MPICH over the crypt transport (the launcher's preload plus the adapter)
-    timeout 120 mpiexec.mpich -n 2 env LD_PRELOAD="$plugin:$prefix/lib/libucxcrypt_pmpi_mpich.so" \
+    timeout 120 mpiexec.mpich -n 2 env LD_PRELOAD="$preload:$prefix/lib/libucxcrypt_pmpi_mpich.so" \
         UCX_TLS=crypt,tcp UCX_NET_DEVICES=lo UCX_CRYPT_KEY_FILE="$work/job.key" \
         UCX_CRYPT_COLL_NODES=2 UCX_CRYPT_COLL_VERBOSE=y "$work/agc_mpich" >"$work/lane-mpich.log" 2>&1
     rc=$?
@@ -574,9 +586,9 @@ test_collective_lane() {
     # only the job secret set: each knob means the same to the transport
     # and to the MPI adapter, so nothing changes
     local defaults=()
-    mapfile -t defaults < <(LD_PRELOAD="$plugin" ucx_info -c -f 2>/dev/null |
+    mapfile -t defaults < <(LD_PRELOAD="$preload" ucx_info -c -f 2>/dev/null |
                             grep '^UCX_CRYPT_' | grep -v '^UCX_CRYPT_KEY_FILE=')
-    timeout 120 mpiexec.mpich -n 2 env LD_PRELOAD="$plugin:$prefix/lib/libucxcrypt_pmpi_mpich.so" \
+    timeout 120 mpiexec.mpich -n 2 env LD_PRELOAD="$preload:$prefix/lib/libucxcrypt_pmpi_mpich.so" \
         UCX_TLS=crypt,tcp UCX_NET_DEVICES=lo "${defaults[@]}" \
         UCX_CRYPT_KEY_FILE="$work/job.key" "$work/agc_mpich" >"$work/defaults.log" 2>&1
     rc=$?
@@ -589,7 +601,7 @@ test_collective_lane() {
     fi
 
     # a value the adapter's typed parser refuses ends the job with the fix
-    timeout 120 mpiexec.mpich -n 2 env LD_PRELOAD="$plugin:$prefix/lib/libucxcrypt_pmpi_mpich.so" \
+    timeout 120 mpiexec.mpich -n 2 env LD_PRELOAD="$preload:$prefix/lib/libucxcrypt_pmpi_mpich.so" \
         UCX_TLS=crypt,tcp UCX_NET_DEVICES=lo UCX_CRYPT_COLL_NODES=2 UCX_CRYPT_COLL_LANE=sideways \
         UCX_CRYPT_KEY_FILE="$work/job.key" "$work/agc_mpich" >"$work/bad-knob.log" 2>&1
     rc=$?
@@ -733,7 +745,7 @@ two_hosts_up() { # NAME_setup
 wire_run() { # label crypt(0|1|plugin) [sizes [env...]] -> prints marker count in the capture
     local label=$1 crypt=$2 sizes=${3:-8,1000,65536,1048576} port; port=$(next_port)
     local envs=(UCX_TLS=tcp)
-    [ "$crypt" = 1 ] && envs=(LD_PRELOAD="$plugin" UCX_TLS=crypt,tcp
+    [ "$crypt" = 1 ] && envs=(LD_PRELOAD="$preload" UCX_TLS=crypt,tcp
                               UCX_CRYPT_KEY_FILE="$work/job.key")
     # loaded by UCX itself (1.22+), nothing preloaded
     [ "$crypt" = plugin ] && envs=(UCX_PLUGIN_PATH="$plugin_dir" UCX_TLS=crypt
@@ -800,7 +812,7 @@ mpi_wire_verdict() {
 # with or without the PMPI adapter; prints "rc markers ok-ranks"
 coll_wire_run() {
     local label=$1 mode=$2 pre=()
-    [ "$mode" = adapter ] && pre=(-x LD_PRELOAD="$prefix/lib/libucxcrypt_pmpi_ompi.so"
+    [ "$mode" = adapter ] && pre=(-x LD_PRELOAD="${asan_runtime:+$asan_runtime:}$prefix/lib/libucxcrypt_pmpi_ompi.so"
                                   -x UCX_CRYPT_KEY_FILE="$work/job.key")
     ip netns exec ucxc-h1 tcpdump -i ucxc-v1 -U -s 0 -w "$work/$label.pcap" \
         >"$work/$label.tcpdump.log" 2>&1 &
@@ -961,7 +973,7 @@ attack_run() { # LABEL [victim env...] -> victim, client and attacker logs
 test_attacker() {
     two_hosts_up attacker_setup || return
     local res refused
-    res=$(attack_run attack LD_PRELOAD="$plugin" UCX_TLS=crypt UCX_CRYPT_TLS=tcp \
+    res=$(attack_run attack LD_PRELOAD="$preload" UCX_TLS=crypt UCX_CRYPT_TLS=tcp \
                      UCX_CRYPT_KEY_FILE="$work/job.key")
     echo "$res" | head -n -1
     res=$(echo "$res" | tail -n 1)
@@ -993,9 +1005,9 @@ test_attacker() {
 # back at all: TCP keepalive and TCP_USER_TIMEOUT, UCX_CRYPT_KEEPALIVE)
 # fail the endpoints of the side that is left, with the peer's address
 # and the reason, within a bounded time, which the test prints.
-peer_failure_run() { # LABEL how(kill|kill-client|cut) [plain] -> seconds until the survivor's log says so
+peer_failure_run() { # LABEL how(kill|kill-client|cut|stop) [plain] -> seconds until the survivor's log says so
     local label=$1 how=$2 plain=${3:-} port; port=$(next_port)
-    local envs=(LD_PRELOAD="$plugin" UCX_TLS=crypt UCX_CRYPT_TLS=tcp
+    local envs=(LD_PRELOAD="$preload" UCX_TLS=crypt UCX_CRYPT_TLS=tcp
                 UCX_CRYPT_KEY_FILE="$work/job.key" UCX_CRYPT_KEEPALIVE=3s
                 UCX_LOG_FILE=stderr)
     local noticed="crypt: connection .*ended\|crypt: connection from .*ended"
@@ -1005,11 +1017,23 @@ peer_failure_run() { # LABEL how(kill|kill-client|cut) [plain] -> seconds until 
         envs=(UCX_TLS=tcp UCX_LOG_FILE=stderr)
         noticed="UCX  ERROR\|ucp_check: size"
     fi
-    on_host ucxc-h1 ucxc-v1 "${envs[@]}" timeout 60 "$check" -l "$port" \
+    local srv_cmd=("$check" -l "$port")
+    local cli_cmd=("$check" -c 10.77.0.1 -p "$port" -s 65536,1048576 -n 100000)
+    if [ "$how" = stop ]; then
+        # A stopped process's kernel still takes what fits in its socket
+        # buffers and answers keepalive probes, as for a process busy
+        # elsewhere: a ping-pong waits for it as for a slow peer. What the
+        # stop shows in is a sender that keeps sending (a bandwidth test)
+        # and stalls against the zero window.
+        srv_cmd=(ucx_perftest -p "$port")
+        cli_cmd=(ucx_perftest 10.77.0.1 -p "$port" -t tag_bw -s 65536 -n 100000000)
+    fi
+    on_host ucxc-h1 ucxc-v1 "${envs[@]}" timeout 60 "${srv_cmd[@]}" \
         >"$work/$label.s.log" 2>&1 &
     local srv=$!
-    on_host ucxc-h2 ucxc-v2 "${envs[@]}" timeout 60 "$check" -c 10.77.0.1 -p "$port" \
-        -s 65536,1048576 -n 100000 >"$work/$label.c.log" 2>&1 &
+    sleep 0.3
+    on_host ucxc-h2 ucxc-v2 "${envs[@]}" timeout 60 "${cli_cmd[@]}" \
+        >"$work/$label.c.log" 2>&1 &
     local cli=$!
     # at a random point of the transfer loop (64 KiB and 1 MiB messages:
     # records and bulk segments both in flight)
@@ -1020,6 +1044,8 @@ peer_failure_run() { # LABEL how(kill|kill-client|cut) [plain] -> seconds until 
         ip netns exec ucxc-h1 pkill -KILL -n -f "$check -l $port"
     elif [ "$how" = kill-client ]; then
         ip netns exec ucxc-h2 pkill -KILL -n -f "$check -c 10.77.0.1 -p $port"
+    elif [ "$how" = stop ]; then
+        ip netns exec ucxc-h1 pkill -STOP -n -f "ucx_perftest -p $port"
     else
         ip -n ucxc-h2 link set ucxc-v2 down
     fi
@@ -1031,6 +1057,7 @@ peer_failure_run() { # LABEL how(kill|kill-client|cut) [plain] -> seconds until 
         fi
         sleep 0.1
     done
+    [ "$how" = stop ] && ip netns exec ucxc-h1 pkill -KILL -f "ucx_perftest -p $port"
     kill $cli $srv 2>/dev/null
     wait $cli $srv 2>/dev/null
     [ "$how" = cut ] && ip -n ucxc-h2 link set ucxc-v2 up
@@ -1060,13 +1087,26 @@ test_peer_failure() {
         killed-client kill-client client s 10.77.0.2
     # UCX's own tcp in the same two cases, for comparison (informational:
     # ucp_check runs in UCP's error mode none)
-    local pk pc
+    local pk pc ps
     pk=$(peer_failure_run plain-killed kill plain)
     pc=$(peer_failure_run plain-cut cut plain)
+    ps=$(peer_failure_run plain-stopped stop plain)
     [ "$pk" = none ] && pk="not within 20 s" || pk="after $pk s"
     [ "$pc" = none ] && pc="not within 20 s" || pc="after $pc s"
+    [ "$ps" = none ] && ps="not within 20 s" || ps="after $ps s"
     echo "  plaintext UCX tcp (for comparison, error mode none): peer killed:" \
-         "noticed $pk; link cut: noticed $pc"
+         "noticed $pk; link cut: noticed $pc; peer stopped: noticed $ps"
+    t=$(peer_failure_run stopped stop)
+    echo "  server stopped (SIGSTOP) under ucx_perftest tag_bw (UCX_CRYPT_KEEPALIVE=3s):" \
+         "the sender's endpoint failed after ${t} s (TCP_USER_TIMEOUT over zero-window probes)"
+    if [ "$t" != none ] && awk -v t="$t" 'BEGIN {exit !(t < 20)}' &&
+       grep -q "crypt: connection \(to\|from\) 10.77.0.1:[0-9]* (peer [0-9a-f]\{8\}) ended: " \
+           "$work/stopped.c.log"; then
+        record stopped_peer_fails_the_survivors_endpoint_within_the_keepalive_bound pass
+    else
+        record stopped_peer_fails_the_survivors_endpoint_within_the_keepalive_bound fail \
+            "after ${t} s; $(grep -m2 "crypt: conn" "$work/stopped.c.log")"
+    fi
     t=$(peer_failure_run cut cut)
     echo "  link cut (UCX_CRYPT_KEEPALIVE=3s): an endpoint failed after ${t} s"
     if [ "$t" != none ] && awk -v t="$t" 'BEGIN {exit !(t < 20)}'; then
@@ -1105,7 +1145,7 @@ test_plugin_path() {
     fi
     # preloaded and named by UCX_PLUGIN_PATH at once (a launcher's preload
     # in a site that also sets the path): one crypt, no hang
-    info=$(env "${penv[@]}" LD_PRELOAD="$plugin" UCX_TLS=crypt UCX_CRYPT_TLS=tcp \
+    info=$(env "${penv[@]}" LD_PRELOAD="$preload" UCX_TLS=crypt UCX_CRYPT_TLS=tcp \
            timeout 60 ucx_info -d 2>&1)
     if [ "$(grep -c "Component: crypt" <<<"$info")" = 1 ] &&
        ! grep -q "Component: tcp" <<<"$info"; then
@@ -1181,7 +1221,7 @@ relay_case() { # MODE
     # (next_port runs in a subshell: offsets from it)
     local wire1=$((port + 5000)) relay1=$((port + 6000))
     local wire2=$((port + 7000)) relay2=$((port + 8000))
-    local envs=(LD_PRELOAD="$plugin" UCX_TLS=crypt UCX_CRYPT_TLS=tcp
+    local envs=(LD_PRELOAD="$preload" UCX_TLS=crypt UCX_CRYPT_TLS=tcp
                 UCX_CRYPT_KEY_FILE="$work/job.key" UCX_LOG_FILE=stderr)
     local log="$work/relay-$mode"
     # a relay in front of each side's wire port: whichever connection ends
@@ -1237,11 +1277,33 @@ test_relay() {
 
 . "$(dirname "$0")/client_server.sh"
 
+# ---- leaks at exit (a --enable-sanitizers build only) ---------------------------
+# Our own UCP programs with LeakSanitizer on: everything the plugin
+# allocated for workers, endpoints, connections, registrations, the bulk
+# engine and the connection manager is freed by the time the program
+# exits (LeakSanitizer makes the exit code non-zero otherwise).
+test_leaks() {
+    [ -n "$asan_runtime" ] || return 0
+    local leaks=(ASAN_OPTIONS=detect_leaks=1:abort_on_error=1)
+    local sizes=0,1,8125,65536,1048577,4194304
+    verified_pair no_leak_at_exit_own_wire_records_and_bulk "bulk bytes sealed [1-9]" \
+        "${leaks[@]}" UCX_TLS=crypt UCX_CRYPT_TLS=tcp UCX_CRYPT_BULK_THREADS=2 \
+        -- -s $sizes -n 3
+    verified_pair no_leak_at_exit_bulk_engine_over_a_ucx_inner "bulk bytes sealed [1-9]" \
+        "${leaks[@]}" "${rdma_like[@]}" UCX_CRYPT_REKEY_RECORDS=100 -- -s $sizes -n 3
+    two_hosts_up leaks_setup || return
+    local res
+    res=$(cs_pair cs-leaks "${cs_crypt[*]} ${leaks[*]}" "${cs_crypt[*]} ${leaks[*]}" \
+          -- -c 10.77.0.1 -s 0,65536,1048577 -n 2)
+    cs_verdict no_leak_at_exit_client_server "$res" cs-leaks
+    netns_down ucxc-h1 ucxc-h2
+}
+
 # IT_ONLY=REGEX runs only the test groups whose function name matches
 for group in test_ucp_sizes_verified test_key_update test_perftest test_fail_closed \
              test_misconfiguration test_tamper test_plaintext_peer test_mpi \
              test_collectives test_site_config_tool test_wire test_aux_lane test_attacker test_peer_failure test_relay \
-             test_client_server test_plugin_path; do
+             test_client_server test_plugin_path test_leaks; do
     if [ -z "${IT_ONLY:-}" ] || [[ $group =~ $IT_ONLY ]]; then
         $group
     fi

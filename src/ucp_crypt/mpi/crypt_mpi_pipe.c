@@ -48,11 +48,12 @@ typedef struct crypt_mpi_xfer {
 static void crypt_mpi_xfer_send(crypt_mpi_team_t *t, crypt_mpi_xfer_t *x)
 {
     const uct_crypt_lane_ops_t *lane = crypt_mpi_lane_ops;
-    int peer = t->lane_peer[x->dst], r;
+    int peer, r;
 
     if (x->sent || x->failed) {
-        return;
+        return; /* (also where there is no send: dst is then -1) */
     }
+    peer = t->lane_peer[x->dst];
     if (!x->send_started) {
         if ((r = lane->send_idle(crypt_mpi_lane, peer)) == 0) {
             return; /* busy with another team's message */

@@ -6,7 +6,11 @@
 #define UCX_CRYPT_TEST_UTIL_H
 
 #include <cstdint>
+#include <cstdio>
+#include <dirent.h>
+#include <malloc.h>
 #include <random>
+#include <unistd.h>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -52,6 +56,52 @@ inline bytes pattern(size_t len, uint32_t seed)
         b = (uint8_t)gen();
     }
     return out;
+}
+
+/* Built with AddressSanitizer: its allocator keeps freed memory in
+ * quarantine, so the process's memory does not show what it holds
+ * (LeakSanitizer checks that build instead). */
+extern "C" size_t __sanitizer_get_current_allocated_bytes(void) __attribute__((weak));
+
+inline bool under_asan()
+{
+    return __sanitizer_get_current_allocated_bytes != nullptr;
+}
+
+/* The heap this process holds now: glibc's bytes in use (arena and mmap'd
+ * chunks) */
+inline size_t heap_in_use()
+{
+    struct mallinfo2 mi = mallinfo2();
+    return mi.uordblks + mi.hblkhd;
+}
+
+/* resident set size, which also sees memory mapped outside malloc */
+inline size_t rss_bytes()
+{
+    unsigned long pages_total = 0, pages_resident = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (f != nullptr) {
+        if (fscanf(f, "%lu %lu", &pages_total, &pages_resident) != 2) {
+            pages_resident = 0;
+        }
+        fclose(f);
+    }
+    return pages_resident * (size_t)sysconf(_SC_PAGESIZE);
+}
+
+/* file descriptors open in this process */
+inline size_t open_fds()
+{
+    size_t n = 0;
+    DIR *d = opendir("/proc/self/fd");
+    if (d != nullptr) {
+        while (readdir(d) != nullptr) {
+            ++n;
+        }
+        closedir(d);
+    }
+    return n;
 }
 
 } // namespace test_util
