@@ -62,10 +62,22 @@ static void uct_crypt_bulk_read_profile(const char *path, size_t *segment,
         return;
     }
     while (fscanf(file, "%63s %lf", key, &value) == 2) {
-        if (!strcmp(key, "segment") && (value >= 4096)) {
-            *segment = (size_t)value;
-        } else if (!strcmp(key, "threads") && (value >= 0)) {
-            *threads = (unsigned long)value;
+        /* in range before the conversion, which is undefined beyond it */
+        if (!strcmp(key, "segment")) {
+            if ((value >= 4096) && (value <= UCT_CRYPT_BULK_MAX_PUT)) {
+                *segment = (size_t)value;
+            } else {
+                ucs_warn("crypt: UCX_CRYPT_PROFILE=%s: segment %g is not "
+                         "between 4k and 1g: ignored", path, value);
+            }
+        } else if (!strcmp(key, "threads")) {
+            if ((value >= 0) && (value <= UCT_CRYPT_BULK_PROFILE_MAX_THREADS)) {
+                *threads = (unsigned long)value;
+            } else {
+                ucs_warn("crypt: UCX_CRYPT_PROFILE=%s: threads %g is not "
+                         "between 0 and %d: ignored", path, value,
+                         UCT_CRYPT_BULK_PROFILE_MAX_THREADS);
+            }
         }
     }
     fclose(file);

@@ -26,6 +26,7 @@
 #define UCT_CRYPT_BULK_DEFAULT_SEGMENT  (256 * 1024)
 #define UCT_CRYPT_BULK_DEFAULT_THREADS  2
 #define UCT_CRYPT_BULK_MAX_PUT          (1ul << 30)   /* per put_zcopy call */
+#define UCT_CRYPT_BULK_PROFILE_MAX_THREADS 1024       /* what a profile may ask */
 #define UCT_CRYPT_BULK_REGISTRY_FMT     "/dev/shm/ucx-crypt-threads.%u"
 
 typedef enum {

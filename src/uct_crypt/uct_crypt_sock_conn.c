@@ -223,6 +223,18 @@ int uct_crypt_sock_conn_flush(uct_crypt_sock_conn_t *conn)
                 uct_crypt_sock_conn_set_events(conn, EPOLLIN | EPOLLOUT);
                 return 0;
             }
+            if (((errno == EPIPE) || (errno == ECONNRESET)) &&
+                (conn->state == UCT_CRYPT_SOCK_ESTABLISHED) && !conn->rx_closed) {
+                /* The peer closed. What it sent before (its last records,
+                 * its CLOSE, most often, at the end of a job) still waits
+                 * in the socket and is read first: delivered, and it
+                 * decides whether this is a failure. Nothing more is
+                 * written; the read that follows ends the connection. */
+                conn->tx_len  = 0;
+                conn->tx_head = 0;
+                uct_crypt_sock_conn_set_events(conn, EPOLLIN);
+                return 0;
+            }
             uct_crypt_sock_conn_fail(conn, strerror(errno));
             return -1;
         }
@@ -939,6 +951,10 @@ static void uct_crypt_sock_conn_read(uct_crypt_sock_conn_t *conn)
             if ((conn->state == UCT_CRYPT_SOCK_ESTABLISHED) && conn->rx_closed &&
                 ((conn->ep == NULL) || conn->tx_closed)) {
                 uct_crypt_sock_conn_close(conn); /* both halves done */
+            } else if ((conn->state == UCT_CRYPT_SOCK_ESTABLISHED) && conn->rx_closed) {
+                uct_crypt_sock_conn_fail(conn, "the peer closed the connection "
+                                               "while this side still had "
+                                               "records for it");
             } else if (conn->state == UCT_CRYPT_SOCK_ESTABLISHED) {
                 uct_crypt_sock_conn_fail(conn, "the peer closed the connection "
                                                "without a CLOSE (it exited or "

@@ -58,14 +58,21 @@ inline bytes pattern(size_t len, uint32_t seed)
     return out;
 }
 
-/* Built with AddressSanitizer: its allocator keeps freed memory in
+/* Built with a sanitizer (ASan, TSan): its allocator keeps freed memory in
  * quarantine, so the process's memory does not show what it holds
- * (LeakSanitizer checks that build instead). */
+ * (LeakSanitizer checks the ASan build instead); and everything runs
+ * several times slower. */
 extern "C" size_t __sanitizer_get_current_allocated_bytes(void) __attribute__((weak));
 
-inline bool under_asan()
+inline bool under_sanitizer()
 {
     return __sanitizer_get_current_allocated_bytes != nullptr;
+}
+
+/* how much longer a wall-clock limit (which only stops a hang) may be */
+inline double slowdown()
+{
+    return under_sanitizer() ? 5.0 : 1.0;
 }
 
 /* The heap this process holds now: glibc's bytes in use (arena and mmap'd
