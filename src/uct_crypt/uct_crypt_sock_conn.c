@@ -229,9 +229,9 @@ int uct_crypt_sock_conn_flush(uct_crypt_sock_conn_t *conn)
                  * its CLOSE, most often, at the end of a job) still waits
                  * in the socket and is read first: delivered, and it
                  * decides whether this is a failure. Nothing more is
-                 * written; the read that follows ends the connection. */
-                conn->tx_len  = 0;
-                conn->tx_head = 0;
+                 * written; what waits here stays (no flush completes
+                 * over it) until the read that follows ends the
+                 * connection and says what was lost. */
                 uct_crypt_sock_conn_set_events(conn, EPOLLIN);
                 return 0;
             }

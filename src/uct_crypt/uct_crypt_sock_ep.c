@@ -95,10 +95,27 @@ static UCS_CLASS_INIT_FUNC(uct_crypt_sock_ep_t, const uct_ep_params_t *params)
     return UCS_OK;
 }
 
-static UCS_CLASS_CLEANUP_FUNC(uct_crypt_sock_ep_t)
+/* Every flush waiting on `ep` completes with `status`; returns how many.
+ * (not ucs_queue_for_each_extract: it computes the element of an empty
+ * queue's NULL head, undefined behaviour that UBSan reports) */
+static unsigned uct_crypt_sock_ep_complete_flushes(uct_crypt_sock_ep_t *ep,
+                                                   ucs_status_t status)
 {
     uct_crypt_sock_flush_t *flush;
+    unsigned count = 0;
 
+    while (!ucs_queue_is_empty(&ep->flushes)) {
+        flush = ucs_queue_pull_elem_non_empty(&ep->flushes,
+                                              uct_crypt_sock_flush_t, queue);
+        uct_invoke_completion(flush->comp, status);
+        ucs_free(flush);
+        ++count;
+    }
+    return count;
+}
+
+static UCS_CLASS_CLEANUP_FUNC(uct_crypt_sock_ep_t)
+{
     ucs_list_del(&self->list);
     ucs_list_del(&self->busy); /* (a no-op when not on the busy list) */
     if (self->conn != NULL) {
@@ -109,12 +126,7 @@ static UCS_CLASS_CLEANUP_FUNC(uct_crypt_sock_ep_t)
         self->conn = NULL;
         uct_crypt_sock_conn_release(conn);
     }
-    while (!ucs_queue_is_empty(&self->flushes)) {
-        flush = ucs_queue_pull_elem_non_empty(&self->flushes,
-                                              uct_crypt_sock_flush_t, queue);
-        uct_invoke_completion(flush->comp, UCS_ERR_CANCELED);
-        ucs_free(flush);
-    }
+    (void)uct_crypt_sock_ep_complete_flushes(self, UCS_ERR_CANCELED);
 }
 
 UCS_CLASS_DEFINE(uct_crypt_sock_ep_t, uct_base_ep_t);
@@ -418,8 +430,7 @@ void uct_crypt_sock_ep_pending_purge(uct_ep_h tl_ep,
     uct_crypt_sock_ep_t *ep = ucs_derived_of(tl_ep, uct_crypt_sock_ep_t);
     uct_pending_req_t *req;
 
-    /* (not ucs_queue_for_each_extract: it computes the element of an empty
-     * queue's NULL head, undefined behaviour that UBSan reports) */
+    /* (a loop of its own, as in uct_crypt_sock_ep_complete_flushes) */
     while (!ucs_queue_is_empty(&ep->pending)) {
         req = ucs_queue_pull_elem_non_empty(&ep->pending, uct_pending_req_t,
                                             priv);
@@ -433,7 +444,6 @@ void uct_crypt_sock_ep_pending_purge(uct_ep_h tl_ep,
  * the flushes that are done. Returns the number of requests dispatched. */
 unsigned uct_crypt_sock_ep_progress_tx(uct_crypt_sock_ep_t *ep)
 {
-    uct_crypt_sock_flush_t *flush;
     uct_pending_req_t *req;
     ucs_status_t status;
     unsigned count = 0;
@@ -455,17 +465,10 @@ unsigned uct_crypt_sock_ep_progress_tx(uct_crypt_sock_ep_t *ep)
         }
     }
 
-    if (!ucs_queue_is_empty(&ep->flushes) &&
-        ((ep->status != UCS_OK) ||
-         ((ep->conn != NULL) && (ep->conn->tx_len == 0) &&
-          (ep->conn->state == UCT_CRYPT_SOCK_ESTABLISHED)))) {
-        while (!ucs_queue_is_empty(&ep->flushes)) {
-            flush = ucs_queue_pull_elem_non_empty(&ep->flushes,
-                                                  uct_crypt_sock_flush_t, queue);
-            uct_invoke_completion(flush->comp, ep->status);
-            ucs_free(flush);
-            ++count;
-        }
+    if ((ep->status != UCS_OK) ||
+        ((ep->conn != NULL) && (ep->conn->tx_len == 0) &&
+         (ep->conn->state == UCT_CRYPT_SOCK_ESTABLISHED))) {
+        count += uct_crypt_sock_ep_complete_flushes(ep, ep->status);
     }
     if (ucs_queue_is_empty(&ep->pending) && ucs_queue_is_empty(&ep->flushes)) {
         ucs_list_del(&ep->busy);

@@ -29,11 +29,10 @@ plugin_dir="$prefix/lib/ucx-crypt/plugins"  # UCX_PLUGIN_PATH (1.22+)
 # in a program that is not built with them: ucx_perftest, ucx_info, MPI
 # ranks)
 sanitizer_runtime=$(ldd "$plugin" 2>/dev/null | awk '/lib[at]san\.so/ {print $3}')
-preload="${sanitizer_runtime:+$sanitizer_runtime:}$plugin"
-asan_runtime=""
+runtime_first="${sanitizer_runtime:+$sanitizer_runtime:}" # before any preload of ours
+preload="$runtime_first$plugin"
 case "$sanitizer_runtime" in
 *libasan*)
-    asan_runtime=$sanitizer_runtime
     # Leaks are checked in our own programs (the gtests, test_leaks); the
     # MPI launchers and libraries leak at exit without the plugin too, in
     # modules unloaded before LeakSanitizer could name them.
@@ -474,7 +473,7 @@ test_collectives() {
         return
     fi
     local mpich=(timeout 120 mpiexec.mpich -n 6 env
-                 LD_PRELOAD="${sanitizer_runtime:+$sanitizer_runtime:}$prefix/lib/libucxcrypt_pmpi_mpich.so"
+                 LD_PRELOAD="$runtime_first$prefix/lib/libucxcrypt_pmpi_mpich.so"
                  UCX_CRYPT_KEY_FILE="$work/job.key" UCX_CRYPT_COLL_VERBOSE=y)
     for alg in naive o-ring o-rd o-rd2 c-ring c-rd hs1 hs2; do
         for map in 3:block 3:cyclic; do
@@ -492,7 +491,7 @@ test_collectives() {
     done
 
     "${ompi_env[@]}" timeout 120 mpirun -np 4 --oversubscribe \
-        -x LD_PRELOAD="${sanitizer_runtime:+$sanitizer_runtime:}$prefix/lib/libucxcrypt_pmpi_ompi.so" -x UCX_CRYPT_COLL_NODES=2:cyclic \
+        -x LD_PRELOAD="$runtime_first$prefix/lib/libucxcrypt_pmpi_ompi.so" -x UCX_CRYPT_COLL_NODES=2:cyclic \
         -x UCX_CRYPT_KEY_FILE="$work/job.key" -x UCX_CRYPT_COLL_VERBOSE=y \
         "$work/agc_ompi" >"$work/agc-ompi.log" 2>&1
     if [ $? -eq 0 ] && [ "$(grep -c '^COLLECTIVES OK' "$work/agc-ompi.log")" = 4 ] &&
@@ -525,7 +524,7 @@ test_collectives() {
 
     local attempt rc
     for attempt in 1 2; do
-        timeout 60 mpiexec.mpich -n 2 env LD_PRELOAD="${sanitizer_runtime:+$sanitizer_runtime:}$prefix/lib/libucxcrypt_pmpi_mpich.so" \
+        timeout 60 mpiexec.mpich -n 2 env LD_PRELOAD="$runtime_first$prefix/lib/libucxcrypt_pmpi_mpich.so" \
             UCX_CRYPT_COLL_NODES=2 "$work/agc_mpich" >"$work/agc-nokey.log" 2>&1
         rc=$?
         # a second try only if no rank got as far as MPI_Init (a launcher
@@ -551,7 +550,7 @@ sealed_by_transport() {
 
 test_collective_lane() {
     local lane_env=(-x UCX_TLS=crypt,tcp,self -x UCX_NET_DEVICES=lo -x UCX_CRYPT_STATS=y
-                    -x LD_PRELOAD="${sanitizer_runtime:+$sanitizer_runtime:}$prefix/lib/libucxcrypt_pmpi_ompi.so"
+                    -x LD_PRELOAD="$runtime_first$prefix/lib/libucxcrypt_pmpi_ompi.so"
                     -x UCX_CRYPT_KEY_FILE="$work/job.key" -x UCX_CRYPT_COLL_VERBOSE=y)
     local mode on_lane through_mpi rc
     # steady state, 8 x 1 MiB per rank on two emulated nodes: Open MPI over
@@ -824,7 +823,7 @@ mpi_wire_verdict() {
 # with or without the PMPI adapter; prints "rc markers ok-ranks"
 coll_wire_run() {
     local label=$1 mode=$2 pre=()
-    [ "$mode" = adapter ] && pre=(-x LD_PRELOAD="${sanitizer_runtime:+$sanitizer_runtime:}$prefix/lib/libucxcrypt_pmpi_ompi.so"
+    [ "$mode" = adapter ] && pre=(-x LD_PRELOAD="$runtime_first$prefix/lib/libucxcrypt_pmpi_ompi.so"
                                   -x UCX_CRYPT_KEY_FILE="$work/job.key")
     ip netns exec ucxc-h1 tcpdump -i ucxc-v1 -U -s 0 -w "$work/$label.pcap" \
         >"$work/$label.tcpdump.log" 2>&1 &
@@ -1297,7 +1296,7 @@ test_relay() {
 # engine and the connection manager is freed by the time the program
 # exits (LeakSanitizer makes the exit code non-zero otherwise).
 test_leaks() {
-    [ -n "$asan_runtime" ] || return 0
+    [[ $sanitizer_runtime == *libasan* ]] || return 0
     local leaks=(ASAN_OPTIONS=detect_leaks=1:abort_on_error=1)
     local sizes=0,1,8125,65536,1048577,4194304
     verified_pair no_leak_at_exit_own_wire_records_and_bulk "bulk bytes sealed [1-9]" \
