@@ -21,6 +21,32 @@
 
 #define CRYPT_COLL_TASK_STACK (512 * 1024)
 
+/* Sanitizers follow a stack switch only when told, through their fiber
+ * interfaces (sanitizer/common_interface_defs.h, tsan_interface.h):
+ * AddressSanitizer which stack is live (or it takes the task's frames for
+ * the caller's and reports falsely), ThreadSanitizer which fiber's clock
+ * and shadow stack run. GCC says __SANITIZE_*__, clang __has_feature. */
+#if defined(__SANITIZE_ADDRESS__)
+#  define CRYPT_COLL_TASK_ASAN 1
+#endif
+#if defined(__SANITIZE_THREAD__)
+#  define CRYPT_COLL_TASK_TSAN 1
+#endif
+#if defined(__has_feature)
+#  if __has_feature(address_sanitizer)
+#    define CRYPT_COLL_TASK_ASAN 1
+#  endif
+#  if __has_feature(thread_sanitizer)
+#    define CRYPT_COLL_TASK_TSAN 1
+#  endif
+#endif
+#ifdef CRYPT_COLL_TASK_ASAN
+#  include <sanitizer/common_interface_defs.h>
+#endif
+#ifdef CRYPT_COLL_TASK_TSAN
+#  include <sanitizer/tsan_interface.h>
+#endif
+
 struct crypt_coll_task {
     crypt_coll_team_t   *team;
     crypt_coll_args_t   args;
@@ -30,7 +56,68 @@ struct crypt_coll_task {
     int                 posted, done;
     int                 running;      /* on its own stack, inside test() */
     crypt_coll_status_t status;
+#ifdef CRYPT_COLL_TASK_ASAN
+    void                *asan_fake_stack; /* the task's, while it is away */
+    const void          *caller_stack;    /* the stack test() was called on */
+    size_t              caller_stack_size;
+#endif
+#ifdef CRYPT_COLL_TASK_TSAN
+    void                *tsan_fiber, *tsan_caller;
+#endif
 };
+
+/* ---- telling the sanitizers about the switches (nothing otherwise) ------ */
+
+/* Inlined always: ThreadSanitizer's function-exit hook of a function that
+ * switched fibers would run on the other fiber's shadow stack. */
+#define CRYPT_COLL_TASK_SWITCH static inline __attribute__((always_inline))
+
+/* test(): from the caller's stack onto the task's, and back */
+CRYPT_COLL_TASK_SWITCH void crypt_coll_task_run_self(crypt_coll_task_t *task)
+{
+#ifdef CRYPT_COLL_TASK_ASAN
+    void *caller_fake_stack;
+
+    __sanitizer_start_switch_fiber(&caller_fake_stack, task->self.uc_stack.ss_sp,
+                                   task->self.uc_stack.ss_size);
+#endif
+#ifdef CRYPT_COLL_TASK_TSAN
+    task->tsan_caller = __tsan_get_current_fiber();
+    __tsan_switch_to_fiber(task->tsan_fiber, 0);
+#endif
+    swapcontext(&task->caller, &task->self);
+#ifdef CRYPT_COLL_TASK_ASAN
+    __sanitizer_finish_switch_fiber(caller_fake_stack, NULL, NULL);
+#endif
+}
+
+/* on the task's stack, just arrived from test(); `first`: in the entry */
+CRYPT_COLL_TASK_SWITCH void crypt_coll_task_arrived(crypt_coll_task_t *task, int first)
+{
+#ifdef CRYPT_COLL_TASK_ASAN
+    __sanitizer_finish_switch_fiber(first ? NULL : task->asan_fake_stack,
+                                    &task->caller_stack, &task->caller_stack_size);
+#endif
+    (void)task;
+    (void)first;
+}
+
+/* on the task's stack, about to go back to test()'s caller; `ending`: the
+ * task returns through uc_link and its stack is never resumed */
+CRYPT_COLL_TASK_SWITCH void crypt_coll_task_leaving(crypt_coll_task_t *task, int ending)
+{
+#ifdef CRYPT_COLL_TASK_ASAN
+    __sanitizer_start_switch_fiber(ending ? NULL : &task->asan_fake_stack,
+                                   task->caller_stack, task->caller_stack_size);
+#endif
+#ifdef CRYPT_COLL_TASK_TSAN
+    __tsan_switch_to_fiber(task->tsan_caller, 0);
+#endif
+    (void)task;
+    (void)ending;
+}
+
+/* ---- tasks ---------------------------------------------------------------- */
 
 /* a task's stack goes back to its team for the next task, or away */
 static void crypt_coll_task_stack_release(crypt_coll_team_t *team,
@@ -52,10 +139,14 @@ static void crypt_coll_task_entry(void)
 {
     crypt_coll_task_t *task = crypt_coll_task_starting;
 
+    crypt_coll_task_arrived(task, 1);
     task->status     = crypt_coll_run(task->team, &task->args);
     task->done       = 1;
     task->team->task = NULL;
-    /* uc_link is the caller's context: returning resumes test() */
+    /* back into test(), as returning through uc_link would, but without
+     * leaving this frame after the sanitizers were told of the switch */
+    crypt_coll_task_leaving(task, 1);
+    setcontext(&task->caller);
 }
 
 /* Called by crypt_coll_move inside a task: the exchange, yielding to the
@@ -71,7 +162,9 @@ int crypt_coll_task_move(crypt_coll_team_t *team, int dst, const void *sbuf,
         return -1;
     }
     while ((ret = team->nb->test(team->ctx, handle)) == 0) {
+        crypt_coll_task_leaving(task, 0);
         swapcontext(&task->self, &task->caller);
+        crypt_coll_task_arrived(task, 0);
     }
     return (ret > 0) ? 0 : -1;
 }
@@ -135,6 +228,9 @@ crypt_coll_status_t crypt_coll_task_init(crypt_coll_team_t *team,
     task->self.uc_stack.ss_size = CRYPT_COLL_TASK_STACK;
     task->self.uc_link          = &task->caller;
     makecontext(&task->self, crypt_coll_task_entry, 0);
+#ifdef CRYPT_COLL_TASK_TSAN
+    task->tsan_fiber = __tsan_create_fiber(0);
+#endif
     task->status = CRYPT_COLL_INPROGRESS;
     *task_p      = task;
     return CRYPT_COLL_OK;
@@ -158,7 +254,7 @@ crypt_coll_status_t crypt_coll_task_test(crypt_coll_task_t *task)
     if (!task->done) {
         crypt_coll_task_starting = task;
         task->running            = 1;
-        swapcontext(&task->caller, &task->self);
+        crypt_coll_task_run_self(task);
         task->running            = 0;
     }
     return task->done ? task->status : CRYPT_COLL_INPROGRESS;
@@ -169,6 +265,9 @@ crypt_coll_status_t crypt_coll_task_finalize(crypt_coll_task_t *task)
     if (task->posted && !task->done) {
         return CRYPT_COLL_ERR_PARAM; /* its stack is in use */
     }
+#ifdef CRYPT_COLL_TASK_TSAN
+    __tsan_destroy_fiber(task->tsan_fiber);
+#endif
     crypt_coll_task_stack_release(task->team, task);
     free(task);
     return CRYPT_COLL_OK;

@@ -27,6 +27,7 @@
 #include <algorithm>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -54,7 +55,7 @@ struct rank_result {
     /* teams made through an out-of-band all-gather (only_alg == -5) */
     int                   oob_env_ok, oob_env_nodes, oob_host_ok, oob_host_nodes;
     int                   oob_node_of[kMaxRanks];
-    /* tasks (run_team with only_alg == -3) */
+    /* tasks (run_team with only_alg == -3; -6: on two threads) */
     int                   tasks_ok, tasks_overlapped, task_misuse_refused;
     uint32_t              epochs;     /* the team's seal epoch at the end */
 };
@@ -229,7 +230,7 @@ void sum_u64(void *inout, const void *in, size_t count, void *)
 
 void run_tasks(int rank, int p, const int *node_of, const uint8_t *secret,
                const uint8_t *salt, crypt_coll_team_t &team, pipes &io2,
-               rank_result *res);
+               rank_result *res, bool second_thread);
 
 /* the bootstrap's OOB all-gather: a ring over the harness pipes */
 struct oob_ctx {
@@ -437,8 +438,8 @@ void run_rank(int rank, int p, const int *node_of, const uint8_t *secret,
         res->done = 1;
         return;
     }
-    if (only_alg == -3) {
-        run_tasks(rank, p, node_of, secret, salt, team, io2, res);
+    if ((only_alg == -3) || (only_alg == -6)) {
+        run_tasks(rank, p, node_of, secret, salt, team, io2, res, only_alg == -6);
         crypt_coll_team_cleanup(&team);
         res->done = 1;
         return;
@@ -532,10 +533,14 @@ void run_rank(int rank, int p, const int *node_of, const uint8_t *secret,
 /* Two teams on two sets of pipes, a task on each, progressed together by
  * one thread: team A runs every all-gather algorithm (HS on the node
  * segment), team B at the same time a bcast, allreduce, alltoall or a
- * score-table all-gather in turn. */
+ * score-table all-gather in turn. With `second_thread`, as a
+ * multithreaded MPI program may: team B's task, posted here, is tested to
+ * its end by another thread while this one tests team A's (the task's
+ * stack moves between threads; the two teams run at the same time; the
+ * ThreadSanitizer build checks both). */
 void run_tasks(int rank, int p, const int *node_of, const uint8_t *secret,
                const uint8_t *salt, crypt_coll_team_t &team, pipes &io2,
-               rank_result *res)
+               rank_result *res, bool second_thread)
 {
     crypt_coll_team_t team_b;
     uint8_t salt_b[CRYPT_COLL_TEAM_ID_LEN];
@@ -628,6 +633,14 @@ void run_tasks(int rank, int p, const int *node_of, const uint8_t *secret,
         }
         if (a == 0) {
             overlapped = (st_a == CRYPT_COLL_INPROGRESS) && (st_b == CRYPT_COLL_INPROGRESS);
+        }
+        std::thread other;
+        if (second_thread) {
+            other = std::thread([&st_b, tb] {
+                while (st_b == CRYPT_COLL_INPROGRESS) st_b = crypt_coll_task_test(tb);
+            });
+            while (st_a == CRYPT_COLL_INPROGRESS) st_a = crypt_coll_task_test(ta);
+            other.join();
         }
         while ((st_a == CRYPT_COLL_INPROGRESS) || (st_b == CRYPT_COLL_INPROGRESS)) {
             if (st_a == CRYPT_COLL_INPROGRESS) st_a = crypt_coll_task_test(ta);
@@ -911,6 +924,20 @@ TEST_P(crypt_allgather_test, tasks_of_two_teams_progress_together)
              * tasks in flight, so neither post nor test waits */
             EXPECT_TRUE(res[r].tasks_overlapped);
         }
+    }
+}
+
+TEST_P(crypt_allgather_test, a_task_finishes_on_another_thread_beside_another_team)
+{
+    const team_shape shape = GetParam();
+    const int p = shape.p, N = shape.N;
+    std::vector<int> node_of(p);
+    ASSERT_EQ(crypt_coll_node_map(p, N, shape.mapping, node_of.data()), 0);
+    auto res = run_team(p, node_of, -1, -6);
+    for (int r = 0; r < p; ++r) {
+        SCOPED_TRACE("rank " + std::to_string(r));
+        ASSERT_TRUE(res[r].done);
+        EXPECT_TRUE(res[r].tasks_ok);
     }
 }
 
