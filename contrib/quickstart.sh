@@ -40,7 +40,7 @@ prefix_tsan="$build/install-tsan"
 # the integration groups run under the sanitizers: data of every size on
 # every path, ucx_perftest, the tamper matrix, Open MPI and MPICH with the
 # collectives, the wire, client/server, peer failure, leaks at exit
-sanitizer_groups="test_ucp_sizes_verified|test_key_update|test_perftest|test_tamper|test_mpi|test_collectives|test_coll_component|test_wire|test_peer_failure|test_client_server|test_leaks"
+sanitizer_groups="test_ucp_sizes_verified|test_many_rendezvous|test_key_update|test_perftest|test_tamper|test_mpi|test_collectives|test_coll_component|test_wire|test_peer_failure|test_client_server|test_leaks"
 # under TSan: where threads meet, data of every size sealed by the pool and
 # handed to the progress thread (own wire and UCX inner), keys updated
 # under it, and ucx_perftest

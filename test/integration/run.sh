@@ -146,6 +146,25 @@ test_ucp_sizes_verified() {
         "${rdma_like[@]}" UCX_RNDV_SCHEME=put_zcopy -- -s 65536,1048577,4194304,16777216 -n 2
 }
 
+# ---- many rendezvous at once -------------------------------------------------
+# Windows of messages outstanding together, each way (ucp_check -w): UCP
+# queues them on its pending queues, the bulk engine on its bounce pool
+# (a few segments deep here), the own wire behind its send buffer; every
+# message arrives intact under its own tag.
+test_many_rendezvous() {
+    verified_pair many_rendezvous_in_flight_own_wire "bulk bytes sealed [1-9]" \
+        UCX_CRYPT_BULK_THREADS=2 UCX_CRYPT_BULK_SEGMENT=64k -- \
+        -s 8,65536,1048577 -w 128 -n 2
+    verified_pair many_rendezvous_in_flight_bounce_pool_exhausted "bulk bytes sealed [1-9]" \
+        "${rdma_like[@]}" UCX_CRYPT_BULK_SEGMENT=16k UCX_CRYPT_BULK_DEPTH=2 \
+        UCX_CRYPT_BULK_THREADS=2 -- -s 65536,1048577 -w 128 -n 2
+    verified_pair many_rendezvous_gets_in_flight "bulk gets served [1-9]" \
+        "${rdma_like[@]}" UCX_RNDV_SCHEME=get_zcopy UCX_CRYPT_BULK_DEPTH=2 -- \
+        -s 1048577,4194304 -w 32 -n 2
+    verified_pair many_rendezvous_gets_in_flight_own_wire "bulk gets served [1-9]" \
+        UCX_RNDV_SCHEME=get_zcopy -- -s 1048577,4194304 -w 32 -n 2
+}
+
 # key updates: both sides ratchet every 50 records, data stays intact
 test_key_update() {
     verified_pair key_update_every_50_records_keeps_data_intact "key updates [1-9]" \
@@ -1313,7 +1332,7 @@ test_leaks() {
 }
 
 # IT_ONLY=REGEX runs only the test groups whose function name matches
-for group in test_ucp_sizes_verified test_key_update test_perftest test_fail_closed \
+for group in test_ucp_sizes_verified test_many_rendezvous test_key_update test_perftest test_fail_closed \
              test_misconfiguration test_tamper test_plaintext_peer test_mpi \
              test_collectives test_site_config_tool test_wire test_aux_lane test_attacker test_peer_failure test_relay \
              test_client_server test_plugin_path test_leaks; do

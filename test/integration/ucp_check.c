@@ -9,6 +9,9 @@
  *   ucp_check -c HOST -p PORT [-s SIZES]  client; SIZES comma separated
  *   -n ITERS   round trips per size (default 3)
  *   -v         client side: buffers as a 3-piece UCP iov (non-contiguous)
+ *   -w WINDOW  WINDOW messages of each size outstanding at once, each way
+ *              (every one its own tag, buffer and pattern): many
+ *              rendezvous in flight together
  *
  * Worker addresses are exchanged over a plain TCP socket (metadata only,
  * like ucx_perftest's). Exit status 0 only if every message matched.
@@ -78,6 +81,95 @@ static ucs_status_t recv_msg(void *buf, size_t len)
     return wait_req(ucp_tag_recv_nbx(worker, what, count, 1, (ucp_tag_t)-1, &param));
 }
 
+/* the pattern of message k of a window: the round's, with k inside */
+static void fill_window(uint8_t *buf, size_t len, unsigned round, uint32_t k)
+{
+    fill(buf, len, round);
+    if (len >= 2 * sizeof(k)) {
+        memcpy(buf + len / 2, &k, sizeof(k));
+    }
+}
+
+/* progress until every request of `reqs` completes; the first error */
+static ucs_status_t wait_all(void **reqs, int n)
+{
+    ucs_status_t status = UCS_OK, st;
+    int k;
+
+    for (k = 0; k < n; ++k) {
+        st = wait_req(reqs[k]);
+        if (status == UCS_OK) {
+            status = st;
+        }
+    }
+    return status;
+}
+
+/* One round of a window: the client sends WINDOW messages and receives
+ * them back, the server receives all, then sends each back; all posted
+ * before any is waited for. Returns the mismatches, or -1 on an error. */
+static int window_round(ucp_ep_h ep, int server, size_t len, int window,
+                        unsigned round)
+{
+    enum { TAG_OUT = 0x1000000, TAG_BACK = 0x2000000 };
+    const ucp_tag_t mask = (ucp_tag_t)-1;
+    uint8_t **bufs  = calloc(window, sizeof(*bufs));
+    uint8_t **backs = calloc(window, sizeof(*backs));
+    void **reqs = calloc(2 * window, sizeof(*reqs));
+    uint8_t *expect = malloc(len ? len : 1);
+    ucp_request_param_t param = {0};
+    int k, bad = 0;
+    ucs_status_t status;
+
+    for (k = 0; k < window; ++k) {
+        bufs[k]  = malloc(len ? len : 1);
+        backs[k] = malloc(len ? len : 1);
+        if (server) {
+            reqs[k] = ucp_tag_recv_nbx(worker, bufs[k], len, TAG_OUT + k, mask, &param);
+        } else {
+            fill_window(bufs[k], len, round, (uint32_t)k);
+            memset(backs[k], 0, len);
+            reqs[k] = ucp_tag_send_nbx(ep, bufs[k], len, TAG_OUT + k, &param);
+            reqs[window + k] = ucp_tag_recv_nbx(worker, backs[k], len,
+                                                TAG_BACK + k, mask, &param);
+        }
+    }
+    if (server) {
+        status = wait_all(reqs, window);
+        for (k = 0; (k < window) && (status == UCS_OK); ++k) {
+            reqs[window + k] = ucp_tag_send_nbx(ep, bufs[k], len, TAG_BACK + k,
+                                                &param);
+        }
+        if (status == UCS_OK) {
+            status = wait_all(reqs + window, window);
+        }
+    } else {
+        status = wait_all(reqs, 2 * window);
+        for (k = 0; (k < window) && (status == UCS_OK); ++k) {
+            fill_window(expect, len, round, (uint32_t)k);
+            if (memcmp(backs[k], expect, len)) {
+                fprintf(stderr, "ucp_check: size %zu round %u message %d of %d: "
+                        "DATA MISMATCH\n", len, round, k, window);
+                ++bad;
+            }
+        }
+    }
+    if (status != UCS_OK) {
+        fprintf(stderr, "ucp_check: size %zu, window of %d: %s\n", len, window,
+                ucs_status_string(status));
+        bad = -1;
+    }
+    for (k = 0; k < window; ++k) {
+        free(bufs[k]);
+        free(backs[k]);
+    }
+    free(bufs);
+    free(backs);
+    free(reqs);
+    free(expect);
+    return bad;
+}
+
 static int full_io(int fd, void *buf, size_t len, int writing)
 {
     size_t done = 0;
@@ -132,7 +224,7 @@ static ucp_ep_h connect_peer(int fd)
 int main(int argc, char **argv)
 {
     const char *host = NULL, *sizes = "0,1,8,1000,8192,65536,1048576";
-    int port = 0, listen_port = 0, iters = 3, opt, fd, mismatches = 0;
+    int port = 0, listen_port = 0, iters = 3, window = 0, opt, fd, mismatches = 0;
     ucp_params_t params = {0};
     ucp_worker_params_t wparams = {0};
     ucs_status_t status;
@@ -143,17 +235,18 @@ int main(int argc, char **argv)
     static uint8_t canary[4096];
     int with_canary = 0;
 
-    while ((opt = getopt(argc, argv, "l:c:p:s:n:vC")) != -1) {
+    while ((opt = getopt(argc, argv, "l:c:p:s:n:w:vC")) != -1) {
         switch (opt) {
         case 'l': listen_port = atoi(optarg); break;
         case 'c': host = optarg; break;
         case 'p': port = atoi(optarg); break;
         case 's': sizes = optarg; break;
         case 'n': iters = atoi(optarg); break;
+        case 'w': window = atoi(optarg); break;
         case 'v': use_iov = 1; break;
         case 'C': with_canary = 1; break;
         default:
-            fprintf(stderr, "usage: %s -l PORT | -c HOST -p PORT [-s SIZES] [-n N]\n",
+            fprintf(stderr, "usage: %s -l PORT | -c HOST -p PORT [-s SIZES] [-n N] [-w WINDOW] [-v]\n",
                     argv[0]);
             return 2;
         }
@@ -220,19 +313,31 @@ int main(int argc, char **argv)
         full_io(fd, &list_len, sizeof(list_len), 1);
         full_io(fd, size_list, list_len, 1);
         full_io(fd, &iters, sizeof(iters), 1);
+        full_io(fd, &window, sizeof(window), 1);
     } else {
         full_io(fd, &list_len, sizeof(list_len), 0);
         if (list_len > sizeof(size_list) || full_io(fd, size_list, list_len, 0)) {
             return 2;
         }
         full_io(fd, &iters, sizeof(iters), 0);
+        full_io(fd, &window, sizeof(window), 0);
+        if ((window < 0) || (window > 65536)) {
+            return 2;
+        }
     }
 
     char *save = NULL;
     for (char *tok = strtok_r(size_list, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         size_t len = strtoull(tok, NULL, 0);
         uint8_t *buf = malloc(len ? len : 1), *expect = malloc(len ? len : 1);
-        for (int i = 0; i < iters; ++i) {
+        for (int i = 0; (i < iters) && (window > 0); ++i) {
+            int bad = window_round(ep, listen_port != 0, len, window, (unsigned)i);
+            if (bad < 0) {
+                return 1;
+            }
+            mismatches += bad;
+        }
+        for (int i = 0; (i < iters) && (window == 0); ++i) {
             fill(expect, len, (unsigned)i);
             if (listen_port) {
                 status = recv_msg(buf, len);
@@ -256,8 +361,8 @@ int main(int argc, char **argv)
             }
         }
         if (!listen_port) {
-            printf("size %zu: %d round trips %s\n", len, iters,
-                   mismatches ? "MISMATCH" : "ok");
+            printf("size %zu: %d round trips%s %s\n", len, iters,
+                   window ? " of a window" : "", mismatches ? "MISMATCH" : "ok");
         }
         free(buf);
         free(expect);
