@@ -39,17 +39,26 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sched.h>
+#include <stdarg.h>
 #include <stdio.h>
 
 /* ---- configuration and profile ------------------------------------------- */
 
-/* A calibration profile (test/perf/crypt_calibrate writes one): "key value"
- * lines; the shim uses segment and threads, the model the rest. */
+static void uct_crypt_bulk_profile_warn(const char *fmt, ...)
+{
+    char message[256];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(message, sizeof(message), fmt, ap);
+    va_end(ap);
+    ucs_warn("%s", message);
+}
+
+/* A calibration profile (uct_crypt_bulk_input.h), where one is named */
 static void uct_crypt_bulk_read_profile(const char *path, size_t *segment,
                                         unsigned long *threads)
 {
-    char key[64];
-    double value;
     FILE *file;
 
     if ((path == NULL) || (path[0] == '\0')) {
@@ -61,25 +70,8 @@ static void uct_crypt_bulk_read_profile(const char *path, size_t *segment,
                  path);
         return;
     }
-    while (fscanf(file, "%63s %lf", key, &value) == 2) {
-        /* in range before the conversion, which is undefined beyond it */
-        if (!strcmp(key, "segment")) {
-            if ((value >= 4096) && (value <= UCT_CRYPT_BULK_MAX_PUT)) {
-                *segment = (size_t)value;
-            } else {
-                ucs_warn("crypt: UCX_CRYPT_PROFILE=%s: segment %g is not "
-                         "between 4k and 1g: ignored", path, value);
-            }
-        } else if (!strcmp(key, "threads")) {
-            if ((value >= 0) && (value <= UCT_CRYPT_BULK_PROFILE_MAX_THREADS)) {
-                *threads = (unsigned long)value;
-            } else {
-                ucs_warn("crypt: UCX_CRYPT_PROFILE=%s: threads %g is not "
-                         "between 0 and %d: ignored", path, value,
-                         UCT_CRYPT_BULK_PROFILE_MAX_THREADS);
-            }
-        }
-    }
+    uct_crypt_bulk_profile_parse(file, path, segment, threads,
+                                 uct_crypt_bulk_profile_warn);
     fclose(file);
 }
 
@@ -155,7 +147,7 @@ ucs_status_t uct_crypt_bulk_init(uct_crypt_iface_t *iface,
         threads = ucs_min(threads, (pus > local_ranks) ?
                                    (pus - local_ranks) / local_ranks : 0);
     }
-    if ((segment < 4096) || (segment > UCT_CRYPT_BULK_MAX_PUT)) {
+    if ((segment < UCT_CRYPT_BULK_MIN_SEGMENT) || (segment > UCT_CRYPT_BULK_MAX_PUT)) {
         ucs_error("crypt: UCX_CRYPT_BULK_SEGMENT=%zu: between 4k and 1g", segment);
         return UCS_ERR_INVALID_PARAM;
     }

@@ -10,6 +10,8 @@
  *                        acknowledge, take ACKs
  *   uct_crypt_get.c      get = a request that the peer seal and put
  *   uct_crypt_keys.c     bulk keys and their updates
+ *   uct_crypt_bulk_input.c  control records and the profile, checked
+ *                        before anything acts on them (no UCX: fuzzed)
  *
  * The wire formats are in uct_crypt_wire.h.
  */
@@ -17,6 +19,7 @@
 #define UCT_CRYPT_BULK_H
 
 #include "uct_crypt.h"
+#include "uct_crypt_bulk_input.h"
 #include "crypt_pool.h"
 #include "uct_crypt_compat.h"
 
@@ -25,8 +28,6 @@
 
 #define UCT_CRYPT_BULK_DEFAULT_SEGMENT  (256 * 1024)
 #define UCT_CRYPT_BULK_DEFAULT_THREADS  2
-#define UCT_CRYPT_BULK_MAX_PUT          (1ul << 30)   /* per put_zcopy call */
-#define UCT_CRYPT_BULK_PROFILE_MAX_THREADS 1024       /* what a profile may ask */
 #define UCT_CRYPT_BULK_REGISTRY_FMT     "/dev/shm/ucx-crypt-threads.%u"
 
 typedef enum {

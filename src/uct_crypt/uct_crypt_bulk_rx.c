@@ -166,8 +166,7 @@ static void uct_crypt_bulk_open_segment(uct_crypt_iface_t *iface,
 
     /* a put's segments come in order, puts come in order, none is skipped:
      * anything else is a dropped, reordered or truncated stream */
-    if ((put_id != flow->bulk_next_put) || (index != flow->bulk_next_segment) ||
-        (announce->last > 1) || (length > UCT_CRYPT_BULK_MAX_PUT)) {
+    if ((put_id != flow->bulk_next_put) || (index != flow->bulk_next_segment)) {
         uct_crypt_record_reject(iface, flow, UCT_CRYPT_FAIL_BULK_ORDER);
         return;
     }
@@ -263,19 +262,26 @@ void uct_crypt_bulk_control(uct_crypt_iface_t *iface, uct_crypt_rx_flow_t *flow,
     crypt_bulk_segment_t announce;
     crypt_bulk_ack_t ack;
 
-    if ((length == sizeof(announce)) && (payload[0] == CRYPT_CONTROL_SEGMENT)) {
+    /* well formed first (uct_crypt_bulk_input.c), then checked against
+     * the flow's state */
+    switch (uct_crypt_bulk_control_kind(payload, length)) {
+    case CRYPT_CONTROL_SEGMENT:
         memcpy(&announce, payload, sizeof(announce));
         uct_crypt_bulk_open_segment(iface, flow, &announce);
-    } else if ((length == sizeof(ack)) && (payload[0] == CRYPT_CONTROL_ACK)) {
+        break;
+    case CRYPT_CONTROL_ACK:
         memcpy(&ack, payload, sizeof(ack));
         uct_crypt_bulk_acked(iface, flow, &ack);
-    } else if ((length == sizeof(ack)) && (payload[0] == CRYPT_CONTROL_GET_DONE)) {
+        break;
+    case CRYPT_CONTROL_GET_DONE:
         memcpy(&ack, payload, sizeof(ack));
         uct_crypt_bulk_get_done(iface, flow, &ack);
-    } else if ((length >= sizeof(crypt_bulk_get_req_t)) &&
-               (payload[0] == CRYPT_CONTROL_GET_REQ)) {
+        break;
+    case CRYPT_CONTROL_GET_REQ:
         uct_crypt_bulk_serve_get(iface, flow, payload, length);
-    } else {
+        break;
+    default:
         uct_crypt_record_reject(iface, flow, UCT_CRYPT_FAIL_MALFORMED);
+        break;
     }
 }

@@ -84,8 +84,8 @@ int uct_crypt_bulk_get_window(uct_crypt_iface_t *iface,
             continue;
         }
         ucs_list_for_each(get, &ep->bulk->gets, list) {
-            if ((address >= get->address) && (address + length >= address) &&
-                (address + length <= get->address + get->length)) {
+            if (uct_crypt_range_within(address, length, get->address,
+                                       get->length)) {
                 return 1;
             }
         }
@@ -126,10 +126,9 @@ void uct_crypt_bulk_serve_get(uct_crypt_iface_t *iface,
     remote_addr = le64toh(req.remote_addr);
     local_addr  = le64toh(req.local_addr);
     get_length  = le64toh(req.length);
-    if ((length != sizeof(req) + le32toh(req.rkey_length)) ||
-        (le32toh(req.rkey_length) < UCT_COMPONENT_NAME_MAX) ||
-        (get_id != flow->bulk_next_get) || (get_length > UCT_CRYPT_BULK_MAX_PUT) ||
-        (iface->bulk == NULL)) {
+    /* its lengths checked (uct_crypt_bulk_control_kind): in order? */
+    UCS_STATIC_ASSERT(CRYPT_BULK_RKEY_MIN_LEN == UCT_COMPONENT_NAME_MAX);
+    if ((get_id != flow->bulk_next_get) || (iface->bulk == NULL)) {
         goto reject;
     }
     if (!uct_crypt_md_registered(md, remote_addr, get_length)) {

@@ -26,6 +26,7 @@
  * then refuses to open.
  */
 #include "uct_crypt.h"
+#include "uct_crypt_lane_rx.h"
 #include "uct_crypt_sock.h"
 #include "uct_crypt/api/uct_crypt_lane.h"
 
@@ -45,33 +46,6 @@
 #define UCT_CRYPT_LANE_BUFFER_MAX  (1ul << 30)
 #define UCT_CRYPT_LANE_MAX_STREAMS 65536
 #define UCT_CRYPT_LANE_CLOSE_SEC 5
-
-typedef struct uct_crypt_lane_msg {
-    struct uct_crypt_lane_msg *next;
-    size_t                    len;
-    uint8_t                   data[];
-} uct_crypt_lane_msg_t;
-
-/* what arrives from one (team, rank) */
-typedef struct uct_crypt_lane_stream {
-    struct uct_crypt_lane_stream *next;
-    uint64_t             team;
-    uint32_t             src_rank;
-    int                  failed;   /* a malformed chunk: the stream is done */
-    /* own wire: the static key of the connection its chunks came on; every
-     * later chunk, and the receive, must name the same peer */
-    uint8_t              from[KEYEX_PUBLIC_KEY_LEN];
-    int                  from_known;
-    uct_crypt_lane_msg_t *partial; /* being reassembled */
-    size_t               filled;
-    uct_crypt_lane_msg_t *head, *tail; /* complete, in arrival order */
-    /* the caller's buffer for the stream's next message (a receive that
-     * returned 0), until a receive returns non-zero or it is cancelled */
-    uint8_t              *posted;
-    size_t               posted_len;
-    int                  direct;      /* a message is being written there */
-    int                  direct_done; /* ... and has all arrived */
-} uct_crypt_lane_stream_t;
 
 typedef struct uct_crypt_lane_peer {
     uct_ep_h             ep;
@@ -99,185 +73,25 @@ struct uct_crypt_lane {
     char                    dev_name[UCT_DEVICE_NAME_MAX];
     uct_crypt_lane_peer_t   *peers;
     int                     num_peers;
-    uct_crypt_lane_stream_t *streams;
-    unsigned                num_streams;
-    size_t                  buffered;  /* partial and complete messages */
-    uint64_t                bytes_sent, bytes_received;
+    uct_crypt_lane_rx_t     rx;        /* what arrives (uct_crypt_lane_rx.h) */
+    uint64_t                bytes_sent;
 };
 
 /* ---- receiving ------------------------------------------------------------ */
 
-static uct_crypt_lane_stream_t *
-uct_crypt_lane_stream(uct_crypt_lane_t *lane, uint64_t team, uint32_t src_rank)
-{
-    uct_crypt_lane_stream_t *s;
-
-    for (s = lane->streams; s != NULL; s = s->next) {
-        if ((s->team == team) && (s->src_rank == src_rank)) {
-            return s;
-        }
-    }
-    if (lane->num_streams == UCT_CRYPT_LANE_MAX_STREAMS) {
-        ucs_error("crypt lane: %u streams already: dropping a chunk of rank "
-                  "%u (team %016" PRIx64 ")", lane->num_streams, src_rank, team);
-        return NULL;
-    }
-    s = ucs_calloc(1, sizeof(*s), "crypt lane stream");
-    if (s != NULL) {
-        s->team       = team;
-        s->src_rank   = src_rank;
-        s->next       = lane->streams;
-        lane->streams = s;
-        ++lane->num_streams;
-    }
-    return s;
-}
-
-/* a message the lane holds goes (delivered, or its stream failed) */
-static void uct_crypt_lane_msg_free(uct_crypt_lane_t *lane,
-                                    uct_crypt_lane_msg_t *msg)
-{
-    if (msg != NULL) {
-        lane->buffered -= msg->len;
-        ucs_free(msg);
-    }
-}
-
-static void uct_crypt_lane_stream_fail(uct_crypt_lane_t *lane,
-                                       uct_crypt_lane_stream_t *s,
-                                       const char *why)
+static void uct_crypt_lane_rx_log(uint64_t team, uint32_t src_rank, const char *why)
 {
     ucs_error("crypt lane: dropping the stream of rank %u (team %016" PRIx64
-              "): %s", s->src_rank, s->team, why);
-    s->failed = 1;
-    uct_crypt_lane_msg_free(lane, s->partial);
-    s->partial = NULL;
-    /* nor is anything it holds ever delivered: its memory goes back to the
-     * bound, for the other streams */
-    while (s->head != NULL) {
-        uct_crypt_lane_msg_t *msg = s->head;
-
-        s->head = msg->next;
-        uct_crypt_lane_msg_free(lane, msg);
-    }
-    s->tail = NULL;
-    s->posted  = NULL; /* nothing more is written to the caller's buffer */
-    s->direct  = 0;
-}
-
-/* where the current message's bytes go: the posted buffer or the partial */
-static uint8_t *uct_crypt_lane_dest(uct_crypt_lane_stream_t *s, size_t *total)
-{
-    if (s->direct) {
-        *total = s->posted_len;
-        return s->posted;
-    }
-    *total = s->partial->len;
-    return s->partial->data;
+              "): %s", src_rank, team, why);
 }
 
 static ucs_status_t uct_crypt_lane_am(void *arg, void *data, size_t length,
                                       unsigned flags)
 {
     uct_crypt_lane_t *lane = arg;
-    crypt_lane_chunk_hdr_t hdr;
-    uct_crypt_lane_stream_t *s;
-    const uint8_t *from;
-    size_t chunk, total;
-    uint8_t *dest;
 
-    if (length < sizeof(hdr)) {
-        ucs_error("crypt lane: dropping a %zu-byte chunk (shorter than its "
-                  "header)", length);
-        return UCS_OK;
-    }
-    memcpy(&hdr, data, sizeof(hdr));
-    /* little endian on the wire (uct_crypt_wire.h); host order from here */
-    hdr.team     = le64toh(hdr.team);
-    hdr.src_rank = le32toh(hdr.src_rank);
-    hdr.flags    = le32toh(hdr.flags);
-    hdr.total    = le64toh(hdr.total);
-    chunk = length - sizeof(hdr);
-    s     = uct_crypt_lane_stream(lane, hdr.team, hdr.src_rank);
-    if ((s == NULL) || s->failed) {
-        return UCS_OK;
-    }
-    from = uct_crypt_sock_rx_peer(lane->iface);
-    if (from != NULL) {
-        if (!s->from_known) {
-            memcpy(s->from, from, sizeof(s->from));
-            s->from_known = 1;
-        } else if (memcmp(s->from, from, sizeof(s->from))) {
-            uct_crypt_lane_stream_fail(lane, s, "a chunk from another peer than "
-                                       "the stream's");
-            return UCS_OK;
-        }
-    }
-
-    if (hdr.flags & CRYPT_LANE_CHUNK_FIRST) {
-        if ((s->partial != NULL) || s->direct) {
-            uct_crypt_lane_stream_fail(lane, s, "a message began inside another");
-            return UCS_OK;
-        }
-        if (hdr.total > UCT_CRYPT_LANE_MSG_MAX) {
-            uct_crypt_lane_stream_fail(lane, s, "message longer than the lane allows");
-            return UCS_OK;
-        }
-        s->filled = 0;
-        if ((s->posted != NULL) && !s->direct_done && (s->head == NULL) &&
-            (hdr.total == s->posted_len)) {
-            s->direct = 1; /* the next message, of the length asked for */
-        } else {
-            if (hdr.total > UCT_CRYPT_LANE_BUFFER_MAX - lane->buffered) {
-                uct_crypt_lane_stream_fail(lane, s, "the lane holds all it may "
-                                           "for receives not posted yet");
-                return UCS_OK;
-            }
-            s->partial = ucs_malloc(sizeof(*s->partial) + hdr.total,
-                                    "crypt lane message");
-            if (s->partial == NULL) {
-                uct_crypt_lane_stream_fail(lane, s, "out of memory");
-                return UCS_OK;
-            }
-            s->partial->next = NULL;
-            s->partial->len  = hdr.total;
-            lane->buffered  += hdr.total;
-        }
-    } else if ((s->partial == NULL) && !s->direct) {
-        uct_crypt_lane_stream_fail(lane, s, "a chunk outside its message");
-        return UCS_OK;
-    }
-    dest = uct_crypt_lane_dest(s, &total);
-    if (hdr.total != total) {
-        uct_crypt_lane_stream_fail(lane, s, "a chunk outside its message");
-        return UCS_OK;
-    }
-    if (chunk > total - s->filled) {
-        uct_crypt_lane_stream_fail(lane, s, "a chunk beyond its message's length");
-        return UCS_OK;
-    }
-    memcpy(dest + s->filled, UCS_PTR_BYTE_OFFSET(data, sizeof(hdr)), chunk);
-    s->filled            += chunk;
-    lane->bytes_received += chunk;
-
-    if (hdr.flags & CRYPT_LANE_CHUNK_LAST) {
-        if (s->filled != total) {
-            uct_crypt_lane_stream_fail(lane, s, "message ended short");
-            return UCS_OK;
-        }
-        if (s->direct) {
-            s->direct      = 0;
-            s->direct_done = 1;
-            return UCS_OK;
-        }
-        if (s->tail != NULL) {
-            s->tail->next = s->partial;
-        } else {
-            s->head = s->partial;
-        }
-        s->tail    = s->partial;
-        s->partial = NULL;
-    }
+    uct_crypt_lane_rx_chunk(&lane->rx, data, length,
+                            uct_crypt_sock_rx_peer(lane->iface));
     return UCS_OK;
 }
 
@@ -289,81 +103,31 @@ static void uct_crypt_lane_worker_progress(uct_crypt_lane_t *lane)
     uct_worker_progress(lane->worker);
 }
 
+/* the peer's static key when a rank's messages must come from it (own
+ * wire), else NULL */
+static const uint8_t *uct_crypt_lane_peer_key(uct_crypt_lane_t *lane, int peer)
+{
+    return (lane->own_wire && (peer >= 0) && (peer < lane->num_peers)) ?
+           lane->peers[peer].peer_static : NULL;
+}
+
 static int uct_crypt_lane_recv(uct_crypt_lane_t *lane, int peer, uint64_t team,
                                uint32_t src_rank, void *buf, size_t len)
 {
-    uct_crypt_lane_stream_t *s;
-    uct_crypt_lane_msg_t *msg;
+    int ret;
 
     uct_crypt_lane_worker_progress(lane);
-    s = uct_crypt_lane_stream(lane, team, src_rank);
-    if ((s == NULL) || s->failed) {
-        return -1;
-    }
-    if (s->from_known && (peer >= 0) && (peer < lane->num_peers) &&
-        memcmp(s->from, lane->peers[peer].peer_static, sizeof(s->from))) {
-        uct_crypt_lane_stream_fail(lane, s, "it came from another peer than "
-                                   "the one its rank is at");
-        return -1;
-    }
-    if ((s->direct || s->direct_done) && ((uint8_t*)buf != s->posted)) {
-        uct_crypt_lane_stream_fail(lane, s, "a receive moved its buffer");
-        return -1;
-    }
-    if (s->direct_done) {
-        s->direct_done = 0;
-        s->posted      = NULL;
-        return 1;
-    }
-    msg = s->head;
-    if (msg == NULL) {
-        if (!s->direct) {
-            s->posted     = buf;
-            s->posted_len = len;
-            if ((s->partial != NULL) && (s->partial->len == len)) {
-                /* begun before the receive: the rest goes there too */
-                memcpy(buf, s->partial->data, s->filled);
-                uct_crypt_lane_msg_free(lane, s->partial);
-                s->partial = NULL;
-                s->direct  = 1;
-            }
-        }
-        return ((peer >= 0) && (peer < lane->num_peers) &&
-                lane->peers[peer].failed) ? -1 : 0;
-    }
-    s->posted = NULL;
-    s->head   = msg->next;
-    if (s->head == NULL) {
-        s->tail = NULL;
-    }
-    if (msg->len != len) {
-        ucs_error("crypt lane: rank %u sent %zu bytes where %zu were expected",
-                  src_rank, msg->len, len);
-        uct_crypt_lane_msg_free(lane, msg);
-        s->failed = 1;
-        return -1;
-    }
-    if (len > 0) { /* an empty message may have no buffer */
-        memcpy(buf, msg->data, len);
-    }
-    uct_crypt_lane_msg_free(lane, msg);
-    return 1;
+    ret = uct_crypt_lane_rx_recv(&lane->rx, team, src_rank,
+                                 uct_crypt_lane_peer_key(lane, peer), buf, len);
+    /* not there yet, from a peer that failed: it never will be */
+    return ((ret == 0) && (peer >= 0) && (peer < lane->num_peers) &&
+            lane->peers[peer].failed) ? -1 : ret;
 }
 
 static void uct_crypt_lane_recv_cancel(uct_crypt_lane_t *lane, uint64_t team,
                                        uint32_t src_rank)
 {
-    uct_crypt_lane_stream_t *s = uct_crypt_lane_stream(lane, team, src_rank);
-
-    if (s == NULL) {
-        return;
-    }
-    if (s->direct || s->direct_done) {
-        /* part or all of a message went to the abandoned buffer: the
-         * stream cannot go on in order */
-        uct_crypt_lane_stream_fail(lane, s, "a receive was abandoned");
-    }
-    s->posted = NULL;
+    uct_crypt_lane_rx_cancel(&lane->rx, team, src_rank);
 }
 
 /* ---- sending -------------------------------------------------------------- */
@@ -751,6 +515,9 @@ static uct_crypt_lane_t *uct_crypt_lane_open(char *error, size_t error_len)
         ucs_snprintf_zero(error, error_len, "out of memory");
         return NULL;
     }
+    uct_crypt_lane_rx_init(&lane->rx, UCT_CRYPT_LANE_MSG_MAX,
+                           UCT_CRYPT_LANE_BUFFER_MAX, UCT_CRYPT_LANE_MAX_STREAMS,
+                           uct_crypt_lane_rx_log);
     if ((ucs_async_context_create(UCS_ASYNC_MODE_THREAD_SPINLOCK,
                                   &lane->async) != UCS_OK) ||
         (uct_worker_create(lane->async, UCS_THREAD_MODE_SINGLE,
@@ -774,8 +541,6 @@ static uct_crypt_lane_t *uct_crypt_lane_open(char *error, size_t error_len)
 static void uct_crypt_lane_close(uct_crypt_lane_t *lane)
 {
     ucs_time_t deadline;
-    uct_crypt_lane_stream_t *s;
-    uct_crypt_lane_msg_t *msg;
     int i;
 
     /* What was handed over reaches the peer before its ep goes, within a
@@ -803,15 +568,7 @@ static void uct_crypt_lane_close(uct_crypt_lane_t *lane)
         uct_ep_destroy(peer->ep);
     }
     ucs_free(lane->peers);
-    while ((s = lane->streams) != NULL) {
-        lane->streams = s->next;
-        while ((msg = s->head) != NULL) {
-            s->head = msg->next;
-            ucs_free(msg);
-        }
-        ucs_free(s->partial);
-        ucs_free(s);
-    }
+    uct_crypt_lane_rx_cleanup(&lane->rx);
     if (lane->iface != NULL) {
         uct_iface_close(lane->iface);
     }
@@ -832,7 +589,7 @@ static void uct_crypt_lane_counters(uct_crypt_lane_t *lane, uint64_t *sent,
                                     uint64_t *received)
 {
     *sent     = lane->bytes_sent;
-    *received = lane->bytes_received;
+    *received = lane->rx.bytes_received;
 }
 
 /* Found by front ends with dlsym (crypt_lane.h) */

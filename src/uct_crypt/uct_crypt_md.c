@@ -7,6 +7,7 @@
  * touch only memory in it (uct_crypt_bulk_rx.c, uct_crypt_get.c).
  */
 #include "uct_crypt.h"
+#include "uct_crypt_bulk_input.h"
 
 #include <ucs/sys/string.h>
 #include <pthread.h>
@@ -105,13 +106,9 @@ int uct_crypt_md_registered(uct_crypt_md_t *md, uint64_t address, uint64_t lengt
     uct_crypt_memh_t *memh;
     int found = 0;
 
-    if (address + length < address) {
-        return 0; /* wraps around */
-    }
     pthread_mutex_lock(&md->regions_lock);
     ucs_list_for_each(memh, &md->regions, list) {
-        if ((address >= memh->address) &&
-            (address + length <= memh->address + memh->length)) {
+        if (uct_crypt_range_within(address, length, memh->address, memh->length)) {
             found = 1;
             break;
         }

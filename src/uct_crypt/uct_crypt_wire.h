@@ -78,7 +78,11 @@ enum {
     CRYPT_CONTROL_SEGMENT = 1,     /* a bulk segment was put: open it */
     CRYPT_CONTROL_ACK     = 2,     /* a bulk put was opened in full */
     CRYPT_CONTROL_GET_REQ = 3,     /* seal a range of yours and put it here */
-    CRYPT_CONTROL_GET_DONE = 4     /* the put answering a GET_REQ was opened */
+    CRYPT_CONTROL_GET_DONE = 4,    /* the put answering a GET_REQ was opened */
+
+    /* a GET_REQ's packed remote key: at least the inner component's name
+     * (UCT_COMPONENT_NAME_MAX bytes, uct_crypt_md.c), then its key */
+    CRYPT_BULK_RKEY_MIN_LEN = 16
 };
 
 typedef struct crypt_record_hdr {
@@ -129,7 +133,7 @@ typedef struct crypt_ep_addr {
  * between puts; the address and length in the AAD stop moving a segment.
  */
 /*
- * SEGMENT control record payload (56 bytes):
+ * SEGMENT control record payload (48 bytes):
  *
  *   0      1      2          4          8                16
  *   +------+------+----------+----------+----------------+

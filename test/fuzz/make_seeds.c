@@ -5,11 +5,15 @@
  * receivers (raw mode of fuzz_coll_frame), rank 1's bootstrap message of a
  * team of two (raw mode of fuzz_coll_hello), sealed records (raw mode of
  * fuzz_aead_record), and a few inputs of each structure-aware mode
- * (fuzz_cm: the connection manager's handshake and a CONNECT frame).
+ * (fuzz_cm: the connection manager's handshake and a CONNECT frame;
+ * fuzz_lane_chunk: a message in two chunks, receives before and after;
+ * fuzz_bulk_control: each kind of control record; fuzz_profile: a
+ * calibration profile).
  *
  *   make_seeds CORPUS_DIR
  */
 #include "fuzz_common.h"
+#include "uct_crypt/uct_crypt_wire.h"
 
 #include <endian.h>
 #include <errno.h>
@@ -124,6 +128,82 @@ int main(int argc, char **argv)
         seed(argv[1], "fuzz_cm", 1, cm, sizeof(cm), "", 0);
         /* raw: a stranger's first bytes (UCX's tcp_sockcm header) */
         seed(argv[1], "fuzz_cm", 2, "\0\x2c\x01\0\0\0\0\0\0\0", 10, "", 0);
+    }
+    {
+        /* fuzz_lane_chunk raw (mode 0): stream 1 gets a 100-byte message in
+         * two chunks (FIRST, then LAST) and a receive of 100 bytes takes
+         * it; stream 2 a receive posted first, then one whole chunk */
+        uint8_t lane[1 + 4 + 60 + 2 + 40 + 3 + 3 + 4 + 40 + 3] = {0}, *p = lane + 1;
+        size_t i;
+
+        *p++ = 1 | (1 << 2) | 0x20;         /* chunk, stream 1, FIRST */
+        *p++ = 100; *p++ = 0;               /* total */
+        *p++ = 60;                          /* body length */
+        for (i = 0; i < 60; ++i) *p++ = (uint8_t)i;
+        *p++ = 1 | (1 << 2) | 0x40;         /* chunk, LAST, same total */
+        *p++ = 40;
+        for (i = 0; i < 40; ++i) *p++ = (uint8_t)(60 + i);
+        *p++ = 2 | (1 << 2) | 0x20;         /* receive, a new buffer */
+        *p++ = 100; *p++ = 0;
+        *p++ = 2 | (2 << 2) | 0x20;         /* receive on stream 2: posted */
+        *p++ = 40; *p++ = 0;
+        *p++ = 1 | (2 << 2) | 0x20 | 0x40;  /* chunk, FIRST and LAST */
+        *p++ = 40; *p++ = 0;
+        *p++ = 40;
+        for (i = 0; i < 40; ++i) *p++ = (uint8_t)i;
+        *p++ = 2 | (2 << 2);                /* the same buffer: it is there */
+        *p++ = 3 | (3 << 2);                /* a cancel */
+        *p++ = 0;
+        seed(argv[1], "fuzz_lane_chunk", 0, lane, (size_t)(p - lane), "", 0);
+        /* honest (mode 1): 3 streams of 2, 1 and 3 messages, then chunks
+         * and receives interleaved */
+        {
+            static const uint8_t honest[] = {1, 2, 1, 0x10, 0x01, 0x00, 0x02,
+                                             0, 0x00, 0x10, 2, 5, 0, 0, 0,
+                                             0x20, 0x03, 3, 9, 5, 2, 1, 7, 0,
+                                             4, 3, 11, 2, 4, 0};
+            seed(argv[1], "fuzz_lane_chunk", 1, honest, sizeof(honest), "", 0);
+        }
+    }
+    {
+        /* fuzz_bulk_control (mode 0): each kind of control record as the
+         * bulk engine sends it, then (mode 1) a range inside a region */
+        uint8_t rec[1 + sizeof(crypt_bulk_get_req_t) + 24] = {0};
+        crypt_bulk_segment_t segment = {0};
+        crypt_bulk_get_req_t get_req = {0};
+        crypt_bulk_ack_t ack = {0};
+        uint64_t range[4] = {htole64(0x10000), htole64(4096), htole64(0x8000),
+                             htole64(65536)};
+
+        segment.kind    = CRYPT_CONTROL_SEGMENT;
+        segment.last    = 1;
+        segment.index   = htole32(3);
+        segment.put_id  = htole64(7);
+        segment.address = htole64(0x7f0000001000ull);
+        segment.length  = htole64(262144);
+        memcpy(rec + 1, &segment, sizeof(segment));
+        seed(argv[1], "fuzz_bulk_control", 0, rec, 1 + sizeof(segment), "", 0);
+        ack.kind    = CRYPT_CONTROL_ACK;
+        ack.flow_id = htole64(0x1234);
+        ack.put_id  = htole64(7);
+        memcpy(rec + 1, &ack, sizeof(ack));
+        seed(argv[1], "fuzz_bulk_control", 1, rec, 1 + sizeof(ack), "", 0);
+        rec[1] = CRYPT_CONTROL_GET_DONE;
+        seed(argv[1], "fuzz_bulk_control", 2, rec, 1 + sizeof(ack), "", 0);
+        get_req.kind        = CRYPT_CONTROL_GET_REQ;
+        get_req.rkey_length = htole32(24);
+        get_req.get_id      = htole64(2);
+        get_req.remote_addr = htole64(0x7f0000200000ull);
+        get_req.local_addr  = htole64(0x7f0000400000ull);
+        get_req.length      = htole64(1048577);
+        memcpy(rec + 1, &get_req, sizeof(get_req));
+        memcpy(rec + 1 + sizeof(get_req), "tcp\0\0\0\0\0\0\0\0\0\0\0\0\0rkey0123", 24);
+        seed(argv[1], "fuzz_bulk_control", 3, rec, sizeof(rec), "", 0);
+        rec[0] = 1;
+        seed(argv[1], "fuzz_bulk_control", 4, rec, 1, range, sizeof(range));
+        /* fuzz_profile: what crypt_calibrate writes */
+        seed(argv[1], "fuzz_profile", 0,
+             "segment 262144\nthreads 2\nseal_gbps 3.5\nput_gbps 1.1\n", 53, "", 0);
     }
     crypt_coll_team_cleanup(&team);
     crypt_aead_key_cleanup(&key);

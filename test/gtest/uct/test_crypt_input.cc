@@ -1,0 +1,289 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * What the transport reads from outside the process, without UCX
+ * (src/uct_crypt/uct_crypt_bulk_input.c, uct_crypt_lane_rx.c): the
+ * calibration profile, bulk control records, the range check that stands
+ * between a peer and our memory, lane chunk reassembly. The fuzz targets
+ * (test/fuzz) run the same code on arbitrary input; these pin the cases
+ * that matter by name.
+ */
+#include <gtest/gtest.h>
+
+extern "C" {
+#include "uct_crypt/uct_crypt_bulk_input.h"
+#include "uct_crypt/uct_crypt_lane_rx.h"
+#include "uct_crypt/uct_crypt_wire.h"
+}
+
+#include <endian.h>
+#include <stdarg.h>
+#include <stdio.h>
+
+#include <string>
+#include <vector>
+
+namespace {
+
+std::vector<std::string> warnings;
+
+void record_warning(const char *fmt, ...)
+{
+    char message[256];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(message, sizeof(message), fmt, ap);
+    va_end(ap);
+    warnings.push_back(message);
+}
+
+struct profile_result {
+    size_t        segment = 1;
+    unsigned long threads = 1;
+};
+
+profile_result parse_profile(const std::string &text)
+{
+    profile_result r;
+    FILE *file = fmemopen(const_cast<char*>(text.data()), text.size(), "r");
+
+    warnings.clear();
+    EXPECT_NE(file, nullptr);
+    uct_crypt_bulk_profile_parse(file, "test.profile", &r.segment, &r.threads,
+                                 record_warning);
+    fclose(file);
+    return r;
+}
+
+} // namespace
+
+/* The file crypt_calibrate writes begins with a comment: it was read as a
+ * key without a number, which ended the parse, so no calibrated profile
+ * was ever applied */
+TEST(crypt_profile, as_crypt_calibrate_writes_it)
+{
+    profile_result r = parse_profile(
+        "# written by crypt_calibrate: backend ipsec-mb (avx512)\n"
+        "segment 131072\nthreads 3\nseal_GBs_1 3.100\nseal_GBs_best 8.200\n"
+        "open_GBs 3.300\n");
+    EXPECT_EQ(r.segment, 131072u);
+    EXPECT_EQ(r.threads, 3u);
+    EXPECT_TRUE(warnings.empty());
+}
+
+TEST(crypt_profile, a_line_not_understood_hides_nothing_after_it)
+{
+    profile_result r = parse_profile("  \n\tsegment\nthreads two\n"
+                                     "segment 65536\n" + std::string(300, 'x') +
+                                     "\nthreads 4");
+    EXPECT_EQ(r.segment, 65536u);
+    EXPECT_EQ(r.threads, 4u); /* the last line has no newline */
+    ASSERT_EQ(warnings.size(), 3u);
+    EXPECT_NE(warnings[0].find("line 2 is not 'key number'"), std::string::npos)
+        << warnings[0];
+    EXPECT_NE(warnings[2].find("line 5 is too long"), std::string::npos)
+        << warnings[2];
+}
+
+TEST(crypt_profile, values_out_of_range_leave_the_defaults)
+{
+    profile_result r = parse_profile("segment 1e300\nthreads 1e300\nsegment nan\n"
+                                     "threads -5\nsegment 4095\nthreads 1025\n");
+    EXPECT_EQ(r.segment, 1u);
+    EXPECT_EQ(r.threads, 1u);
+    EXPECT_EQ(warnings.size(), 6u);
+}
+
+namespace {
+
+std::vector<uint8_t> segment_record(uint8_t last, uint64_t address, uint64_t length)
+{
+    crypt_bulk_segment_t s = {};
+    s.kind    = CRYPT_CONTROL_SEGMENT;
+    s.last    = last;
+    s.address = htole64(address);
+    s.length  = htole64(length);
+    const uint8_t *p = reinterpret_cast<const uint8_t*>(&s);
+    return std::vector<uint8_t>(p, p + sizeof(s));
+}
+
+std::vector<uint8_t> get_req_record(uint32_t rkey_len, size_t rkey_sent,
+                                    uint64_t remote, uint64_t local, uint64_t length)
+{
+    crypt_bulk_get_req_t r = {};
+    r.kind        = CRYPT_CONTROL_GET_REQ;
+    r.rkey_length = htole32(rkey_len);
+    r.remote_addr = htole64(remote);
+    r.local_addr  = htole64(local);
+    r.length      = htole64(length);
+    const uint8_t *p = reinterpret_cast<const uint8_t*>(&r);
+    std::vector<uint8_t> v(p, p + sizeof(r));
+    v.resize(sizeof(r) + rkey_sent, 0x5a);
+    return v;
+}
+
+int kind(const std::vector<uint8_t> &v)
+{
+    return uct_crypt_bulk_control_kind(v.data(), v.size());
+}
+
+} // namespace
+
+TEST(crypt_bulk_control, honest_records_of_each_kind)
+{
+    EXPECT_EQ(kind(segment_record(1, 0x7f0000001000ull, 1u << 30)), CRYPT_CONTROL_SEGMENT);
+    crypt_bulk_ack_t ack = {};
+    ack.kind = CRYPT_CONTROL_ACK;
+    std::vector<uint8_t> a(reinterpret_cast<uint8_t*>(&ack),
+                           reinterpret_cast<uint8_t*>(&ack) + sizeof(ack));
+    EXPECT_EQ(kind(a), CRYPT_CONTROL_ACK);
+    a[0] = CRYPT_CONTROL_GET_DONE;
+    EXPECT_EQ(kind(a), CRYPT_CONTROL_GET_DONE);
+    EXPECT_EQ(kind(get_req_record(24, 24, 0x1000, 0x2000, 4096)), CRYPT_CONTROL_GET_REQ);
+}
+
+TEST(crypt_bulk_control, malformed_records_are_refused)
+{
+    std::vector<uint8_t> v = segment_record(0, 0x1000, 4096);
+    v.push_back(0);
+    EXPECT_EQ(kind(v), 0) << "one byte too many";
+    v.resize(v.size() - 2);
+    EXPECT_EQ(kind(v), 0) << "one byte short";
+    EXPECT_EQ(kind(segment_record(2, 0x1000, 4096)), 0) << "last is a flag";
+    EXPECT_EQ(kind(segment_record(0, 0x1000, (1u << 30) + 1)), 0) << "above a put";
+    EXPECT_EQ(kind(segment_record(0, UINT64_MAX - 100, 4096)), 0) << "wraps";
+
+    crypt_bulk_ack_t ack = {};
+    ack.kind        = CRYPT_CONTROL_ACK;
+    ack.reserved[6] = 1;
+    std::vector<uint8_t> a(reinterpret_cast<uint8_t*>(&ack),
+                           reinterpret_cast<uint8_t*>(&ack) + sizeof(ack));
+    EXPECT_EQ(kind(a), 0) << "reserved byte set";
+
+    EXPECT_EQ(kind(get_req_record(24, 23, 0x1000, 0x2000, 4096)), 0) << "key cut short";
+    EXPECT_EQ(kind(get_req_record(24, 25, 0x1000, 0x2000, 4096)), 0) << "bytes after the key";
+    EXPECT_EQ(kind(get_req_record(15, 15, 0x1000, 0x2000, 4096)), 0) << "no component name";
+    EXPECT_EQ(kind(get_req_record(UINT32_MAX, 24, 0x1000, 0x2000, 4096)), 0);
+    EXPECT_EQ(kind(get_req_record(24, 24, UINT64_MAX, 0x2000, 4096)), 0) << "remote wraps";
+    EXPECT_EQ(kind(get_req_record(24, 24, 0x1000, UINT64_MAX, 4096)), 0) << "local wraps";
+    EXPECT_EQ(kind(get_req_record(24, 24, 0x1000, 0x2000, (1u << 30) + 1)), 0);
+    EXPECT_EQ(kind({}), 0);
+    EXPECT_EQ(kind({9}), 0) << "unknown kind";
+}
+
+TEST(crypt_bulk_control, range_inside_a_region)
+{
+    EXPECT_TRUE(uct_crypt_range_within(0x1000, 0x1000, 0x1000, 0x1000));
+    EXPECT_TRUE(uct_crypt_range_within(0x1800, 0, 0x1000, 0x1000));
+    EXPECT_FALSE(uct_crypt_range_within(0xfff, 2, 0x1000, 0x1000)) << "starts before";
+    EXPECT_FALSE(uct_crypt_range_within(0x1fff, 2, 0x1000, 0x1000)) << "ends after";
+    /* a range whose end wraps would pass a naive end <= region end */
+    EXPECT_FALSE(uct_crypt_range_within(0x1800, UINT64_MAX - 0x1000, 0x1000, 0x1000));
+    EXPECT_FALSE(uct_crypt_range_within(UINT64_MAX, 1, 0, UINT64_MAX));
+    EXPECT_FALSE(uct_crypt_range_within(0x1800, 1, 0x1000, UINT64_MAX)) << "region wraps";
+}
+
+namespace {
+
+std::vector<std::string> lane_failures;
+
+void lane_log(uint64_t team, uint32_t src_rank, const char *why)
+{
+    lane_failures.push_back(why);
+}
+
+std::vector<uint8_t> chunk(uint64_t team, uint32_t rank, uint32_t flags,
+                           uint64_t total, const std::string &body)
+{
+    crypt_lane_chunk_hdr_t hdr;
+    hdr.team     = htole64(team);
+    hdr.src_rank = htole32(rank);
+    hdr.flags    = htole32(flags);
+    hdr.total    = htole64(total);
+    std::vector<uint8_t> v(reinterpret_cast<uint8_t*>(&hdr),
+                           reinterpret_cast<uint8_t*>(&hdr) + sizeof(hdr));
+    v.insert(v.end(), body.begin(), body.end());
+    return v;
+}
+
+class crypt_lane_rx : public ::testing::Test {
+protected:
+    void SetUp() override
+    {
+        lane_failures.clear();
+        uct_crypt_lane_rx_init(&rx, 64, 100, 4, lane_log);
+    }
+    void TearDown() override
+    {
+        uct_crypt_lane_rx_cleanup(&rx);
+    }
+    void feed(const std::vector<uint8_t> &c, const uint8_t *from = nullptr)
+    {
+        uct_crypt_lane_rx_chunk(&rx, c.data(), c.size(), from);
+        EXPECT_EQ(uct_crypt_lane_rx_held(&rx), rx.buffered);
+    }
+    uct_crypt_lane_rx_t rx;
+};
+
+} // namespace
+
+TEST_F(crypt_lane_rx, chunks_reassembled_before_and_into_a_posted_receive)
+{
+    const uint32_t F = CRYPT_LANE_CHUNK_FIRST, L = CRYPT_LANE_CHUNK_LAST;
+    char buf[10] = {}, buf2[5] = {};
+    feed(chunk(7, 1, F, 10, "01234"));
+    ASSERT_EQ(uct_crypt_lane_rx_recv(&rx, 7, 1, nullptr, buf, 10), 0);
+    EXPECT_EQ(rx.buffered, 0u) << "the first half moved into the posted buffer";
+    feed(chunk(7, 1, L, 10, "56789"));
+    ASSERT_EQ(uct_crypt_lane_rx_recv(&rx, 7, 1, nullptr, buf, 10), 1);
+    EXPECT_EQ(std::string(buf, 10), "0123456789");
+    feed(chunk(7, 1, F | L, 5, "abcde"));
+    EXPECT_EQ(rx.buffered, 5u);
+    ASSERT_EQ(uct_crypt_lane_rx_recv(&rx, 7, 1, nullptr, buf2, 5), 1);
+    EXPECT_EQ(std::string(buf2, 5), "abcde");
+    EXPECT_TRUE(lane_failures.empty());
+}
+
+TEST_F(crypt_lane_rx, a_bad_chunk_fails_its_stream_only)
+{
+    const uint32_t F = CRYPT_LANE_CHUNK_FIRST, L = CRYPT_LANE_CHUNK_LAST;
+    char buf[4];
+    feed(chunk(1, 0, F, 4, "ab"));
+    feed(chunk(1, 0, L, 4, "cde")); /* beyond its message */
+    EXPECT_EQ(uct_crypt_lane_rx_recv(&rx, 1, 0, nullptr, buf, 4), -1);
+    EXPECT_EQ(rx.buffered, 0u) << "a failed stream holds nothing";
+    feed(chunk(1, 1, F | L, 4, "wxyz"));
+    EXPECT_EQ(uct_crypt_lane_rx_recv(&rx, 1, 1, nullptr, buf, 4), 1);
+    ASSERT_EQ(lane_failures.size(), 1u);
+    EXPECT_EQ(lane_failures[0], "a chunk beyond its message's length");
+}
+
+TEST_F(crypt_lane_rx, bounds_on_messages_held_and_streams)
+{
+    const uint32_t FL = CRYPT_LANE_CHUNK_FIRST | CRYPT_LANE_CHUNK_LAST;
+    feed(chunk(1, 0, FL, 65, std::string(65, 'm'))); /* above one message */
+    feed(chunk(1, 1, FL, 60, std::string(60, 'a')));
+    feed(chunk(1, 2, FL, 60, std::string(60, 'b'))); /* 120 held > 100 */
+    EXPECT_EQ(rx.buffered, 60u);
+    feed(chunk(1, 3, FL, 1, "c"));
+    feed(chunk(1, 4, FL, 1, "d")); /* a fifth stream */
+    EXPECT_EQ(rx.num_streams, 4u);
+    ASSERT_EQ(lane_failures.size(), 3u);
+    EXPECT_EQ(lane_failures[0], "message longer than the lane allows");
+    EXPECT_EQ(lane_failures[1], "the lane holds all it may for receives not posted yet");
+    EXPECT_EQ(lane_failures[2], "too many streams already: dropping its chunk");
+}
+
+TEST_F(crypt_lane_rx, a_stream_is_bound_to_the_peer_it_came_from)
+{
+    const uint32_t FL = CRYPT_LANE_CHUNK_FIRST | CRYPT_LANE_CHUNK_LAST;
+    const uint8_t a[KEYEX_PUBLIC_KEY_LEN] = {1}, b[KEYEX_PUBLIC_KEY_LEN] = {2};
+    char buf[1];
+    feed(chunk(3, 0, FL, 1, "x"), a);
+    feed(chunk(3, 0, FL, 1, "y"), b);
+    EXPECT_EQ(uct_crypt_lane_rx_recv(&rx, 3, 0, a, buf, 1), -1);
+    feed(chunk(3, 1, FL, 1, "z"), a);
+    EXPECT_EQ(uct_crypt_lane_rx_recv(&rx, 3, 1, b, buf, 1), -1)
+        << "received as if from another peer";
+    EXPECT_EQ(lane_failures.size(), 2u);
+}
