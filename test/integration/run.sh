@@ -1087,6 +1087,17 @@ peer_failure_run() { # LABEL how(kill|kill-client|cut|stop) [plain] -> seconds u
         fi
         sleep 0.1
     done
+    if [ -n "$t" ] && [[ $how == kill* ]]; then
+        # UCP's error mode none (ucp_check's): nobody above takes the
+        # endpoint error, so the survivor must end by itself, not wait
+        local survivor=$cli gone=no
+        [ "$how" = kill-client ] && survivor=$srv
+        for _ in $(seq 100); do
+            kill -0 "$survivor" 2>/dev/null || { gone=yes; break; }
+            sleep 0.1
+        done
+        echo "$gone" >"$work/$label.survivor_ended"
+    fi
     [ "$how" = stop ] && ip netns exec ucxc-h1 pkill -KILL -f "ucx_perftest -p $port"
     kill $cli $srv 2>/dev/null
     wait $cli $srv 2>/dev/null
@@ -1095,7 +1106,8 @@ peer_failure_run() { # LABEL how(kill|kill-client|cut|stop) [plain] -> seconds u
 }
 
 # killed_verdict NAME LABEL HOW WHO SURVIVOR_LOG DEAD_IP: kill one side
-# mid-transfer; the survivor's log names the dead peer's address and why
+# mid-transfer; the survivor's log names the dead peer's address and why,
+# and (error mode none) the survivor ends with that message within 10 s
 killed_verdict() {
     local name=$1 label=$2 how=$3 who=$4 log="$work/$2.$5.log" ip=$6 t
     t=$(peer_failure_run "$label" "$how")
@@ -1105,6 +1117,13 @@ killed_verdict() {
         record "$name" pass
     else
         record "$name" fail "$(grep -m2 crypt "$log")"
+    fi
+    if [ "$(cat "$work/$label.survivor_ended" 2>/dev/null)" = yes ] &&
+       grep -q "crypt: endpoint to peer [0-9a-f]\{8\} .*failed (connection lost) and no error handler took it: aborting" "$log"; then
+        record "${label//-/_}_survivor_ends_with_the_reason_in_error_mode_none" pass
+    else
+        record "${label//-/_}_survivor_ends_with_the_reason_in_error_mode_none" fail \
+            "ended by itself: $(cat "$work/$label.survivor_ended" 2>/dev/null); $(grep -m1 "Fatal" "$log")"
     fi
 }
 
