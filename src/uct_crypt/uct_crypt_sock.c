@@ -649,5 +649,5 @@ void uct_crypt_sock_rx_expect_segment(uct_iface_h tl_iface, size_t length,
     ucs_assert(length <= UCT_CRYPT_SOCK_MAX_BCOPY);
     iface->rx_conn->segment_cb  = cb;
     iface->rx_conn->segment_arg = arg;
-    iface->rx_conn->segment_len = length;
+    iface->rx_conn->frames.segment_len = length;
 }

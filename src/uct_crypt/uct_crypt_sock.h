@@ -40,6 +40,7 @@
 #define UCT_CRYPT_SOCK_H
 
 #include "uct_crypt_wire.h"
+#include "uct_crypt_sock_frame.h"
 #include "keyex/noise.h"
 
 #include <uct/base/uct_iface.h>
@@ -70,15 +71,13 @@ typedef struct uct_crypt_sock_params {
     uint16_t                        advertise_port; /* 0: the listening one */
 } uct_crypt_sock_params_t;
 
-/* Frame sizes: a record of at most max_bcopy bytes behind the header.
- * The wire carries one AM id: each of its ifaces has one user (crypt's
- * records, or the collective lane), and the frame header names none. */
+/* Frame sizes (uct_crypt_sock_frame.h): a record of at most max_bcopy
+ * bytes behind the header. The wire carries one AM id: each of its ifaces
+ * has one user (crypt's records, or the collective lane), and the frame
+ * header names none. */
 enum {
     UCT_CRYPT_SOCK_AM_ID       = 0,
-    UCT_CRYPT_SOCK_MAX_BCOPY   = 262144 + 256,
-    UCT_CRYPT_SOCK_FRAME_MAX   = CRYPT_SOCK_FRAME_HDR_LEN + UCT_CRYPT_SOCK_MAX_BCOPY,
     UCT_CRYPT_SOCK_TX_BUF      = 4 * UCT_CRYPT_SOCK_FRAME_MAX,
-    UCT_CRYPT_SOCK_LARGE_FRAME = 16384, /* read alone, to its end */
     UCT_CRYPT_SOCK_WIRE_SEGMENT_MAX = 262144, /* a bulk segment's frame */
     UCT_CRYPT_SOCK_HALF_OPEN_MAX = 64,
     UCT_CRYPT_SOCK_DRAIN_TIMEOUT = 10,  /* s: a closing connection's last bytes */
@@ -179,7 +178,10 @@ struct uct_crypt_sock_conn {
     uint8_t                  *secret;      /* the exporter, once established:
                                               secure memory */
     crypt_aead_key_t         ctrl_send, ctrl_recv; /* CLOSE frames */
-    uint64_t                 ctrl_send_seq, ctrl_recv_seq;
+    uint64_t                 ctrl_send_seq;
+    uct_crypt_frame_rx_t     frames;       /* what was taken: counts, the
+                                              peer's CLOSE, an announced
+                                              segment's length */
     uint8_t                  *rx_buf;      /* FRAME_MAX; NULL when empty */
     size_t                   rx_len;
     uint8_t                  *tx_buf;      /* TX_BUF; NULL when empty */
@@ -188,16 +190,14 @@ struct uct_crypt_sock_conn {
     /* the record just delivered announced a bulk segment: the next frame */
     uct_crypt_sock_segment_cb_t segment_cb;  /* NULL: none announced */
     void                     *segment_arg;
-    size_t                   segment_len;
     int                      initiator;    /* we opened it */
     int                      closing;      /* our half is done: drain, then
                                               close once the peer's is too */
     int                      tx_closed;    /* we sent CLOSE */
-    int                      rx_closed;    /* the peer sent CLOSE */
     int                      redirect_wait;/* the peer asked us to send on its
                                               connection: records held */
     size_t                   init_left;    /* initiation bytes not sent yet */
-    uint64_t                 tx_records, tx_records_told, rx_records;
+    uint64_t                 tx_records, tx_records_told;
 };
 
 typedef struct uct_crypt_sock_buf_cache {

@@ -170,7 +170,7 @@ void uct_crypt_sock_conn_fail(uct_crypt_sock_conn_t *conn, const char *reason)
     char name[sizeof(conn->peer_name)];
     int established = (conn->state == UCT_CRYPT_SOCK_ESTABLISHED);
     /* the peer's half carried records that may now be lost */
-    int peer_lost   = established && !conn->rx_closed && (conn->rx_records > 0);
+    int peer_lost   = established && !conn->frames.closed && (conn->frames.records > 0);
     uct_crypt_sock_ep_t *ep = conn->ep;
 
     if (!established && (ep == NULL) && !conn->initiator) {
@@ -224,7 +224,7 @@ int uct_crypt_sock_conn_flush(uct_crypt_sock_conn_t *conn)
                 return 0;
             }
             if (((errno == EPIPE) || (errno == ECONNRESET)) &&
-                (conn->state == UCT_CRYPT_SOCK_ESTABLISHED) && !conn->rx_closed) {
+                (conn->state == UCT_CRYPT_SOCK_ESTABLISHED) && !conn->frames.closed) {
                 /* The peer closed. What it sent before (its last records,
                  * its CLOSE, most often, at the end of a job) still waits
                  * in the socket and is read first: delivered, and it
@@ -245,7 +245,7 @@ int uct_crypt_sock_conn_flush(uct_crypt_sock_conn_t *conn)
     conn->tx_head = 0;
     /* idle connections hold no buffer: memory follows the busy ones */
     uct_crypt_sock_buf_put(conn->iface, &conn->iface->tx_cache, &conn->tx_buf);
-    if (conn->closing && conn->rx_closed) {
+    if (conn->closing && conn->frames.closed) {
         uct_crypt_sock_conn_close(conn); /* both halves done */
         return -1;
     }
@@ -399,7 +399,7 @@ uct_crypt_sock_conn_t *uct_crypt_sock_conn_find_free(uct_crypt_sock_iface_t *ifa
 
     ucs_list_for_each(conn, &iface->conns, list) {
         if ((conn->state == UCT_CRYPT_SOCK_ESTABLISHED) && (conn->ep == NULL) &&
-            !conn->tx_closed && !conn->rx_closed && !conn->closing &&
+            !conn->tx_closed && !conn->frames.closed && !conn->closing &&
             !conn->redirect_wait && (conn->tx_records == 0) &&
             !memcmp(conn->peer_static, peer, KEYEX_PUBLIC_KEY_LEN)) {
             return conn;
@@ -491,6 +491,7 @@ static ucs_status_t uct_crypt_sock_conn_keys(uct_crypt_sock_conn_t *conn,
                              keys->recv, KEYEX_NOISE_KEY_LEN) != CRYPT_AEAD_OK)) {
         return UCS_ERR_NO_RESOURCE;
     }
+    conn->frames.ctrl_key = &conn->ctrl_recv;
     return UCS_OK;
 }
 
@@ -676,27 +677,19 @@ static int uct_crypt_sock_conn_accept_response(uct_crypt_sock_conn_t *conn)
 static int uct_crypt_sock_conn_send_ctrl(uct_crypt_sock_conn_t *conn,
                                          uint8_t type, uint64_t count)
 {
-    const size_t length = sizeof(count) + CRYPT_AEAD_TAG_LEN;
-    uint8_t nonce[CRYPT_AEAD_NONCE_LEN];
-    crypt_sock_frame_hdr_t *hdr;
-    uint64_t le_count = htole64(count);
     uint8_t *body;
 
     if ((conn->state != UCT_CRYPT_SOCK_ESTABLISHED) ||
-        ((body = uct_crypt_sock_conn_tx_reserve(conn, length)) == NULL)) {
+        ((body = uct_crypt_sock_conn_tx_reserve(conn, UCT_CRYPT_SOCK_CTRL_LEN)) ==
+         NULL)) {
         return 1;
     }
-    hdr           = (crypt_sock_frame_hdr_t*)(body - CRYPT_SOCK_FRAME_HDR_LEN);
-    hdr->length   = htole32(length);
-    hdr->type     = type;
-    memset(hdr->reserved, 0, sizeof(hdr->reserved));
-    keyex_noise_nonce(conn->ctrl_send_seq++, nonce);
-    if (crypt_aead_seal(&conn->ctrl_send, nonce, hdr, sizeof(*hdr), &le_count,
-                        sizeof(le_count), body, body + sizeof(count)) !=
-        CRYPT_AEAD_OK) {
+    if (uct_crypt_frame_seal_control(&conn->ctrl_send, conn->ctrl_send_seq++,
+                                     type, count,
+                                     body - CRYPT_SOCK_FRAME_HDR_LEN) != 0) {
         return 1;
     }
-    conn->tx_len += CRYPT_SOCK_FRAME_HDR_LEN + length;
+    conn->tx_len += CRYPT_SOCK_FRAME_HDR_LEN + UCT_CRYPT_SOCK_CTRL_LEN;
     return uct_crypt_sock_conn_flush(conn) >= 0;
 }
 
@@ -728,7 +721,7 @@ void uct_crypt_sock_conn_release(uct_crypt_sock_conn_t *conn)
     if (!uct_crypt_sock_conn_send_close(conn)) {
         return; /* gone on the way */
     }
-    if ((conn->tx_len == 0) && conn->rx_closed) {
+    if ((conn->tx_len == 0) && conn->frames.closed) {
         uct_crypt_sock_conn_close(conn); /* both halves done */
     }
 }
@@ -750,77 +743,37 @@ void uct_crypt_sock_conn_heartbeat(uct_crypt_sock_conn_t *conn)
     }
 }
 
-/* One whole frame at rx_buf: 0 when the connection is gone */
+/* One whole RECORD or SEGMENT frame (uct_crypt_frame_next took it): handed
+ * to the record layer or the bulk engine. 0 when the connection is gone. */
 static int uct_crypt_sock_conn_deliver(uct_crypt_sock_conn_t *conn,
                                        const crypt_sock_frame_hdr_t *hdr,
                                        uint8_t *body, size_t length)
 {
     uct_crypt_sock_iface_t *iface = conn->iface;
-    uint8_t nonce[CRYPT_AEAD_NONCE_LEN];
-    uint64_t count;
-    char why[96];
 
+    iface->rx_conn = conn;
+    conn->reject   = 0;
     if (hdr->type == CRYPT_SOCK_FRAME_SEGMENT) {
-        /* announced by the record before it (uct_crypt_sock_conn_parse
-         * checked); the bulk engine opens it into its destination */
+        /* announced by the record before it; the bulk engine opens it
+         * into its destination */
         uct_crypt_sock_segment_cb_t cb = conn->segment_cb;
 
         conn->segment_cb = NULL;
-        iface->rx_conn   = conn;
-        conn->reject     = 0;
-        ++conn->rx_records;
         cb(conn->segment_arg, body, length);
-        if (iface->rx_conn != conn) {
-            return 0;
-        }
-        iface->rx_conn = NULL;
-        if (conn->reject) {
-            uct_crypt_sock_conn_fail(conn, "a bulk segment failed authentication");
-            return 0;
-        }
-        return 1;
+    } else {
+        /* a record: crypt's record layer checks its tag before it acts on
+         * it, and tells us (uct_crypt_sock_rx_reject) when it fails */
+        uct_iface_invoke_am(&iface->super, UCT_CRYPT_SOCK_AM_ID, body,
+                            (unsigned)length, 0);
     }
-    if (hdr->type != CRYPT_SOCK_FRAME_RECORD) {
-        keyex_noise_nonce(conn->ctrl_recv_seq++, nonce);
-        if ((length != sizeof(count) + CRYPT_AEAD_TAG_LEN) ||
-            (crypt_aead_open(&conn->ctrl_recv, nonce, hdr, sizeof(*hdr), body,
-                             sizeof(count), &count, body + sizeof(count)) !=
-             CRYPT_AEAD_OK)) {
-            uct_crypt_sock_conn_fail(conn, "forged control frame");
-            return 0;
-        }
-        if (le64toh(count) != conn->rx_records) {
-            ucs_snprintf_zero(why, sizeof(why), "records lost on the way (%"
-                              PRIu64 " sent, %" PRIu64 " arrived)",
-                              le64toh(count), conn->rx_records);
-            uct_crypt_sock_conn_fail(conn, why);
-            return 0;
-        }
-        if (hdr->type == CRYPT_SOCK_FRAME_CLOSE) {
-            /* the peer's half is done; ours goes on while an ep sends */
-            ucs_debug("crypt: the peer at %s closed its half", conn->peer_name);
-            conn->rx_closed = 1;
-            if ((conn->ep == NULL) && (conn->tx_len == 0)) {
-                uct_crypt_sock_conn_close(conn);
-                return 0;
-            }
-        }
-        return 1;
-    }
-
-    /* a record: crypt's record layer checks its tag before it acts on it,
-     * and tells us (uct_crypt_sock_rx_reject) when it fails */
-    iface->rx_conn = conn;
-    conn->reject   = 0;
-    ++conn->rx_records;
-    uct_iface_invoke_am(&iface->super, UCT_CRYPT_SOCK_AM_ID, body,
-                        (unsigned)length, 0);
     if (iface->rx_conn != conn) {
         return 0; /* closed from inside the handler (iface going away) */
     }
     iface->rx_conn = NULL;
     if (conn->reject) {
-        uct_crypt_sock_conn_fail(conn, "a record failed authentication");
+        uct_crypt_sock_conn_fail(conn, (hdr->type == CRYPT_SOCK_FRAME_SEGMENT) ?
+                                 "a bulk segment failed authentication" :
+                                 "a record failed authentication");
         return 0;
     }
     return 1;
@@ -829,8 +782,10 @@ static int uct_crypt_sock_conn_deliver(uct_crypt_sock_conn_t *conn,
 /* Parse what the rx buffer holds. 0 when the connection is gone. */
 static int uct_crypt_sock_conn_parse(uct_crypt_sock_conn_t *conn)
 {
+    uct_crypt_frame_verdict_t verdict;
     crypt_sock_frame_hdr_t hdr;
-    size_t offset = 0, length, need;
+    size_t offset = 0, frame_len, need;
+    char why[96];
 
     for (;;) {
         switch (conn->state) {
@@ -867,36 +822,33 @@ static int uct_crypt_sock_conn_parse(uct_crypt_sock_conn_t *conn)
             continue;
         }
 
-        memcpy(&hdr, conn->rx_buf + offset, sizeof(hdr));
-        length = le32toh(hdr.length);
-        if ((length > UCT_CRYPT_SOCK_MAX_BCOPY) ||
-            (hdr.reserved[0] | hdr.reserved[1] | hdr.reserved[2]) ||
-            ((hdr.type != CRYPT_SOCK_FRAME_RECORD) &&
-             (hdr.type != CRYPT_SOCK_FRAME_CLOSE) &&
-             (hdr.type != CRYPT_SOCK_FRAME_HEARTBEAT) &&
-             (hdr.type != CRYPT_SOCK_FRAME_SEGMENT)) ||
-            conn->rx_closed) {
-            /* nothing may follow the peer's CLOSE */
-            uct_crypt_sock_conn_fail(conn, "malformed frame header");
-            return 0;
-        }
-        /* a segment comes right behind the record that announced it, of
-         * the length announced, and nowhere else */
-        if ((hdr.type == CRYPT_SOCK_FRAME_SEGMENT) ?
-            ((conn->segment_cb == NULL) || (length != conn->segment_len)) :
-            (conn->segment_cb != NULL)) {
-            uct_crypt_sock_conn_fail(conn, "a bulk segment out of place");
-            return 0;
-        }
-        if (conn->rx_len - offset < CRYPT_SOCK_FRAME_HDR_LEN + length) {
+        /* established: the frames (uct_crypt_sock_frame.c decides) */
+        verdict = uct_crypt_frame_next(&conn->frames, conn->rx_buf + offset,
+                                       conn->rx_len - offset, &hdr, &frame_len,
+                                       why, sizeof(why));
+        if (verdict == UCT_CRYPT_FRAME_MORE) {
             break;
         }
-        if (!uct_crypt_sock_conn_deliver(conn, &hdr,
-                                         conn->rx_buf + offset +
-                                         CRYPT_SOCK_FRAME_HDR_LEN, length)) {
+        if (verdict == UCT_CRYPT_FRAME_BAD) {
+            uct_crypt_sock_conn_fail(conn, why);
             return 0;
         }
-        offset += CRYPT_SOCK_FRAME_HDR_LEN + length;
+        if ((verdict == UCT_CRYPT_FRAME_DATA) &&
+            !uct_crypt_sock_conn_deliver(conn, &hdr, conn->rx_buf + offset +
+                                         CRYPT_SOCK_FRAME_HDR_LEN,
+                                         frame_len - CRYPT_SOCK_FRAME_HDR_LEN)) {
+            return 0;
+        }
+        offset += frame_len;
+        if ((verdict == UCT_CRYPT_FRAME_CONTROL) &&
+            (hdr.type == CRYPT_SOCK_FRAME_CLOSE)) {
+            /* the peer's half is done; ours goes on while an ep sends */
+            ucs_debug("crypt: the peer at %s closed its half", conn->peer_name);
+            if ((conn->ep == NULL) && (conn->tx_len == 0)) {
+                uct_crypt_sock_conn_close(conn);
+                return 0;
+            }
+        }
     }
     if (offset > 0) {
         memmove(conn->rx_buf, conn->rx_buf + offset, conn->rx_len - offset);
@@ -905,25 +857,14 @@ static int uct_crypt_sock_conn_parse(uct_crypt_sock_conn_t *conn)
     return 1;
 }
 
-/* Read up to the end of a large frame and no further: it then ends where
- * the buffer's bytes do, and no part of the next one is moved to the
- * front after it was handled (a bulk segment's bytes are copied once, by
- * the kernel). Small frames are read many at a time. */
+/* Read up to the end of a large frame and no further (uct_crypt_frame_rx_room:
+ * a bulk segment's bytes are copied once, by the kernel); small frames are
+ * read many at a time */
 static size_t uct_crypt_sock_conn_rx_room(const uct_crypt_sock_conn_t *conn)
 {
-    crypt_sock_frame_hdr_t hdr;
-    size_t frame;
-
-    if ((conn->state == UCT_CRYPT_SOCK_ESTABLISHED) &&
-        (conn->rx_len >= CRYPT_SOCK_FRAME_HDR_LEN)) {
-        memcpy(&hdr, conn->rx_buf, sizeof(hdr));
-        frame = CRYPT_SOCK_FRAME_HDR_LEN + le32toh(hdr.length);
-        if ((frame >= UCT_CRYPT_SOCK_LARGE_FRAME) &&
-            (frame <= UCT_CRYPT_SOCK_FRAME_MAX) && (frame > conn->rx_len)) {
-            return frame - conn->rx_len;
-        }
-    }
-    return UCT_CRYPT_SOCK_FRAME_MAX - conn->rx_len;
+    return (conn->state == UCT_CRYPT_SOCK_ESTABLISHED) ?
+           uct_crypt_frame_rx_room(conn->rx_buf, conn->rx_len) :
+           UCT_CRYPT_SOCK_FRAME_MAX - conn->rx_len;
 }
 
 static void uct_crypt_sock_conn_read(uct_crypt_sock_conn_t *conn)
@@ -948,10 +889,10 @@ static void uct_crypt_sock_conn_read(uct_crypt_sock_conn_t *conn)
         }
         got = recv(conn->fd, conn->rx_buf + conn->rx_len, room, 0);
         if (got == 0) {
-            if ((conn->state == UCT_CRYPT_SOCK_ESTABLISHED) && conn->rx_closed &&
+            if ((conn->state == UCT_CRYPT_SOCK_ESTABLISHED) && conn->frames.closed &&
                 ((conn->ep == NULL) || conn->tx_closed)) {
                 uct_crypt_sock_conn_close(conn); /* both halves done */
-            } else if ((conn->state == UCT_CRYPT_SOCK_ESTABLISHED) && conn->rx_closed) {
+            } else if ((conn->state == UCT_CRYPT_SOCK_ESTABLISHED) && conn->frames.closed) {
                 uct_crypt_sock_conn_fail(conn, "the peer closed the connection "
                                                "while this side still had "
                                                "records for it");

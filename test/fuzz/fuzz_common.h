@@ -19,6 +19,9 @@ static const uint8_t fuzz_job_secret[KEYEX_JOB_SECRET_LEN] = {
     0x65, 0x74, 0x21, 0x21, 0x21, 0x21, 0x21, 0x21
 };
 
+/* the own wire's control frame key of fuzz_wire_frames (and its seeds) */
+static const uint8_t fuzz_wire_ctrl_key[32] = {4, 4, 4};
+
 typedef struct {
     const uint8_t *data;
     size_t        size;

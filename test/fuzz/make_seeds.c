@@ -8,12 +8,14 @@
  * (fuzz_cm: the connection manager's handshake and a CONNECT frame;
  * fuzz_lane_chunk: a message in two chunks, receives before and after;
  * fuzz_bulk_control: each kind of control record; fuzz_profile: a
- * calibration profile).
+ * calibration profile; fuzz_wire_frames: frames of the own wire, control
+ * frames sealed as a sender seals them).
  *
  *   make_seeds CORPUS_DIR
  */
 #include "fuzz_common.h"
 #include "uct_crypt/uct_crypt_wire.h"
+#include "uct_crypt/uct_crypt_sock_frame.h"
 
 #include <endian.h>
 #include <errno.h>
@@ -204,6 +206,38 @@ int main(int argc, char **argv)
         /* fuzz_profile: what crypt_calibrate writes */
         seed(argv[1], "fuzz_profile", 0,
              "segment 262144\nthreads 2\nseal_gbps 3.5\nput_gbps 1.1\n", 53, "", 0);
+    }
+    {
+        /* fuzz_wire_frames: raw (mode 0), a record, a heartbeat and the
+         * CLOSE as a sender writes them, read whole (the stream's first
+         * byte, 0x08, also cuts the first read); honest (mode 1) and
+         * changed (mode 3): records, one announcing a segment, heartbeats */
+        uint8_t wire[1 + 8 + 10 + 2 * (CRYPT_SOCK_FRAME_HDR_LEN + UCT_CRYPT_SOCK_CTRL_LEN)];
+        static const uint8_t honest[] = {1, 2, 10, 1, 3, 0, 0, 6, 2, 2, 40,
+                                         0, 0, 9, 9, 9, 9, 9, 9};
+        static const uint8_t changed[] = {3, 2, 10, 1, 3, 0, 0, 6, 2, 2, 40,
+                                          0, 0, 5, 0, 1, 9, 9, 9};
+        crypt_sock_frame_hdr_t hdr = {0};
+        crypt_aead_key_t ctrl;
+
+        wire[0]    = 0;
+        hdr.length = htole32(10);
+        hdr.type   = CRYPT_SOCK_FRAME_RECORD;
+        memcpy(wire + 1, &hdr, sizeof(hdr));
+        memset(wire + 1 + sizeof(hdr), 0x42, 10);
+        if ((crypt_aead_key_init(&ctrl, CRYPT_AEAD_BACKEND_OPENSSL, fuzz_wire_ctrl_key,
+                                 sizeof(fuzz_wire_ctrl_key)) != CRYPT_AEAD_OK) ||
+            uct_crypt_frame_seal_control(&ctrl, 0, CRYPT_SOCK_FRAME_HEARTBEAT, 1,
+                                         wire + 19) ||
+            uct_crypt_frame_seal_control(&ctrl, 1, CRYPT_SOCK_FRAME_CLOSE, 1,
+                                         wire + 19 + CRYPT_SOCK_FRAME_HDR_LEN +
+                                         UCT_CRYPT_SOCK_CTRL_LEN)) {
+            return 1;
+        }
+        crypt_aead_key_cleanup(&ctrl);
+        seed(argv[1], "fuzz_wire_frames", 0, wire, sizeof(wire), "", 0);
+        seed(argv[1], "fuzz_wire_frames", 1, honest, sizeof(honest), "", 0);
+        seed(argv[1], "fuzz_wire_frames", 2, changed, sizeof(changed), "", 0);
     }
     crypt_coll_team_cleanup(&team);
     crypt_aead_key_cleanup(&key);
