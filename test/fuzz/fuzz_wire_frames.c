@@ -81,7 +81,6 @@ static void fuzz_add(fuzz_stream_t *st, uint8_t type, size_t body_len,
 {
     fuzz_frame_t *f = &st->frames[st->nframes++];
     crypt_sock_frame_hdr_t hdr = {0};
-    size_t i;
 
     f->type     = type;
     f->offset   = st->len;
@@ -97,9 +96,7 @@ static void fuzz_add(fuzz_stream_t *st, uint8_t type, size_t body_len,
         hdr.length  = htole32((uint32_t)body_len);
         hdr.type    = type;
         memcpy(st->bytes + st->len, &hdr, sizeof(hdr));
-        for (i = 0; i < body_len; ++i) {
-            st->bytes[st->len + sizeof(hdr) + i] = (uint8_t)(st->nframes * 7 + i);
-        }
+        memset(st->bytes + st->len + sizeof(hdr), st->nframes * 7, body_len);
     }
     st->len += f->len;
 }
@@ -157,7 +154,8 @@ static int fuzz_receive(const uint8_t *stream, size_t stream_len,
         if ((room == 0) || (room > UCT_CRYPT_SOCK_FRAME_MAX - len)) {
             abort(); /* a full buffer with no whole frame, or past its end */
         }
-        cut  = 1 + (size_t)fuzz_u8(cuts) * 131;
+        /* where the input has no more say, reads take all there is */
+        cut  = (cuts->size > 0) ? 1 + (size_t)fuzz_u8(cuts) * 131 : room;
         cut  = (cut < room) ? cut : room;
         cut  = (cut < stream_len - fed) ? cut : stream_len - fed;
         memcpy(buf + len, stream + fed, cut);
