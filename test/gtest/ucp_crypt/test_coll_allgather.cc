@@ -859,13 +859,14 @@ static std::vector<team_shape> all_shapes()
     return shapes;
 }
 
+static std::string shape_name(const ::testing::TestParamInfo<team_shape> &info)
+{
+    return "p" + std::to_string(info.param.p) + "_N" + std::to_string(info.param.N) +
+           (info.param.mapping == CRYPT_COLL_MAP_BLOCK ? "_block" : "_cyclic");
+}
+
 INSTANTIATE_TEST_SUITE_P(shapes, crypt_allgather_test, ::testing::ValuesIn(all_shapes()),
-                         [](const ::testing::TestParamInfo<team_shape> &info) {
-                             return "p" + std::to_string(info.param.p) + "_N" +
-                                    std::to_string(info.param.N) +
-                                    (info.param.mapping == CRYPT_COLL_MAP_BLOCK ?
-                                     "_block" : "_cyclic");
-                         });
+                         shape_name);
 
 TEST_P(crypt_allgather_test, bcast_allreduce_alltoall_once_per_node)
 {
@@ -927,7 +928,20 @@ TEST_P(crypt_allgather_test, tasks_of_two_teams_progress_together)
     }
 }
 
-TEST_P(crypt_allgather_test, a_task_finishes_on_another_thread_beside_another_team)
+/* Tasks across threads: a few shapes (one node, several, block and
+ * cyclic, odd and even) suffice, and the ThreadSanitizer build runs them */
+class crypt_task_thread_test : public crypt_allgather_test {
+};
+
+INSTANTIATE_TEST_SUITE_P(shapes, crypt_task_thread_test,
+                         ::testing::Values(team_shape{2, 1, CRYPT_COLL_MAP_BLOCK},
+                                           team_shape{3, 2, CRYPT_COLL_MAP_BLOCK},
+                                           team_shape{5, 2, CRYPT_COLL_MAP_CYCLIC},
+                                           team_shape{7, 3, CRYPT_COLL_MAP_BLOCK},
+                                           team_shape{8, 4, CRYPT_COLL_MAP_CYCLIC}),
+                         shape_name);
+
+TEST_P(crypt_task_thread_test, a_task_finishes_on_another_thread_beside_another_team)
 {
     const team_shape shape = GetParam();
     const int p = shape.p, N = shape.N;
