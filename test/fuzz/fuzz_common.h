@@ -38,6 +38,18 @@ static inline uint32_t fuzz_u32(fuzz_input_t *in)
     return v;
 }
 
+static inline uint8_t fuzz_u8(fuzz_input_t *in)
+{
+    uint8_t v = 0;
+
+    if (in->size > 0) {
+        v = in->data[0];
+        ++in->data;
+        --in->size;
+    }
+    return v;
+}
+
 static inline int fuzz_sendrecv(void *ctx, int dst, const void *sbuf,
                                 size_t slen, int src, void *rbuf, size_t rlen)
 {

@@ -44,18 +44,6 @@ static void fuzz_log(uint64_t team, uint32_t src_rank, const char *why)
     }
 }
 
-static uint8_t fuzz_u8(fuzz_input_t *in)
-{
-    uint8_t v = 0;
-
-    if (in->size > 0) {
-        v = in->data[0];
-        ++in->data;
-        --in->size;
-    }
-    return v;
-}
-
 static uint16_t fuzz_u16(fuzz_input_t *in)
 {
     uint16_t lo = fuzz_u8(in);

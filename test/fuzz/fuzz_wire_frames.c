@@ -64,18 +64,6 @@ static void fuzz_init(void)
     fuzz_ready = 1;
 }
 
-static uint8_t fuzz_u8(fuzz_input_t *in)
-{
-    uint8_t v = 0;
-
-    if (in->size > 0) {
-        v = in->data[0];
-        ++in->data;
-        --in->size;
-    }
-    return v;
-}
-
 static void fuzz_add(fuzz_stream_t *st, uint8_t type, size_t body_len,
                      size_t announce, uint64_t *ctrl_seq, uint64_t records)
 {
