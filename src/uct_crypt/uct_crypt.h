@@ -433,11 +433,10 @@ void uct_crypt_rx_flow_free(uct_crypt_rx_flow_t *flow);
 void uct_crypt_rx_flows_cleanup(uct_crypt_iface_t *iface);
 /* Open under the flow's keys, or under the next generation's when the
  * sender announces a key update; the update is kept only if it opens. */
+struct uct_crypt_record_in;
 crypt_aead_status_t uct_crypt_rx_flow_open(uct_crypt_iface_t *iface,
                                            uct_crypt_rx_flow_t *flow,
-                                           const crypt_record_hdr_t *hdr,
-                                           const crypt_record_aad_t *aad,
-                                           uint8_t *payload, size_t payload_len);
+                                           struct uct_crypt_record_in *rec);
 
 /* record layer (uct_crypt_record.c) */
 void uct_crypt_ep_fail_local(uct_crypt_ep_t *ep, const char *what);

@@ -29,6 +29,7 @@
 #include "uct_crypt.h"
 #include "uct_crypt_bulk.h"
 #include "uct_crypt_sock.h"
+#include "uct_crypt_record_input.h"
 
 #include <openssl/crypto.h>
 #include <openssl/rand.h>
@@ -235,20 +236,17 @@ uct_crypt_rx_flow_create(uct_crypt_iface_t *iface, uint64_t flow_id,
  * sender announces a key update; the update is kept only if it opens. */
 crypt_aead_status_t uct_crypt_rx_flow_open(uct_crypt_iface_t *iface,
                                            uct_crypt_rx_flow_t *flow,
-                                           const crypt_record_hdr_t *hdr,
-                                           const crypt_record_aad_t *aad,
-                                           uint8_t *payload, size_t payload_len)
+                                           uct_crypt_record_in_t *rec)
 {
-    const uint64_t sequence = le64toh(hdr->sequence);
     crypt_aead_key_t next_aead;
     crypt_aead_status_t status;
 
-    if (hdr->key_generation == (uint8_t)flow->keys->generation) {
-        return crypt_record_open(&flow->aead, flow->keys->nonce_prefix,
-                                 sequence, aad, sizeof(*aad), payload,
-                                 payload_len, payload, payload + payload_len);
-    }
-    if (hdr->key_generation != (uint8_t)(flow->keys->generation + 1)) {
+    switch (uct_crypt_record_key_choice(rec, flow->keys->generation)) {
+    case UCT_CRYPT_RECORD_KEY_CURRENT:
+        return uct_crypt_record_open(&flow->aead, flow->keys->nonce_prefix, rec);
+    case UCT_CRYPT_RECORD_KEY_NEXT:
+        break;
+    default:
         return CRYPT_AEAD_ERR_AUTH;
     }
 
@@ -265,9 +263,8 @@ crypt_aead_status_t uct_crypt_rx_flow_open(uct_crypt_iface_t *iface,
         OPENSSL_cleanse(iface->trial_keys, sizeof(*iface->trial_keys));
         return CRYPT_AEAD_ERR_BACKEND;
     }
-    status = crypt_record_open(&next_aead, iface->trial_keys->nonce_prefix,
-                               sequence, aad, sizeof(*aad), payload, payload_len,
-                               payload, payload + payload_len);
+    status = uct_crypt_record_open(&next_aead, iface->trial_keys->nonce_prefix,
+                                   rec);
     if (status == CRYPT_AEAD_OK) {
         crypt_aead_key_cleanup(&flow->aead);
         flow->aead   = next_aead;

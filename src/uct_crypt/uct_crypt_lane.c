@@ -79,10 +79,16 @@ struct uct_crypt_lane {
 
 /* ---- receiving ------------------------------------------------------------ */
 
-static void uct_crypt_lane_rx_log(uint64_t team, uint32_t src_rank, const char *why)
+static void uct_crypt_lane_rx_log(uint64_t team, uint32_t src_rank,
+                                  int stream_failed, const char *why)
 {
-    ucs_error("crypt lane: dropping the stream of rank %u (team %016" PRIx64
-              "): %s", src_rank, team, why);
+    if (src_rank == UCT_CRYPT_LANE_RX_NO_RANK) {
+        ucs_error("crypt lane: dropped a chunk: %s", why);
+    } else {
+        ucs_error("crypt lane: %s of rank %u (team %016" PRIx64 "): %s",
+                  stream_failed ? "dropping the stream" : "dropped a chunk",
+                  src_rank, team, why);
+    }
 }
 
 static ucs_status_t uct_crypt_lane_am(void *arg, void *data, size_t length,

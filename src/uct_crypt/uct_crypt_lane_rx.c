@@ -92,7 +92,7 @@ uct_crypt_lane_rx_stream(uct_crypt_lane_rx_t *rx, uint64_t team, uint32_t src_ra
         }
     }
     if (rx->num_streams >= rx->max_streams) {
-        rx->log(team, src_rank, "too many streams already: dropping its chunk");
+        rx->log(team, src_rank, 0, "too many streams already");
         return NULL;
     }
     s = calloc(1, sizeof(*s));
@@ -119,7 +119,7 @@ static void uct_crypt_lane_rx_msg_free(uct_crypt_lane_rx_t *rx,
 static void uct_crypt_lane_rx_fail(uct_crypt_lane_rx_t *rx,
                                    uct_crypt_lane_stream_t *s, const char *why)
 {
-    rx->log(s->team, s->src_rank, why);
+    rx->log(s->team, s->src_rank, 1, why);
     s->failed = 1;
     uct_crypt_lane_rx_msg_free(rx, s->partial);
     s->partial = NULL;
@@ -192,7 +192,7 @@ void uct_crypt_lane_rx_chunk(uct_crypt_lane_rx_t *rx, const void *data,
     uint8_t *dest;
 
     if (length < sizeof(hdr)) {
-        rx->log(0, 0, "a chunk shorter than its header: dropped");
+        rx->log(0, UCT_CRYPT_LANE_RX_NO_RANK, 0, "shorter than its header");
         return;
     }
     memcpy(&hdr, data, sizeof(hdr));

@@ -18,9 +18,12 @@
 
 typedef struct uct_crypt_lane_stream uct_crypt_lane_stream_t;
 
-/* a stream failed: for the caller's log (never with message contents) */
+/* A chunk was refused, and with `stream_failed` its stream failed: for
+ * the caller's log (never with message contents). A chunk too short to
+ * name its stream comes with src_rank UCT_CRYPT_LANE_RX_NO_RANK. */
+#define UCT_CRYPT_LANE_RX_NO_RANK UINT32_MAX
 typedef void (*uct_crypt_lane_rx_log_t)(uint64_t team, uint32_t src_rank,
-                                        const char *why);
+                                        int stream_failed, const char *why);
 
 typedef struct uct_crypt_lane_rx {
     /* bounds a peer cannot push past: one message, all messages held for

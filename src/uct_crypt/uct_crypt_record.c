@@ -15,10 +15,13 @@
 #include "uct_crypt.h"
 #include "uct_crypt_bulk.h"
 #include "uct_crypt_sock.h"
+#include "uct_crypt_record_input.h"
 
 #include <openssl/crypto.h>
 #include <ucs/sys/math.h>
 #include <endian.h>
+
+_Static_assert(UCT_CRYPT_RECORD_AM_ID_LIMIT == UCT_AM_ID_MAX, "UCP's AM ids");
 
 /* what goes before UCP's payload: the cleartext header, and the AM id,
  * which is the first byte of the sealed part */
@@ -28,38 +31,17 @@ size_t uct_crypt_record_header_len(const uct_crypt_tx_flow_t *tx)
            CRYPT_RECORD_AM_ID_LEN;
 }
 
-static void uct_crypt_record_aad(crypt_record_aad_t *aad,
-                                 const crypt_record_hdr_t *hdr,
-                                 size_t payload_len)
-{
-    memset(aad, 0, sizeof(*aad));
-    aad->hdr    = *hdr;
-    aad->length = htole32((uint32_t)payload_len);
-}
-
 /* ---- sending ------------------------------------------------------------- */
 
-/* Seal the record at `record` in place: its header (written by
- * uct_crypt_record_seal) gets the key generation, then the AM id and
- * payload are sealed with the header and length as associated data, under
- * the nonce of the header's sequence number. */
-static int uct_crypt_record_seal_in_place(uct_crypt_tx_flow_t *tx,
-                                          uint8_t *record, size_t hdr_len,
-                                          size_t payload_len)
+/* Seal the record at `record` in place under the flow's current keys;
+ * `hdr_len` counts the AM id (uct_crypt_record_header_len) */
+static int uct_crypt_tx_seal(uct_crypt_tx_flow_t *tx, uint8_t *record,
+                             size_t hdr_len, size_t payload_len)
 {
-    uint8_t *sealed = record + hdr_len - CRYPT_RECORD_AM_ID_LEN;
-    crypt_record_hdr_t hdr;
-    crypt_record_aad_t aad;
-
-    memcpy(&hdr, record, sizeof(hdr));
-    hdr.key_generation = (uint8_t)tx->keys->generation;
-    memcpy(record, &hdr, sizeof(hdr));
-    uct_crypt_record_aad(&aad, &hdr, payload_len);
-    return crypt_record_seal(&tx->aead, tx->keys->nonce_prefix,
-                             le64toh(hdr.sequence), &aad, sizeof(aad), sealed,
-                             CRYPT_RECORD_AM_ID_LEN + payload_len, sealed,
-                             sealed + CRYPT_RECORD_AM_ID_LEN + payload_len) ==
-           CRYPT_AEAD_OK;
+    return uct_crypt_record_seal_in_place(&tx->aead, tx->keys->nonce_prefix,
+                                          tx->keys->generation, record,
+                                          hdr_len - CRYPT_RECORD_AM_ID_LEN,
+                                          payload_len);
 }
 
 ssize_t uct_crypt_record_seal(uct_crypt_iface_t *iface, uct_crypt_tx_flow_t *tx,
@@ -105,7 +87,7 @@ ssize_t uct_crypt_record_seal(uct_crypt_iface_t *iface, uct_crypt_tx_flow_t *tx,
     /* over crypt's own wire before the connection is final: unsealed, the
      * wire hands it back to uct_crypt_record_seal_held before it leaves */
     if (uct_crypt_tx_flow_keyed(iface, tx) &&
-        !uct_crypt_record_seal_in_place(tx, record, hdr_len, payload_len)) {
+        !uct_crypt_tx_seal(tx, record, hdr_len, payload_len)) {
         return UCS_ERR_IO_ERROR;
     }
     return hdr_len + payload_len + CRYPT_AEAD_TAG_LEN;
@@ -156,7 +138,7 @@ int uct_crypt_record_seal_held(void *arg, const uint8_t *wire_secret,
         return -1;
     }
     payload_len = length - hdr_len - CRYPT_AEAD_TAG_LEN;
-    if (!uct_crypt_record_seal_in_place(tx, record, hdr_len, payload_len)) {
+    if (!uct_crypt_tx_seal(tx, record, hdr_len, payload_len)) {
         return -1;
     }
     uct_crypt_record_sealed(iface, tx, payload_len);
@@ -368,129 +350,96 @@ void uct_crypt_wire_peer_failed(void *arg,
 ucs_status_t uct_crypt_record_am_handler(void *arg, void *data, size_t length,
                                          unsigned flags)
 {
-    uct_crypt_iface_t *iface = arg;
-    uct_crypt_rx_flow_t *flow = NULL;
-    const uint8_t *sender_public = NULL;
-    const uint8_t *wire_peer;
-    crypt_record_hdr_t hdr;
-    crypt_record_aad_t aad;
-    uint64_t flow_id, sequence;
-    size_t hdr_len, payload_len;
-    uint8_t *sealed, *payload, am_id;
+    uct_crypt_iface_t *iface         = arg;
+    const uint8_t *wire_peer         = uct_crypt_sock_rx_peer(iface->inner);
+    uct_crypt_rx_flow_t *flow        = NULL;
+    uct_crypt_record_flow_state_t state, *known = NULL;
+    uct_crypt_fail_reason_t reason;
+    uct_crypt_record_in_t rec;
     khiter_t iter;
+    uint8_t am_id;
     int ret;
 
     /* Nothing in the header is acted on before the tag is checked, except
      * to find the key: the flow id (and for a HELLO the sender's key), and
-     * the sequence number, which only ever refuses. */
-    if (length < CRYPT_RECORD_HDR_LEN + CRYPT_RECORD_AM_ID_LEN + CRYPT_AEAD_TAG_LEN) {
-        return uct_crypt_record_drop(iface, NULL, 0, UCT_CRYPT_FAIL_MALFORMED);
+     * the sequence number, which only ever refuses (uct_crypt_record_input.h) */
+    reason = uct_crypt_record_parse(data, length, &rec);
+    if (reason != UCT_CRYPT_RECORD_PASS) {
+        return uct_crypt_record_drop(iface, NULL, rec.flow_id, reason);
     }
-    memcpy(&hdr, data, sizeof(hdr));
-    flow_id   = le64toh(hdr.flow_id);
-    sequence  = le64toh(hdr.sequence);
-    wire_peer = uct_crypt_sock_rx_peer(iface->inner);
-    iter      = kh_get(uct_crypt_rx_flows, &iface->rx_flows, flow_id);
+    iter = kh_get(uct_crypt_rx_flows, &iface->rx_flows, rec.flow_id);
     if (iter != kh_end(&iface->rx_flows)) {
-        flow = kh_value(&iface->rx_flows, iter);
+        flow                = kh_value(&iface->rx_flows, iter);
+        state.peer_public   = flow->peer_public;
+        state.next_sequence = flow->next_sequence;
+        state.failed        = flow->failed;
+        known               = &state;
+    }
+    reason = uct_crypt_record_admit(&rec, known, wire_peer);
+    if (reason == UCT_CRYPT_FAIL_FLOW_FAILED) {
+        UCT_CRYPT_STAT_ADD(failures[UCT_CRYPT_FAIL_FLOW_FAILED], 1);
+        return UCS_OK; /* reported once already; dropped quietly */
+    } else if (reason != UCT_CRYPT_RECORD_PASS) {
+        return uct_crypt_record_drop(iface,
+                                     (reason == UCT_CRYPT_FAIL_REPLAY) &&
+                                     (rec.sender_public == NULL) ?
+                                     flow->peer_public : NULL,
+                                     rec.flow_id, reason);
     }
 
-    if (le16toh(hdr.flags) & ~CRYPT_RECORD_FLAG_CONTROL) {
-        return uct_crypt_record_drop(iface, NULL, flow_id, UCT_CRYPT_FAIL_MALFORMED);
-    }
-
-    if (hdr.type == CRYPT_RECORD_HELLO) {
-        hdr_len = CRYPT_RECORD_HDR_LEN + CRYPT_HELLO_EXTRA_LEN;
-        if (length < hdr_len + CRYPT_RECORD_AM_ID_LEN + CRYPT_AEAD_TAG_LEN) {
-            return uct_crypt_record_drop(iface, NULL, flow_id, UCT_CRYPT_FAIL_MALFORMED);
-        }
-        sender_public = (const uint8_t*)data + CRYPT_RECORD_HDR_LEN;
-        if (flow != NULL) {
-            /* a second HELLO for a live flow: a replay; the flow stays */
-            return uct_crypt_record_drop(iface, NULL, flow_id, UCT_CRYPT_FAIL_REPLAY);
-        }
-        if ((sequence != 0) || (hdr.key_generation != 0)) {
-            return uct_crypt_record_drop(iface, NULL, flow_id, UCT_CRYPT_FAIL_MALFORMED);
-        }
-        if ((wire_peer != NULL) &&
-            CRYPTO_memcmp(wire_peer, sender_public, KEYEX_PUBLIC_KEY_LEN)) {
-            /* not the key its connection proved */
-            return uct_crypt_record_drop(iface, NULL, flow_id, UCT_CRYPT_FAIL_HANDSHAKE);
-        }
-        flow = uct_crypt_rx_flow_create(iface, flow_id, sender_public);
+    if (rec.sender_public != NULL) {
+        flow = uct_crypt_rx_flow_create(iface, rec.flow_id, rec.sender_public);
         if (flow == NULL) {
-            return uct_crypt_record_drop(iface, NULL, flow_id, UCT_CRYPT_FAIL_HANDSHAKE);
+            return uct_crypt_record_drop(iface, NULL, rec.flow_id,
+                                         UCT_CRYPT_FAIL_HANDSHAKE);
         }
-    } else if (hdr.type == CRYPT_RECORD_DATA) {
-        hdr_len = CRYPT_RECORD_HDR_LEN;
-        if ((flow == NULL) ||
-            ((wire_peer != NULL) &&
-             CRYPTO_memcmp(wire_peer, flow->peer_public, KEYEX_PUBLIC_KEY_LEN))) {
-            return uct_crypt_record_drop(iface, NULL, flow_id, UCT_CRYPT_FAIL_UNKNOWN_FLOW);
-        }
-        if (flow->failed) {
-            UCT_CRYPT_STAT_ADD(failures[UCT_CRYPT_FAIL_FLOW_FAILED], 1);
-            return UCS_OK; /* reported once already; dropped quietly */
-        }
-        if (sequence < flow->next_sequence) {
-            return uct_crypt_record_drop(iface, flow->peer_public, flow_id, UCT_CRYPT_FAIL_REPLAY);
-        }
-    } else {
-        return uct_crypt_record_drop(iface, NULL, flow_id, UCT_CRYPT_FAIL_MALFORMED);
     }
-
-    sealed      = (uint8_t*)data + hdr_len;
-    payload     = sealed + CRYPT_RECORD_AM_ID_LEN;
-    payload_len = length - hdr_len - CRYPT_RECORD_AM_ID_LEN - CRYPT_AEAD_TAG_LEN;
-    uct_crypt_record_aad(&aad, &hdr, payload_len);
-    if (uct_crypt_rx_flow_open(iface, flow, &hdr, &aad, sealed,
-                               CRYPT_RECORD_AM_ID_LEN + payload_len) !=
-        CRYPT_AEAD_OK) {
-        if (hdr.type == CRYPT_RECORD_HELLO) {
+    if (uct_crypt_rx_flow_open(iface, flow, &rec) != CRYPT_AEAD_OK) {
+        if (rec.sender_public != NULL) {
             /* never installed: a forged HELLO leaves no state behind, and
              * no ep of the key it names is touched */
             uct_crypt_rx_flow_free(flow);
         }
-        return uct_crypt_record_drop(iface, NULL, flow_id, UCT_CRYPT_FAIL_AUTH);
+        return uct_crypt_record_drop(iface, NULL, rec.flow_id, UCT_CRYPT_FAIL_AUTH);
     }
 
-    if (hdr.type == CRYPT_RECORD_HELLO) {
-        iter = kh_put(uct_crypt_rx_flows, &iface->rx_flows, flow_id, &ret);
+    if (rec.sender_public != NULL) {
+        iter = kh_put(uct_crypt_rx_flows, &iface->rx_flows, rec.flow_id, &ret);
         if (ret < 0) {
             uct_crypt_rx_flow_free(flow);
-            return uct_crypt_record_drop(iface, NULL, flow_id, UCT_CRYPT_FAIL_NO_RESOURCE);
+            return uct_crypt_record_drop(iface, NULL, rec.flow_id,
+                                         UCT_CRYPT_FAIL_NO_RESOURCE);
         }
         kh_value(&iface->rx_flows, iter) = flow;
-    } else if (sequence != flow->next_sequence) {
-        return uct_crypt_record_reject(iface, flow, UCT_CRYPT_FAIL_REORDER);
+    }
+    reason = uct_crypt_record_check_opened(&rec, flow->next_sequence);
+    if (reason != UCT_CRYPT_RECORD_PASS) {
+        /* authenticated, so the peer's own doing (an AM id UCP never
+         * sends), or records of the flow were lost in between */
+        return uct_crypt_record_reject(iface, flow, reason);
     }
     ++flow->next_sequence;
     UCT_CRYPT_STAT_ADD(records_opened, 1);
-    UCT_CRYPT_STAT_ADD(bytes_opened, payload_len);
-    am_id = sealed[0];
+    UCT_CRYPT_STAT_ADD(bytes_opened, rec.payload_len);
+    am_id = rec.sealed[0];
 
-    if (le16toh(hdr.flags) & CRYPT_RECORD_FLAG_CONTROL) {
-        if (am_id != 0) {
-            return uct_crypt_record_reject(iface, flow, UCT_CRYPT_FAIL_MALFORMED);
-        }
+    if (rec.control) {
         ucs_trace_data("crypt: RX control kind %u len %zu flow 0x%016" PRIx64
-                       " seq %" PRIu64, (payload_len > 0) ? payload[0] : 0,
-                       payload_len, flow_id, sequence);
-        uct_crypt_bulk_control(iface, flow, payload, payload_len);
+                       " seq %" PRIu64, (rec.payload_len > 0) ? rec.sealed[1] : 0,
+                       rec.payload_len, rec.flow_id, rec.sequence);
+        uct_crypt_bulk_control(iface, flow, rec.sealed + CRYPT_RECORD_AM_ID_LEN,
+                               rec.payload_len);
         return UCS_OK;
     }
-    if (am_id >= UCT_AM_ID_MAX) {
-        /* authenticated, so the peer's own doing: UCP sends no such id */
-        return uct_crypt_record_reject(iface, flow, UCT_CRYPT_FAIL_MALFORMED);
-    }
     uct_iface_trace_am(&iface->super, UCT_AM_TRACE_TYPE_RECV, am_id,
-                       payload, payload_len, "crypt: RX %s flow 0x%016" PRIx64
-                       " seq %" PRIu64, (hdr.type == CRYPT_RECORD_HELLO) ?
-                       "HELLO" : "DATA", flow_id, sequence);
+                       rec.sealed + CRYPT_RECORD_AM_ID_LEN, rec.payload_len,
+                       "crypt: RX %s flow 0x%016" PRIx64 " seq %" PRIu64,
+                       (rec.sender_public != NULL) ? "HELLO" : "DATA",
+                       rec.flow_id, rec.sequence);
 
     /* UCP may keep the data only by copying it: the buffer is the inner's,
      * and our header sits where UCP's descriptor would go. */
-    uct_iface_invoke_am(&iface->super, am_id, payload, (unsigned)payload_len,
-                        flags & ~UCT_CB_PARAM_FLAG_DESC);
+    uct_iface_invoke_am(&iface->super, am_id, rec.sealed + CRYPT_RECORD_AM_ID_LEN,
+                        (unsigned)rec.payload_len, flags & ~UCT_CB_PARAM_FLAG_DESC);
     return UCS_OK;
 }

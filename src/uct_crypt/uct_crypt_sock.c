@@ -646,7 +646,10 @@ void uct_crypt_sock_rx_expect_segment(uct_iface_h tl_iface, size_t length,
     uct_crypt_sock_iface_t *iface = ucs_derived_of(tl_iface, uct_crypt_sock_iface_t);
 
     ucs_assert(uct_crypt_sock_is_own(tl_iface) && (iface->rx_conn != NULL));
-    ucs_assert(length <= UCT_CRYPT_SOCK_MAX_BCOPY);
+    /* segment_len != 0 is what lets the frame reader take a SEGMENT frame
+     * (uct_crypt_frame_next); it clears it as it does, and the
+     * connection clears segment_cb as it hands the frame on */
+    ucs_assert((length > 0) && (length <= UCT_CRYPT_SOCK_MAX_BCOPY));
     iface->rx_conn->segment_cb  = cb;
     iface->rx_conn->segment_arg = arg;
     iface->rx_conn->frames.segment_len = length;

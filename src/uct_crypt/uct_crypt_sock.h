@@ -187,7 +187,8 @@ struct uct_crypt_sock_conn {
     uint8_t                  *tx_buf;      /* TX_BUF; NULL when empty */
     size_t                   tx_head, tx_len;
     int                      reject;       /* the record layer refused */
-    /* the record just delivered announced a bulk segment: the next frame */
+    /* the record just delivered announced a bulk segment: the next frame
+     * (set with frames.segment_len, which the frame reader checks) */
     uct_crypt_sock_segment_cb_t segment_cb;  /* NULL: none announced */
     void                     *segment_arg;
     int                      initiator;    /* we opened it */

@@ -758,6 +758,7 @@ static int uct_crypt_sock_conn_deliver(uct_crypt_sock_conn_t *conn,
          * into its destination */
         uct_crypt_sock_segment_cb_t cb = conn->segment_cb;
 
+        ucs_assert(cb != NULL); /* taken only when announced */
         conn->segment_cb = NULL;
         cb(conn->segment_arg, body, length);
     } else {

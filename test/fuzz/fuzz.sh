@@ -35,7 +35,7 @@ mkdir -p "$out"
 
 targets=(fuzz_coll_frame fuzz_coll_hello fuzz_coll_tune fuzz_aead_record fuzz_job_secret
          fuzz_wire_handshake fuzz_cm fuzz_lane_chunk fuzz_bulk_control fuzz_profile
-         fuzz_wire_frames)
+         fuzz_wire_frames fuzz_record)
 [ -n "${FUZZ_TARGETS:-}" ] && read -r -a targets <<<"$FUZZ_TARGETS"
 
 # the code under test: everything of src/ that parses network or file input
@@ -44,6 +44,7 @@ lib_srcs=("$src"/src/aead/aead.c "$src"/src/aead/aead_openssl.c "$src"/src/aead/
           "$src"/src/keyex/job_secret.c "$src"/src/keyex/schedule.c \
           "$src"/src/keyex/noise.c "$src"/src/uct_crypt/uct_crypt_lane_rx.c
           "$src"/src/uct_crypt/uct_crypt_bulk_input.c "$src"/src/uct_crypt/uct_crypt_sock_frame.c
+          "$src"/src/uct_crypt/uct_crypt_record_input.c
           "$src"/src/ucp_crypt/coll/*.c "$src"/src/ucp_crypt/coll/*/*.c)
 libs=(-lcrypto -lpthread)
 if grep -q '^#define HAVE_IPSEC_MB 1' "$obj/ucx_crypt_config.h"; then

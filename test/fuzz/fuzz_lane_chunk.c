@@ -37,7 +37,8 @@ static const uint8_t fuzz_peer_a[KEYEX_PUBLIC_KEY_LEN] = {0xa},
                      fuzz_peer_b[KEYEX_PUBLIC_KEY_LEN] = {0xb};
 static int fuzz_honest;
 
-static void fuzz_log(uint64_t team, uint32_t src_rank, const char *why)
+static void fuzz_log(uint64_t team, uint32_t src_rank, int stream_failed,
+                     const char *why)
 {
     if (fuzz_honest) {
         abort(); /* an honest stream failed */

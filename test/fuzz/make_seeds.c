@@ -9,7 +9,8 @@
  * fuzz_lane_chunk: a message in two chunks, receives before and after;
  * fuzz_bulk_control: each kind of control record; fuzz_profile: a
  * calibration profile; fuzz_wire_frames: frames of the own wire, control
- * frames sealed as a sender seals them).
+ * frames sealed as a sender seals them; fuzz_record: scripts of honest
+ * traffic, losses, replays, changed and forged records).
  *
  *   make_seeds CORPUS_DIR
  */
@@ -238,6 +239,36 @@ int main(int argc, char **argv)
         seed(argv[1], "fuzz_wire_frames", 0, wire, sizeof(wire), "", 0);
         seed(argv[1], "fuzz_wire_frames", 1, honest, sizeof(honest), "", 0);
         seed(argv[1], "fuzz_wire_frames", 2, changed, sizeof(changed), "", 0);
+    }
+    {
+        /* fuzz_record: scripts of steps (op: bits 0-2 what, 3-4 the flow,
+         * 5-6 the connection); honest traffic on three flows across key
+         * updates, then a loss, a replay, a changed record, forgeries */
+        static const uint8_t honest[] = {
+            0x00, 5, 10, 0x08, 6, 0, 0x10, 0x85, 3,   /* three HELLOs */
+            0x00, 1, 64, 0x00, 2, 1, 0x00, 3, 2, 0x00, 4, 0, /* key update */
+            0x08, 7, 9, 0x48, 8, 9, 0x68, 9, 9          /* own wire: proved key */
+        };
+        static const uint8_t faults[] = {
+            0x00, 5, 10, 0x00, 6, 10, 0x02, 0,          /* HELLO, DATA, replay */
+            0x03, 1, 8, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 4,
+            0x00, 7, 7,                                 /* after the change */
+            0x08, 5, 10, 0x01, 1, 1, 0x00, 2, 2,       /* HELLO, lost, gap */
+            0x78, 1, 1                                  /* another's connection */
+        };
+        static const uint8_t forged[] = {
+            0x00, 5, 10,
+            0x04, 0x00, 1, 40, 4,     /* sequence ahead */
+            0x04, 0x00, 0, 0x21, 4,   /* an AM id UCP never sends */
+            0x0c, 0x08, 0, 3, 4,      /* control with an AM id */
+            0x14, 0x60, 0, 1, 4,      /* two generations ahead */
+            0x14, 0x05, 0, 1, 4,      /* HELLO again */
+            0x15, 40, 0x00, 0, 0      /* a stranger's bytes */
+        };
+
+        seed(argv[1], "fuzz_record", 0, honest, sizeof(honest), "", 0);
+        seed(argv[1], "fuzz_record", 1, faults, sizeof(faults), "", 0);
+        seed(argv[1], "fuzz_record", 2, forged, sizeof(forged), "", 0);
     }
     crypt_coll_team_cleanup(&team);
     crypt_aead_key_cleanup(&key);

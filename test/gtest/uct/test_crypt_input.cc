@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * What the transport reads from outside the process, without UCX
- * (src/uct_crypt/uct_crypt_bulk_input.c, uct_crypt_lane_rx.c): the
- * calibration profile, bulk control records, the range check that stands
- * between a peer and our memory, lane chunk reassembly. The fuzz targets
+ * (src/uct_crypt/uct_crypt_bulk_input.c, uct_crypt_lane_rx.c,
+ * uct_crypt_sock_frame.c, uct_crypt_record_input.c): the calibration
+ * profile, bulk control records, the range check that stands between a
+ * peer and our memory, lane chunk reassembly, the own wire's frames, and
+ * records before and after their tag. The fuzz targets
  * (test/fuzz) run the same code on arbitrary input; these pin the cases
  * that matter by name.
  */
@@ -187,9 +189,9 @@ namespace {
 
 std::vector<std::string> lane_failures;
 
-void lane_log(uint64_t team, uint32_t src_rank, const char *why)
+void lane_log(uint64_t team, uint32_t src_rank, int stream_failed, const char *why)
 {
-    lane_failures.push_back(why);
+    lane_failures.push_back(std::string(stream_failed ? "stream failed: " : "chunk: ") + why);
 }
 
 std::vector<uint8_t> chunk(uint64_t team, uint32_t rank, uint32_t flags,
@@ -200,9 +202,9 @@ std::vector<uint8_t> chunk(uint64_t team, uint32_t rank, uint32_t flags,
     hdr.src_rank = htole32(rank);
     hdr.flags    = htole32(flags);
     hdr.total    = htole64(total);
-    std::vector<uint8_t> v(reinterpret_cast<uint8_t*>(&hdr),
-                           reinterpret_cast<uint8_t*>(&hdr) + sizeof(hdr));
-    v.insert(v.end(), body.begin(), body.end());
+    std::vector<uint8_t> v(sizeof(hdr) + body.size());
+    memcpy(v.data(), &hdr, sizeof(hdr));
+    memcpy(v.data() + sizeof(hdr), body.data(), body.size());
     return v;
 }
 
@@ -255,7 +257,16 @@ TEST_F(crypt_lane_rx, a_bad_chunk_fails_its_stream_only)
     feed(chunk(1, 1, F | L, 4, "wxyz"));
     EXPECT_EQ(uct_crypt_lane_rx_recv(&rx, 1, 1, nullptr, buf, 4), 1);
     ASSERT_EQ(lane_failures.size(), 1u);
-    EXPECT_EQ(lane_failures[0], "a chunk beyond its message's length");
+    EXPECT_EQ(lane_failures[0], "stream failed: a chunk beyond its message's length");
+}
+
+/* a chunk too short to name its stream fails none, and says so */
+TEST_F(crypt_lane_rx, a_chunk_shorter_than_its_header_names_no_stream)
+{
+    feed(std::vector<uint8_t>(sizeof(crypt_lane_chunk_hdr_t) - 1, 0));
+    ASSERT_EQ(lane_failures.size(), 1u);
+    EXPECT_EQ(lane_failures[0], "chunk: shorter than its header");
+    EXPECT_EQ(rx.num_streams, 0u);
 }
 
 TEST_F(crypt_lane_rx, bounds_on_messages_held_and_streams)
@@ -269,9 +280,9 @@ TEST_F(crypt_lane_rx, bounds_on_messages_held_and_streams)
     feed(chunk(1, 4, FL, 1, "d")); /* a fifth stream */
     EXPECT_EQ(rx.num_streams, 4u);
     ASSERT_EQ(lane_failures.size(), 3u);
-    EXPECT_EQ(lane_failures[0], "message longer than the lane allows");
-    EXPECT_EQ(lane_failures[1], "the lane holds all it may for receives not posted yet");
-    EXPECT_EQ(lane_failures[2], "too many streams already: dropping its chunk");
+    EXPECT_EQ(lane_failures[0], "stream failed: message longer than the lane allows");
+    EXPECT_EQ(lane_failures[1], "stream failed: the lane holds all it may for receives not posted yet");
+    EXPECT_EQ(lane_failures[2], "chunk: too many streams already");
 }
 
 TEST_F(crypt_lane_rx, a_stream_is_bound_to_the_peer_it_came_from)
@@ -433,4 +444,186 @@ TEST_F(crypt_wire_frames, a_large_frame_is_read_to_its_end_and_no_further)
     append_frame(small, CRYPT_SOCK_FRAME_RECORD, 100);
     EXPECT_EQ(uct_crypt_frame_rx_room(small.data(), 8),
               (size_t)UCT_CRYPT_SOCK_FRAME_MAX - 8) << "small frames: many at a time";
+}
+
+/* ---- records (uct_crypt_record_input.c) ----------------------------------- */
+
+extern "C" {
+#include "uct_crypt/uct_crypt_record_input.h"
+}
+
+namespace {
+
+class crypt_record_input : public ::testing::Test {
+protected:
+    void SetUp() override
+    {
+        static const uint8_t raw[32] = {5, 4, 3};
+        ASSERT_EQ(crypt_aead_init(CRYPT_AEAD_BACKEND_OPENSSL), CRYPT_AEAD_OK);
+        ASSERT_EQ(crypt_aead_key_init(&key, CRYPT_AEAD_BACKEND_OPENSSL, raw, 32),
+                  CRYPT_AEAD_OK);
+        memset(sender, 0x51, sizeof(sender));
+    }
+    void TearDown() override
+    {
+        crypt_aead_key_cleanup(&key);
+    }
+    /* a record as uct_crypt_record_seal writes it, sealed under `key` */
+    std::vector<uint8_t> seal(uint8_t type, uint64_t sequence, uint8_t am_id,
+                              size_t payload_len, uint16_t flags = 0,
+                              uint32_t generation = 0)
+    {
+        size_t hdr_len = CRYPT_RECORD_HDR_LEN +
+                         ((type == CRYPT_RECORD_HELLO) ? CRYPT_HELLO_EXTRA_LEN : 0);
+        std::vector<uint8_t> r(hdr_len + CRYPT_RECORD_AM_ID_LEN + payload_len +
+                               CRYPT_AEAD_TAG_LEN, 0x77);
+        crypt_record_hdr_t hdr = {};
+        hdr.type     = type;
+        hdr.flags    = htole16(flags);
+        hdr.flow_id  = htole64(0x42);
+        hdr.sequence = htole64(sequence);
+        memcpy(r.data(), &hdr, sizeof(hdr));
+        if (type == CRYPT_RECORD_HELLO) {
+            memcpy(r.data() + CRYPT_RECORD_HDR_LEN, sender, sizeof(sender));
+        }
+        r[hdr_len] = am_id;
+        EXPECT_TRUE(uct_crypt_record_seal_in_place(&key, prefix, generation,
+                                                   r.data(), hdr_len, payload_len));
+        return r;
+    }
+    crypt_aead_key_t key;
+    const uint8_t prefix[CRYPT_RECORD_NONCE_PREFIX_LEN] = {1, 2, 3, 4};
+    uint8_t sender[KEYEX_PUBLIC_KEY_LEN];
+    uct_crypt_record_in_t rec;
+};
+
+} // namespace
+
+TEST_F(crypt_record_input, honest_hello_then_data_open_and_pass)
+{
+    std::vector<uint8_t> hello = seal(CRYPT_RECORD_HELLO, 0, 7, 10);
+    ASSERT_EQ(uct_crypt_record_parse(hello.data(), hello.size(), &rec),
+              UCT_CRYPT_RECORD_PASS);
+    EXPECT_EQ(rec.flow_id, 0x42u);
+    EXPECT_EQ(rec.payload_len, 10u);
+    ASSERT_NE(rec.sender_public, nullptr);
+    EXPECT_EQ(memcmp(rec.sender_public, sender, sizeof(sender)), 0);
+    EXPECT_EQ(uct_crypt_record_admit(&rec, nullptr, nullptr), UCT_CRYPT_RECORD_PASS);
+    ASSERT_EQ(uct_crypt_record_open(&key, prefix, &rec), CRYPT_AEAD_OK);
+    EXPECT_EQ(rec.sealed[0], 7);
+    EXPECT_EQ(rec.sealed[1], 0x77);
+    EXPECT_EQ(uct_crypt_record_check_opened(&rec, 0), UCT_CRYPT_RECORD_PASS);
+
+    std::vector<uint8_t> data = seal(CRYPT_RECORD_DATA, 1, 3, 0);
+    uct_crypt_record_flow_state_t flow = {sender, 1, 0};
+    ASSERT_EQ(uct_crypt_record_parse(data.data(), data.size(), &rec),
+              UCT_CRYPT_RECORD_PASS);
+    EXPECT_EQ(rec.sender_public, nullptr);
+    EXPECT_EQ(uct_crypt_record_admit(&rec, &flow, sender), UCT_CRYPT_RECORD_PASS);
+    ASSERT_EQ(uct_crypt_record_open(&key, prefix, &rec), CRYPT_AEAD_OK);
+    EXPECT_EQ(uct_crypt_record_check_opened(&rec, 1), UCT_CRYPT_RECORD_PASS);
+}
+
+/* refused on the bytes alone, before any key is looked for */
+TEST_F(crypt_record_input, malformed_before_the_tag)
+{
+    std::vector<uint8_t> r = seal(CRYPT_RECORD_DATA, 1, 3, 0);
+    EXPECT_EQ(uct_crypt_record_parse(r.data(), r.size() - 1, &rec),
+              UCT_CRYPT_FAIL_MALFORMED); /* shorter than header, id, tag */
+    EXPECT_EQ(uct_crypt_record_parse(r.data(), r.size(), &rec), UCT_CRYPT_RECORD_PASS);
+
+    std::vector<uint8_t> hello = seal(CRYPT_RECORD_HELLO, 0, 3, 0);
+    EXPECT_EQ(uct_crypt_record_parse(hello.data(), hello.size() - 1, &rec),
+              UCT_CRYPT_FAIL_MALFORMED); /* a HELLO without its whole key */
+
+    EXPECT_EQ(uct_crypt_record_parse(seal(CRYPT_RECORD_HELLO, 1, 3, 0).data(),
+                                     hello.size(), &rec),
+              UCT_CRYPT_FAIL_MALFORMED); /* a HELLO is sequence 0 ... */
+    EXPECT_EQ(uct_crypt_record_parse(seal(CRYPT_RECORD_HELLO, 0, 3, 0, 0, 1).data(),
+                                     hello.size(), &rec),
+              UCT_CRYPT_FAIL_MALFORMED); /* ... under the first keys */
+    EXPECT_EQ(uct_crypt_record_parse(seal(CRYPT_RECORD_DATA, 1, 3, 0, 2).data(),
+                                     r.size(), &rec),
+              UCT_CRYPT_FAIL_MALFORMED); /* a reserved flag */
+    EXPECT_EQ(uct_crypt_record_parse(seal(3, 1, 3, 0).data(), r.size(), &rec),
+              UCT_CRYPT_FAIL_MALFORMED); /* no such type */
+}
+
+/* what the flow and the connection allow, still before the tag */
+TEST_F(crypt_record_input, admitted_by_flow_and_connection)
+{
+    static const uint8_t other[KEYEX_PUBLIC_KEY_LEN] = {9};
+    std::vector<uint8_t> hello = seal(CRYPT_RECORD_HELLO, 0, 3, 0);
+    std::vector<uint8_t> data  = seal(CRYPT_RECORD_DATA, 4, 3, 0);
+    uct_crypt_record_flow_state_t flow = {sender, 5, 0};
+
+    ASSERT_EQ(uct_crypt_record_parse(hello.data(), hello.size(), &rec),
+              UCT_CRYPT_RECORD_PASS);
+    EXPECT_EQ(uct_crypt_record_admit(&rec, &flow, nullptr), UCT_CRYPT_FAIL_REPLAY);
+    EXPECT_EQ(uct_crypt_record_admit(&rec, nullptr, other), UCT_CRYPT_FAIL_HANDSHAKE);
+    EXPECT_EQ(uct_crypt_record_admit(&rec, nullptr, sender), UCT_CRYPT_RECORD_PASS);
+
+    ASSERT_EQ(uct_crypt_record_parse(data.data(), data.size(), &rec),
+              UCT_CRYPT_RECORD_PASS);
+    EXPECT_EQ(uct_crypt_record_admit(&rec, nullptr, nullptr), UCT_CRYPT_FAIL_UNKNOWN_FLOW);
+    EXPECT_EQ(uct_crypt_record_admit(&rec, &flow, other), UCT_CRYPT_FAIL_UNKNOWN_FLOW);
+    EXPECT_EQ(uct_crypt_record_admit(&rec, &flow, sender), UCT_CRYPT_FAIL_REPLAY);
+    flow.next_sequence = 4;
+    EXPECT_EQ(uct_crypt_record_admit(&rec, &flow, sender), UCT_CRYPT_RECORD_PASS);
+    flow.failed = 1;
+    EXPECT_EQ(uct_crypt_record_admit(&rec, &flow, sender), UCT_CRYPT_FAIL_FLOW_FAILED);
+}
+
+/* the header carries 8 bits of the generation: the next one after 255 is 0 */
+TEST_F(crypt_record_input, key_generation_choice_wraps)
+{
+    rec = uct_crypt_record_in_t();
+    rec.hdr.key_generation = 0;
+    EXPECT_EQ(uct_crypt_record_key_choice(&rec, 256), UCT_CRYPT_RECORD_KEY_CURRENT);
+    EXPECT_EQ(uct_crypt_record_key_choice(&rec, 255), UCT_CRYPT_RECORD_KEY_NEXT);
+    EXPECT_EQ(uct_crypt_record_key_choice(&rec, 254), UCT_CRYPT_RECORD_KEY_NONE);
+    EXPECT_EQ(uct_crypt_record_key_choice(&rec, 1), UCT_CRYPT_RECORD_KEY_NONE);
+}
+
+/* authenticated but not to be delivered */
+TEST_F(crypt_record_input, opened_but_out_of_sequence_or_foreign_id)
+{
+    std::vector<uint8_t> r;
+    auto opened = [&](std::vector<uint8_t> bytes) {
+        r = bytes;
+        EXPECT_EQ(uct_crypt_record_parse(r.data(), r.size(), &rec), UCT_CRYPT_RECORD_PASS);
+        EXPECT_EQ(uct_crypt_record_open(&key, prefix, &rec), CRYPT_AEAD_OK);
+    };
+
+    opened(seal(CRYPT_RECORD_DATA, 6, 3, 4));
+    EXPECT_EQ(uct_crypt_record_check_opened(&rec, 5), UCT_CRYPT_FAIL_REORDER);
+    EXPECT_EQ(uct_crypt_record_check_opened(&rec, 6), UCT_CRYPT_RECORD_PASS);
+    opened(seal(CRYPT_RECORD_DATA, 6, UCT_CRYPT_RECORD_AM_ID_LIMIT, 4));
+    EXPECT_EQ(uct_crypt_record_check_opened(&rec, 6), UCT_CRYPT_FAIL_MALFORMED);
+    opened(seal(CRYPT_RECORD_DATA, 6, 0, 4, CRYPT_RECORD_FLAG_CONTROL));
+    EXPECT_TRUE(rec.control);
+    EXPECT_EQ(uct_crypt_record_check_opened(&rec, 6), UCT_CRYPT_RECORD_PASS);
+    opened(seal(CRYPT_RECORD_DATA, 6, 1, 4, CRYPT_RECORD_FLAG_CONTROL));
+    EXPECT_EQ(uct_crypt_record_check_opened(&rec, 6), UCT_CRYPT_FAIL_MALFORMED);
+}
+
+/* every byte is authenticated: the header through the AAD, the length too */
+TEST_F(crypt_record_input, a_changed_byte_or_length_does_not_open)
+{
+    std::vector<uint8_t> honest = seal(CRYPT_RECORD_DATA, 9, 3, 12);
+    for (size_t i = 0; i < honest.size(); ++i) {
+        if (i == offsetof(crypt_record_hdr_t, key_generation)) {
+            continue; /* (chooses the key: another generation's does not open) */
+        }
+        std::vector<uint8_t> r = honest;
+        r[i] ^= 0x01;
+        if (uct_crypt_record_parse(r.data(), r.size(), &rec) == UCT_CRYPT_RECORD_PASS) {
+            EXPECT_NE(uct_crypt_record_open(&key, prefix, &rec), CRYPT_AEAD_OK)
+                << "byte " << i;
+        }
+    }
+    std::vector<uint8_t> r = honest;
+    r.resize(r.size() - 1);
+    ASSERT_EQ(uct_crypt_record_parse(r.data(), r.size(), &rec), UCT_CRYPT_RECORD_PASS);
+    EXPECT_NE(uct_crypt_record_open(&key, prefix, &rec), CRYPT_AEAD_OK);
 }
