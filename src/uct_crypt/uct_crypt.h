@@ -7,6 +7,7 @@
 #ifndef UCT_CRYPT_H
 #define UCT_CRYPT_H
 
+#include "uct_crypt_tls_words.h"
 #include "uct_crypt_wire.h"
 #include "api/uct_crypt_stats.h"
 #include "uct_crypt_compat.h"
@@ -18,7 +19,7 @@
 #include <ucs/datastruct/list.h>
 #include <pthread.h>
 
-#define UCT_CRYPT_NAME        "crypt"
+#define UCT_CRYPT_NAME        UCT_CRYPT_TLS_NAME  /* uct_crypt_tls_words.h */
 #define UCT_CRYPT_CONFIG_PREFIX "CRYPT_"
 
 /* AM zero-copy: the most header bytes (UCP's own: a few dozen) and iov
@@ -265,7 +266,7 @@ static inline int uct_crypt_ep_fenced(const uct_crypt_ep_t *ep)
 extern uct_component_t uct_crypt_component;
 extern uct_tl_t uct_crypt_tl;
 extern uct_tl_t uct_crypt_aux_tl;
-#define UCT_CRYPT_AUX_NAME "crypt_aux"
+#define UCT_CRYPT_AUX_NAME UCT_CRYPT_TLS_AUX_NAME  /* uct_crypt_tls_words.h */
 extern uct_crypt_global_config_t uct_crypt_global;
 extern uint8_t *uct_crypt_job_secret;  /* NULL: none configured */
 
@@ -303,10 +304,10 @@ void uct_crypt_global_cleanup(void);
 void uct_crypt_stats_print(void);
 
 /* inner transports (uct_crypt_inner.c) */
-void uct_crypt_inner_from_ucx_tls(void);
-/* Where UCX_TLS names crypt and an auxiliary inner is selected: add
- * "crypt_aux:aux", as UCP's own "rc" alias adds "ud_mlx5:aux" */
-void uct_crypt_inner_aux_to_ucx_tls(void);
+/* Where UCX_TLS names crypt: network names beside it to UCX_CRYPT_TLS,
+ * and "crypt_aux:aux" where an auxiliary inner is selected, as UCP's own
+ * "rc" alias adds "ud_mlx5:aux" (uct_crypt_tls_env) */
+void uct_crypt_inner_env_from_ucx_tls(void);
 /* Every network component off UCT's list; from_module_loader: we are
  * being loaded by UCX's module loader (UCX_PLUGIN_PATH, 1.22+) */
 void uct_crypt_inner_hide_network(int from_module_loader);

@@ -249,14 +249,13 @@ static void uct_crypt_load(int from_module_loader)
     }
 
     /* may set UCX_CRYPT_TLS: read the configuration again */
-    uct_crypt_inner_from_ucx_tls();
+    uct_crypt_inner_env_from_ucx_tls();
     uct_crypt_global_config_release();
     uct_crypt_global_config_read();
 
     uct_crypt_inner_hide_network(from_module_loader);
     uct_tl_register(&uct_crypt_component, &uct_crypt_tl);
     uct_tl_register(&uct_crypt_component, &uct_crypt_aux_tl);
-    uct_crypt_inner_aux_to_ucx_tls();
     uct_crypt_inner_cm_to_ucx_config();
     uct_component_register(&uct_crypt_component);
     uct_crypt_registered = 1;

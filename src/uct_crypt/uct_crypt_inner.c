@@ -27,44 +27,9 @@ static const char *uct_crypt_intra_node_components[] = {
     NULL
 };
 
-/* UCX_TLS words that name intra-node transports or are not transports */
-static const char *uct_crypt_not_inner_tls[] = {
-    "crypt", UCT_CRYPT_AUX_NAME, "self", "sm", "shm", "posix", "sysv", "cma", "knem", "xpmem",
-    "cuda", "cuda_copy", "cuda_ipc", "gdr_copy", "rocm", "rocm_copy",
-    "rocm_ipc", "all", NULL
-};
-
-/* The aliases of ucp_context.c (1.13.1, ucp_tl_aliases) for networks: the
- * data transports, and the ones UCP's alias adds as ":aux". "ib" lists ud
- * as data already, but UCP closes an iface whose capabilities another one
- * on the device has (ucp_worker_iface_find_better), and every crypt data
- * iface has the same tl name: ud must come as crypt_aux to survive. */
-static const struct {
-    const char *alias;
-    const char *tls;
-    const char *aux;
-} uct_crypt_tl_aliases[] = {
-    {"rc",   "rc_mlx5,rc_verbs",                          "ud_mlx5,ud_verbs"},
-    {"rc_x", "rc_mlx5",                                   "ud_mlx5"},
-    {"rc_v", "rc_verbs",                                  "ud_verbs"},
-    {"ud",   "ud_mlx5,ud_verbs",                          ""},
-    {"ud_x", "ud_mlx5",                                   ""},
-    {"ud_v", "ud_verbs",                                  ""},
-    {"dc",   "dc_mlx5",                                   "ud_mlx5"},
-    {"dc_x", "dc_mlx5",                                   "ud_mlx5"},
-    {"ib",   "rc_mlx5,ud_mlx5,dc_mlx5,rc_verbs,ud_verbs", "ud_mlx5,ud_verbs"},
-    {NULL,   NULL,                                        NULL}
-};
-
-/* ---- inner transport selection ------------------------------------------- */
-
 static void uct_crypt_strcat(char *dst, const char *src, size_t max)
 {
-    size_t len = strlen(dst);
-
-    if (len + 1 < max) {
-        ucs_strncpy_zero(dst + len, src, max - len);
-    }
+    uct_crypt_tls_strcat(dst, src, max);
 }
 
 static int uct_crypt_word_in(const char *word, const char **list)
@@ -77,78 +42,24 @@ static int uct_crypt_word_in(const char *word, const char **list)
     return 0;
 }
 
-/* A UCX_TLS word without its strict-name '\\' and ":aux" decorations. */
-static void uct_crypt_tl_base_name(const char *word, char *name, size_t max)
-{
-    ucs_strncpy_zero(name, word + (word[0] == '\\'), max);
-    name[strcspn(name, ":")] = '\0';
-}
-
 /* The inner tl names of each role, comma-led (",a,b"), into `data` and
- * `aux`: aliases expanded, a word with ":aux" for the auxiliary role only */
+ * `aux` (uct_crypt_tls_roles), from UCX_CRYPT_TLS or else UCX_TLS */
 static void uct_crypt_inner_tls(char *out, char *aux, size_t max)
 {
     const char *source = uct_crypt_global.tls;
-    char *copy, *word, *save = NULL;
-    const char *env;
-    int i;
 
-    out[0] = '\0';
-    aux[0] = '\0';
-    if (source[0] == '\0') {
-        env    = getenv("UCX_TLS");
-        source = ((env != NULL) && (env[0] != '^')) ? env : "";
-    }
-
-    copy = strdup(source);
-    if (copy == NULL) {
-        return;
-    }
-    for (word = strtok_r(copy, ",", &save); word != NULL;
-         word = strtok_r(NULL, ",", &save)) {
-        char name[64];
-        const char *tls;
-
-        const char *aux_tls = "";
-
-        uct_crypt_tl_base_name(word, name, sizeof(name));
-        if (uct_crypt_word_in(name, uct_crypt_not_inner_tls)) {
-            continue;
-        }
-        tls = name;
-        for (i = 0; uct_crypt_tl_aliases[i].alias != NULL; ++i) {
-            if (!strcmp(name, uct_crypt_tl_aliases[i].alias)) {
-                tls     = uct_crypt_tl_aliases[i].tls;
-                aux_tls = uct_crypt_tl_aliases[i].aux;
-                break;
-            }
-        }
-        if (!strcmp(word + strcspn(word, ":"), ":aux")) {
-            aux_tls = tls; /* auxiliary only, as UCP reads "ud:aux" */
-            tls     = "";
-        }
-        if (tls[0] != '\0') {
-            uct_crypt_strcat(out, ",", max);
-            uct_crypt_strcat(out, tls, max);
-        }
-        if (aux_tls[0] != '\0') {
-            uct_crypt_strcat(aux, ",", max);
-            uct_crypt_strcat(aux, aux_tls, max);
-        }
+    uct_crypt_tls_roles((source[0] != '\0') ? source : getenv("UCX_TLS"), out,
+                        aux, max);
 #if UCX_CRYPT_FAULT_INJECTION
-        if (uct_crypt_global.emulate_connect_to_ep && (tls[0] != '\0')) {
-            /* tests: the data inner also serves as its own auxiliary, as ud
-             * does for rc */
-            uct_crypt_strcat(aux, ",", max);
-            uct_crypt_strcat(aux, tls, max);
+    if (uct_crypt_global.emulate_connect_to_ep) {
+        /* tests: the data inners also serve as their own auxiliaries, as
+         * ud does for rc; nothing named: every network transport, in both
+         * roles */
+        if (out[0] == '\0') {
+            ucs_strncpy_zero(aux, "*", max);
+        } else {
+            uct_crypt_strcat(aux, out, max);
         }
-#endif
-    }
-    free(copy);
-#if UCX_CRYPT_FAULT_INJECTION
-    if (uct_crypt_global.emulate_connect_to_ep && (out[0] == '\0')) {
-        /* nothing named: every network transport, in both roles */
-        ucs_strncpy_zero(aux, "*", max);
     }
 #endif
 }
@@ -161,26 +72,10 @@ int uct_crypt_inner_has_aux(void)
     return aux[0] != '\0';
 }
 
-/* Is `tl_name` in the comma-led list `list` (",a,b")? */
-static int uct_crypt_tl_in_list(const char *list, const char *tl_name)
-{
-    char pattern[UCT_TL_NAME_MAX + 2];
-
-    ucs_snprintf_zero(pattern, sizeof(pattern), ",%s", tl_name);
-    for (const char *p = strstr(list, pattern); p != NULL;
-         p = strstr(p + 1, pattern)) {
-        char next = p[strlen(pattern)];
-        if ((next == ',') || (next == '\0')) {
-            return 1;
-        }
-    }
-    return 0;
-}
-
 static int uct_crypt_tl_selected(const char *selected, const char *tl_name)
 {
     /* nothing named: every network transport */
-    return (selected[0] == '\0') || uct_crypt_tl_in_list(selected, tl_name);
+    return (selected[0] == '\0') || uct_crypt_tls_in_list(selected, tl_name);
 }
 
 void uct_crypt_md_name(char *name, const char *inner_md, const char *tl)
@@ -238,7 +133,7 @@ void uct_crypt_foreach_inner(uct_crypt_inner_cb_t cb, void *arg,
                     }
                     roles |= uct_crypt_tl_selected(selected, tl) ?
                              UCT_CRYPT_ROLE_DATA : 0;
-                    roles |= (uct_crypt_tl_in_list(aux, tl) || !strcmp(aux, "*")) ?
+                    roles |= (uct_crypt_tls_in_list(aux, tl) || !strcmp(aux, "*")) ?
                              UCT_CRYPT_ROLE_AUX : 0;
                     if (roles == 0) {
                         continue;
@@ -264,7 +159,7 @@ void uct_crypt_foreach_inner(uct_crypt_inner_cb_t cb, void *arg,
         unmatched[0] = '\0';
         for (word = strtok_r(selected, ",", &save); word != NULL;
              word = strtok_r(NULL, ",", &save)) {
-            if (!uct_crypt_tl_in_list(seen, word)) {
+            if (!uct_crypt_tls_in_list(seen, word)) {
                 uct_crypt_strcat(unmatched, " ", unmatched_max);
                 uct_crypt_strcat(unmatched, word, unmatched_max);
             }
@@ -344,73 +239,29 @@ void uct_crypt_inner_hide_network(int from_module_loader)
     }
 }
 
-/* UCX_TLS, split: the words UCP resolves (`keep`, as given), the network
- * names (`inner`, ":aux" kept), and whether crypt and crypt_aux are named.
- * 0 where UCX_TLS is unset or a "^" exclusion (every transport). */
-typedef struct {
-    char keep[512];
-    char inner[512];
-    int  has_crypt, has_aux;
-} uct_crypt_ucx_tls_t;
-
-static int uct_crypt_ucx_tls_split(uct_crypt_ucx_tls_t *tls)
-{
-    const char *env = getenv("UCX_TLS");
-    char *copy, *word, *save = NULL;
-
-    memset(tls, 0, sizeof(*tls));
-    if ((env == NULL) || (env[0] == '^') || ((copy = strdup(env)) == NULL)) {
-        return 0;
-    }
-    for (word = strtok_r(copy, ",", &save); word != NULL;
-         word = strtok_r(NULL, ",", &save)) {
-        char name[64];
-
-        uct_crypt_tl_base_name(word, name, sizeof(name));
-        tls->has_crypt |= !strcmp(name, UCT_CRYPT_NAME);
-        tls->has_aux   |= !strcmp(name, UCT_CRYPT_AUX_NAME);
-        if (uct_crypt_word_in(name, uct_crypt_not_inner_tls)) {
-            uct_crypt_strcat(tls->keep, tls->keep[0] ? "," : "", sizeof(tls->keep));
-            uct_crypt_strcat(tls->keep, word, sizeof(tls->keep));
-        } else {
-            /* the name, and its ":aux" where the user gave one */
-            uct_crypt_strcat(tls->inner, tls->inner[0] ? "," : "",
-                             sizeof(tls->inner));
-            uct_crypt_strcat(tls->inner, word + (word[0] == '\\'),
-                             sizeof(tls->inner));
-        }
-    }
-    free(copy);
-    return 1;
-}
-
 /*
  * UCX_TLS=crypt,tcp is the user's syntax: 'tcp' there names the wire crypt
  * encrypts over. UCP would find no tl named tcp (we hide it) and warn, so
  * hand those names to UCX_CRYPT_TLS (unless it is set) and leave UCP only
- * the names it can resolve. Runs before UCP reads its configuration.
+ * the names it can resolve, with crypt_aux:aux where an inner needs it.
+ * ucx-crypt-run does the same before the program starts (uct_crypt_tls_env
+ * for both); this is for a program started without it. Runs before UCP
+ * reads its configuration.
  */
-void uct_crypt_inner_from_ucx_tls(void)
+void uct_crypt_inner_env_from_ucx_tls(void)
 {
-    uct_crypt_ucx_tls_t tls;
+    uct_crypt_tls_env_t env;
+    int need_aux = 0;
 
-    if (uct_crypt_ucx_tls_split(&tls) && tls.has_crypt &&
-        (tls.inner[0] != '\0')) {
-        setenv("UCX_CRYPT_TLS", tls.inner, 0);
-        setenv("UCX_TLS", tls.keep, 1);
+#if UCX_CRYPT_FAULT_INJECTION
+    need_aux = uct_crypt_global.emulate_connect_to_ep;
+#endif
+    uct_crypt_tls_env(getenv("UCX_TLS"), uct_crypt_global.tls, need_aux, &env);
+    if (env.set_crypt_tls) {
+        setenv("UCX_CRYPT_TLS", env.crypt_tls, 0);
     }
-}
-
-void uct_crypt_inner_aux_to_ucx_tls(void)
-{
-    uct_crypt_ucx_tls_t tls;
-    char value[600];
-
-    if (uct_crypt_ucx_tls_split(&tls) && tls.has_crypt && !tls.has_aux &&
-        uct_crypt_inner_has_aux()) {
-        ucs_snprintf_zero(value, sizeof(value), "%s,%s:aux", getenv("UCX_TLS"),
-                          UCT_CRYPT_AUX_NAME);
-        setenv("UCX_TLS", value, 1);
+    if (env.set_ucx_tls) {
+        setenv("UCX_TLS", env.ucx_tls, 1);
     }
 }
 

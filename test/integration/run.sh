@@ -760,6 +760,20 @@ test_site_config_tool() {
     else
         record site_config_enable_disable_round_trip fail "$(cat "$conf")"
     fi
+
+    # ucx-crypt-run sets UCX_TLS and UCX_CRYPT_TLS as UCP must read them
+    # before the program starts (a 1.22 plugin comes too late to change them)
+    local run="$prefix/bin/ucx-crypt-run" got=""
+    launched() { # UCX_TLS [UCX_CRYPT_TLS] -> "UCX_TLS|UCX_CRYPT_TLS" the program sees
+        env -u UCX_TLS -u UCX_CRYPT_TLS ${1:+UCX_TLS=$1} ${2:+UCX_CRYPT_TLS=$2} \
+            "$run" sh -c 'echo "${UCX_TLS-unset}|${UCX_CRYPT_TLS-unset}"'
+    }
+    got="$(launched crypt,tcp) $(launched crypt,rc) $(launched crypt dc) $(launched '') $(launched tcp)"
+    if [ "$got" = "crypt|tcp crypt,crypt_aux:aux|rc crypt,crypt_aux:aux|dc unset|unset tcp|unset" ]; then
+        record launcher_sets_ucx_tls_and_crypt_tls pass
+    else
+        record launcher_sets_ucx_tls_and_crypt_tls fail "got: $got"
+    fi
 }
 
 # Two emulated hosts for a test group (NAME_setup fails where they cannot be

@@ -627,3 +627,68 @@ TEST_F(crypt_record_input, a_changed_byte_or_length_does_not_open)
     ASSERT_EQ(uct_crypt_record_parse(r.data(), r.size(), &rec), UCT_CRYPT_RECORD_PASS);
     EXPECT_NE(uct_crypt_record_open(&key, prefix, &rec), CRYPT_AEAD_OK);
 }
+
+/* ---- UCX_TLS and UCX_CRYPT_TLS (uct_crypt_tls_words.c) -------------------- */
+
+extern "C" {
+#include "uct_crypt/uct_crypt_tls_words.h"
+}
+
+namespace {
+
+/* "UCX_TLS|UCX_CRYPT_TLS" a program runs with; "-" for one left as it is */
+std::string tls_env(const char *ucx_tls, const char *crypt_tls, int need_aux = 0)
+{
+    uct_crypt_tls_env_t env;
+    uct_crypt_tls_env(ucx_tls, crypt_tls, need_aux, &env);
+    return std::string(env.set_ucx_tls ? env.ucx_tls : "-") + "|" +
+           (env.set_crypt_tls ? env.crypt_tls : "-");
+}
+
+std::string tls_roles(const char *source)
+{
+    char data[UCT_CRYPT_TLS_MAX], aux[UCT_CRYPT_TLS_MAX];
+    uct_crypt_tls_roles(source, data, aux, sizeof(data));
+    return std::string(data) + "|" + aux;
+}
+
+} // namespace
+
+TEST(crypt_tls_words, network_names_beside_crypt_move_to_crypt_tls)
+{
+    EXPECT_EQ(tls_env("crypt,tcp", nullptr), "crypt|tcp");
+    EXPECT_EQ(tls_env("self,sm,crypt,\\tcp", nullptr), "self,sm,crypt|tcp");
+    EXPECT_EQ(tls_env("crypt,tcp", "rc"), "crypt,crypt_aux:aux|-")
+        << "a UCX_CRYPT_TLS of the user's stands";
+    EXPECT_EQ(tls_env("crypt", "tcp"), "-|-");
+}
+
+TEST(crypt_tls_words, an_inner_that_needs_an_aux_lane_gets_crypt_aux)
+{
+    EXPECT_EQ(tls_env("crypt,rc", nullptr), "crypt,crypt_aux:aux|rc");
+    EXPECT_EQ(tls_env("crypt", "dc_x"), "crypt,crypt_aux:aux|-");
+    EXPECT_EQ(tls_env("crypt,ud:aux,rc_v", nullptr), "crypt,crypt_aux:aux|ud:aux,rc_v");
+    EXPECT_EQ(tls_env("crypt,crypt_aux:aux", "rc"), "-|-") << "named already";
+    EXPECT_EQ(tls_env("crypt", "ud"), "-|-") << "ud connects to an iface";
+    EXPECT_EQ(tls_env("crypt", nullptr, 1), "crypt,crypt_aux:aux|-");
+}
+
+TEST(crypt_tls_words, left_alone_without_crypt)
+{
+    EXPECT_EQ(tls_env(nullptr, nullptr), "-|-") << "unset: every transport";
+    EXPECT_EQ(tls_env("^ib", "rc"), "-|-");
+    EXPECT_EQ(tls_env("tcp", nullptr), "-|-") << "fail closed: the plugin hides tcp";
+    EXPECT_EQ(tls_env("self,sm", nullptr), "-|-");
+}
+
+TEST(crypt_tls_words, roles_of_aliases_and_aux_words)
+{
+    EXPECT_EQ(tls_roles("rc"), ",rc_mlx5,rc_verbs|,ud_mlx5,ud_verbs");
+    EXPECT_EQ(tls_roles("tcp,ud:aux"), ",tcp|,ud_mlx5,ud_verbs");
+    EXPECT_EQ(tls_roles("crypt,self,sm,cuda_copy"), "|");
+    EXPECT_EQ(tls_roles("^tcp"), "|");
+    EXPECT_EQ(tls_roles(nullptr), "|");
+    EXPECT_TRUE(uct_crypt_tls_in_list(",rc_mlx5,rc_verbs", "rc_verbs"));
+    EXPECT_FALSE(uct_crypt_tls_in_list(",rc_mlx5,rc_verbs", "rc"));
+    EXPECT_FALSE(uct_crypt_tls_in_list(",rc_mlx5", "rc_mlx"));
+}
