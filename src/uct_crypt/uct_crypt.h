@@ -50,6 +50,7 @@ typedef struct uct_crypt_global_config {
     char                  *coll_lane;
 #if UCX_CRYPT_FAULT_INJECTION
     int                   emulate_connect_to_ep; /* tests: crypt as rc */
+    double                test_seal_bandwidth;   /* tests: bytes/s, 0: measure */
 #endif
 } uct_crypt_global_config_t;
 
@@ -438,6 +439,14 @@ struct uct_crypt_record_in;
 crypt_aead_status_t uct_crypt_rx_flow_open(uct_crypt_iface_t *iface,
                                            uct_crypt_rx_flow_t *flow,
                                            struct uct_crypt_record_in *rec);
+
+/* UCP 1.16+'s protocol selection: crypt's bandwidth per operation, the
+ * cipher's where the wire is faster (uct_crypt_iface.c) */
+ucs_status_t uct_crypt_iface_estimate_perf(uct_iface_h tl_iface,
+                                           uct_perf_attr_t *perf_attr);
+/* how many threads seal the bulk engine's segments together (its pool's,
+ * or the progress thread alone); 0 without the engine */
+unsigned uct_crypt_bulk_seal_threads(const uct_crypt_iface_t *iface);
 
 /* record layer (uct_crypt_record.c) */
 void uct_crypt_ep_fail_local(uct_crypt_ep_t *ep, const char *what);

@@ -374,6 +374,14 @@ ucs_status_t uct_crypt_bulk_event_arm(uct_crypt_iface_t *iface)
     return UCS_OK;
 }
 
+unsigned uct_crypt_bulk_seal_threads(const uct_crypt_iface_t *iface)
+{
+    if (iface->bulk == NULL) {
+        return 0;
+    }
+    return (iface->bulk->pool != NULL) ? ucs_max(crypt_pool_size(iface->bulk->pool), 1) : 1;
+}
+
 void uct_crypt_bulk_iface_attr(uct_crypt_iface_t *iface, uct_iface_attr_t *attr)
 {
     if (iface->bulk == NULL) {

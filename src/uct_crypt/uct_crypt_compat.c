@@ -96,7 +96,10 @@ void uct_crypt_internal_ops_init(uct_iface_internal_ops_t *ops, int own_wire)
 #if UCT_CRYPT_HAVE_IFACE_QUERY_V2
     ops->iface_query_v2        = uct_iface_base_query_v2;
 #endif
-    ops->iface_estimate_perf   = uct_base_iface_estimate_perf;
+    /* crypt's own iface: the cipher's bandwidth where it is below the
+     * wire's; the own wire's sockets: the link's */
+    ops->iface_estimate_perf   = own_wire ? uct_base_iface_estimate_perf :
+                                 uct_crypt_iface_estimate_perf;
     ops->iface_vfs_refresh     = uct_crypt_iface_vfs_refresh;
 #if UCT_CRYPT_HAVE_MEM_ELEMENT_PACK
     ops->iface_mem_element_pack = uct_crypt_iface_mem_element_pack;

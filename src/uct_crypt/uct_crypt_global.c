@@ -97,6 +97,12 @@ ucs_config_field_t uct_crypt_global_config_table[] = {
      "(crypt_aux) over the same inner, as it does rc through ud.",
      ucs_offsetof(uct_crypt_global_config_t, emulate_connect_to_ep),
      UCS_CONFIG_TYPE_BOOL},
+
+    {"TEST_SEAL_BANDWIDTH", "0",
+     "TESTING ONLY (test builds): how many bytes a second one core seals, as\n"
+     "UCP's protocol selection is told (UCX 1.16+); 0: measured.",
+     ucs_offsetof(uct_crypt_global_config_t, test_seal_bandwidth),
+     UCS_CONFIG_TYPE_DOUBLE},
 #endif
 
     {"COLL_LANE", "auto",

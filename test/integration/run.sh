@@ -126,6 +126,14 @@ test_ucp_sizes_verified() {
     verified_pair ucp_tag_rendezvous_put_verified_own_wire \
         "bulk bytes sealed [1-9].*bulk gets served 0," UCX_RNDV_SCHEME=put_zcopy \
         UCX_RNDV_THRESH=65536 -- -s 65536,1048577,4194304,16777216 -n 2
+    # UCP 1.16+ chooses eager fragments or rendezvous, AM or put, by each
+    # operation's bandwidth estimate: crypt's is the cipher's where one core
+    # seals slower than the wire (here made slow for the test), and then
+    # large messages go through the bulk engine's pool by UCP's own choice
+    # (UCP 1.13's rendezvous threshold takes it anyway)
+    verified_pair ucp_tag_slow_cipher_chooses_the_bulk_engine "bulk bytes sealed [1-9]" \
+        UCX_CRYPT_TEST_SEAL_BANDWIDTH=1e8 UCX_CRYPT_BULK_THREADS=2 \
+        -- -s 0,1,65536,1048577,4194304 -n 2
     verified_pair ucp_tag_sizes_0_to_64MiB_verified_own_wire_am_only \
         "bulk bytes sealed 0 .*handshakes [1-9]" UCX_CRYPT_BULK=n -- -s $sizes -n 2
     # rendezvous through the bulk engine (encrypted put), pipelined and naive,

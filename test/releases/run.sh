@@ -26,13 +26,17 @@ jobs=$(nproc 2>/dev/null || echo 2)
 
 # Known not to hold yet, per release (reported as skipped, with why):
 # - UCP 1.16+'s protocol selection does not take the bulk engine for
-#   rendezvous (1.22 on the own wire over loopback: eager am_zcopy, in
-#   fragments above 256 KiB, up to about 25 MB, AM rendezvous above: it
-#   estimates crypt's AM and put bandwidth alike, uct_base_iface_estimate_perf;
-#   and get_zcopy is withheld there, uct_crypt_compat.h): the data tests pass,
+#   rendezvous here (1.22 on the own wire over loopback: eager am_zcopy, in
+#   fragments above 256 KiB, up to about 25 MB, AM rendezvous above; and
+#   get_zcopy is withheld there, uct_crypt_compat.h): the data tests pass,
 #   their check that segments were sealed does not, and the bulk tamper
-#   hooks find no segment to tamper with. With UCX_RNDV_SCHEME=put_zcopy
-#   and a threshold (ucp_tag_rendezvous_put_verified_own_wire) it does;
+#   hooks find no segment to tamper with. UCP chooses by crypt's bandwidth
+#   estimate per operation (uct_crypt_iface_estimate_perf), and over this
+#   machine's tcp the wire, not the cipher, is the bound, so AM and put
+#   estimate alike. Where one core seals slower than the wire it does take
+#   the engine (ucp_tag_slow_cipher_chooses_the_bulk_engine), and with
+#   UCX_RNDV_SCHEME=put_zcopy and a threshold
+#   (ucp_tag_rendezvous_put_verified_own_wire);
 # - the 1.18.1 wheel's ucx_perftest is a corrupt ELF (crashes in ld.so):
 #   the tests that run it;
 # - on 1.22 a forged record in an Open MPI job in error mode none is caught
