@@ -315,8 +315,6 @@ void uct_crypt_inner_hide_network(int from_module_loader);
 /* UCX_SOCKADDR_TLS_PRIORITY names crypt's connection manager */
 void uct_crypt_inner_cm_to_ucx_config(void);
 void uct_crypt_inner_restore(void);
-/* Is any inner selected in the auxiliary role? */
-int uct_crypt_inner_has_aux(void);
 struct uct_crypt_md;
 uint32_t uct_crypt_inner_id(const struct uct_crypt_md *md);
 uct_component_h uct_crypt_inner_component_find(const char *name);

@@ -27,21 +27,6 @@ static const char *uct_crypt_intra_node_components[] = {
     NULL
 };
 
-static void uct_crypt_strcat(char *dst, const char *src, size_t max)
-{
-    uct_crypt_tls_strcat(dst, src, max);
-}
-
-static int uct_crypt_word_in(const char *word, const char **list)
-{
-    for (; *list != NULL; ++list) {
-        if (!strcmp(word, *list)) {
-            return 1;
-        }
-    }
-    return 0;
-}
-
 /* The inner tl names of each role, comma-led (",a,b"), into `data` and
  * `aux` (uct_crypt_tls_roles), from UCX_CRYPT_TLS or else UCX_TLS */
 static void uct_crypt_inner_tls(char *out, char *aux, size_t max)
@@ -58,18 +43,10 @@ static void uct_crypt_inner_tls(char *out, char *aux, size_t max)
         if (out[0] == '\0') {
             ucs_strncpy_zero(aux, "*", max);
         } else {
-            uct_crypt_strcat(aux, out, max);
+            uct_crypt_tls_strcat(aux, out, max);
         }
     }
 #endif
-}
-
-int uct_crypt_inner_has_aux(void)
-{
-    char data[512], aux[512];
-
-    uct_crypt_inner_tls(data, aux, sizeof(data));
-    return aux[0] != '\0';
 }
 
 static int uct_crypt_tl_selected(const char *selected, const char *tl_name)
@@ -139,8 +116,8 @@ void uct_crypt_foreach_inner(uct_crypt_inner_cb_t cb, void *arg,
                         continue;
                     }
                     if (roles & UCT_CRYPT_ROLE_DATA) {
-                        uct_crypt_strcat(seen, ",", sizeof(seen));
-                        uct_crypt_strcat(seen, tl, sizeof(seen));
+                        uct_crypt_tls_strcat(seen, ",", sizeof(seen));
+                        uct_crypt_tls_strcat(seen, tl, sizeof(seen));
                     }
                     /* one call per (md, tl): skip other devices of the tl */
                     if ((t > 0) && !strcmp(tl, tl_rscs[t - 1].tl_name)) {
@@ -160,8 +137,8 @@ void uct_crypt_foreach_inner(uct_crypt_inner_cb_t cb, void *arg,
         for (word = strtok_r(selected, ",", &save); word != NULL;
              word = strtok_r(NULL, ",", &save)) {
             if (!uct_crypt_tls_in_list(seen, word)) {
-                uct_crypt_strcat(unmatched, " ", unmatched_max);
-                uct_crypt_strcat(unmatched, word, unmatched_max);
+                uct_crypt_tls_strcat(unmatched, " ", unmatched_max);
+                uct_crypt_tls_strcat(unmatched, word, unmatched_max);
             }
         }
     }
@@ -229,7 +206,7 @@ void uct_crypt_inner_hide_network(int from_module_loader)
     }
 
     ucs_list_for_each_safe(component, tmp, &uct_components_list, list) {
-        if (uct_crypt_word_in(component->name, uct_crypt_intra_node_components) ||
+        if (uct_crypt_tls_word_in(component->name, uct_crypt_intra_node_components) ||
             (uct_crypt_num_inner_components ==
              ucs_static_array_size(uct_crypt_inner_components))) {
             continue;

@@ -51,7 +51,7 @@ void uct_crypt_tls_strcat(char *dst, const char *src, size_t max)
     dst[len + n] = '\0';
 }
 
-static int uct_crypt_tls_word_in(const char *word, const char **list)
+int uct_crypt_tls_word_in(const char *word, const char **list)
 {
     for (; *list != NULL; ++list) {
         if (!strcmp(word, *list)) {

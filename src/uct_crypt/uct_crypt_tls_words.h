@@ -21,6 +21,9 @@
 /* dst += src, cut at max - 1 characters */
 void uct_crypt_tls_strcat(char *dst, const char *src, size_t max);
 
+/* Is `word` one of the NULL-ended `list`? */
+int uct_crypt_tls_word_in(const char *word, const char **list);
+
 /* Is `tl_name` in the comma-led list `list` (",a,b")? */
 int uct_crypt_tls_in_list(const char *list, const char *tl_name);
 
