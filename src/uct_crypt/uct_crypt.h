@@ -27,6 +27,14 @@
 #define UCT_CRYPT_AM_ZCOPY_MAX_HDR 128
 #define UCT_CRYPT_AM_ZCOPY_MAX_IOV 16
 
+/* Which endpoint failures end the process (UCX_CRYPT_ABORT_ON_EP_FAILURE) */
+typedef enum {
+    UCT_CRYPT_ABORT_AUTO,      /* ALWAYS in an MPI rank, else UNHANDLED */
+    UCT_CRYPT_ABORT_UNHANDLED, /* those UCP's error handler gives back */
+    UCT_CRYPT_ABORT_ALWAYS,    /* every one, once UCP has been told */
+    UCT_CRYPT_ABORT_LAST
+} uct_crypt_abort_on_ep_failure_t;
+
 /* Process-wide configuration (UCX_CRYPT_*), read once. */
 typedef struct uct_crypt_global_config {
     int                   enable;
@@ -38,6 +46,8 @@ typedef struct uct_crypt_global_config {
     int                   stats;
     unsigned long         rekey_records;  /* 0: keyex default */
     double                keepalive;      /* own wire: seconds, 0: off */
+    int                   abort_on_ep_failure; /* resolved: never AUTO */
+    int                   abort_in_mpi_rank;   /* ... because AUTO found one */
     /* read by the collectives' MPI adapter (src/ucp_crypt/mpi), never
      * here; declared so that UCX documents them and does not call them
      * unknown */
@@ -300,6 +310,11 @@ ucs_status_t uct_crypt_cm_open(uct_component_t *component, uct_worker_h worker,
 extern ucs_config_field_t uct_crypt_global_config_table[];
 void uct_crypt_global_config_read(void);
 void uct_crypt_global_config_release(void);
+uct_crypt_abort_on_ep_failure_t
+uct_crypt_abort_on_ep_failure_resolve(uct_crypt_abort_on_ep_failure_t configured,
+                                      int *in_mpi_rank);
+void uct_crypt_ep_failure_told(ucs_status_t ucp_status, const uint8_t *peer_public,
+                               uint64_t flow_id, const char *reason);
 ucs_status_t uct_crypt_global_init(void);
 void uct_crypt_global_cleanup(void);
 void uct_crypt_stats_print(void);

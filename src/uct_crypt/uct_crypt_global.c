@@ -16,6 +16,13 @@
 uct_crypt_global_config_t uct_crypt_global;
 uint8_t *uct_crypt_job_secret;
 
+static const char *uct_crypt_abort_on_ep_failure_names[] = {
+    [UCT_CRYPT_ABORT_AUTO]      = "auto",
+    [UCT_CRYPT_ABORT_UNHANDLED] = "unhandled",
+    [UCT_CRYPT_ABORT_ALWAYS]    = "always",
+    [UCT_CRYPT_ABORT_LAST]      = NULL
+};
+
 ucs_config_field_t uct_crypt_global_config_table[] = {
     {"ENABLE", "y",
      "Encrypt network traffic. With 'n' the shim stays out of the way and says\n"
@@ -57,6 +64,19 @@ ucs_config_field_t uct_crypt_global_config_table[] = {
      "TCP_USER_TIMEOUT, which need no progress from either process).\n"
      "0: off (a dead peer is noticed only when the kernel gives up).",
      ucs_offsetof(uct_crypt_global_config_t, keepalive), UCS_CONFIG_TYPE_TIME},
+
+    {"ABORT_ON_EP_FAILURE", "auto",
+     "Which failed endpoints (a forged record, a lost peer) end the process, after\n"
+     "UCP's error handler was told:\n"
+     " unhandled - those the handler gives back, as nobody takes them (UCP error\n"
+     "             mode none up to UCX 1.18; 1.22 takes every one itself and\n"
+     "             the job then waits on the peer);\n"
+     " always    - every one: for jobs whose errors are fatal anyway (MPI's\n"
+     "             default error handler);\n"
+     " auto      - 'always' in an MPI rank (OMPI_COMM_WORLD_SIZE, PMI_SIZE or\n"
+     "             PMIX_RANK set by the launcher), 'unhandled' elsewhere.",
+     ucs_offsetof(uct_crypt_global_config_t, abort_on_ep_failure),
+     UCS_CONFIG_TYPE_ENUM(uct_crypt_abort_on_ep_failure_names)},
 
     {"REKEY_RECORDS", "0",
      "Update a flow's key after this many records, and its bulk key after\n"
@@ -274,6 +294,63 @@ void uct_crypt_global_config_read(void)
         fprintf(stderr, "ucx-crypt: FATAL: invalid UCX_CRYPT_* setting (%s); "
                 "'ucx_info -c -f' documents them\n", ucs_status_string(status));
         _exit(1);
+    }
+    uct_crypt_global.abort_on_ep_failure =
+            uct_crypt_abort_on_ep_failure_resolve(
+                    uct_crypt_global.abort_on_ep_failure,
+                    &uct_crypt_global.abort_in_mpi_rank);
+}
+
+/* AUTO made concrete. MPI's default error handler (MPI_ERRORS_ARE_FATAL,
+ * MPI 4.0 section 9.3) ends the job on any communication error, so in an
+ * MPI rank a failed endpoint ends the process, whether or not UCP says
+ * somebody took it: UCP 1.22 takes every endpoint error itself
+ * (ucp_worker_iface_error_handler returns UCS_OK in error mode none too), and
+ * the ranks would otherwise wait for the peer until the job's time runs
+ * out. What the launchers set in every rank's environment says "MPI rank":
+ * Open MPI's, MPICH's Hydra and Slurm's PMI, PMIx's. */
+uct_crypt_abort_on_ep_failure_t
+uct_crypt_abort_on_ep_failure_resolve(uct_crypt_abort_on_ep_failure_t configured,
+                                      int *in_mpi_rank)
+{
+    static const char *rank_vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE",
+                                      "PMIX_RANK"};
+    unsigned i;
+
+    *in_mpi_rank = 0;
+    if (configured != UCT_CRYPT_ABORT_AUTO) {
+        return configured;
+    }
+    for (i = 0; i < sizeof(rank_vars) / sizeof(rank_vars[0]); ++i) {
+        if (getenv(rank_vars[i]) != NULL) {
+            *in_mpi_rank = 1;
+            return UCT_CRYPT_ABORT_ALWAYS;
+        }
+    }
+    return UCT_CRYPT_ABORT_UNHANDLED;
+}
+
+/* UCP's error handler was told that the endpoint to this peer failed and
+ * answered ucp_status: end the process where that is the rule, naming the
+ * peer and why, rather than let the job wait for data that was dropped.
+ * Like UCX's own rc and cma transports (uct_base_iface_failure_log_level),
+ * which abort where nobody handles an endpoint error. */
+void uct_crypt_ep_failure_told(ucs_status_t ucp_status, const uint8_t *peer_public,
+                               uint64_t flow_id, const char *reason)
+{
+    if (ucp_status != UCS_OK) {
+        /* nobody above handles endpoint errors (UCP error mode "none" up
+         * to UCX 1.18, Open MPI's default) */
+        ucs_fatal("crypt: endpoint to " uct_crypt_log_peer_fmt " failed (%s) "
+                  "and no error handler took it: aborting",
+                  uct_crypt_log_peer_arg(peer_public, flow_id), reason);
+    }
+    if (uct_crypt_global.abort_on_ep_failure == UCT_CRYPT_ABORT_ALWAYS) {
+        ucs_fatal("crypt: endpoint to " uct_crypt_log_peer_fmt " failed (%s): "
+                  "aborting (UCX_CRYPT_ABORT_ON_EP_FAILURE=%s)",
+                  uct_crypt_log_peer_arg(peer_public, flow_id), reason,
+                  uct_crypt_global.abort_in_mpi_rank ? "auto, in an MPI rank" :
+                                                       "always");
     }
 }
 

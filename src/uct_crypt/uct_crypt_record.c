@@ -173,18 +173,8 @@ restart:
             status  = uct_iface_handle_ep_err(&iface->super.super,
                                               &ep->super.super,
                                               UCS_ERR_CONNECTION_RESET);
-            if (status != UCS_OK) {
-                /* Nobody above handles endpoint errors (UCP error mode
-                 * "none", Open MPI's default): abort, as UCX's own rc and
-                 * cma transports do (uct_base_iface_failure_log_level),
-                 * rather than let the job wait forever for the data that
-                 * was dropped. */
-                ucs_fatal("crypt: endpoint to " uct_crypt_log_peer_fmt
-                          " failed (%s) and no error handler took it: "
-                          "aborting", uct_crypt_log_peer_arg(peer_public,
-                                                             flow_id),
-                          uct_crypt_fail_reason_name(reason));
-            }
+            uct_crypt_ep_failure_told(status, peer_public, flow_id,
+                                      uct_crypt_fail_reason_name(reason));
             /* UCP may have destroyed eps from its error handler: walk the
              * list again from its head, never touching `ep` after the call */
             goto restart;

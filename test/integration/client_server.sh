@@ -134,6 +134,7 @@ test_client_server() {
     test_client_server_many
     test_client_server_outsiders
     test_client_server_faults
+    test_client_server_forged_record
     test_client_server_attacks
     netns_down ucxc-h1 ucxc-h2
 }
@@ -299,6 +300,53 @@ test_client_server_faults() {
     else
         record cs_client_reconnects_after_server_restart fail \
             "$(tail -n 2 "$work"/cs-restart.*.log | tr '\n' ' ')"
+    fi
+}
+
+# cs_forged LABEL SERVER_ENV...: a server on h1 serving one client on h2
+# whose crypt flips a ciphertext bit in its 12th record (the client ends
+# with its endpoint error); prints the server's exit code, once it ended by
+# itself
+cs_forged() {
+    local label=$1 port; port=$(cs_port)
+    shift
+    on_host ucxc-h1 ucxc-v1 "${cs_crypt[@]}" "$@" timeout 60 "$cs_check" -l "$port" \
+        >"$work/$label.s.log" 2>&1 &
+    local srv=$!
+    cs_listening "$work/$label.s.log"
+    on_host ucxc-h2 ucxc-v2 "${cs_crypt[@]}" UCX_CRYPT_FAULT=flip_ciphertext \
+        UCX_CRYPT_FAULT_AFTER=12 timeout 60 "$cs_check" -c 10.77.0.1 -p "$port" \
+        -s "$cs_sizes" -n 2 >"$work/$label.c.log" 2>&1
+    wait $srv
+    echo $?
+}
+
+# A record forged on an established connection. Error mode peer: the
+# server's endpoint to that client fails, UCP's handler takes it, and the
+# server goes on and exits by itself. The same server as an MPI rank
+# (PMI_SIZE set, as Hydra and Slurm set it) ends, naming the peer and the
+# reason (UCX_CRYPT_ABORT_ON_EP_FAILURE=auto), on every UCX release: 1.22's
+# UCP takes every endpoint error and never says that nobody handles one.
+test_client_server_forged_record() {
+    local dropped="dropped a record from peer [0-9a-f]\{8\} flow .*authentication failed"
+    local aborted="crypt: endpoint to peer [0-9a-f]\{8\} .*failed ([a-z ]*): aborting"
+    local rc log="$work/cs-forged.s.log"
+    rc=$(cs_forged cs-forged)
+    if [ "$rc" = 0 ] && grep -q "$dropped" "$log" && grep -q "^ENDPOINT ERROR" "$log" &&
+       ! grep -q "$aborted" "$log"; then
+        record cs_forged_record_fails_the_endpoint_and_the_server_goes_on pass
+    else
+        record cs_forged_record_fails_the_endpoint_and_the_server_goes_on fail \
+            "server rc $rc; $(grep -m3 "crypt\|ERROR\|Fatal" "$log" | tr '\n' ' ')"
+    fi
+    log="$work/cs-forged-mpi.s.log"
+    rc=$(cs_forged cs-forged-mpi PMI_SIZE=2)
+    if [ "$rc" != 0 ] && [ "$rc" != 124 ] && grep -q "$dropped" "$log" &&
+       grep -q "$aborted (UCX_CRYPT_ABORT_ON_EP_FAILURE=auto, in an MPI rank)" "$log"; then
+        record cs_forged_record_ends_an_mpi_rank_with_the_reason pass
+    else
+        record cs_forged_record_ends_an_mpi_rank_with_the_reason fail \
+            "server rc $rc; $(grep -m3 "crypt\|Fatal" "$log" | tr '\n' ' ')"
     fi
 }
 

@@ -38,15 +38,13 @@ jobs=$(nproc 2>/dev/null || echo 2)
 #   UCX_RNDV_SCHEME=put_zcopy and a threshold
 #   (ucp_tag_rendezvous_put_verified_own_wire);
 # - the 1.18.1 wheel's ucx_perftest is a corrupt ELF (crashes in ld.so):
-#   the tests that run it;
-# - on 1.22 a forged record in an Open MPI job in error mode none is caught
-#   and logged, but UCP takes the endpoint error without ending the job.
+#   the tests that run it.
 no_bulk='ucp_tag_sizes_0_to_64MiB_verified_own_wire|ucp_tag_sizes_verified_own_wire_pool|ucp_tag_rendezvous_get_verified_own_wire|ucp_tag_sizes_0_to_64MiB_verified_bulk_(pipelined|naive)|ucp_tag_small_segments_many_threads_verified|ucp_tag_rendezvous_get_verified|tamper_bulk_[a-z_]*_detected'
 declare -A skip reason
 skip[1.18.1]="^($no_bulk|no_job_secret_refused_unless_asked_for_by_name|tamper_(reorder|drop)_detected)\$"
 reason[1.18.1]='UCP 1.18 does not take the bulk engine (counters; bulk tamper), or the test runs the 1.18.1 wheel ucx_perftest, a corrupt ELF'
-skip[1.22.0]="^($no_bulk|openmpi_forged_record_aborts_job_with_reason)\$"
-reason[1.22.0]='UCP 1.22 does not take the bulk engine (counters; bulk tamper), or takes an endpoint error in error mode none without ending the job'
+skip[1.22.0]="^($no_bulk)\$"
+reason[1.22.0]='UCP 1.22 does not take the bulk engine (counters; bulk tamper)'
 
 # Two builds in one prefix, as at a site with several UCX releases: the
 # main test install (1.13.1) and this release's copy in
