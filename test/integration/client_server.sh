@@ -358,11 +358,11 @@ cs_attack() {
     local label=$1 attacks=$2 port; port=$(cs_port)
     shift 2
     cs_capture_start "$label"
-    on_host ucxc-h1 ucxc-v1 "$@" timeout 150 "$cs_check" -l "$port" -k 1 \
+    on_host ucxc-h1 ucxc-v1 "$@" timeout 300 "$cs_check" -l "$port" -k 1 \
         >"$work/$label.victim.log" 2>&1 &
     local victim=$!
     cs_listening "$work/$label.victim.log"
-    on_host ucxc-h2 ucxc-v2 "$@" timeout 150 "$cs_check" -c 10.77.0.1 -p "$port" \
+    on_host ucxc-h2 ucxc-v2 "$@" timeout 300 "$cs_check" -c 10.77.0.1 -p "$port" \
         -s 8,65536,1048576 -n 3000 >"$work/$label.client.log" 2>&1 &
     local client=$!
     sleep 1.5
