@@ -29,9 +29,9 @@
 
 /* Which endpoint failures end the process (UCX_CRYPT_ABORT_ON_EP_FAILURE) */
 typedef enum {
-    UCT_CRYPT_ABORT_AUTO,      /* ALWAYS in an MPI rank, else UNHANDLED */
+    UCT_CRYPT_ABORT_AUTO,      /* DETECTED in an MPI rank, else UNHANDLED */
     UCT_CRYPT_ABORT_UNHANDLED, /* those UCP's error handler gives back */
-    UCT_CRYPT_ABORT_ALWAYS,    /* every one, once UCP has been told */
+    UCT_CRYPT_ABORT_DETECTED,  /* ... and every one crypt failed itself */
     UCT_CRYPT_ABORT_LAST
 } uct_crypt_abort_on_ep_failure_t;
 
@@ -314,7 +314,7 @@ uct_crypt_abort_on_ep_failure_t
 uct_crypt_abort_on_ep_failure_resolve(uct_crypt_abort_on_ep_failure_t configured,
                                       int *in_mpi_rank);
 void uct_crypt_ep_failure_told(ucs_status_t ucp_status, const uint8_t *peer_public,
-                               uint64_t flow_id, const char *reason);
+                               uint64_t flow_id, uct_crypt_fail_reason_t reason);
 ucs_status_t uct_crypt_global_init(void);
 void uct_crypt_global_cleanup(void);
 void uct_crypt_stats_print(void);

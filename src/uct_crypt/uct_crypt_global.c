@@ -19,7 +19,7 @@ uint8_t *uct_crypt_job_secret;
 static const char *uct_crypt_abort_on_ep_failure_names[] = {
     [UCT_CRYPT_ABORT_AUTO]      = "auto",
     [UCT_CRYPT_ABORT_UNHANDLED] = "unhandled",
-    [UCT_CRYPT_ABORT_ALWAYS]    = "always",
+    [UCT_CRYPT_ABORT_DETECTED]  = "detected",
     [UCT_CRYPT_ABORT_LAST]      = NULL
 };
 
@@ -66,14 +66,15 @@ ucs_config_field_t uct_crypt_global_config_table[] = {
      ucs_offsetof(uct_crypt_global_config_t, keepalive), UCS_CONFIG_TYPE_TIME},
 
     {"ABORT_ON_EP_FAILURE", "auto",
-     "Which failed endpoints (a forged record, a lost peer) end the process, after\n"
-     "UCP's error handler was told:\n"
+     "Which failed endpoints end the process, after UCP's error handler was told:\n"
      " unhandled - those the handler gives back, as nobody takes them (UCP error\n"
-     "             mode none up to UCX 1.18; 1.22 takes every one itself and\n"
-     "             the job then waits on the peer);\n"
-     " always    - every one: for jobs whose errors are fatal anyway (MPI's\n"
-     "             default error handler);\n"
-     " auto      - 'always' in an MPI rank (OMPI_COMM_WORLD_SIZE, PMI_SIZE or\n"
+     "             mode none up to UCX 1.18; 1.22 takes every one itself);\n"
+     " detected  - those too, and every one that crypt failed itself: a record or\n"
+     "             segment that failed its checks (forged, replayed, out of\n"
+     "             order, malformed), or this side out of resources. A lost\n"
+     "             connection stays UCP's to handle: at a job's end it is a\n"
+     "             peer that finished first;\n"
+     " auto      - 'detected' in an MPI rank (OMPI_COMM_WORLD_SIZE, PMI_SIZE or\n"
      "             PMIX_RANK set by the launcher), 'unhandled' elsewhere.",
      ucs_offsetof(uct_crypt_global_config_t, abort_on_ep_failure),
      UCS_CONFIG_TYPE_ENUM(uct_crypt_abort_on_ep_failure_names)},
@@ -303,12 +304,13 @@ void uct_crypt_global_config_read(void)
 
 /* AUTO made concrete. MPI's default error handler (MPI_ERRORS_ARE_FATAL,
  * MPI 4.0 section 9.3) ends the job on any communication error, so in an
- * MPI rank a failed endpoint ends the process, whether or not UCP says
- * somebody took it: UCP 1.22 takes every endpoint error itself
- * (ucp_worker_iface_error_handler returns UCS_OK in error mode none too), and
- * the ranks would otherwise wait for the peer until the job's time runs
- * out. What the launchers set in every rank's environment says "MPI rank":
- * Open MPI's, MPICH's Hydra and Slurm's PMI, PMIx's. */
+ * MPI rank an endpoint that crypt failed (a forged record) ends the
+ * process, whether or not UCP says somebody took it: UCP 1.22 takes every
+ * endpoint error itself (ucp_worker_iface_error_handler returns UCS_OK in
+ * error mode none too), and the ranks would otherwise wait for the dropped
+ * data until the job's time runs out. What the launchers set in every
+ * rank's environment says "MPI rank": Open MPI's, MPICH's Hydra and
+ * Slurm's PMI, PMIx's. */
 uct_crypt_abort_on_ep_failure_t
 uct_crypt_abort_on_ep_failure_resolve(uct_crypt_abort_on_ep_failure_t configured,
                                       int *in_mpi_rank)
@@ -324,33 +326,38 @@ uct_crypt_abort_on_ep_failure_resolve(uct_crypt_abort_on_ep_failure_t configured
     for (i = 0; i < sizeof(rank_vars) / sizeof(rank_vars[0]); ++i) {
         if (getenv(rank_vars[i]) != NULL) {
             *in_mpi_rank = 1;
-            return UCT_CRYPT_ABORT_ALWAYS;
+            return UCT_CRYPT_ABORT_DETECTED;
         }
     }
     return UCT_CRYPT_ABORT_UNHANDLED;
 }
 
-/* UCP's error handler was told that the endpoint to this peer failed and
- * answered ucp_status: end the process where that is the rule, naming the
- * peer and why, rather than let the job wait for data that was dropped.
- * Like UCX's own rc and cma transports (uct_base_iface_failure_log_level),
- * which abort where nobody handles an endpoint error. */
+/* UCP's error handler was told that crypt failed the endpoint to this peer
+ * for `reason` and answered ucp_status: end the process where that is the
+ * rule, naming the peer and why, rather than let the job wait for data
+ * that was dropped. UCX's own rc and cma transports abort where nobody
+ * handles an endpoint error (uct_base_iface_failure_log_level). A lost
+ * connection is never "detected": at the end of an MPI job it is a peer
+ * whose rank finished first while UCP was closing the endpoint to it. */
 void uct_crypt_ep_failure_told(ucs_status_t ucp_status, const uint8_t *peer_public,
-                               uint64_t flow_id, const char *reason)
+                               uint64_t flow_id, uct_crypt_fail_reason_t reason)
 {
     if (ucp_status != UCS_OK) {
         /* nobody above handles endpoint errors (UCP error mode "none" up
          * to UCX 1.18, Open MPI's default) */
         ucs_fatal("crypt: endpoint to " uct_crypt_log_peer_fmt " failed (%s) "
                   "and no error handler took it: aborting",
-                  uct_crypt_log_peer_arg(peer_public, flow_id), reason);
+                  uct_crypt_log_peer_arg(peer_public, flow_id),
+                  uct_crypt_fail_reason_name(reason));
     }
-    if (uct_crypt_global.abort_on_ep_failure == UCT_CRYPT_ABORT_ALWAYS) {
+    if ((uct_crypt_global.abort_on_ep_failure == UCT_CRYPT_ABORT_DETECTED) &&
+        (reason != UCT_CRYPT_FAIL_CONNECTION)) {
         ucs_fatal("crypt: endpoint to " uct_crypt_log_peer_fmt " failed (%s): "
                   "aborting (UCX_CRYPT_ABORT_ON_EP_FAILURE=%s)",
-                  uct_crypt_log_peer_arg(peer_public, flow_id), reason,
+                  uct_crypt_log_peer_arg(peer_public, flow_id),
+                  uct_crypt_fail_reason_name(reason),
                   uct_crypt_global.abort_in_mpi_rank ? "auto, in an MPI rank" :
-                                                       "always");
+                                                       "detected");
     }
 }
 

@@ -444,9 +444,6 @@ ucs_status_t uct_crypt_iface_inner_err(void *arg, uct_ep_h inner_ep,
                                        ucs_status_t status)
 {
     uct_crypt_iface_t *iface = arg;
-    uint8_t peer_public[KEYEX_PUBLIC_KEY_LEN];
-    ucs_status_t ucp_status;
-    uint64_t flow_id;
     uct_crypt_ep_t *ep;
 
     ucs_list_for_each(ep, &iface->eps, list) {
@@ -458,16 +455,8 @@ ucs_status_t uct_crypt_iface_inner_err(void *arg, uct_ep_h inner_ep,
             }
             /* once: a failure the record layer marked is reported here */
             ep->failed = UCT_CRYPT_EP_FAIL_REPORTED;
-            memcpy(peer_public, ep->peer_public, sizeof(peer_public));
-            flow_id    = ep->tx.flow_id;
-            ucp_status = uct_iface_handle_ep_err(&iface->super.super,
-                                                 &ep->super.super, status);
-            if (ucp_status == UCS_OK) {
-                /* (given back, the inner transport says so in its words) */
-                uct_crypt_ep_failure_told(UCS_OK, peer_public, flow_id,
-                                          ucs_status_string(status));
-            }
-            return ucp_status;
+            return uct_iface_handle_ep_err(&iface->super.super,
+                                           &ep->super.super, status);
         }
     }
     return status;

@@ -173,8 +173,7 @@ restart:
             status  = uct_iface_handle_ep_err(&iface->super.super,
                                               &ep->super.super,
                                               UCS_ERR_CONNECTION_RESET);
-            uct_crypt_ep_failure_told(status, peer_public, flow_id,
-                                      uct_crypt_fail_reason_name(reason));
+            uct_crypt_ep_failure_told(status, peer_public, flow_id, reason);
             /* UCP may have destroyed eps from its error handler: walk the
              * list again from its head, never touching `ep` after the call */
             goto restart;
