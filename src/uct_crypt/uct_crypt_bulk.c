@@ -394,11 +394,6 @@ void uct_crypt_bulk_iface_attr(uct_crypt_iface_t *iface, uct_iface_attr_t *attr)
     attr->cap.put.opt_zcopy_align = 1;
     attr->cap.put.align_mtu       = 1;
     attr->cap.put.max_iov         = 1;
-#if !UCT_CRYPT_HAVE_VERIFIED_BULK_GET
-    /* (UCP then reads remote memory with its AM get protocol, sealed as
-     * any record: correct, slower) */
-    return;
-#endif
     /* get = the peer seals and puts (crypt_wire.h) */
     attr->cap.flags              |= UCT_IFACE_FLAG_GET_ZCOPY;
     attr->cap.get.min_zcopy       = 0;

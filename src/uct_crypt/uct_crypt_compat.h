@@ -70,13 +70,6 @@
  * loading lock held, and then calls the module's ucs_module_global_init */
 #define UCT_CRYPT_HAVE_PLUGIN_LOADER         UCT_CRYPT_UCX_AT_LEAST(1, 22)
 
-/* Bulk get (the peer seals and puts) is verified against UCP's protocols
- * up to 1.13 only: under 1.18's and 1.22's protocol selection an MPI_Get
- * over it completed with the destination untouched (MPICH and Open MPI,
- * test/releases/run.sh), so there crypt does not offer get_zcopy and UCP
- * reads remote memory with its AM protocol, which verifies. */
-#define UCT_CRYPT_HAVE_VERIFIED_BULK_GET     (!UCT_CRYPT_UCX_AT_LEAST(1, 14))
-
 #if UCT_CRYPT_HAVE_MD_OPS_V2
 typedef uct_md_attr_v2_t uct_crypt_md_attr_t;
 #else

@@ -65,6 +65,11 @@ ucs_status_t uct_crypt_ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
     get->address = (uintptr_t)iov[0].buffer;
     get->length  = iov[0].length;
     ucs_list_add_tail(&tx->gets, &get->list);
+    /* outstanding work, so the iface is busy until GET_DONE: UCP's worker
+     * flush (ucp_worker_flush_check) asks only uct_iface_flush, and an
+     * MPI_Win_fence that returned before the peer's data landed left the
+     * destination untouched under UCX 1.22 */
+    uct_crypt_bulk_activate(tx);
     return UCS_INPROGRESS;
 }
 

@@ -451,17 +451,11 @@ static const std::pair<std::string, std::string> ucx_inner = {"INNER_UCX_TCP", "
 void *uct_crypt_test::plugin = nullptr;
 std::string uct_crypt_test::key_path;
 
-/* Bulk get is offered where it is verified against UCP's protocols
- * (uct_crypt_compat.h: UCX up to 1.13); the UCT-level get tests below
- * drive the op directly on every release */
+/* the bulk engine's get, on every release: one contiguous buffer */
 void expect_bulk_get(const uct_iface_attr_t &attr)
 {
-#if (UCT_VERNO_MAJOR == 1) && (UCT_VERNO_MINOR <= 13)
     EXPECT_TRUE(attr.cap.flags & UCT_IFACE_FLAG_GET_ZCOPY);
     EXPECT_EQ(attr.cap.get.max_iov, 1u);
-#else
-    EXPECT_FALSE(attr.cap.flags & UCT_IFACE_FLAG_GET_ZCOPY);
-#endif
 }
 
 TEST_F(uct_crypt_test, capabilities_am_and_encrypted_put_get_only_reduced_by_the_overhead)
@@ -500,7 +494,7 @@ TEST_F(uct_crypt_test, capabilities_am_and_encrypted_put_get_only_reduced_by_the
     EXPECT_EQ(c.attr.cap.flags & forbidden, 0u);
     EXPECT_TRUE(c.attr.cap.flags & UCT_IFACE_FLAG_PUT_ZCOPY);
     EXPECT_EQ(c.attr.cap.put.max_iov, 1u);
-    expect_bulk_get(a.attr);
+    expect_bulk_get(c.attr);
     uct_iface_close(c.iface);
     uct_md_close(c.md);
 
@@ -1481,6 +1475,43 @@ protected:
         flush(ab);
     }
 
+    /* what UCP's worker flush does (ucp_worker_flush_check): poll
+     * uct_iface_flush, with no completion, until it says UCS_OK */
+    void iface_flush(side &s)
+    {
+        ucs_status_t status;
+        deadline limit(20);
+        while ((((status = uct_iface_flush(s.iface, 0, NULL)) == UCS_INPROGRESS) ||
+                (status == UCS_ERR_NO_RESOURCE)) && !limit.passed()) {
+            uct_worker_progress(worker);
+        }
+        ASSERT_EQ(status, UCS_OK);
+    }
+
+    /* An MPI_Win_fence is a UCP worker flush: when a's iface says it is
+     * flushed, every put and get a posted is complete and in place */
+    void check_iface_flush_waits(const settings_t &settings, bool get)
+    {
+        open_pair(settings, settings);
+        std::vector<size_t> sizes = {1, 4096, 256 * 1024};
+        for (size_t i = 0; i < sizes.size(); ++i) {
+            if (get) {
+                post_get(ab, a, b, new_op(), sizes[i], 200 + i);
+            } else {
+                post_put(ab, a, b, new_op(), sizes[i], 200 + i);
+            }
+        }
+        iface_flush(a);
+        for (auto &op : ops) {
+            EXPECT_TRUE(op->comp.done) << "the iface flushed before the "
+                                       << (get ? "get" : "put") << " of "
+                                       << op->len << " bytes completed";
+        }
+        for (auto &op : ops) {
+            expect_put_delivered(*op);
+        }
+    }
+
     void expect_put_delivered(put_op &op)
     {
         ASSERT_TRUE(op.comp.done);
@@ -1703,6 +1734,19 @@ TEST_F(uct_crypt_bulk_test, flush_waits_for_a_get)
     post_get(ab, a, b, op, 256 * 1024, 3);
     flush(ab);
     expect_put_delivered(op);
+}
+
+/* UCP's worker flush asks only uct_iface_flush: it is not done while a
+ * get waits for the peer's data (an MPI_Win_fence under UCX 1.22 returned
+ * with the destination untouched) or a put for its acknowledgement */
+TEST_F(uct_crypt_bulk_test, iface_flush_waits_for_gets)
+{
+    check_iface_flush_waits({{"BULK_SEGMENT", "4k"}, {"BULK_THREADS", "1"}}, true);
+}
+
+TEST_F(uct_crypt_bulk_test, iface_flush_waits_for_puts)
+{
+    check_iface_flush_waits({{"BULK_SEGMENT", "4k"}, {"BULK_THREADS", "1"}}, false);
 }
 
 /* An AM sent after a fence is delivered only once a put posted before the
@@ -1942,6 +1986,11 @@ TEST_F(uct_crypt_wire_bulk_test, default_segments_larger_than_a_frame_are_cut_to
 TEST_F(uct_crypt_wire_bulk_test, get_every_size_class)
 {
     check_get_sizes({{"BULK_SEGMENT", "4k"}, {"BULK_THREADS", "0"}});
+}
+
+TEST_F(uct_crypt_wire_bulk_test, iface_flush_waits_for_gets)
+{
+    check_iface_flush_waits({{"BULK_SEGMENT", "4k"}, {"BULK_THREADS", "0"}}, true);
 }
 
 TEST_F(uct_crypt_wire_bulk_test, put_outside_registered_memory_refused)
