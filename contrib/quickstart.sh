@@ -136,6 +136,8 @@ do_check() {
     "$top/test/fuzz/fuzz.sh" "$top" "$obj_test" "${FUZZ_SECONDS:-10}" "$results"
     log "test: integration (crypt transport, two processes, two emulated hosts)"
     "$top/test/integration/run.sh" "$obj_test" "$prefix_test" "$results"
+    log "test: as users run it (stock programs, UCX's defaults, two hosts, the release build, plain tcp beside it)"
+    "$top/test/integration/transparency.sh" "$obj" "$prefix" "$results" || true
     log "test: a short soak, ${SOAK_SECONDS:-30} s (quickstart.sh soak MINUTES for a long one)"
     "$top/test/soak/soak.sh" "$obj_test" "$prefix_test" "$results" "${SOAK_SECONDS:-30}"
     do_check_sanitizers

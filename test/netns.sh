@@ -33,6 +33,14 @@ on_host() { # NS DEV command...
     ip netns exec "$ns" unshare --pid --ipc --fork --mount-proc env UCX_NET_DEVICES="$dev" "$@"
 }
 
+# on_host_defaults NS command...: as on_host, with UCX's default device
+# list (every device, lo included), as a user runs it
+on_host_defaults() {
+    local ns=$1
+    shift
+    ip netns exec "$ns" unshare --pid --ipc --fork --mount-proc "$@"
+}
+
 # PUs each of two ranks on this machine can give to crypto threads: the
 # emulated hosts share the machine (CryptMPI's T0 - T1, halved), which the
 # shim cannot see from inside the emulation

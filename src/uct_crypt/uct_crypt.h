@@ -435,9 +435,13 @@ ucs_status_t uct_crypt_tx_flow_init(uct_crypt_iface_t *iface,
                                     uct_crypt_tx_flow_t *tx,
                                     const uint8_t peer_public[KEYEX_PUBLIC_KEY_LEN]);
 void uct_crypt_tx_flow_cleanup(uct_crypt_tx_flow_t *tx);
-/* Has the sending half its keys, or can it have them now (over the own
- * wire: its connection is final)? 0: its records are written unsealed */
-int uct_crypt_tx_flow_keyed(uct_crypt_iface_t *iface, uct_crypt_tx_flow_t *tx);
+/* May the sending half seal a record now? UCS_OK: it has its keys, or
+ * made them (over the own wire, once its connection is final);
+ * UCS_ERR_NO_RESOURCE: the own wire's connection is not final yet (retry,
+ * as tcp's sends before it is connected); another error: the keys cannot
+ * be made, and the ep is failed with that reason. */
+ucs_status_t uct_crypt_tx_flow_ready(uct_crypt_iface_t *iface,
+                                     uct_crypt_tx_flow_t *tx);
 ucs_status_t uct_crypt_tx_flow_derive(uct_crypt_iface_t *iface,
                                       uct_crypt_tx_flow_t *tx,
                                       const uint8_t *wire_secret);
@@ -487,7 +491,8 @@ void uct_crypt_wire_peer_failed(void *arg,
 size_t uct_crypt_record_header_len(const uct_crypt_tx_flow_t *tx);
 /* Seal `payload_len` bytes at record + header_len in place, write the header
  * in front and the tag behind, under the flow's next sequence number;
- * returns the record length or a negative status. */
+ * returns the record length or a negative status (never a record that is
+ * not sealed: uct_crypt_tx_flow_ready says when one can be). */
 ssize_t uct_crypt_record_seal(uct_crypt_iface_t *iface, uct_crypt_tx_flow_t *tx,
                               uint8_t am_id, uint16_t flags, uint8_t *record,
                               size_t payload_len);
@@ -495,10 +500,6 @@ ssize_t uct_crypt_record_seal(uct_crypt_iface_t *iface, uct_crypt_tx_flow_t *tx,
  * it, and update the key when its usage limit is near. */
 void uct_crypt_record_commit(uct_crypt_iface_t *iface, uct_crypt_tx_flow_t *tx,
                              size_t payload_len);
-/* The own wire's sealer (uct_crypt_sock_seal_cb_t): a record written
- * unsealed, sealed now under the keys of the connection's exporter */
-int uct_crypt_record_seal_held(void *arg, const uint8_t *wire_secret,
-                               uint8_t *record, size_t length);
 ucs_status_t uct_crypt_record_am_handler(void *arg, void *data, size_t length,
                                          unsigned flags);
 

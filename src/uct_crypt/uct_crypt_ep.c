@@ -47,13 +47,6 @@ static UCS_CLASS_INIT_FUNC(uct_crypt_ep_t, const uct_ep_params_t *params)
     if (status != UCS_OK) {
         return status;
     }
-    if (uct_crypt_sock_is_own(iface->inner)) {
-        /* records wait unsealed until the connection's handshake gives
-         * their keys (uct_crypt_keys.c) */
-        uct_crypt_sock_ep_set_sealer(self->inner, uct_crypt_record_seal_held,
-                                     self);
-    }
-
     if (self->peer_known) {
         status = uct_crypt_tx_flow_init(iface, &self->tx, self->peer_public);
         if ((status == UCS_OK) && uct_crypt_sock_is_own(iface->inner)) {
@@ -137,7 +130,10 @@ static ucs_status_t uct_crypt_ep_check_sendable(uct_crypt_ep_t *ep, uint8_t id,
     if (ucs_unlikely(!control && uct_crypt_ep_fenced(ep))) {
         return UCS_ERR_NO_RESOURCE;
     }
-    return UCS_OK;
+    /* keys first: over the own wire a record waits (NO_RESOURCE) until its
+     * connection is final, and keys that cannot be made fail the ep */
+    return uct_crypt_tx_flow_ready(ucs_derived_of(ep->super.super.iface,
+                                                  uct_crypt_iface_t), &ep->tx);
 }
 
 static ucs_status_t uct_crypt_ep_send_short(uct_crypt_ep_t *ep,

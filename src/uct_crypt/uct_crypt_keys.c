@@ -18,9 +18,8 @@
  * of the connection that carries the flow (keyex_noise_transport_t): it
  * mixes both ephemerals, so once that connection is gone nobody, not even
  * with the iface key and the job secret, re-derives its flows' keys. A
- * sending half there is keyed when its connection is final; what it sent
- * before waits unsealed in the wire's buffer and is sealed then
- * (uct_crypt_record_seal_held).
+ * sending half there is keyed when its connection is final, and sends
+ * nothing before (uct_crypt_tx_flow_ready).
  * A key update is HKDF over the current key (keyex_update_flow_keys); the
  * record header's 8-bit generation tells the receiver, which tries the next
  * generation only when the header announces it and keeps it only if the
@@ -113,17 +112,27 @@ ucs_status_t uct_crypt_tx_flow_derive(uct_crypt_iface_t *iface,
                                &tx->aead);
 }
 
-int uct_crypt_tx_flow_keyed(uct_crypt_iface_t *iface, uct_crypt_tx_flow_t *tx)
+ucs_status_t uct_crypt_tx_flow_ready(uct_crypt_iface_t *iface,
+                                     uct_crypt_tx_flow_t *tx)
 {
+    uct_crypt_ep_t *ep = ucs_container_of(tx, uct_crypt_ep_t, tx);
     const uint8_t *secret;
 
     if (ucs_likely(tx->keys != NULL)) {
-        return 1;
+        return UCS_OK;
     }
-    secret = uct_crypt_sock_ep_secret(ucs_container_of(tx, uct_crypt_ep_t,
-                                                       tx)->inner);
-    return (secret != NULL) &&
-           (uct_crypt_tx_flow_derive(iface, tx, secret) == UCS_OK);
+    /* (over a UCX inner the keys come with the flow: none is a failure) */
+    if (uct_crypt_sock_is_own(iface->inner)) {
+        secret = uct_crypt_sock_ep_secret(ep->inner);
+        if (secret == NULL) {
+            return UCS_ERR_NO_RESOURCE; /* the connection is not final */
+        }
+        if (uct_crypt_tx_flow_derive(iface, tx, secret) == UCS_OK) {
+            return UCS_OK;
+        }
+    }
+    uct_crypt_ep_fail_local(ep, "cannot derive the record keys");
+    return UCS_ERR_IO_ERROR;
 }
 
 ucs_status_t uct_crypt_tx_flow_init(uct_crypt_iface_t *iface,

@@ -84,10 +84,9 @@ ssize_t uct_crypt_record_seal(uct_crypt_iface_t *iface, uct_crypt_tx_flow_t *tx,
      * (eager, rendezvous, wireup) apart by a cleartext id */
     sealed[0] = (flags & CRYPT_RECORD_FLAG_CONTROL) ? 0 : am_id;
 
-    /* over crypt's own wire before the connection is final: unsealed, the
-     * wire hands it back to uct_crypt_record_seal_held before it leaves */
-    if (uct_crypt_tx_flow_keyed(iface, tx) &&
-        !uct_crypt_tx_seal(tx, record, hdr_len, payload_len)) {
+    /* fail closed: a sending half without keys seals nothing, and nothing
+     * unsealed is handed on (the senders asked uct_crypt_tx_flow_ready) */
+    if ((tx->keys == NULL) || !uct_crypt_tx_seal(tx, record, hdr_len, payload_len)) {
         return UCS_ERR_IO_ERROR;
     }
     return hdr_len + payload_len + CRYPT_AEAD_TAG_LEN;
@@ -113,36 +112,6 @@ void uct_crypt_record_commit(uct_crypt_iface_t *iface, uct_crypt_tx_flow_t *tx,
     if (tx->keys != NULL) {
         uct_crypt_record_sealed(iface, tx, payload_len);
     }
-}
-
-int uct_crypt_record_seal_held(void *arg, const uint8_t *wire_secret,
-                               uint8_t *record, size_t length)
-{
-    uct_crypt_ep_t *ep       = arg;
-    uct_crypt_iface_t *iface = ucs_derived_of(ep->super.super.iface,
-                                              uct_crypt_iface_t);
-    uct_crypt_tx_flow_t *tx  = &ep->tx;
-    crypt_record_hdr_t hdr;
-    size_t hdr_len, payload_len;
-
-    if ((tx->keys == NULL) &&
-        (uct_crypt_tx_flow_derive(iface, tx, wire_secret) != UCS_OK)) {
-        return -1;
-    }
-    /* (what this ep wrote itself, a moment ago: checked all the same) */
-    memcpy(&hdr, record, sizeof(hdr));
-    hdr_len = CRYPT_RECORD_HDR_LEN + CRYPT_RECORD_AM_ID_LEN +
-              ((hdr.type == CRYPT_RECORD_HELLO) ? CRYPT_HELLO_EXTRA_LEN : 0);
-    if ((le64toh(hdr.flow_id) != tx->flow_id) ||
-        (length < hdr_len + CRYPT_AEAD_TAG_LEN) || ep->failed) {
-        return -1;
-    }
-    payload_len = length - hdr_len - CRYPT_AEAD_TAG_LEN;
-    if (!uct_crypt_tx_seal(tx, record, hdr_len, payload_len)) {
-        return -1;
-    }
-    uct_crypt_record_sealed(iface, tx, payload_len);
-    return 0;
 }
 
 /* ---- failing ------------------------------------------------------------- */

@@ -13,7 +13,10 @@
 #include "uct_crypt.h"
 
 #include <ucs/sys/math.h>
+#include <ucs/sys/sock.h>
 #include <ucs/sys/string.h>
+#include <ucs/sys/sys.h>
+#include <ucs/sys/uid.h>
 #include <ucs/time/time.h>
 #include <arpa/inet.h>
 #include <endian.h>
@@ -95,19 +98,43 @@ static uint16_t uct_crypt_sock_port(const struct sockaddr_storage *addr)
            ntohs(((const struct sockaddr_in*)addr)->sin_port);
 }
 
+static uint8_t uct_crypt_sock_dev_flags(const uct_crypt_sock_iface_t *iface)
+{
+    return ucs_sockaddr_is_inaddr_loopback((const struct sockaddr*)&iface->addr) ?
+           CRYPT_SOCK_DEV_ADDR_FLAG_LOOPBACK : 0;
+}
+
+static uint8_t uct_crypt_sock_dev_family(const uct_crypt_sock_iface_t *iface)
+{
+    return (iface->addr.ss_family == AF_INET6) ? 6 : 4;
+}
+
+/* This machine and network namespace, as a loopback device address says */
+static void uct_crypt_sock_dev_local(crypt_sock_dev_local_t *local)
+{
+    local->system_id = htole64(ucs_get_system_id());
+    local->net_ns    = htole32((uint32_t)ucs_sys_get_ns(UCS_SYS_NS_TYPE_NET));
+}
+
 static ucs_status_t uct_crypt_sock_iface_get_device_address(uct_iface_h tl_iface,
                                                             uct_device_addr_t *addr)
 {
     uct_crypt_sock_iface_t *iface = ucs_derived_of(tl_iface, uct_crypt_sock_iface_t);
     crypt_sock_dev_addr_t *dev    = (crypt_sock_dev_addr_t*)addr;
+    uint8_t *ip                   = (uint8_t*)(dev + 1);
 
-    memset(dev, 0, sizeof(*dev));
-    if (iface->addr.ss_family == AF_INET6) {
-        dev->family = 6;
-        memcpy(dev->ip, &((struct sockaddr_in6*)&iface->addr)->sin6_addr, 16);
+    dev->family = uct_crypt_sock_dev_family(iface);
+    dev->flags  = uct_crypt_sock_dev_flags(iface);
+    if (dev->family == 6) {
+        memcpy(ip, &((struct sockaddr_in6*)&iface->addr)->sin6_addr, 16);
     } else {
-        dev->family = 4;
-        memcpy(dev->ip, &((struct sockaddr_in*)&iface->addr)->sin_addr, 4);
+        memcpy(ip, &((struct sockaddr_in*)&iface->addr)->sin_addr, 4);
+    }
+    if (dev->flags & CRYPT_SOCK_DEV_ADDR_FLAG_LOOPBACK) {
+        crypt_sock_dev_local_t local;
+
+        uct_crypt_sock_dev_local(&local);
+        memcpy(ip + ((dev->family == 6) ? 16 : 4), &local, sizeof(local));
     }
     return UCS_OK;
 }
@@ -136,13 +163,13 @@ int uct_crypt_sock_dest(const uct_device_addr_t *dev_addr, const void *port_addr
     if (dev->family == 4) {
         in->sin_family = AF_INET;
         in->sin_port   = htons(le16toh(sock->port));
-        memcpy(&in->sin_addr, dev->ip, 4);
+        memcpy(&in->sin_addr, dev + 1, 4);
         return 1;
     }
     if (dev->family == 6) {
         in6->sin6_family = AF_INET6;
         in6->sin6_port   = htons(le16toh(sock->port));
-        memcpy(&in6->sin6_addr, dev->ip, 16);
+        memcpy(&in6->sin6_addr, dev + 1, 16);
         return 1;
     }
     return 0;
@@ -154,9 +181,35 @@ static int uct_crypt_sock_iface_is_reachable(const uct_iface_h tl_iface,
 {
     uct_crypt_sock_iface_t *iface = ucs_derived_of(tl_iface, uct_crypt_sock_iface_t);
     const crypt_sock_dev_addr_t *dev = (const crypt_sock_dev_addr_t*)dev_addr;
+    crypt_sock_iface_addr_t any_port = {0};
+    crypt_sock_dev_local_t peer_local, local;
+    struct sockaddr_storage peer;
+    int local_loopback, peer_loopback;
 
-    return (dev != NULL) &&
-           (dev->family == ((iface->addr.ss_family == AF_INET6) ? 6 : 4));
+    if ((dev == NULL) || (dev->family != uct_crypt_sock_dev_family(iface)) ||
+        !uct_crypt_sock_dest(dev_addr, &any_port, &peer)) {
+        return 0;
+    }
+    /* As UCX's tcp (uct_tcp_iface_is_reachable): loopback reaches only
+     * loopback, and only in the same machine and network namespace. Under
+     * UCX's default UCX_NET_DEVICES every host opens lo too, and its
+     * 127.0.0.1 must never be dialled from another host. An address that
+     * is loopback by its bytes counts as one whatever its flags say. */
+    local_loopback = !!uct_crypt_sock_dev_flags(iface);
+    peer_loopback  = ucs_sockaddr_is_inaddr_loopback((const struct sockaddr*)&peer);
+    if (local_loopback != peer_loopback) {
+        return 0;
+    }
+    if (!peer_loopback) {
+        return 1; /* as tcp: connect() says whether it answers */
+    }
+    if (!(dev->flags & CRYPT_SOCK_DEV_ADDR_FLAG_LOOPBACK)) {
+        return 0; /* no machine and namespace to compare */
+    }
+    memcpy(&peer_local, (const uint8_t*)(dev + 1) + ((dev->family == 6) ? 16 : 4),
+           sizeof(peer_local));
+    uct_crypt_sock_dev_local(&local);
+    return !memcmp(&peer_local, &local, sizeof(local));
 }
 
 static ucs_status_t uct_crypt_sock_iface_query(uct_iface_h tl_iface,
@@ -183,7 +236,8 @@ static ucs_status_t uct_crypt_sock_iface_query(uct_iface_h tl_iface,
     attr->cap.am.max_short = 8192;
     attr->cap.am.max_bcopy = UCT_CRYPT_SOCK_MAX_BCOPY;
     attr->cap.am.max_iov   = 1;
-    attr->device_addr_len  = sizeof(crypt_sock_dev_addr_t);
+    attr->device_addr_len  = crypt_sock_dev_addr_len(uct_crypt_sock_dev_family(iface),
+                                                     uct_crypt_sock_dev_flags(iface));
     attr->iface_addr_len   = sizeof(crypt_sock_iface_addr_t);
     attr->ep_addr_len      = sizeof(crypt_sock_iface_addr_t);
     attr->max_conn_priv    = 0;
@@ -414,9 +468,7 @@ static UCS_CLASS_INIT_FUNC(uct_crypt_sock_iface_t, uct_md_h md,
     self->peer_failed_arg = sock_params->peer_failed_arg;
     self->half_open       = 0;
     self->rx_conn         = NULL;
-    self->seen            = NULL;
-    self->num_seen        = 0;
-    self->max_seen        = 0;
+    memset(&self->replay, 0, sizeof(self->replay));
     self->next_timer      = 0;
     self->ep_fail_pending = 0;
     self->redirect_pending = 0;
@@ -548,7 +600,7 @@ static UCS_CLASS_CLEANUP_FUNC(uct_crypt_sock_iface_t)
     close(self->listen_fd);
     close(self->epfd);
     keyex_secure_free(self->mac1_key, KEYEX_SECRET_LEN);
-    ucs_free(self->seen);
+    uct_crypt_replay_cleanup(&self->replay);
     while (self->rx_cache.count > 0) {
         ucs_free(self->rx_cache.bufs[--self->rx_cache.count]);
     }

@@ -41,6 +41,7 @@
 
 #include "uct_crypt_wire.h"
 #include "uct_crypt_sock_frame.h"
+#include "uct_crypt_sock_replay.h"
 #include "keyex/noise.h"
 
 #include <uct/base/uct_iface.h>
@@ -101,24 +102,16 @@ ucs_status_t uct_crypt_sock_ep_set_peer(uct_ep_h tl_ep,
 /*
  * Forward secrecy per connection: crypt derives the keys of what it sends
  * and receives on a connection from that connection's Noise exporter
- * secret (keyex_noise_transport_t), not from the static keys alone. A
- * record written before the connection that will carry it is final (the
- * handshake answered, no redirect pending) is left unsealed in the send
- * buffer, header and plaintext in place and room for the tag; such frames
- * never leave before the connection is final, and then, before any byte of
- * them goes, the wire calls the ep's sealer on each, in order, with the
- * exporter of the connection that carries them (after a redirect, the
- * peer's). 0: sealed; else the connection fails.
+ * secret (keyex_noise_transport_t), not from the static keys alone. As
+ * UCX's tcp before its connection is up (uct_tcp_ep_check_tx_res), an ep
+ * takes no frame until its connection is final (the handshake answered,
+ * no redirect pending): sends return NO_RESOURCE and wait on the pending
+ * queue. So a send UCP sees complete is sealed and in the kernel (or, its
+ * tail, in the send buffer that the connection drains as it closes), and
+ * no close can drop it.
  */
-typedef int (*uct_crypt_sock_seal_cb_t)(void *arg,
-                                        const uint8_t secret[KEYEX_SECRET_LEN],
-                                        uint8_t *record, size_t length);
-/* The ep's records may be written unsealed (crypt's eps; the collective
- * lane's frames are sealed above and set none) */
-void uct_crypt_sock_ep_set_sealer(uct_ep_h tl_ep, uct_crypt_sock_seal_cb_t cb,
-                                  void *arg);
 /* The exporter secret of the ep's connection once it is final, else NULL
- * (a record sent now would be written unsealed) */
+ * (the ep takes no record yet) */
 const uint8_t *uct_crypt_sock_ep_secret(uct_ep_h tl_ep);
 /* Inside crypt's AM handler: the exporter secret of the connection the
  * record came on (NULL outside a sock iface's delivery) */
@@ -225,12 +218,7 @@ struct uct_crypt_sock_iface {
     ucs_list_link_t                 busy_eps; /* with pending or flushes */
     unsigned                        half_open;
     uct_crypt_sock_conn_t           *rx_conn; /* delivering a record now */
-    /* greatest initiation timestamp seen per static key (replays) */
-    struct uct_crypt_sock_seen {
-        uint8_t static_key[KEYEX_PUBLIC_KEY_LEN];
-        uint8_t timestamp[KEYEX_NOISE_TIMESTAMP_LEN];
-    }                               *seen;
-    size_t                          num_seen, max_seen;
+    uct_crypt_replay_t              replay; /* initiations taken, per key */
     ucs_time_t                      next_timer;
     int                             ep_fail_pending;
     int                             redirect_pending;
@@ -245,9 +233,11 @@ struct uct_crypt_sock_ep {
     int                   have_dest;
     uint8_t               peer_static[KEYEX_PUBLIC_KEY_LEN];
     int                   have_peer;
-    uct_crypt_sock_seal_cb_t sealer;       /* NULL: frames sealed above */
-    void                  *sealer_arg;
     ucs_status_t          status;          /* UCS_OK or why it failed */
+    int                   peer_left;       /* the peer ended the connection
+                                              in order (CLOSE, then its end
+                                              of the socket): no failure
+                                              unless the ep sends again */
     char                  fail_reason[160];
     int                   fail_reported;
     ucs_queue_head_t      pending;         /* uct_pending_req_t */
@@ -255,11 +245,6 @@ struct uct_crypt_sock_ep {
     ucs_list_link_t       busy;            /* in the iface's busy_eps while
                                               it has pending or flushes */
 };
-
-/* A record frame in a send buffer that waits for its connection to be
- * final, unsealed: never on the wire (the wire's types are in
- * uct_crypt_wire.h) */
-#define UCT_CRYPT_SOCK_FRAME_UNSEALED 0x80
 
 /* uct_crypt_sock_conn.c */
 void *uct_crypt_sock_buf_get(uct_crypt_sock_buf_cache_t *cache, size_t size);

@@ -295,67 +295,13 @@ void uct_crypt_sock_conn_tx_commit(uct_crypt_sock_conn_t *conn, uint8_t type,
     memcpy(conn->tx_buf + conn->tx_head + conn->tx_len, &hdr, sizeof(hdr));
     conn->tx_len += sizeof(hdr) + length;
     conn->tx_records += (type == CRYPT_SOCK_FRAME_RECORD) ||
-                        (type == CRYPT_SOCK_FRAME_SEGMENT) ||
-                        (type == UCT_CRYPT_SOCK_FRAME_UNSEALED);
+                        (type == CRYPT_SOCK_FRAME_SEGMENT);
 }
 
 int uct_crypt_sock_conn_final(const uct_crypt_sock_conn_t *conn)
 {
     return (conn->state == UCT_CRYPT_SOCK_ESTABLISHED) && !conn->redirect_wait &&
            (conn->secret != NULL);
-}
-
-/* The unsealed records in `conn`'s send buffer (all behind the initiation,
- * which is sent by now: the answer came after it), sealed in order by
- * their ep under `secret`, the exporter of the connection that will carry
- * them. 0: the ep could not seal (the connection is failed then). */
-static int uct_crypt_sock_conn_seal_held(uct_crypt_sock_conn_t *conn,
-                                         const uint8_t *secret)
-{
-    uct_crypt_sock_ep_t *ep = conn->ep;
-    size_t offset           = conn->tx_head;
-    crypt_sock_frame_hdr_t hdr;
-    size_t length;
-
-    ucs_assert(conn->init_left == 0);
-    while (offset < conn->tx_head + conn->tx_len) {
-        memcpy(&hdr, conn->tx_buf + offset, sizeof(hdr));
-        length = le32toh(hdr.length);
-        if (hdr.type == UCT_CRYPT_SOCK_FRAME_UNSEALED) {
-            if ((ep == NULL) || (ep->sealer == NULL) ||
-                ep->sealer(ep->sealer_arg, secret,
-                           conn->tx_buf + offset + sizeof(hdr), length)) {
-                uct_crypt_sock_conn_fail(conn, "cannot seal the records that "
-                                               "waited for the handshake");
-                return 0;
-            }
-            conn->tx_buf[offset + offsetof(crypt_sock_frame_hdr_t, type)] =
-                    CRYPT_SOCK_FRAME_RECORD;
-        }
-        offset += sizeof(hdr) + length;
-    }
-    return 1;
-}
-
-/* The records of an ep that leaves before its connection is final go
- * nowhere: nothing can seal them any more. */
-static void uct_crypt_sock_conn_drop_held(uct_crypt_sock_conn_t *conn)
-{
-    size_t from = conn->tx_head + conn->init_left, to = from, frame;
-    crypt_sock_frame_hdr_t hdr;
-
-    while (from < conn->tx_head + conn->tx_len) {
-        memcpy(&hdr, conn->tx_buf + from, sizeof(hdr));
-        frame = sizeof(hdr) + le32toh(hdr.length);
-        if (hdr.type == UCT_CRYPT_SOCK_FRAME_UNSEALED) {
-            --conn->tx_records;
-        } else {
-            memmove(conn->tx_buf + to, conn->tx_buf + from, frame);
-            to += frame;
-        }
-        from += frame;
-    }
-    conn->tx_len = to - conn->tx_head;
 }
 
 /* ---- one connection per pair ---------------------------------------------- */
@@ -408,38 +354,19 @@ uct_crypt_sock_conn_t *uct_crypt_sock_conn_find_free(uct_crypt_sock_iface_t *ifa
     return NULL;
 }
 
-/* The ep of `from` (which sent no record yet: they were held) moves, with
- * its held records, to `to`, the peer's connection; `from` ends with
- * CLOSE(0). Returns 0 when `to` is gone. */
+/* The ep of `from` moves to `to`, the peer's connection; `from` ends with
+ * CLOSE(0). Nothing of the ep's waits in `from`: an ep takes no record
+ * before its connection is final, and a redirected one is not. Returns 0
+ * when `to` is gone. */
 int uct_crypt_sock_conn_move(uct_crypt_sock_conn_t *from,
                              uct_crypt_sock_conn_t *to)
 {
     uct_crypt_sock_ep_t *ep = from->ep;
-    size_t held             = from->tx_len;
 
-    ucs_assert(from->init_left == 0);
-    if (held > 0) {
-        if ((to->tx_buf == NULL) &&
-            ((to->tx_buf = uct_crypt_sock_buf_get(&to->iface->tx_cache,
-                                                  UCT_CRYPT_SOCK_TX_BUF)) == NULL)) {
-            /* cannot move: send on our own */
-            uct_crypt_sock_conn_redirect_expired(from);
-            return from->state != UCT_CRYPT_SOCK_CLOSED;
-        }
-        if (!uct_crypt_sock_conn_seal_held(from, to->secret)) {
-            return 1; /* `from` failed; `to` is untouched */
-        }
-        memcpy(to->tx_buf + to->tx_head + to->tx_len,
-               from->tx_buf + from->tx_head, held);
-        to->tx_len += held;
-    }
-    to->tx_records     += from->tx_records;
+    ucs_assert((from->init_left == 0) && (from->tx_records == 0));
     to->ep              = ep;
     ep->conn            = to;
     from->ep            = NULL;
-    from->tx_len        = 0;
-    from->tx_head       = 0;
-    from->tx_records    = 0;
     from->redirect_wait = 0;
     UCT_CRYPT_STAT_ADD(wire_shared, 1);
     ucs_debug("crypt: wire connection to %s now carries both directions",
@@ -468,11 +395,9 @@ restart:
 
 void uct_crypt_sock_conn_redirect_expired(uct_crypt_sock_conn_t *conn)
 {
-    /* the peer's connection did not come: ours carries our records */
+    /* the peer's connection did not come: ours carries our records (the
+     * ep's pending sends go from the iface's progress) */
     conn->redirect_wait = 0;
-    if (uct_crypt_sock_conn_seal_held(conn, conn->secret)) {
-        (void)uct_crypt_sock_conn_flush(conn);
-    }
 }
 
 /* ---- the handshake -------------------------------------------------------- */
@@ -495,9 +420,8 @@ static ucs_status_t uct_crypt_sock_conn_keys(uct_crypt_sock_conn_t *conn,
     return UCS_OK;
 }
 
-/* Initiator: the initiation goes first in the tx buffer, ahead of any
- * record (records may follow it at once, unsealed: they are sealed and
- * leave once the answer came, uct_crypt_sock_conn_seal_held). */
+/* Initiator: the initiation goes first in the tx buffer; records follow
+ * once the answer came (the ep takes none before) */
 ucs_status_t uct_crypt_sock_conn_start(uct_crypt_sock_conn_t *conn)
 {
     uint8_t timestamp[KEYEX_NOISE_TIMESTAMP_LEN];
@@ -518,39 +442,6 @@ ucs_status_t uct_crypt_sock_conn_start(uct_crypt_sock_conn_t *conn)
     conn->tx_len    = sizeof(*msg);
     conn->init_left = sizeof(*msg);
     return UCS_OK;
-}
-
-/* Responder: the greatest timestamp seen from `rs`; refuses one not above */
-static int uct_crypt_sock_timestamp_fresh(uct_crypt_sock_iface_t *iface,
-                                          const uint8_t rs[KEYEX_PUBLIC_KEY_LEN],
-                                          const uint8_t ts[KEYEX_NOISE_TIMESTAMP_LEN])
-{
-    struct uct_crypt_sock_seen *seen;
-    size_t i;
-
-    for (i = 0; i < iface->num_seen; ++i) {
-        seen = &iface->seen[i];
-        if (!memcmp(seen->static_key, rs, KEYEX_PUBLIC_KEY_LEN)) {
-            if (memcmp(ts, seen->timestamp, KEYEX_NOISE_TIMESTAMP_LEN) <= 0) {
-                return 0; /* a replay (WireGuard whitepaper §5.1) */
-            }
-            memcpy(seen->timestamp, ts, KEYEX_NOISE_TIMESTAMP_LEN);
-            return 1;
-        }
-    }
-    if (iface->num_seen == iface->max_seen) {
-        size_t max = ucs_max(iface->max_seen * 2, 64);
-        seen = ucs_realloc(iface->seen, max * sizeof(*seen), "crypt sock seen");
-        if (seen == NULL) {
-            return 0;
-        }
-        iface->seen     = seen;
-        iface->max_seen = max;
-    }
-    seen = &iface->seen[iface->num_seen++];
-    memcpy(seen->static_key, rs, KEYEX_PUBLIC_KEY_LEN);
-    memcpy(seen->timestamp, ts, KEYEX_NOISE_TIMESTAMP_LEN);
-    return 1;
 }
 
 /* Responder: the first 128 bytes. Returns 0 when the connection is gone. */
@@ -582,8 +473,14 @@ static int uct_crypt_sock_conn_accept_init(uct_crypt_sock_conn_t *conn)
         uct_crypt_sock_conn_fail(conn, "handshake initiation did not decrypt");
         return 0;
     }
-    if (!uct_crypt_sock_timestamp_fresh(iface, conn->hs->rs, ts)) {
-        uct_crypt_sock_conn_fail(conn, "replayed handshake initiation");
+    switch (uct_crypt_replay_check(&iface->replay, conn->hs->rs, ts)) {
+    case UCT_CRYPT_REPLAY_FRESH:
+        break;
+    case UCT_CRYPT_REPLAY_NO_MEMORY:
+        uct_crypt_sock_conn_fail(conn, "no memory for the replay check");
+        return 0;
+    default:
+        uct_crypt_sock_conn_fail(conn, "replayed or stale handshake initiation");
         return 0;
     }
     /* both sides opened a connection: the one of the lower key carries
@@ -666,8 +563,7 @@ static int uct_crypt_sock_conn_accept_response(uct_crypt_sock_conn_t *conn)
         conn->iface->redirect_pending = 1;
         return 1;
     }
-    return uct_crypt_sock_conn_seal_held(conn, conn->secret) &&
-           (uct_crypt_sock_conn_flush(conn) >= 0);
+    return uct_crypt_sock_conn_flush(conn) >= 0;
 }
 
 /* ---- frames --------------------------------------------------------------- */
@@ -703,9 +599,6 @@ int uct_crypt_sock_conn_send_close(uct_crypt_sock_conn_t *conn)
 
 void uct_crypt_sock_conn_release(uct_crypt_sock_conn_t *conn)
 {
-    if (!uct_crypt_sock_conn_final(conn) && (conn->tx_buf != NULL)) {
-        uct_crypt_sock_conn_drop_held(conn);
-    }
     conn->ep = NULL;
     if (conn->tx_closed) {
         return;
@@ -893,6 +786,17 @@ static void uct_crypt_sock_conn_read(uct_crypt_sock_conn_t *conn)
             if ((conn->state == UCT_CRYPT_SOCK_ESTABLISHED) && conn->frames.closed &&
                 ((conn->ep == NULL) || conn->tx_closed)) {
                 uct_crypt_sock_conn_close(conn); /* both halves done */
+            } else if ((conn->state == UCT_CRYPT_SOCK_ESTABLISHED) &&
+                       conn->frames.closed && (conn->tx_len == 0)) {
+                /* The peer ended its half in order and left while our ep
+                 * has nothing unsent: as UCX's tcp, which closes the
+                 * socket and lets the next send find out
+                 * (uct_tcp_ep_handle_io_err), the ep fails only if it
+                 * sends again. */
+                ucs_debug("crypt: the peer at %s closed the connection",
+                          conn->peer_name);
+                conn->ep->peer_left = 1;
+                uct_crypt_sock_conn_close(conn);
             } else if ((conn->state == UCT_CRYPT_SOCK_ESTABLISHED) && conn->frames.closed) {
                 uct_crypt_sock_conn_fail(conn, "the peer closed the connection "
                                                "while this side still had "

@@ -74,8 +74,7 @@ static UCS_CLASS_INIT_FUNC(uct_crypt_sock_ep_t, const uct_ep_params_t *params)
     UCS_CLASS_CALL_SUPER_INIT(uct_base_ep_t, &iface->super);
 
     self->conn          = NULL;
-    self->sealer        = NULL;
-    self->sealer_arg    = NULL;
+    self->peer_left     = 0;
     self->have_dest     = 0;
     self->have_peer     = 0;
     self->status        = UCS_OK;
@@ -141,15 +140,6 @@ ucs_status_t uct_crypt_sock_ep_set_peer(uct_ep_h tl_ep,
     memcpy(ep->peer_static, peer_static, KEYEX_PUBLIC_KEY_LEN);
     ep->have_peer = 1;
     return uct_crypt_sock_ep_connect(ep);
-}
-
-void uct_crypt_sock_ep_set_sealer(uct_ep_h tl_ep, uct_crypt_sock_seal_cb_t cb,
-                                  void *arg)
-{
-    uct_crypt_sock_ep_t *ep = ucs_derived_of(tl_ep, uct_crypt_sock_ep_t);
-
-    ep->sealer     = cb;
-    ep->sealer_arg = arg;
 }
 
 const uint8_t *uct_crypt_sock_ep_secret(uct_ep_h tl_ep)
@@ -235,21 +225,21 @@ restart:
 
 /* ---- sending ------------------------------------------------------------- */
 
-/* Like UCX's tcp (tcp_ep.c, uct_tcp_ep_check_tx_res): a new frame only
- * once the kernel took every byte queued before it, so that a send UCP
- * sees complete leaves at most its own tail here, never a backlog: an
- * application that stops progressing after its last send (a barrier on a
- * side channel, exit) strands nothing else. Before the handshake's answer
- * frames wait behind it (the lane's: crypt seals records only once the
- * connection is up). 0: not idle, or the connection ended (ep->conn NULL). */
+/* Like UCX's tcp (tcp_ep.c, uct_tcp_ep_check_tx_res): no frame before the
+ * connection is final (tcp: before CONNECTED), and a new frame only once
+ * the kernel took every byte queued before it, so that a send UCP sees
+ * complete leaves at most its own tail here, never a backlog: an
+ * application that closes or stops progressing after its last send (a
+ * barrier on a side channel, exit) strands nothing else. 0: not idle, or
+ * the connection ended (ep->conn NULL). */
 static int uct_crypt_sock_ep_tx_idle(uct_crypt_sock_ep_t *ep)
 {
     uct_crypt_sock_conn_t *conn = ep->conn;
 
-    if ((conn->tx_len == 0) || !uct_crypt_sock_conn_final(conn)) {
-        return 1;
+    if (!uct_crypt_sock_conn_final(conn)) {
+        return 0;
     }
-    return uct_crypt_sock_conn_flush(conn) > 0;
+    return (conn->tx_len == 0) || (uct_crypt_sock_conn_flush(conn) > 0);
 }
 
 /* The connection to send on now, or a status for the caller */
@@ -264,6 +254,13 @@ static inline ucs_status_t uct_crypt_sock_ep_sendable(uct_crypt_sock_ep_t *ep,
         return UCS_ERR_INVALID_PARAM;
     }
     if (ucs_unlikely(ep->conn == NULL)) {
+        if (ep->peer_left) {
+            /* as UCX's tcp: a peer that left in order is an error only
+             * for the ep that sends to it again (uct_tcp_ep_handle_io_err) */
+            uct_crypt_sock_ep_failed(ep, UCS_ERR_CONNECTION_RESET,
+                                     "the peer closed the connection");
+            return UCS_ERR_CONNECTION_RESET;
+        }
         return ep->have_dest && ep->have_peer ? UCS_ERR_CONNECTION_RESET :
                                                 UCS_ERR_NO_RESOURCE;
     }
@@ -275,22 +272,10 @@ static inline ucs_status_t uct_crypt_sock_ep_sendable(uct_crypt_sock_ep_t *ep,
     return UCS_OK;
 }
 
-/* A record frame's type: unsealed when its ep's sealer is to seal it once
- * the connection is final (the sealer saw uct_crypt_sock_ep_secret() NULL
- * for the same connection just before) */
-static uint8_t uct_crypt_sock_ep_record_type(const uct_crypt_sock_ep_t *ep,
-                                             const uct_crypt_sock_conn_t *conn)
-{
-    return ((ep->sealer != NULL) && !uct_crypt_sock_conn_final(conn)) ?
-           UCT_CRYPT_SOCK_FRAME_UNSEALED : CRYPT_SOCK_FRAME_RECORD;
-}
-
 static void uct_crypt_sock_ep_sent(uct_crypt_sock_conn_t *conn)
 {
-    /* before the handshake response, records wait behind the initiation */
-    if (conn->state != UCT_CRYPT_SOCK_CONNECTING) {
-        (void)uct_crypt_sock_conn_flush(conn);
-    }
+    ucs_assert(uct_crypt_sock_conn_final(conn));
+    (void)uct_crypt_sock_conn_flush(conn);
 }
 
 ucs_status_t uct_crypt_sock_ep_am_short(uct_ep_h tl_ep, uint8_t id,
@@ -312,7 +297,7 @@ ucs_status_t uct_crypt_sock_ep_am_short(uct_ep_h tl_ep, uint8_t id,
     }
     memcpy(body, &header, sizeof(header));
     memcpy(body + sizeof(header), payload, length);
-    uct_crypt_sock_conn_tx_commit(conn, uct_crypt_sock_ep_record_type(ep, conn),
+    uct_crypt_sock_conn_tx_commit(conn, CRYPT_SOCK_FRAME_RECORD,
                                   sizeof(header) + length);
     uct_crypt_sock_ep_sent(conn);
     return UCS_OK;
@@ -338,8 +323,7 @@ ssize_t uct_crypt_sock_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
     }
     length = pack_cb(body, arg);
     ucs_assert(length <= UCT_CRYPT_SOCK_MAX_BCOPY);
-    uct_crypt_sock_conn_tx_commit(conn, uct_crypt_sock_ep_record_type(ep, conn),
-                                  length);
+    uct_crypt_sock_conn_tx_commit(conn, CRYPT_SOCK_FRAME_RECORD, length);
     uct_crypt_sock_ep_sent(conn);
     return length;
 }

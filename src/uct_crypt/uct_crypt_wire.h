@@ -57,7 +57,7 @@
 #include <string.h>
 
 enum {
-    CRYPT_WIRE_VERSION    = 4,
+    CRYPT_WIRE_VERSION    = 5,
 
     CRYPT_RECORD_DATA     = 1,
     CRYPT_RECORD_HELLO    = 2,
@@ -261,12 +261,33 @@ enum {
     CRYPT_SOCK_FRAME_SEGMENT   = 4
 };
 
-/* Its addresses: device = the IP address (family 4 or 6, then 4 or 16
- * bytes, the rest zero), iface and ep = the listening port (LE16). */
+/* Its addresses. Device: crypt_sock_dev_addr_t, then the IP address (4 or
+ * 16 bytes by family), then, for a loopback address, the machine and the
+ * network namespace where it means this process (crypt_sock_dev_local_t;
+ * as UCX's tcp device address, uct_tcp_device_addr_t: 127.0.0.1 of another
+ * host or namespace is someone else). At most 30 bytes: UCP packs a device
+ * address's length in 5 bits. Iface and ep: the listening port (LE16). */
+enum {
+    CRYPT_SOCK_DEV_ADDR_FLAG_LOOPBACK = 1
+};
+
 typedef struct crypt_sock_dev_addr {
-    uint8_t family;
-    uint8_t ip[16];
+    uint8_t family;  /* 4 or 6 */
+    uint8_t flags;   /* CRYPT_SOCK_DEV_ADDR_FLAG_* */
 } __attribute__((packed)) crypt_sock_dev_addr_t;
+
+typedef struct crypt_sock_dev_local {
+    uint64_t system_id; /* LE64: ucs_get_system_id() */
+    uint32_t net_ns;    /* LE32: the network namespace's inode number
+                           (ucs_sys_get_ns; the kernel's are 32 bits) */
+} __attribute__((packed)) crypt_sock_dev_local_t;
+
+static inline size_t crypt_sock_dev_addr_len(uint8_t family, uint8_t flags)
+{
+    return sizeof(crypt_sock_dev_addr_t) + ((family == 6) ? 16 : 4) +
+           ((flags & CRYPT_SOCK_DEV_ADDR_FLAG_LOOPBACK) ?
+            sizeof(crypt_sock_dev_local_t) : 0);
+}
 
 typedef struct crypt_sock_iface_addr {
     uint16_t port;

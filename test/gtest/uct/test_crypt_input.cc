@@ -692,3 +692,98 @@ TEST(crypt_tls_words, roles_of_aliases_and_aux_words)
     EXPECT_FALSE(uct_crypt_tls_in_list(",rc_mlx5,rc_verbs", "rc"));
     EXPECT_FALSE(uct_crypt_tls_in_list(",rc_mlx5", "rc_mlx"));
 }
+
+/* ---- the own wire's replay check of initiations (uct_crypt_sock_replay.c) -- */
+
+extern "C" {
+#include "uct_crypt/uct_crypt_sock_replay.h"
+}
+
+#include <algorithm>
+#include <random>
+
+namespace {
+
+class crypt_wire_replay : public ::testing::Test {
+protected:
+    void TearDown() override
+    {
+        uct_crypt_replay_cleanup(&replay);
+    }
+    /* TAI64N of `ns` after the epoch, as keyex_noise_timestamp_now writes */
+    static std::vector<uint8_t> tai64n(uint64_t ns)
+    {
+        uint64_t label = 0x400000000000000aull + ns / 1000000000ull;
+        uint32_t nanos = (uint32_t)(ns % 1000000000ull);
+        std::vector<uint8_t> ts(KEYEX_NOISE_TIMESTAMP_LEN);
+
+        for (int i = 0; i < 8; ++i) {
+            ts[i] = (uint8_t)(label >> (56 - 8 * i));
+        }
+        for (int i = 0; i < 4; ++i) {
+            ts[8 + i] = (uint8_t)(nanos >> (24 - 8 * i));
+        }
+        return ts;
+    }
+    uct_crypt_replay_verdict_t check(uint8_t key, uint64_t ns)
+    {
+        uint8_t static_key[KEYEX_PUBLIC_KEY_LEN] = {key};
+
+        return uct_crypt_replay_check(&replay, static_key, tai64n(ns).data());
+    }
+
+    static constexpr uint64_t t0 = 1795700000ull * 1000000000ull; /* 2026 */
+    uct_crypt_replay_t replay = {};
+};
+
+/* One process opens many connections to a peer at once (workers,
+ * UCX_NUM_EPS): their initiations are taken in any order (the check kept
+ * only the greatest timestamp and refused the rest) */
+TEST_F(crypt_wire_replay, concurrent_initiations_in_any_order_are_taken)
+{
+    std::vector<uint64_t> ts;
+    for (uint64_t i = 0; i < 64; ++i) {
+        ts.push_back(t0 + i * 1000);
+    }
+    std::shuffle(ts.begin(), ts.end(), std::mt19937(7));
+    for (uint64_t t : ts) {
+        EXPECT_EQ(check(1, t), UCT_CRYPT_REPLAY_FRESH) << t - t0;
+    }
+    EXPECT_EQ(check(1, t0 + 2), UCT_CRYPT_REPLAY_FRESH) << "older, not seen";
+}
+
+TEST_F(crypt_wire_replay, a_replay_is_refused_before_and_after_newer_ones)
+{
+    EXPECT_EQ(check(1, t0 + 5), UCT_CRYPT_REPLAY_FRESH);
+    EXPECT_EQ(check(1, t0 + 5), UCT_CRYPT_REPLAY_SEEN);
+    EXPECT_EQ(check(1, t0 + 9), UCT_CRYPT_REPLAY_FRESH);
+    EXPECT_EQ(check(1, t0 + 5), UCT_CRYPT_REPLAY_SEEN);
+    EXPECT_EQ(check(2, t0 + 5), UCT_CRYPT_REPLAY_FRESH) << "another key's";
+}
+
+TEST_F(crypt_wire_replay, older_than_the_window_is_refused_for_good)
+{
+    const uint64_t window = (uint64_t)(UCT_CRYPT_REPLAY_WINDOW_SEC * 1e9);
+
+    EXPECT_EQ(check(1, t0), UCT_CRYPT_REPLAY_FRESH);
+    EXPECT_EQ(check(1, t0 + window + 10), UCT_CRYPT_REPLAY_FRESH);
+    EXPECT_EQ(check(1, t0 + 5), UCT_CRYPT_REPLAY_STALE);
+    /* t0 left the window: its replay is refused by the floor it raised */
+    EXPECT_EQ(check(1, t0 + 2 * window), UCT_CRYPT_REPLAY_FRESH);
+    EXPECT_EQ(check(1, t0), UCT_CRYPT_REPLAY_STALE);
+    EXPECT_EQ(check(1, 0), UCT_CRYPT_REPLAY_STALE) << "a label before 1970";
+}
+
+/* More initiations within the window than the list keeps: the oldest
+ * becomes the floor, so nothing taken can be taken again */
+TEST_F(crypt_wire_replay, a_full_list_never_takes_a_replay)
+{
+    for (uint64_t i = 1; i <= UCT_CRYPT_REPLAY_RECENT + 10; ++i) {
+        ASSERT_EQ(check(1, t0 + i), UCT_CRYPT_REPLAY_FRESH) << i;
+    }
+    for (uint64_t i = 1; i <= UCT_CRYPT_REPLAY_RECENT + 10; ++i) {
+        EXPECT_NE(check(1, t0 + i), UCT_CRYPT_REPLAY_FRESH) << i;
+    }
+    EXPECT_EQ(check(1, t0), UCT_CRYPT_REPLAY_STALE);
+}
+}

@@ -351,6 +351,16 @@ protected:
         ba = connect(b, a);
     }
 
+    /* the device and iface addresses UCP would send of `s` */
+    void addresses_of(side &s, std::vector<uint8_t> &dev, std::vector<uint8_t> &iface)
+    {
+        dev.resize(s.attr.device_addr_len);
+        iface.resize(s.attr.iface_addr_len);
+        ASSERT_EQ(uct_iface_get_device_address(s.iface, (uct_device_addr_t*)dev.data()),
+                  UCS_OK);
+        ASSERT_EQ(uct_iface_get_address(s.iface, (uct_iface_addr_t*)iface.data()), UCS_OK);
+    }
+
     void progress_until(const std::function<bool()> &done, double seconds = 20)
     {
         deadline limit(seconds);
@@ -557,11 +567,8 @@ TEST_F(uct_crypt_test, address_of_another_inner_is_unreachable)
 {
     const size_t inner_id_offset = 3 + 32;
     open_pair();
-    std::vector<uint8_t> dev_addr(b.attr.device_addr_len),
-                         iface_addr(b.attr.iface_addr_len);
-    ASSERT_EQ(uct_iface_get_device_address(b.iface, (uct_device_addr_t*)dev_addr.data()),
-              UCS_OK);
-    ASSERT_EQ(uct_iface_get_address(b.iface, (uct_iface_addr_t*)iface_addr.data()), UCS_OK);
+    std::vector<uint8_t> dev_addr, iface_addr;
+    ASSERT_NO_FATAL_FAILURE(addresses_of(b, dev_addr, iface_addr));
     ASSERT_GT(iface_addr.size(), inner_id_offset + 4);
     EXPECT_TRUE(uct_iface_is_reachable(a.iface, (uct_device_addr_t*)dev_addr.data(),
                                        (uct_iface_addr_t*)iface_addr.data()));
@@ -572,6 +579,42 @@ TEST_F(uct_crypt_test, address_of_another_inner_is_unreachable)
                                             (uct_iface_addr_t*)other.data()))
                 << "inner id byte " << byte;
     }
+}
+
+/* As UCX's tcp (uct_tcp_iface_is_reachable): a loopback address names the
+ * machine and network namespace it is valid in. Under UCX's default device
+ * list every host opens lo, and another host's 127.0.0.1 must never be
+ * dialled (it was: two hosts with defaults hung); a loopback iface does
+ * not reach another host's NIC address either. */
+TEST_F(uct_crypt_test, loopback_of_another_host_or_namespace_is_unreachable)
+{
+    open_pair();
+    std::vector<uint8_t> dev_addr, iface_addr;
+    ASSERT_NO_FATAL_FAILURE(addresses_of(b, dev_addr, iface_addr));
+    auto reachable = [&](const std::vector<uint8_t> &dev) {
+        return uct_iface_is_reachable(a.iface, (const uct_device_addr_t*)dev.data(),
+                                      (const uct_iface_addr_t*)iface_addr.data());
+    };
+    /* (uct_crypt_wire.h) family 4, flags, 127.0.0.1, LE64 machine, LE32 netns */
+    ASSERT_EQ(dev_addr.size(), 2u + 4 + 8 + 4);
+    ASSERT_EQ(dev_addr[0], 4);
+    ASSERT_EQ(dev_addr[1], CRYPT_SOCK_DEV_ADDR_FLAG_LOOPBACK);
+    EXPECT_TRUE(reachable(dev_addr)) << "this process's own lo";
+
+    for (size_t byte = 6; byte < dev_addr.size(); ++byte) {
+        std::vector<uint8_t> other(dev_addr);
+        other[byte] ^= 0x01;
+        EXPECT_FALSE(reachable(other)) << (byte < 14 ? "another machine" :
+                                                        "another namespace")
+                                       << ", byte " << byte;
+    }
+    std::vector<uint8_t> nic(dev_addr.begin(), dev_addr.begin() + 6);
+    nic[1] = 0;
+    nic[2] = 10; nic[3] = 78; nic[4] = 0; nic[5] = 2;
+    EXPECT_FALSE(reachable(nic)) << "a NIC address from lo";
+    std::vector<uint8_t> unflagged(nic);
+    unflagged[2] = 127; unflagged[3] = 0; unflagged[4] = 0; unflagged[5] = 1;
+    EXPECT_FALSE(reachable(unflagged)) << "127.0.0.1 without its machine";
 }
 
 /* crypt's own wire: one connection carries both directions between two
@@ -990,10 +1033,11 @@ TEST_F(uct_crypt_test, pending_queue_resumes_after_no_resource)
  * each other fail; nothing after it is delivered. */
 TEST_F(uct_crypt_test, tampered_record_on_the_own_wire_fails_both_ends_and_is_never_delivered)
 {
-    /* a's iface flips a ciphertext bit in the first record it seals at
-     * once: the five before it waited for the handshake's answer unsealed
-     * (their keys come from it) and are sealed past the hook */
-    open_side(a, "flip_ciphertext", "1");
+    /* a's iface flips a ciphertext bit in its sixth record (the hook
+     * counts the records after the flow's HELLO: the fifth): the five
+     * before it arrive. No record is sent before the handshake's answer:
+     * the sends wait (NO_RESOURCE), as tcp's do before it is connected. */
+    open_side(a, "flip_ciphertext", "5");
     open_side(b);
     ab = connect(a, b);
     ba = connect(b, a);
@@ -2191,6 +2235,9 @@ TEST_F(uct_crypt_lane_test, a_rank_speaks_only_through_its_own_peer)
     auto msg = make_payload(7, 2000);
     ASSERT_EQ(ops->send(x, x_to_y, 7, 3, msg.data(), msg.size(),
                         CRYPT_COLL_FRAME_OVERHEAD), 0);
+    /* one message per peer at a time (uct_crypt_lane.h): the next once
+     * send_idle says the first left */
+    ASSERT_EQ(progress_until_sent(), 1);
     auto other = make_payload(8, 2000);
     ASSERT_EQ(ops->send(x, x_to_y, 7, 4, other.data(), other.size(),
                         CRYPT_COLL_FRAME_OVERHEAD), 0);
