@@ -107,11 +107,11 @@ static void uct_crypt_record_sealed(uct_crypt_iface_t *iface,
 void uct_crypt_record_commit(uct_crypt_iface_t *iface, uct_crypt_tx_flow_t *tx,
                              size_t payload_len)
 {
+    /* (every record is sealed: uct_crypt_tx_flow_ready came first) */
+    ucs_assert(tx->keys != NULL);
     ++tx->next_sequence;
     tx->hello_done = 1;
-    if (tx->keys != NULL) {
-        uct_crypt_record_sealed(iface, tx, payload_len);
-    }
+    uct_crypt_record_sealed(iface, tx, payload_len);
 }
 
 /* ---- failing ------------------------------------------------------------- */

@@ -109,13 +109,6 @@ static uint8_t uct_crypt_sock_dev_family(const uct_crypt_sock_iface_t *iface)
     return (iface->addr.ss_family == AF_INET6) ? 6 : 4;
 }
 
-/* This machine and network namespace, as a loopback device address says */
-static void uct_crypt_sock_dev_local(crypt_sock_dev_local_t *local)
-{
-    local->system_id = htole64(ucs_get_system_id());
-    local->net_ns    = htole32((uint32_t)ucs_sys_get_ns(UCS_SYS_NS_TYPE_NET));
-}
-
 static ucs_status_t uct_crypt_sock_iface_get_device_address(uct_iface_h tl_iface,
                                                             uct_device_addr_t *addr)
 {
@@ -131,10 +124,8 @@ static ucs_status_t uct_crypt_sock_iface_get_device_address(uct_iface_h tl_iface
         memcpy(ip, &((struct sockaddr_in*)&iface->addr)->sin_addr, 4);
     }
     if (dev->flags & CRYPT_SOCK_DEV_ADDR_FLAG_LOOPBACK) {
-        crypt_sock_dev_local_t local;
-
-        uct_crypt_sock_dev_local(&local);
-        memcpy(ip + ((dev->family == 6) ? 16 : 4), &local, sizeof(local));
+        memcpy(ip + ((dev->family == 6) ? 16 : 4), &iface->dev_local,
+               sizeof(iface->dev_local));
     }
     return UCS_OK;
 }
@@ -182,7 +173,7 @@ static int uct_crypt_sock_iface_is_reachable(const uct_iface_h tl_iface,
     uct_crypt_sock_iface_t *iface = ucs_derived_of(tl_iface, uct_crypt_sock_iface_t);
     const crypt_sock_dev_addr_t *dev = (const crypt_sock_dev_addr_t*)dev_addr;
     crypt_sock_iface_addr_t any_port = {0};
-    crypt_sock_dev_local_t peer_local, local;
+    crypt_sock_dev_local_t peer_local;
     struct sockaddr_storage peer;
     int local_loopback, peer_loopback;
 
@@ -208,8 +199,7 @@ static int uct_crypt_sock_iface_is_reachable(const uct_iface_h tl_iface,
     }
     memcpy(&peer_local, (const uint8_t*)(dev + 1) + ((dev->family == 6) ? 16 : 4),
            sizeof(peer_local));
-    uct_crypt_sock_dev_local(&local);
-    return !memcmp(&peer_local, &local, sizeof(local));
+    return !memcmp(&peer_local, &iface->dev_local, sizeof(peer_local));
 }
 
 static ucs_status_t uct_crypt_sock_iface_query(uct_iface_h tl_iface,
@@ -469,6 +459,10 @@ static UCS_CLASS_INIT_FUNC(uct_crypt_sock_iface_t, uct_md_h md,
     self->half_open       = 0;
     self->rx_conn         = NULL;
     memset(&self->replay, 0, sizeof(self->replay));
+    /* this machine and network namespace, as a loopback device address
+     * says (fixed for the iface's life: computed once) */
+    self->dev_local.system_id = htole64(ucs_get_system_id());
+    self->dev_local.net_ns    = htole32((uint32_t)ucs_sys_get_ns(UCS_SYS_NS_TYPE_NET));
     self->next_timer      = 0;
     self->ep_fail_pending = 0;
     self->redirect_pending = 0;

@@ -219,6 +219,7 @@ struct uct_crypt_sock_iface {
     unsigned                        half_open;
     uct_crypt_sock_conn_t           *rx_conn; /* delivering a record now */
     uct_crypt_replay_t              replay; /* initiations taken, per key */
+    crypt_sock_dev_local_t          dev_local; /* this machine and netns */
     ucs_time_t                      next_timer;
     int                             ep_fail_pending;
     int                             redirect_pending;
