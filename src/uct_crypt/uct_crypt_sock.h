@@ -242,6 +242,8 @@ struct uct_crypt_sock_ep {
     char                  fail_reason[160];
     int                   fail_reported;
     ucs_queue_head_t      pending;         /* uct_pending_req_t */
+    int                   dispatching;     /* progress runs a pending
+                                              request: it may send */
     ucs_queue_head_t      flushes;         /* uct_crypt_sock_flush_t */
     ucs_list_link_t       busy;            /* in the iface's busy_eps while
                                               it has pending or flushes */

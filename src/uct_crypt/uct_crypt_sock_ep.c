@@ -79,6 +79,7 @@ static UCS_CLASS_INIT_FUNC(uct_crypt_sock_ep_t, const uct_ep_params_t *params)
     self->have_peer     = 0;
     self->status        = UCS_OK;
     self->fail_reported = 0;
+    self->dispatching   = 0;
     ucs_queue_head_init(&self->pending);
     ucs_queue_head_init(&self->flushes);
     ucs_list_head_init(&self->busy); /* linked alone: not on the busy list */
@@ -242,6 +243,16 @@ static int uct_crypt_sock_ep_tx_idle(uct_crypt_sock_ep_t *ep)
     return (conn->tx_len == 0) || (uct_crypt_sock_conn_flush(conn) > 0);
 }
 
+/* A send waits behind the pending queue, as on ud
+ * (uct_ud_ep_is_connected_and_no_pending): resources that came back in a
+ * progress call (a handshake's answer) go to the queue first, not to a
+ * send made from a handler in that same call. UCP relies on it: its
+ * wireup REPLY must not overtake the REQUEST queued before it. */
+static inline int uct_crypt_sock_ep_behind_pending(const uct_crypt_sock_ep_t *ep)
+{
+    return !ucs_queue_is_empty(&ep->pending) && !ep->dispatching;
+}
+
 /* The connection to send on now, or a status for the caller */
 static inline ucs_status_t uct_crypt_sock_ep_sendable(uct_crypt_sock_ep_t *ep,
                                                       uint8_t id,
@@ -264,7 +275,7 @@ static inline ucs_status_t uct_crypt_sock_ep_sendable(uct_crypt_sock_ep_t *ep,
         return ep->have_dest && ep->have_peer ? UCS_ERR_CONNECTION_RESET :
                                                 UCS_ERR_NO_RESOURCE;
     }
-    if (!uct_crypt_sock_ep_tx_idle(ep)) {
+    if (uct_crypt_sock_ep_behind_pending(ep) || !uct_crypt_sock_ep_tx_idle(ep)) {
         return (ep->status != UCS_OK) ? ep->status :
                (ep->conn == NULL) ? UCS_ERR_CONNECTION_RESET : UCS_ERR_NO_RESOURCE;
     }
@@ -337,7 +348,7 @@ int uct_crypt_sock_ep_segment_room(uct_ep_h tl_ep, size_t record_max,
 
     /* (the flush in tx_idle may end the connection: looked at again) */
     if ((ep->status != UCS_OK) || (ep->conn == NULL) ||
-        !ucs_queue_is_empty(&ep->pending) ||
+        uct_crypt_sock_ep_behind_pending(ep) ||
         (length > UCT_CRYPT_SOCK_MAX_BCOPY) || !uct_crypt_sock_ep_tx_idle(ep) ||
         (ep->conn == NULL)) {
         return 0;
@@ -436,7 +447,9 @@ unsigned uct_crypt_sock_ep_progress_tx(uct_crypt_sock_ep_t *ep)
            (ep->status == UCS_OK) && uct_crypt_sock_ep_has_room(ep)) {
         req = ucs_queue_pull_elem_non_empty(&ep->pending, uct_pending_req_t,
                                             priv);
-        status = req->func(req);
+        ep->dispatching = 1;
+        status          = req->func(req);
+        ep->dispatching = 0;
         ++count;
         if (status == UCS_OK) {
             continue; /* done, and off the queue */

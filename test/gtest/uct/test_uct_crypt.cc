@@ -1028,6 +1028,63 @@ TEST_F(uct_crypt_test, pending_queue_resumes_after_no_resource)
     }
 }
 
+/* A send on an ep whose pending queue is not empty waits behind it, as on
+ * ud (uct_ud_ep_is_connected_and_no_pending), even once resources came
+ * back and before progress dispatched the queue. The case UCP's wireup
+ * hits over connect-to-ep lanes: its REQUEST waits for the handshake; the
+ * peer's REQUEST, read in the same progress call as the handshake's
+ * answer, makes it send its REPLY at once; overtaken, the peer takes the
+ * REPLY first, then finds no ep for the REQUEST and creates a second one
+ * (an assertion in UCP's ucp_ep_update_remote_id). */
+TEST_F(uct_crypt_test, a_send_never_overtakes_the_pending_queue)
+{
+    open_side(a);
+    open_side(b);
+    ab = connect(a, b);
+    auto first = make_payload(1, 64), second = make_payload(2, 64);
+    ASSERT_EQ(uct_ep_am_short(ab, kAmId, 1, first.data(), 64), UCS_ERR_NO_RESOURCE)
+            << "sent before the handshake";
+    pending_sender queued[2];
+    queued[0].super.func = pending_send;
+    queued[0].ep         = ab;
+    queued[0].payload    = &first;
+    queued[0].seq        = 1;
+    ASSERT_EQ(uct_ep_pending_add(ab, &queued[0].super, 0), UCS_OK);
+
+    /* b answers the handshake; a reads nothing yet */
+    uint64_t answered = wire_stat(&uct_crypt_stats_t::wire_handshakes);
+    deadline limit(20);
+    while ((wire_stat(&uct_crypt_stats_t::wire_handshakes) == answered) &&
+           !limit.passed()) {
+        uct_iface_progress(a.iface);
+        uct_iface_progress(b.iface);
+    }
+    ASSERT_GT(wire_stat(&uct_crypt_stats_t::wire_handshakes), answered);
+
+    /* b's record rides behind the answer; a's handler sends as soon as it
+     * arrives, in the progress call that made a's connection final */
+    ba = connect(b, a);
+    send_retrying([&] { return uct_ep_am_short(ba, kAmId, 100, first.data(), 64); });
+    ucs_status_t direct = UCS_ERR_LAST;
+    a.on_am = [&] {
+        if (direct != UCS_ERR_LAST) {
+            return;
+        }
+        direct = uct_ep_am_short(ab, kAmId, 2, second.data(), 64);
+        if (direct == UCS_ERR_NO_RESOURCE) {
+            queued[1].super.func = pending_send;
+            queued[1].ep         = ab;
+            queued[1].payload    = &second;
+            queued[1].seq        = 2;
+            ASSERT_EQ(uct_ep_pending_add(ab, &queued[1].super, 0), UCS_OK);
+        }
+    };
+    progress_until([&] { return b.received.size() == 2u; });
+    EXPECT_EQ(direct, UCS_ERR_NO_RESOURCE) << "a send went before the pending queue";
+    expect_message(b.received[0], 1, 64);
+    expect_message(b.received[1], 2, 64);
+}
+
 /* On crypt's own wire a forged record arrives only on a connection whose
  * peer the handshake proved: the connection closes, and both sides' eps to
  * each other fail; nothing after it is delivered. */
