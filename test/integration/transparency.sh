@@ -55,14 +55,16 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# A process under unshare --fork is pid 1 of its pid namespace and ignores
-# SIGTERM: its namespace ends with SIGKILL to it (the child of `unshare`)
+# What on_host_defaults starts in the background is a subshell, then
+# `unshare`, then the program, which is pid 1 of its pid namespace and
+# ignores SIGTERM: the whole tree goes, deepest first, with SIGKILL (killing
+# `unshare` alone left the program running, orphaned and polling)
 stop_tree() { # PID (of on_host_defaults)
     local child
     for child in $(pgrep -P "$1" 2>/dev/null); do
-        kill -KILL "$child" 2>/dev/null
+        stop_tree "$child"
     done
-    kill "$1" 2>/dev/null
+    kill -KILL "$1" 2>/dev/null
     wait "$1" 2>/dev/null
 }
 
@@ -116,8 +118,8 @@ gcc -O2 -o "$cs_bin" "$examples/ucp_client_server.c" -I"$examples" -lucp -lucs \
 cs_series() {
     local label=$1 port=$2 runs=$3 api=$4 size=$5 ok=0 r
     shift 5
-    on_host_defaults ucxt-h1 "$@" stdbuf -oL -eL "$cs_bin" -p "$port" -c "$api" \
-        -s "$size" -i 3 >"$work/$label.server.log" 2>&1 &
+    on_host_defaults ucxt-h1 "$@" timeout 300 stdbuf -oL -eL "$cs_bin" -p "$port" \
+        -c "$api" -s "$size" -i 3 >"$work/$label.server.log" 2>&1 &
     local srv=$!
     echo "$srv" >>"$work/pids"
     if wait_listening ucxt-h1 "$port"; then
@@ -150,7 +152,8 @@ cs_case() { # API SIZE RUNS
     fi
 }
 
-# Known open (reported as skipped, outcome shown): in stream mode the
+# Known open (reported as skipped, outcome shown; on a quiet machine it
+# passed 60 of 60 runs, under CPU load it fails): in stream mode the
 # client's disconnect, on the connection manager's own socket, reaches the
 # server while the client's last messages are still on their way (a
 # capture shows them on the veth after it) or not yet taken by the
@@ -174,6 +177,15 @@ else
 fi
 
 unset REPORT_SKIP REPORT_SKIP_REASON
+
+# every server of the series ended with it: none left polling (a leftover
+# slows everything after it; killing `unshare` alone left them, orphaned)
+if [ -n "$cs_bin" ]; then
+    sleep 0.2
+    left=$(pgrep -f "^$cs_bin" | wc -l)
+    verdict stock_client_server_series_leave_no_process "$([ "$left" = 0 ] && echo 1 || echo 0)" \
+        "$left servers still running"
+fi
 
 # ---- Open MPI across the two hosts, UCX's defaults --------------------------
 # mpirun on h1, the remote daemon through netns-agent.sh on h2 with no
