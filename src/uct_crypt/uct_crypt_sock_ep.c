@@ -486,7 +486,11 @@ ucs_status_t uct_crypt_sock_ep_flush(uct_ep_h tl_ep, unsigned flags,
     if (flags & UCT_FLUSH_FLAG_CANCEL) {
         return UCS_OK;
     }
-    if (!ucs_queue_is_empty(&ep->pending)) {
+    /* behind what waits, but not behind what waits behind it: UCP's own
+     * flush request, dispatched from the head of the queue, asks again
+     * (ucp_ep_flush_progress_pending); refused there, it stayed at the
+     * head for ever, ahead of the sends its peer waited for */
+    if (uct_crypt_sock_ep_behind_pending(ep)) {
         return UCS_ERR_NO_RESOURCE;
     }
     if ((ep->conn == NULL) ||

@@ -1085,6 +1085,57 @@ TEST_F(uct_crypt_test, a_send_never_overtakes_the_pending_queue)
     expect_message(b.received[1], 2, 64);
 }
 
+namespace {
+/* UCP's flush request on a lane's pending queue
+ * (ucp_ep_flush_progress_pending): it asks the ep again when dispatched
+ * and stays queued while the ep says NO_RESOURCE */
+struct pending_flusher {
+    uct_pending_req_t super;
+    uct_ep_h          ep;
+    completion        comp;
+    int               flushed = 0;
+};
+
+ucs_status_t pending_flush(uct_pending_req_t *self)
+{
+    pending_flusher *p = ucs_container_of(self, pending_flusher, super);
+    ucs_status_t status = uct_ep_flush(p->ep, 0, &p->comp.super);
+    if (status == UCS_ERR_NO_RESOURCE) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+    p->flushed = 1;
+    return UCS_OK;
+}
+} // namespace
+
+/* A flush dispatched from the pending queue is not refused for what waits
+ * behind it: MPICH's MPI_Win_unlock (ucp_ep_flush over crypt's software
+ * RMA) queued its flush, then the completions the peer waits for queued
+ * behind it; the flush at the head was refused for ever and both ranks
+ * hung (MPICH's test suite, rma/put_base and put_bottom). */
+TEST_F(uct_crypt_test, a_flush_at_the_head_of_the_pending_queue_goes_first)
+{
+    open_side(a);
+    open_side(b);
+    ab = connect(a, b);
+    auto payload = make_payload(1, 64);
+    ASSERT_EQ(uct_ep_am_short(ab, kAmId, 1, payload.data(), 64), UCS_ERR_NO_RESOURCE)
+            << "sent before the handshake";
+    pending_flusher flusher;
+    flusher.super.func = pending_flush;
+    flusher.ep         = ab;
+    pending_sender behind;
+    behind.super.func = pending_send;
+    behind.ep         = ab;
+    behind.payload    = &payload;
+    behind.seq        = 1;
+    ASSERT_EQ(uct_ep_pending_add(ab, &flusher.super, 0), UCS_OK);
+    ASSERT_EQ(uct_ep_pending_add(ab, &behind.super, 0), UCS_OK);
+    progress_until([&] { return flusher.flushed && behind.sent; });
+    progress_until([&] { return b.received.size() == 1u; });
+    expect_message(b.received[0], 1, 64);
+}
+
 /* On crypt's own wire a forged record arrives only on a connection whose
  * peer the handshake proved: the connection closes, and both sides' eps to
  * each other fail; nothing after it is delivered. */
