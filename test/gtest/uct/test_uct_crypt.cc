@@ -962,12 +962,23 @@ TEST_F(uct_crypt_test, fence_keeps_order)
 }
 
 namespace {
+ucs_status_t pending_send(uct_pending_req_t *self);
+
 struct pending_sender {
     uct_pending_req_t     super;
     uct_ep_h              ep;
     std::vector<uint8_t> *payload;
     uint64_t              seq;
     int                   sent = 0;
+
+    /* once dispatched, it sends `what` on `on` with header `header` */
+    void init(uct_ep_h on, std::vector<uint8_t> *what, uint64_t header)
+    {
+        super.func = pending_send;
+        ep         = on;
+        payload    = what;
+        seq        = header;
+    }
 };
 
 ucs_status_t pending_send(uct_pending_req_t *self)
@@ -1009,10 +1020,7 @@ TEST_F(uct_crypt_test, pending_queue_resumes_after_no_resource)
     for (int k = 0; k < 2; ++k) {
         payloads[k] = make_payload(refused + k, len);
         pending.emplace_back(new pending_sender);
-        pending.back()->super.func = pending_send;
-        pending.back()->ep         = ab;
-        pending.back()->payload    = &payloads[k];
-        pending.back()->seq        = refused + k;
+        pending.back()->init(ab, &payloads[k], refused + k);
         ucs_status_t status = uct_ep_pending_add(ab, &pending.back()->super, 0);
         if (status == UCS_ERR_BUSY) {
             /* resources came back meanwhile: UCT says send now */
@@ -1045,10 +1053,7 @@ TEST_F(uct_crypt_test, a_send_never_overtakes_the_pending_queue)
     ASSERT_EQ(uct_ep_am_short(ab, kAmId, 1, first.data(), 64), UCS_ERR_NO_RESOURCE)
             << "sent before the handshake";
     pending_sender queued[2];
-    queued[0].super.func = pending_send;
-    queued[0].ep         = ab;
-    queued[0].payload    = &first;
-    queued[0].seq        = 1;
+    queued[0].init(ab, &first, 1);
     ASSERT_EQ(uct_ep_pending_add(ab, &queued[0].super, 0), UCS_OK);
 
     /* b answers the handshake; a reads nothing yet */
@@ -1072,10 +1077,7 @@ TEST_F(uct_crypt_test, a_send_never_overtakes_the_pending_queue)
         }
         direct = uct_ep_am_short(ab, kAmId, 2, second.data(), 64);
         if (direct == UCS_ERR_NO_RESOURCE) {
-            queued[1].super.func = pending_send;
-            queued[1].ep         = ab;
-            queued[1].payload    = &second;
-            queued[1].seq        = 2;
+            queued[1].init(ab, &second, 2);
             ASSERT_EQ(uct_ep_pending_add(ab, &queued[1].super, 0), UCS_OK);
         }
     };
@@ -1125,10 +1127,7 @@ TEST_F(uct_crypt_test, a_flush_at_the_head_of_the_pending_queue_goes_first)
     flusher.super.func = pending_flush;
     flusher.ep         = ab;
     pending_sender behind;
-    behind.super.func = pending_send;
-    behind.ep         = ab;
-    behind.payload    = &payload;
-    behind.seq        = 1;
+    behind.init(ab, &payload, 1);
     ASSERT_EQ(uct_ep_pending_add(ab, &flusher.super, 0), UCS_OK);
     ASSERT_EQ(uct_ep_pending_add(ab, &behind.super, 0), UCS_OK);
     progress_until([&] { return flusher.flushed && behind.sent; });
