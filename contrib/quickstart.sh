@@ -14,6 +14,13 @@
 #                                  against UCX 1.18.1 and 1.22.0 (PyPI
 #                                  wheels, test/releases/run.sh); prints
 #                                  "N passed, N failed, N skipped" last
+#   contrib/quickstart.sh conformance
+#                                  build, then UCX's own test suite (the
+#                                  UCT and UCP gtest of the installed
+#                                  release) on crypt next to tcp, every
+#                                  suite: "tcp passed N / crypt passed N /
+#                                  excluded N" (test/conformance; check
+#                                  runs the UCT suites and a UCP selection)
 #   contrib/quickstart.sh bench    build, then run the crypto engine benchmark
 #   contrib/quickstart.sh fuzz S   build, then run every fuzz target for S
 #                                  seconds: "fuzz TARGET: N executions, M
@@ -138,6 +145,8 @@ do_check() {
     "$top/test/integration/run.sh" "$obj_test" "$prefix_test" "$results"
     log "test: as users run it (stock programs, UCX's defaults, two hosts, the release build, plain tcp beside it)"
     "$top/test/integration/transparency.sh" "$obj" "$prefix" "$results" || true
+    log "test: UCX's own test suite on crypt, tcp beside it (UCT suites, a UCP selection)"
+    "$top/test/conformance/conformance.sh" "$ucx_src" "$obj" "$prefix" "$results" ci || true
     log "test: a short soak, ${SOAK_SECONDS:-30} s (quickstart.sh soak MINUTES for a long one)"
     "$top/test/soak/soak.sh" "$obj_test" "$prefix_test" "$results" "${SOAK_SECONDS:-30}"
     do_check_sanitizers
@@ -214,6 +223,11 @@ check)
     do_build
     do_check
     ;;
+conformance)
+    do_build
+    rm -rf "$results/conformance" "$results/conformance.xml"
+    "$top/test/conformance/conformance.sh" "$ucx_src" "$obj" "$prefix" "$results" all
+    ;;
 bench)
     do_build
     do_bench
@@ -233,7 +247,7 @@ soak)
     "$top/test/soak/soak.sh" "$obj_test" "$prefix_test" "$results" "$((minutes * 60))"
     ;;
 *)
-    echo "usage: $0 [build|check|bench|fuzz SECONDS|soak MINUTES]" >&2
+    echo "usage: $0 [build|check|conformance|bench|fuzz SECONDS|soak MINUTES]" >&2
     exit 2
     ;;
 esac

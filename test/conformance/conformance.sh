@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
+# UCX's own test suite on crypt, next to tcp: build it (build.sh) and run
+# the chosen suites (run.py), crypt judged by tcp.
+#
+#   test/conformance/conformance.sh UCX_SRC_TREE OBJDIR PREFIX RESULTS [SET]
+#     UCX_SRC_TREE  contrib/fetch-ucx-src.sh's tree (it has test/gtest)
+#     OBJDIR        a configured build of the plugin (OBJDIR/ucx_config has
+#                   the installed UCX's config.h)
+#     PREFIX        the plugin installed from that build
+#     SET           ci (the UCT suites and a UCP selection: tag matching and
+#                   rendezvous, AM, stream, RMA, peer failure) or all
+#                   (every UCT and UCP suite that has a tcp variant);
+#                   default ci
+# Prints one table line per suite and transport, then
+# "tcp passed N / crypt passed N / excluded N"; report RESULTS/conformance.xml.
+set -euo pipefail
+
+src=${1:?usage: $0 UCX_SRC_TREE OBJDIR PREFIX RESULTS [ci|all]}
+obj=${2:?}
+prefix=${3:?}
+results=${4:?}
+set_=${5:-ci}
+here=$(cd "$(dirname "$0")" && pwd)
+
+uct='^(uct_|test_uct_|test_many2one_am$|test_zcopy_comp$|test_p2p_rma_madvise$)'
+# (CI's selection: the UCP suites that ran stable here on crypt and tcp;
+# the client/server (sockaddr) and wireup suites are in the full set: one
+# sockaddr close test hung under load, issue 28 item 3, and the wireup
+# suites take minutes)
+ucp_ci='^test_ucp_(tag_match|tag_match_rndv|am_nbx|am_nbx_rndv|stream|stream_many2one|rma|peer_failure)$'
+case $set_ in
+ci)  suites="$uct|$ucp_ci"
+     # (not run here for time, both in excluded.txt: four tests of a
+     # minute each on tcp, longer on crypt, and a known hang of 120 s
+     # twice; the full set runs them)
+     export CONFORMANCE_OMIT=${CONFORMANCE_OMIT-'test_ucp_wireup_1sided.stress_connect/*:test_uct_pending.pending_fairness/*'} ;;
+all) suites='.' ;;
+*)   echo "conformance: SET is ci or all, not '$set_'" >&2; exit 2 ;;
+esac
+
+"$here/build.sh" "$src" "$obj/ucx_config" "$obj/conformance"
+python3 "$here/run.py" "$obj/conformance/gtest" "$prefix" "$results" "$suites" conformance
