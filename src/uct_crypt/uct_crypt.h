@@ -261,6 +261,8 @@ struct uct_crypt_ep {
     uct_crypt_ep_fail_state_t failed;
     uct_crypt_fail_reason_t   fail_reason;    /* why, once failed */
     uint64_t                  fail_flow_id;   /* the peer's flow that failed */
+    char                      fail_detail[128]; /* what ended the connection,
+                                                   for a fatal message */
     uct_crypt_tx_flow_t       tx;
     uct_crypt_bulk_tx_t       *bulk;          /* puts of this ep, lazily */
     uct_crypt_fence_state_t   fence;
@@ -314,7 +316,8 @@ uct_crypt_abort_on_ep_failure_t
 uct_crypt_abort_on_ep_failure_resolve(uct_crypt_abort_on_ep_failure_t configured,
                                       int *in_mpi_rank);
 void uct_crypt_ep_failure_told(ucs_status_t ucp_status, const uint8_t *peer_public,
-                               uint64_t flow_id, uct_crypt_fail_reason_t reason);
+                               uint64_t flow_id, uct_crypt_fail_reason_t reason,
+                               const char *detail);
 ucs_status_t uct_crypt_global_init(void);
 void uct_crypt_global_cleanup(void);
 void uct_crypt_stats_print(void);

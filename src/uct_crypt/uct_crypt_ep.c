@@ -23,6 +23,7 @@ static UCS_CLASS_INIT_FUNC(uct_crypt_ep_t, const uct_ep_params_t *params)
     memset(&self->tx, 0, sizeof(self->tx));
     self->peer_known = 0;
     self->failed     = UCT_CRYPT_EP_OK;
+    self->fail_detail[0] = '\0';
     self->inner      = NULL;
     self->bulk       = NULL;
     self->fence      = UCT_CRYPT_FENCE_NONE;
@@ -112,14 +113,27 @@ ucs_status_t uct_crypt_ep_connect_to_ep(uct_ep_h tl_ep,
                                 (const uct_ep_addr_t*)(crypt_addr + 1));
 }
 
+/* A caller's mistake is refused in every build (the checks guard our
+ * buffers; UCX compiles its UCT_CHECK_* out of builds without params
+ * checking, as the PyPI wheels are), and said in UCX's words where UCX
+ * checks parameters, as its own transports say it (UCT_CHECK_PARAM,
+ * uct_iface.h; UCX's gtest uct_p2p_err_test looks for these words). */
+#define UCT_CRYPT_EP_INVALID_PARAM(_fmt, ...) \
+    ({ \
+        if (ENABLE_PARAMS_CHECK) { \
+            ucs_error(_fmt, ## __VA_ARGS__); \
+        } \
+        UCS_ERR_INVALID_PARAM; \
+    })
+
 /* crypt's own control records pass a fence: they carry the work before it */
 static ucs_status_t uct_crypt_ep_check_sendable(uct_crypt_ep_t *ep, uint8_t id,
                                                 int control)
 {
-    /* (our own checks, here and below: UCX compiles its UCT_CHECK_* out of
-     * builds without params checking, as the PyPI wheels are) */
     if (ucs_unlikely(id >= UCT_AM_ID_MAX)) {
-        return UCS_ERR_INVALID_PARAM;
+        return UCT_CRYPT_EP_INVALID_PARAM("Invalid active message id (valid "
+                                          "range: 0..%d)",
+                                          (int)UCT_AM_ID_MAX - 1);
     }
     if (ucs_unlikely(ep->failed)) {
         return UCS_ERR_CONNECTION_RESET;
@@ -167,7 +181,11 @@ ucs_status_t uct_crypt_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t header,
                       iface->inner_attr.cap.am.max_short) ||
                      (hdr_len + payload_len + CRYPT_AEAD_TAG_LEN >
                       iface->scratch_len))) {
-        return UCS_ERR_INVALID_PARAM;
+        return UCT_CRYPT_EP_INVALID_PARAM("Invalid am_short length: %u "
+                                          "(expected: <= %zu)", length,
+                                          iface->inner_attr.cap.am.max_short -
+                                          CRYPT_RECORD_OVERHEAD_MAX -
+                                          sizeof(header));
     }
 
     memcpy(record + hdr_len, &header, sizeof(header));
@@ -356,12 +374,25 @@ ucs_status_t uct_crypt_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id, const void *heade
 
     /* the record is written into the inner's bcopy buffer: never more than
      * we advertised (uct_crypt_iface_query) */
-    if (ucs_unlikely((header_length > UCT_CRYPT_AM_ZCOPY_MAX_HDR) ||
-                     (iovcnt > UCT_CRYPT_AM_ZCOPY_MAX_IOV) ||
-                     (header_length + uct_iov_total_length(iov, iovcnt) +
-                      CRYPT_RECORD_OVERHEAD_MAX >
-                      ctx.iface->inner_attr.cap.am.max_bcopy))) {
-        return UCS_ERR_INVALID_PARAM;
+    if (ucs_unlikely(header_length > UCT_CRYPT_AM_ZCOPY_MAX_HDR)) {
+        return UCT_CRYPT_EP_INVALID_PARAM("Invalid am_zcopy header length: "
+                                          "%u (expected: <= %d)", header_length,
+                                          UCT_CRYPT_AM_ZCOPY_MAX_HDR);
+    }
+    if (ucs_unlikely(iovcnt > UCT_CRYPT_AM_ZCOPY_MAX_IOV)) {
+        return UCT_CRYPT_EP_INVALID_PARAM("iovcnt(%zu) should be limited by "
+                                          "%d in am_zcopy", iovcnt,
+                                          UCT_CRYPT_AM_ZCOPY_MAX_IOV);
+    }
+    if (ucs_unlikely(header_length + uct_iov_total_length(iov, iovcnt) +
+                     CRYPT_RECORD_OVERHEAD_MAX >
+                     ctx.iface->inner_attr.cap.am.max_bcopy)) {
+        return UCT_CRYPT_EP_INVALID_PARAM("Invalid am_zcopy length: %zu "
+                                          "(expected: <= %zu)",
+                                          header_length +
+                                          uct_iov_total_length(iov, iovcnt),
+                                          ctx.iface->inner_attr.cap.am.max_bcopy -
+                                          CRYPT_RECORD_OVERHEAD_MAX);
     }
     packed = uct_crypt_ep_bcopy(&ctx);
     if (packed < 0) {

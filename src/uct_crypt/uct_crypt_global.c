@@ -340,15 +340,19 @@ uct_crypt_abort_on_ep_failure_resolve(uct_crypt_abort_on_ep_failure_t configured
  * connection is never "detected": at the end of an MPI job it is a peer
  * whose rank finished first while UCP was closing the endpoint to it. */
 void uct_crypt_ep_failure_told(ucs_status_t ucp_status, const uint8_t *peer_public,
-                               uint64_t flow_id, uct_crypt_fail_reason_t reason)
+                               uint64_t flow_id, uct_crypt_fail_reason_t reason,
+                               const char *detail)
 {
     if (ucp_status != UCS_OK) {
         /* nobody above handles endpoint errors (UCP error mode "none" up
-         * to UCX 1.18, Open MPI's default) */
+         * to UCX 1.18, Open MPI's default); `detail` says which connection
+         * ended and why, logged only at diag level where a handler took it */
         ucs_fatal("crypt: endpoint to " uct_crypt_log_peer_fmt " failed (%s) "
-                  "and no error handler took it: aborting",
+                  "and no error handler took it: aborting%s%s%s",
                   uct_crypt_log_peer_arg(peer_public, flow_id),
-                  uct_crypt_fail_reason_name(reason));
+                  uct_crypt_fail_reason_name(reason),
+                  (detail[0] != '\0') ? " (crypt: " : "", detail,
+                  (detail[0] != '\0') ? ")" : "");
     }
     if ((uct_crypt_global.abort_on_ep_failure == UCT_CRYPT_ABORT_DETECTED) &&
         (reason != UCT_CRYPT_FAIL_CONNECTION)) {
