@@ -313,11 +313,31 @@ static void uct_crypt_sock_accept(uct_crypt_sock_iface_t *iface)
     }
 }
 
-/* Half-open slots over the limit: the oldest goes (an honest initiator
- * sends its initiation with its first segment, so it is rarely the oldest) */
+/* Half-open slots over the limit. What the peers already sent is read
+ * first: an honest initiator sends its initiation with its first segment,
+ * so reading it takes its connection out of the half-open set, and no
+ * honest connection is closed while its initiation waits unread (one
+ * progress call handles 16 events, one accept call takes up to 128
+ * connections: many endpoints opened at once to one process, UCX's gtest
+ * test_uct_pending and multi_ep_2sided, had theirs closed). Then the oldest
+ * of those that sent nothing go. */
 static void uct_crypt_sock_reclaim_half_open(uct_crypt_sock_iface_t *iface)
 {
     uct_crypt_sock_conn_t *conn, *tmp;
+    unsigned round = ++iface->reclaim_round;
+
+restart:
+    ucs_list_for_each(conn, &iface->conns, list) {
+        if ((conn->state == UCT_CRYPT_SOCK_WAIT_INIT) &&
+            (conn->reclaim_round != round)) {
+            conn->reclaim_round = round;
+            /* (nothing there: EAGAIN, the connection stays as it is; the
+             * read may close this connection or move another's records, so
+             * the walk starts over, each connection read once) */
+            uct_crypt_sock_conn_handle(conn, EPOLLIN);
+            goto restart;
+        }
+    }
 
     ucs_list_for_each_safe(conn, tmp, &iface->conns, list) {
         if (iface->half_open <= UCT_CRYPT_SOCK_HALF_OPEN_MAX) {
@@ -457,6 +477,7 @@ static UCS_CLASS_INIT_FUNC(uct_crypt_sock_iface_t, uct_md_h md,
     self->peer_failed     = sock_params->peer_failed;
     self->peer_failed_arg = sock_params->peer_failed_arg;
     self->half_open       = 0;
+    self->reclaim_round   = 0;
     self->rx_conn         = NULL;
     memset(&self->replay, 0, sizeof(self->replay));
     /* this machine and network namespace, as a loopback device address

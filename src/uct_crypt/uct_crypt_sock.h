@@ -185,6 +185,7 @@ struct uct_crypt_sock_conn {
     uct_crypt_sock_segment_cb_t segment_cb;  /* NULL: none announced */
     void                     *segment_arg;
     int                      initiator;    /* we opened it */
+    unsigned                 reclaim_round;/* read in this reclaim round */
     int                      closing;      /* our half is done: drain, then
                                               close once the peer's is too */
     int                      tx_closed;    /* we sent CLOSE */
@@ -217,6 +218,7 @@ struct uct_crypt_sock_iface {
     ucs_list_link_t                 eps;
     ucs_list_link_t                 busy_eps; /* with pending or flushes */
     unsigned                        half_open;
+    unsigned                        reclaim_round;
     uct_crypt_sock_conn_t           *rx_conn; /* delivering a record now */
     uct_crypt_replay_t              replay; /* initiations taken, per key */
     crypt_sock_dev_local_t          dev_local; /* this machine and netns */

@@ -1087,6 +1087,36 @@ TEST_F(uct_crypt_test, a_send_never_overtakes_the_pending_queue)
     expect_message(b.received[1], 2, 64);
 }
 
+/* More initiations arrive at once than there are half-open slots (64), as
+ * when a process opens many endpoints to one peer (UCX's gtest
+ * test_uct_pending, multi_ep_2sided): the responder accepts up to 128 in
+ * one call and must read what they sent before it reclaims a slot. Before,
+ * it closed the oldest unread ones, honest initiations waiting in their
+ * sockets, and their endpoints failed. */
+TEST_F(uct_crypt_test, initiations_already_sent_are_read_before_a_half_open_slot_is_reclaimed)
+{
+    const size_t count = 100;
+    open_side(a);
+    open_side(b);
+    std::vector<uct_ep_h> many; /* (the fixture destroys them) */
+    for (size_t i = 0; i < count; ++i) {
+        many.push_back(connect(a, b));
+    }
+    /* a alone: its connections complete and send their initiations, which
+     * wait unread in b's sockets */
+    deadline sent(0.2);
+    while (!sent.passed()) {
+        uct_iface_progress(a.iface);
+    }
+    auto payload = make_payload(7, 64);
+    for (size_t i = 0; i < count; ++i) {
+        send_retrying([&] { return uct_ep_am_short(many[i], kAmId, i, payload.data(), 64); });
+    }
+    progress_until([&] { return (b.received.size() == count) || !a.failed_eps.empty(); });
+    EXPECT_TRUE(a.failed_eps.empty()) << a.failed_eps.size() << " honest connections closed";
+    EXPECT_EQ(b.received.size(), count);
+}
+
 namespace {
 /* UCP's flush request on a lane's pending queue
  * (ucp_ep_flush_progress_pending): it asks the ep again when dispatched
