@@ -371,6 +371,7 @@ ucs_status_t uct_crypt_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id, const void *heade
     };
     ssize_t packed;
     ucs_status_t status;
+    size_t length;
 
     /* the record is written into the inner's bcopy buffer: never more than
      * we advertised (uct_crypt_iface_query) */
@@ -384,13 +385,11 @@ ucs_status_t uct_crypt_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id, const void *heade
                                           "%d in am_zcopy", iovcnt,
                                           UCT_CRYPT_AM_ZCOPY_MAX_IOV);
     }
-    if (ucs_unlikely(header_length + uct_iov_total_length(iov, iovcnt) +
-                     CRYPT_RECORD_OVERHEAD_MAX >
+    length = header_length + uct_iov_total_length(iov, iovcnt);
+    if (ucs_unlikely(length + CRYPT_RECORD_OVERHEAD_MAX >
                      ctx.iface->inner_attr.cap.am.max_bcopy)) {
         return UCT_CRYPT_EP_INVALID_PARAM("Invalid am_zcopy length: %zu "
-                                          "(expected: <= %zu)",
-                                          header_length +
-                                          uct_iov_total_length(iov, iovcnt),
+                                          "(expected: <= %zu)", length,
                                           ctx.iface->inner_attr.cap.am.max_bcopy -
                                           CRYPT_RECORD_OVERHEAD_MAX);
     }

@@ -75,7 +75,8 @@ fi
     echo "	  -L$moddir -Wl,-rpath,$moddir -luct_ib -lpthread -ldl -lrt"
     echo "obj/%.o: %.cc"
     echo "	@mkdir -p \$(dir \$@)"
-    echo "	\$(CXX) \$(CXXFLAGS) -c \$< -o \$@"
+    echo "	@echo '  CXX \$<'"
+    echo "	@\$(CXX) \$(CXXFLAGS) -c \$< -o \$@"
 } >"$work/Makefile.new"
 if ! cmp -s "$work/Makefile.new" "$work/Makefile"; then
     mv "$work/Makefile.new" "$work/Makefile"

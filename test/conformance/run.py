@@ -41,7 +41,7 @@ import signal
 import subprocess
 import sys
 import time
-from xml.sax.saxutils import escape, quoteattr
+from xml.sax.saxutils import quoteattr
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 LINE = re.compile(r'^\[ *(RUN|OK|FAILED|SKIP) *\] ([^\s,]+)?')
@@ -207,12 +207,13 @@ def main():
             print(f"  {tl:5} {suite:45} {n_pass:4}/{len(tests):<4} passed "
                   f"({time.monotonic() - t0:.0f} s)", flush=True)
 
-    cases, counts = [], {"pass": 0, "fail": 0, "excluded": 0, "no control": 0}
+    cases, counts = [], {"pass": 0, "fail": 0, "excluded": 0, "no control": 0,
+                         "not run": 0}
     for name in sorted({t.split("/", 1)[1] for t in listed["tcp"]
                         if suite_of(t) in chosen and omitted(t)}):
         cases.append((name, "skip", "omitted from this set for time "
                       "(contrib/quickstart.sh conformance runs it)"))
-        counts["no control"] += 1
+        counts["not run"] += 1
     for suite in chosen:
         names = sorted({n for (tl, n) in outcome if n.split(".", 1)[0] == suite})
         crypt_ran = [n for n in names if ("crypt", n) in outcome]
@@ -220,7 +221,7 @@ def main():
             # a suite of tcp's own (test_uct_tcp) has no crypt variant
             cases.append((f"{suite}.(crypt variant)", "skip",
                           "the suite instantiates no crypt variant"))
-            counts["no control"] += 1
+            counts["not run"] += 1
             continue
         for n in names:
             tcp, crypt = outcome.get(("tcp", n), "missing"), outcome.get(("crypt", n), "missing")
@@ -267,7 +268,8 @@ def main():
     print(f"conformance ({report}): tcp passed {tcp_passed} / crypt passed "
           f"{crypt_passed} / excluded {counts['excluded']}; "
           f"{counts['pass']} pass, {counts['fail']} fail, "
-          f"{counts['no control']} without a tcp control")
+          f"{counts['no control']} without a tcp control, "
+          f"{counts['not run']} not run on crypt (omitted, or no crypt variant)")
     return 1 if counts["fail"] else 0
 
 
