@@ -237,10 +237,9 @@ struct uct_crypt_sock_ep {
     uint8_t               peer_static[KEYEX_PUBLIC_KEY_LEN];
     int                   have_peer;
     ucs_status_t          status;          /* UCS_OK or why it failed */
-    int                   peer_left;       /* the peer ended the connection
-                                              in order (CLOSE, then its end
-                                              of the socket): no failure
-                                              unless the ep sends again */
+    int                   peer_left;       /* the failure is the peer's
+                                              orderly end (CLOSE, then its
+                                              end of the socket) */
     char                  fail_reason[160];
     int                   fail_reported;
     ucs_queue_head_t      pending;         /* uct_pending_req_t */

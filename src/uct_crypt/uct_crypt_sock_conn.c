@@ -763,6 +763,7 @@ static size_t uct_crypt_sock_conn_rx_room(const uct_crypt_sock_conn_t *conn)
 
 static void uct_crypt_sock_conn_read(uct_crypt_sock_conn_t *conn)
 {
+    uct_crypt_sock_ep_t *ep;
     size_t room;
     ssize_t got;
 
@@ -789,14 +790,16 @@ static void uct_crypt_sock_conn_read(uct_crypt_sock_conn_t *conn)
             } else if ((conn->state == UCT_CRYPT_SOCK_ESTABLISHED) &&
                        conn->frames.closed && (conn->tx_len == 0)) {
                 /* The peer ended its half in order and left while our ep
-                 * has nothing unsent: as UCX's tcp, which closes the
-                 * socket and lets the next send find out
-                 * (uct_tcp_ep_handle_io_err), the ep fails only if it
-                 * sends again. */
-                ucs_debug("crypt: the peer at %s closed the connection",
-                          conn->peer_name);
-                conn->ep->peer_left = 1;
+                 * has nothing unsent: as UCX's tcp fails an ep that sends
+                 * when its peer's end closes (tcp_ep.c,
+                 * uct_tcp_ep_handle_recv_err -> uct_tcp_ep_set_failed),
+                 * ours fails now, not at its next send: UCP's keepalive
+                 * and an RMA flush learn of a departed peer at once. */
+                ep = conn->ep;
                 uct_crypt_sock_conn_close(conn);
+                ep->peer_left = 1;
+                uct_crypt_sock_ep_failed(ep, UCS_ERR_CONNECTION_RESET,
+                                         "the peer closed the connection");
             } else if ((conn->state == UCT_CRYPT_SOCK_ESTABLISHED) && conn->frames.closed) {
                 uct_crypt_sock_conn_fail(conn, "the peer closed the connection "
                                                "while this side still had "

@@ -198,6 +198,7 @@ void uct_crypt_sock_iface_report_failures(uct_crypt_sock_iface_t *iface)
 {
     char reason[sizeof(((uct_crypt_sock_ep_t*)NULL)->fail_reason)];
     uct_crypt_sock_ep_t *ep;
+    int peer_left;
 
     iface->ep_fail_pending = 0;
 restart:
@@ -206,6 +207,7 @@ restart:
             ep->fail_reported = 1;
             /* (the handler may destroy the ep) */
             memcpy(reason, ep->fail_reason, sizeof(reason));
+            peer_left = ep->peer_left;
             /* (ENDPOINT_TIMEOUT whatever the socket said, as UCX's tcp:
              * the reason is in ours) */
             if (uct_iface_handle_ep_err(&iface->super.super, &ep->super.super,
@@ -214,6 +216,11 @@ restart:
                  * told of, so no warning here (UCX's tcp is silent too;
                  * UCX's own tests fail on any warning); ours names the
                  * peer and the reason for whoever turns the log up */
+                ucs_diag("crypt: %s", reason);
+            } else if (peer_left) {
+                /* nobody above handles it, but nothing was lost: the peer
+                 * said CLOSE and left (the end of a job); UCP says the
+                 * rest at diag level, as over UCX's tcp */
                 ucs_diag("crypt: %s", reason);
             } else {
                 /* nobody above handles endpoint errors (UCP error mode
@@ -269,13 +276,6 @@ static inline ucs_status_t uct_crypt_sock_ep_sendable(uct_crypt_sock_ep_t *ep,
         return UCS_ERR_INVALID_PARAM;
     }
     if (ucs_unlikely(ep->conn == NULL)) {
-        if (ep->peer_left) {
-            /* as UCX's tcp: a peer that left in order is an error only
-             * for the ep that sends to it again (uct_tcp_ep_handle_io_err) */
-            uct_crypt_sock_ep_failed(ep, UCS_ERR_CONNECTION_RESET,
-                                     "the peer closed the connection");
-            return UCS_ERR_CONNECTION_RESET;
-        }
         return ep->have_dest && ep->have_peer ? UCS_ERR_CONNECTION_RESET :
                                                 UCS_ERR_NO_RESOURCE;
     }
