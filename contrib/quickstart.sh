@@ -21,6 +21,8 @@
 #                                  suite: "tcp passed N / crypt passed N /
 #                                  excluded N" (test/conformance; check
 #                                  runs the UCT suites and a UCP selection)
+#                                  (check also runs MPICH's own one-sided
+#                                  tests on crypt next to tcp: test/mpich)
 #   contrib/quickstart.sh bench    build, then run the crypto engine benchmark
 #   contrib/quickstart.sh fuzz S   build, then run every fuzz target for S
 #                                  seconds: "fuzz TARGET: N executions, M
@@ -147,6 +149,11 @@ do_check() {
     "$top/test/integration/transparency.sh" "$obj" "$prefix" "$results" || true
     log "test: UCX's own test suite on crypt, tcp beside it (UCT suites, a UCP selection)"
     "$top/test/conformance/conformance.sh" "$ucx_src" "$obj" "$prefix" "$results" ci || true
+    log "test: MPICH's own test suite (one-sided) on crypt, tcp beside it"
+    mpich_src=$("$top/contrib/fetch-deb-src.sh" mpich test/mpi/rma/testlist.in "$build/src" |
+                tail -n 1) || mpich_src=""
+    python3 "$top/test/mpich/run.py" "$mpich_src" "$prefix" "$obj/mpich-suite" \
+        "$results/mpich_suite.xml" rma || true
     log "test: a short soak, ${SOAK_SECONDS:-30} s (quickstart.sh soak MINUTES for a long one)"
     "$top/test/soak/soak.sh" "$obj_test" "$prefix_test" "$results" "${SOAK_SECONDS:-30}"
     do_check_sanitizers
