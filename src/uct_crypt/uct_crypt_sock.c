@@ -703,7 +703,7 @@ void uct_crypt_sock_rx_reject(uct_iface_h tl_iface, const char *reason)
     uct_crypt_sock_iface_t *iface = ucs_derived_of(tl_iface, uct_crypt_sock_iface_t);
 
     if (uct_crypt_sock_is_own(tl_iface) && (iface->rx_conn != NULL)) {
-        iface->rx_conn->reject = 1;
+        iface->rx_conn->reject = reason; /* (a static name) */
     }
 }
 

@@ -179,7 +179,8 @@ struct uct_crypt_sock_conn {
     size_t                   rx_len;
     uint8_t                  *tx_buf;      /* TX_BUF; NULL when empty */
     size_t                   tx_head, tx_len;
-    int                      reject;       /* the record layer refused */
+    const char               *reject;      /* why the record layer refused
+                                              what was just handed up */
     /* the record just delivered announced a bulk segment: the next frame
      * (set with frames.segment_len, which the frame reader checks) */
     uct_crypt_sock_segment_cb_t segment_cb;  /* NULL: none announced */

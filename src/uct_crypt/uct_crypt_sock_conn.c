@@ -643,9 +643,10 @@ static int uct_crypt_sock_conn_deliver(uct_crypt_sock_conn_t *conn,
                                        uint8_t *body, size_t length)
 {
     uct_crypt_sock_iface_t *iface = conn->iface;
+    char why[96];
 
     iface->rx_conn = conn;
-    conn->reject   = 0;
+    conn->reject   = NULL;
     if (hdr->type == CRYPT_SOCK_FRAME_SEGMENT) {
         /* announced by the record before it; the bulk engine opens it
          * into its destination */
@@ -664,10 +665,11 @@ static int uct_crypt_sock_conn_deliver(uct_crypt_sock_conn_t *conn,
         return 0; /* closed from inside the handler (iface going away) */
     }
     iface->rx_conn = NULL;
-    if (conn->reject) {
-        uct_crypt_sock_conn_fail(conn, (hdr->type == CRYPT_SOCK_FRAME_SEGMENT) ?
-                                 "a bulk segment failed authentication" :
-                                 "a record failed authentication");
+    if (conn->reject != NULL) {
+        ucs_snprintf_zero(why, sizeof(why), "the record layer refused a %s: %s",
+                          (hdr->type == CRYPT_SOCK_FRAME_SEGMENT) ?
+                          "bulk segment" : "record", conn->reject);
+        uct_crypt_sock_conn_fail(conn, why);
         return 0;
     }
     return 1;
