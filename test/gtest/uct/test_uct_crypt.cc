@@ -382,6 +382,21 @@ protected:
                 << ucs_status_string(status);
     }
 
+    /* one message on each of many eps from a to b: each is delivered, no
+     * ep of a's fails (an honest connection refused or closed) */
+    void expect_one_message_on_each(const std::vector<uct_ep_h> &many)
+    {
+        auto payload = make_payload(7, 64);
+        for (size_t i = 0; i < many.size(); ++i) {
+            send_retrying([&] { return uct_ep_am_short(many[i], kAmId, i, payload.data(), 64); });
+        }
+        progress_until([&] { return (b.received.size() == many.size()) ||
+                                    !a.failed_eps.empty(); });
+        EXPECT_TRUE(a.failed_eps.empty()) << a.failed_eps.size()
+                                          << " honest connections failed";
+        EXPECT_EQ(b.received.size(), many.size());
+    }
+
     void flush(uct_ep_h ep)
     {
         completion comp;
@@ -1108,13 +1123,7 @@ TEST_F(uct_crypt_test, initiations_already_sent_are_read_before_a_half_open_slot
     while (!sent.passed()) {
         uct_iface_progress(a.iface);
     }
-    auto payload = make_payload(7, 64);
-    for (size_t i = 0; i < count; ++i) {
-        send_retrying([&] { return uct_ep_am_short(many[i], kAmId, i, payload.data(), 64); });
-    }
-    progress_until([&] { return (b.received.size() == count) || !a.failed_eps.empty(); });
-    EXPECT_TRUE(a.failed_eps.empty()) << a.failed_eps.size() << " honest connections closed";
-    EXPECT_EQ(b.received.size(), count);
+    expect_one_message_on_each(many);
 }
 
 namespace {
@@ -1209,8 +1218,8 @@ TEST_F(uct_crypt_test, tampered_record_on_the_own_wire_fails_both_ends_and_is_ne
     }
 }
 
-/* A TCP relay on loopback that forwards one connection to `target_port`
- * and records what the connecting side sent: a passive attacker's
+/* A TCP relay on loopback that forwards every connection to `target_port`
+ * and records what the first connecting side sent: a passive attacker's
  * capture of the wire. */
 class recording_relay {
 public:
@@ -1222,7 +1231,7 @@ public:
         sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
         socklen_t len      = sizeof(sa);
         EXPECT_EQ(bind(listen_fd, (sockaddr*)&sa, sizeof(sa)), 0);
-        EXPECT_EQ(listen(listen_fd, 1), 0);
+        EXPECT_EQ(listen(listen_fd, 128), 0);
         EXPECT_EQ(getsockname(listen_fd, (sockaddr*)&sa, &len), 0);
         port   = ntohs(sa.sin_port);
         thread = std::thread([this] { run(); });
@@ -1239,17 +1248,17 @@ public:
     }
 
     uint16_t             port;
-    std::vector<uint8_t> captured; /* client to server; read after stop() */
+    std::vector<uint8_t> captured; /* the first connection, client to
+                                      server; read after stop() */
 
 private:
-    void run()
+    struct pair {
+        int  client, server;
+        bool recorded;
+    };
+
+    void accept_one(std::vector<pair> &pairs)
     {
-        pollfd lp = {listen_fd, POLLIN, 0};
-        while (!done && (poll(&lp, 1, 50) == 0)) {
-        }
-        if (done) {
-            return;
-        }
         int client = accept(listen_fd, nullptr, nullptr);
         int server = socket(AF_INET, SOCK_STREAM, 0);
         sockaddr_in sa = {};
@@ -1261,35 +1270,64 @@ private:
             close(server);
             return;
         }
+        pairs.push_back({client, server, !first_seen});
+        first_seen = true;
+    }
+
+    /* one read and its write; false when this pair is done */
+    bool forward(int from, int to, std::vector<uint8_t> *record)
+    {
         uint8_t buf[65536];
+        ssize_t n = read(from, buf, sizeof(buf));
+        if (n <= 0) {
+            return false;
+        }
+        if (record != nullptr) {
+            record->insert(record->end(), buf, buf + n);
+        }
+        return write(to, buf, n) == n;
+    }
+
+    void run()
+    {
+        std::vector<pair> pairs;
         while (!done) {
-            pollfd p[2] = {{client, POLLIN, 0}, {server, POLLIN, 0}};
-            if (poll(p, 2, 50) <= 0) {
+            std::vector<pollfd> p = {{listen_fd, POLLIN, 0}};
+            for (const pair &c : pairs) {
+                p.push_back({c.client, POLLIN, 0});
+                p.push_back({c.server, POLLIN, 0});
+            }
+            if (poll(p.data(), p.size(), 50) <= 0) {
                 continue;
             }
-            if (p[0].revents) {
-                ssize_t n = read(client, buf, sizeof(buf));
-                if (n <= 0) {
-                    break;
+            for (size_t i = pairs.size(); i-- > 0;) {
+                pair &c = pairs[i];
+                bool up = true;
+                if (p[1 + 2 * i].revents) {
+                    up = forward(c.client, c.server, c.recorded ? &captured : nullptr);
                 }
-                captured.insert(captured.end(), buf, buf + n);
-                if (write(server, buf, n) != n) {
-                    break;
+                if (up && p[2 + 2 * i].revents) {
+                    up = forward(c.server, c.client, nullptr);
+                }
+                if (!up) {
+                    close(c.client);
+                    close(c.server);
+                    pairs.erase(pairs.begin() + i);
                 }
             }
-            if (p[1].revents) {
-                ssize_t n = read(server, buf, sizeof(buf));
-                if ((n <= 0) || (write(client, buf, n) != n)) {
-                    break;
-                }
+            if (p[0].revents) {
+                accept_one(pairs);
             }
         }
-        close(client);
-        close(server);
+        for (const pair &c : pairs) {
+            close(c.client);
+            close(c.server);
+        }
     }
 
     uint16_t          target;
     int               listen_fd;
+    bool              first_seen = false; /* (the relay thread's) */
     std::atomic<bool> done{false};
     std::thread       thread;
 };
@@ -1305,6 +1343,51 @@ uint16_t free_loopback_port()
     getsockname(fd, (sockaddr*)&sa, &len);
     close(fd);
     return ntohs(sa.sin_port);
+}
+
+/* One process opening many connections at once to one peer (UCP's eps,
+ * UCX_NUM_EPS, several workers with one key): their TAI64N timestamps can
+ * reach the peer out of order. Every one is taken (the replay check keeps
+ * each timestamp within the handshake deadline, not only the newest, as
+ * WireGuard may with one session per peer), and an initiation recorded on
+ * the wire and sent again is still refused (issue 28 item 6). */
+TEST_F(uct_crypt_test, sixty_four_initiations_at_once_are_taken_and_a_replayed_one_refused)
+{
+    const size_t count    = 64;
+    const uint16_t b_port = free_loopback_port();
+    recording_relay relay(b_port);
+
+    open_side(a);
+    open_side_with(b, {{"WIRE_PORT", std::to_string(b_port)},
+                       {"WIRE_ADVERTISE_PORT", std::to_string(relay.port)}});
+    const uint64_t refused    = wire_stat(&uct_crypt_stats_t::wire_refused);
+    std::vector<uct_ep_h> many; /* (the fixture destroys them) */
+    for (size_t i = 0; i < count; ++i) {
+        many.push_back(connect(a, b));
+    }
+    expect_one_message_on_each(many);
+    EXPECT_EQ(wire_stat(&uct_crypt_stats_t::wire_refused), refused)
+            << "an honest initiation was refused";
+
+    /* the first connection's initiation, as the wire carried it, sent
+     * again on a connection of its own (its connections end with the
+     * relay: a's eps fail then, as they should) */
+    relay.stop();
+    ASSERT_GE(relay.captured.size(), sizeof(keyex_noise_init_msg_t));
+    const uint64_t handshakes = wire_stat(&uct_crypt_stats_t::wire_handshakes);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in sa = {};
+    sa.sin_family      = AF_INET;
+    sa.sin_port        = htons(b_port);
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(::connect(fd, (sockaddr*)&sa, sizeof(sa)), 0);
+    ASSERT_EQ(write(fd, relay.captured.data(), sizeof(keyex_noise_init_msg_t)),
+              (ssize_t)sizeof(keyex_noise_init_msg_t));
+    progress_until([&] { return wire_stat(&uct_crypt_stats_t::wire_refused) > refused; });
+    close(fd);
+    EXPECT_EQ(wire_stat(&uct_crypt_stats_t::wire_refused), refused + 1);
+    EXPECT_EQ(wire_stat(&uct_crypt_stats_t::wire_handshakes), handshakes)
+            << "the replayed initiation was answered";
 }
 
 /* Forward secrecy on crypt's own wire. The attacker recorded the wire and
