@@ -210,17 +210,15 @@ restart:
             peer_left = ep->peer_left;
             /* (ENDPOINT_TIMEOUT whatever the socket said, as UCX's tcp:
              * the reason is in ours) */
-            if (uct_iface_handle_ep_err(&iface->super.super, &ep->super.super,
-                                        UCS_ERR_ENDPOINT_TIMEOUT) == UCS_OK) {
-                /* the handler took it: an error the application is
-                 * told of, so no warning here (UCX's tcp is silent too;
-                 * UCX's own tests fail on any warning); ours names the
-                 * peer and the reason for whoever turns the log up */
-                ucs_diag("crypt: %s", reason);
-            } else if (peer_left) {
-                /* nobody above handles it, but nothing was lost: the peer
-                 * said CLOSE and left (the end of a job); UCP says the
-                 * rest at diag level, as over UCX's tcp */
+            if ((uct_iface_handle_ep_err(&iface->super.super, &ep->super.super,
+                                         UCS_ERR_ENDPOINT_TIMEOUT) == UCS_OK) ||
+                peer_left) {
+                /* the handler took it, an error the application is told
+                 * of, or nobody did but nothing was lost (the peer said
+                 * CLOSE and left: the end of a job): no warning here
+                 * (UCX's tcp is silent too; UCX's own tests fail on any
+                 * warning); ours names the peer and the reason for
+                 * whoever turns the log up */
                 ucs_diag("crypt: %s", reason);
             } else {
                 /* nobody above handles endpoint errors (UCP error mode
