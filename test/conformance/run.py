@@ -41,7 +41,10 @@ import signal
 import subprocess
 import sys
 import time
-from xml.sax.saxutils import quoteattr
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "..", "lib"))
+import junit  # noqa: E402 (test/lib, beside report.sh)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 LINE = re.compile(r'^\[ *(RUN|OK|FAILED|SKIP) *\] ([^\s,]+)?')
@@ -250,18 +253,10 @@ def main():
                       "0 crypt tests ran: is crypt in the suite's lists "
                       "(patch_gtest.py) and does ucx-crypt-run load it?"))
         counts["fail"] += 1
-    with open(os.path.join(results_dir, f"{report}.xml"), "w") as f:
-        f.write(f'<testsuites tests="{len(cases)}" failures="{counts["fail"]}" '
-                f'errors="0" disabled="0">\n<testsuite name="{report}">\n')
-        for name, verdict, why in cases:
-            attr = ' result="skipped"' if verdict == "skip" else ""
-            f.write(f'<testcase classname="{report}" name={quoteattr("crypt/" + name)}{attr}>')
-            if verdict == "fail":
-                f.write(f'<failure message={quoteattr(name + ": " + why)}/>')
-            elif verdict == "skip":
-                f.write(f'<skipped message={quoteattr(why)}/>')
-            f.write("</testcase>\n")
-        f.write("</testsuite>\n</testsuites>\n")
+    junit.write(os.path.join(results_dir, f"{report}.xml"), report,
+                [("crypt/" + name, verdict,
+                  (name + ": " + why) if verdict == "fail" else why)
+                 for name, verdict, why in cases])
     for name, verdict, why in cases:
         if verdict == "fail":
             print(f"  FAIL {name}: {why}")

@@ -23,7 +23,10 @@ import shlex
 import subprocess
 import sys
 import time
-from xml.sax.saxutils import quoteattr
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "..", "lib"))
+import junit  # noqa: E402 (test/lib, beside report.sh)
 
 MAX_NP = int(os.environ.get("MPICH_SUITE_MAX_NP", "2"))
 # Each run gets this long; a test whose testlist.in line asks for longer
@@ -166,24 +169,8 @@ def run_once(variant, prefix, key, exe, np_, args, limit, log_path):
 
 
 def write_report(xml, cases):
-    """JUnit, as test/lib/report.sh writes it (quickstart.sh adds it up)"""
-    failures = sum(1 for c in cases if c[1] == "fail")
     os.makedirs(os.path.dirname(os.path.abspath(xml)), exist_ok=True)
-    with open(xml, "w") as f:
-        f.write('<testsuites tests="%d" failures="%d" errors="0" disabled="0">\n'
-                % (len(cases), failures))
-        f.write('<testsuite name="mpich_suite" tests="%d" failures="%d">\n'
-                % (len(cases), failures))
-        for name, outcome, reason in cases:
-            if outcome == "pass":
-                f.write('<testcase name=%s/>\n' % quoteattr(name))
-            elif outcome == "skip":
-                f.write('<testcase name=%s result="skipped"><skipped message=%s/>'
-                        '</testcase>\n' % (quoteattr(name), quoteattr(reason)))
-            else:
-                f.write('<testcase name=%s><failure message=%s/></testcase>\n'
-                        % (quoteattr(name), quoteattr(reason)))
-        f.write("</testsuite></testsuites>\n")
+    junit.write(xml, "mpich_suite", cases)
 
 
 def main():
