@@ -1202,15 +1202,19 @@ static ucs_status_t uct_crypt_cm_ep_disconnect(uct_ep_h tl_ep, unsigned flags)
     } else {
         ep->state |= UCT_CRYPT_CM_EP_DISCONNECTING;
         status = UCS_OK;
-        if (!(ep->state & UCT_CRYPT_CM_EP_FAILED)) {
-            /* a sealed DISCONNECT, then our FIN once it left */
-            if ((uct_crypt_cm_ep_queue_frame(ep, CRYPT_CM_FRAME_DISCONNECT, NULL,
-                                             0, NULL, 0) != UCS_OK) ||
-                (uct_crypt_cm_ep_flush_tx(ep) != UCS_OK)) {
-                (void)shutdown(ep->fd, SHUT_WR);
-            } else {
-                uct_crypt_cm_ep_events(ep);
-            }
+        /* A sealed DISCONNECT, then our FIN once it left. Also after the
+         * peer's own end was read (DISCONNECTED, handler gone): the peer
+         * waits for ours to complete its close, as tcp_sockcm's peer waits
+         * for the shutdown that uct_tcp_sockcm_ep_disconnect always makes. */
+        if ((uct_crypt_cm_ep_queue_frame(ep, CRYPT_CM_FRAME_DISCONNECT, NULL,
+                                         0, NULL, 0) != UCS_OK) ||
+            (uct_crypt_cm_ep_flush_tx(ep) != UCS_OK) ||
+            (ep->state & UCT_CRYPT_CM_EP_FAILED)) {
+            /* (no handler left to finish a partial frame: the FIN now;
+             * the peer reads a cut frame and then its end as a disconnect) */
+            (void)shutdown(ep->fd, SHUT_WR);
+        } else {
+            uct_crypt_cm_ep_events(ep);
         }
     }
     UCS_ASYNC_UNBLOCK(async);

@@ -17,6 +17,7 @@
 #include "uct_crypt/uct_crypt_wire.h" /* the attacker parses the capture */
 #include "keyex/noise.h"
 #include "common/test_util.h"
+#include "uct/crypt_plugin.h"
 #include <ucs/async/async_fwd.h>
 #include <ucs/sys/compiler_def.h>
 
@@ -167,36 +168,8 @@ namespace {
 typedef void (*stats_read_t)(uct_crypt_stats_t*);
 }
 
-class uct_crypt_test : public ::testing::Test {
+class uct_crypt_test : public crypt_plugin::suite {
 protected:
-    static void SetUpTestSuite()
-    {
-        /* A job secret, as a deployment has one: 32 random bytes, 0600 */
-        char path[] = "/tmp/ucx-crypt-gtest-key.XXXXXX";
-        int fd = mkstemp(path);
-        ASSERT_GE(fd, 0);
-        uint8_t secret[32];
-        FILE *urandom = fopen("/dev/urandom", "rb");
-        ASSERT_NE(urandom, nullptr);
-        ASSERT_EQ(fread(secret, 1, sizeof(secret), urandom), sizeof(secret));
-        fclose(urandom);
-        ASSERT_EQ(write(fd, secret, sizeof(secret)), (ssize_t)sizeof(secret));
-        fchmod(fd, 0600);
-        close(fd);
-        key_path = path;
-        setenv("UCX_CRYPT_KEY_FILE", path, 1);
-        setenv("UCX_CRYPT_TLS", "tcp", 1);
-
-        plugin = dlopen(UCT_CRYPT_PLUGIN, RTLD_NOW | RTLD_GLOBAL);
-        ASSERT_NE(plugin, nullptr) << dlerror();
-    }
-
-    static void TearDownTestSuite()
-    {
-        unlink(key_path.c_str());
-        /* the plugin stays loaded: UCX keeps pointers into it */
-    }
-
     void SetUp() override
     {
         ASSERT_EQ(ucs_async_context_create(UCS_ASYNC_MODE_THREAD_SPINLOCK, &async), UCS_OK);
@@ -439,7 +412,7 @@ protected:
 
     uint64_t failures(uct_crypt_fail_reason_t reason)
     {
-        auto read = (stats_read_t)dlsym(plugin, "uct_crypt_stats_read");
+        auto read = (stats_read_t)dlsym(crypt_plugin::handle(), "uct_crypt_stats_read");
         EXPECT_NE(read, nullptr);
         uct_crypt_stats_t stats = {};
         read(&stats);
@@ -448,15 +421,13 @@ protected:
 
     uint64_t wire_stat(uint64_t uct_crypt_stats_t::*field)
     {
-        auto read = (stats_read_t)dlsym(plugin, "uct_crypt_stats_read");
+        auto read = (stats_read_t)dlsym(crypt_plugin::handle(), "uct_crypt_stats_read");
         EXPECT_NE(read, nullptr);
         uct_crypt_stats_t stats = {};
         read(&stats);
         return stats.*field;
     }
 
-    static void *plugin;
-    static std::string key_path;
     ucs_async_context_t *async = nullptr;
     uct_worker_h worker = nullptr;
     uct_component_h component = nullptr;
@@ -473,8 +444,6 @@ protected:
  * inner are tested there (test builds only: INNER_UCX_TCP) */
 static const std::pair<std::string, std::string> ucx_inner = {"INNER_UCX_TCP", "y"};
 
-void *uct_crypt_test::plugin = nullptr;
-std::string uct_crypt_test::key_path;
 
 /* the bulk engine's get, on every release: one contiguous buffer */
 void expect_bulk_get(const uct_iface_attr_t &attr)
@@ -544,19 +513,7 @@ TEST_F(uct_crypt_test, capabilities_am_and_encrypted_put_get_only_reduced_by_the
  * timer of its own, and 500 workers aborted the process. */
 TEST_F(uct_crypt_test, hundreds_of_idle_connection_managers_in_one_process)
 {
-    uct_component_h *components;
-    unsigned count;
-    uct_component_h crypt_cm = nullptr;
-    ASSERT_EQ(uct_query_components(&components, &count), UCS_OK);
-    for (unsigned i = 0; i < count; ++i) {
-        uct_component_attr_t attr = {};
-        attr.field_mask = UCT_COMPONENT_ATTR_FIELD_NAME | UCT_COMPONENT_ATTR_FIELD_FLAGS;
-        ASSERT_EQ(uct_component_query(components[i], &attr), UCS_OK);
-        if (!strcmp(attr.name, "crypt") && (attr.flags & UCT_COMPONENT_FLAG_CM)) {
-            crypt_cm = components[i];
-        }
-    }
-    uct_release_component_list(components);
+    uct_component_h crypt_cm = crypt_plugin::component(UCT_COMPONENT_FLAG_CM);
     ASSERT_NE(crypt_cm, nullptr) << "crypt has no connection manager";
 
     uct_cm_config_t *config;
@@ -1431,7 +1388,7 @@ TEST_F(uct_crypt_test, recorded_wire_stays_closed_to_the_static_keys_and_the_job
     };
     uint8_t job_secret[KEYEX_JOB_SECRET_LEN];
     char error[KEYEX_ERROR_MAX];
-    ASSERT_EQ(keyex_job_secret_load(key_path.c_str(), job_secret, error,
+    ASSERT_EQ(keyex_job_secret_load(crypt_plugin::key_path().c_str(), job_secret, error,
                                     sizeof(error)), KEYEX_OK) << error;
     keyex_keypair_t pair_a, pair_b;
     ASSERT_EQ(keyex_keypair_from_private(&pair_a, unhex(key_a).data()), KEYEX_OK);
@@ -2331,7 +2288,7 @@ protected:
     {
         uct_crypt_test::SetUp();
         setenv("UCX_NET_DEVICES", "lo", 1);
-        ops = static_cast<const uct_crypt_lane_ops_t*>(dlsym(plugin, UCT_CRYPT_LANE_OPS_SYMBOL));
+        ops = static_cast<const uct_crypt_lane_ops_t*>(dlsym(crypt_plugin::handle(), UCT_CRYPT_LANE_OPS_SYMBOL));
         ASSERT_NE(ops, nullptr);
         ASSERT_EQ(ops->version, UCT_CRYPT_LANE_OPS_VERSION);
         char error[160] = "";

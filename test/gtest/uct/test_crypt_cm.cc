@@ -1,0 +1,304 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * crypt's connection manager at the UCT level, driven as UCP drives it
+ * (wireup_cm.c): a listener, a client ep that resolves, sends its private
+ * data and notifies, a server ep made from the connection request, and the
+ * disconnect rules UCP's close relies on. Each side has its own worker,
+ * async context and crypt iface on lo, as a client and a server process
+ * have.
+ *
+ * The rule under test is tcp_sockcm's: once both sides called
+ * uct_ep_disconnect, both got the disconnect callback, whatever order the
+ * calls and the peer's end took (UCP completes a flush-mode close only
+ * then: ucp_ep_cm_disconnect_progress).
+ */
+#include <gtest/gtest.h>
+
+#include <uct/api/uct.h>
+#include "common/test_util.h"
+#include "uct/crypt_plugin.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <string>
+#include <thread>
+
+namespace {
+
+/* What the callbacks of one side saw. They run on the side's async thread. */
+struct cm_side {
+    ucs_async_context_t      *async    = nullptr;
+    uct_worker_h              worker   = nullptr;
+    uct_md_h                  md       = nullptr;
+    uct_iface_h               iface    = nullptr;
+    uct_cm_h                  cm       = nullptr;
+    uct_ep_h                  ep       = nullptr;
+    std::atomic<bool>         resolved{false};
+    std::atomic<bool>         connected{false};    /* client: connect_cb OK */
+    std::atomic<bool>         notified{false};     /* server: notify_cb OK */
+    std::atomic<int>          disconnects{0};
+    std::atomic<int>          failures{0};
+    std::atomic<uct_conn_request_h> conn_request{nullptr};
+};
+
+ucs_status_t resolve_cb(void *arg, const uct_cm_ep_resolve_args_t *args)
+{
+    cm_side *s = static_cast<cm_side*>(arg);
+    if (args->status == UCS_OK) {
+        s->resolved = true;
+    } else {
+        ++s->failures;
+    }
+    return UCS_OK;
+}
+
+void client_connect_cb(uct_ep_h, void *arg, const uct_cm_ep_client_connect_args_t *args)
+{
+    cm_side *s = static_cast<cm_side*>(arg);
+    if (args->status == UCS_OK) {
+        s->connected = true;
+    } else {
+        ++s->failures;
+    }
+}
+
+void server_notify_cb(uct_ep_h, void *arg, const uct_cm_ep_server_conn_notify_args_t *args)
+{
+    cm_side *s = static_cast<cm_side*>(arg);
+    if (args->status == UCS_OK) {
+        s->notified = true;
+    } else {
+        ++s->failures;
+    }
+}
+
+void disconnect_cb(uct_ep_h, void *arg)
+{
+    ++static_cast<cm_side*>(arg)->disconnects;
+}
+
+void conn_request_cb(uct_listener_h, void *arg,
+                     const uct_cm_listener_conn_request_args_t *args)
+{
+    static_cast<cm_side*>(arg)->conn_request = args->conn_request;
+}
+
+const char kPrivateData[] = "ucp's address would be here";
+
+} // namespace
+
+class uct_crypt_cm_test : public crypt_plugin::suite {
+protected:
+    void SetUp() override
+    {
+        component = crypt_plugin::component(UCT_COMPONENT_FLAG_CM);
+        ASSERT_NE(component, nullptr) << "crypt has no connection manager";
+        ASSERT_NO_FATAL_FAILURE(open_side(server));
+        ASSERT_NO_FATAL_FAILURE(open_side(client));
+    }
+
+    void TearDown() override
+    {
+        for (cm_side *s : {&client, &server}) {
+            if (s->ep != nullptr) {
+                uct_ep_destroy(s->ep);
+            }
+        }
+        if (listener != nullptr) {
+            uct_listener_destroy(listener);
+        }
+        for (cm_side *s : {&client, &server}) {
+            if (s->cm != nullptr) {
+                uct_cm_close(s->cm);
+            }
+            if (s->iface != nullptr) {
+                uct_iface_close(s->iface);
+            }
+            if (s->md != nullptr) {
+                uct_md_close(s->md);
+            }
+            if (s->worker != nullptr) {
+                uct_worker_destroy(s->worker);
+            }
+            if (s->async != nullptr) {
+                ucs_async_context_destroy(s->async);
+            }
+        }
+    }
+
+    void open_side(cm_side &s)
+    {
+        ASSERT_EQ(ucs_async_context_create(UCS_ASYNC_MODE_THREAD_SPINLOCK, &s.async),
+                  UCS_OK);
+        ASSERT_EQ(uct_worker_create(s.async, UCS_THREAD_MODE_SINGLE, &s.worker), UCS_OK);
+        ASSERT_NO_FATAL_FAILURE(crypt_plugin::open_iface(s.worker, "lo", &s.md, &s.iface));
+        uct_cm_config_t *config;
+        ASSERT_EQ(uct_cm_config_read(component, NULL, NULL, &config), UCS_OK);
+        ucs_status_t status = uct_cm_open(component, s.worker, config, &s.cm);
+        uct_config_release(config);
+        ASSERT_EQ(status, UCS_OK);
+    }
+
+    void progress()
+    {
+        uct_worker_progress(client.worker);
+        uct_worker_progress(server.worker);
+    }
+
+    /* progress both until `done` or the limit (a test fails, never hangs) */
+    template <typename Pred>
+    bool progress_until(Pred done, double seconds = 10)
+    {
+        auto end = std::chrono::steady_clock::now() +
+                   std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                           std::chrono::duration<double>(seconds * test_util::slowdown()));
+        while (!done()) {
+            if (std::chrono::steady_clock::now() > end) {
+                return false;
+            }
+            progress();
+            usleep(100);
+        }
+        return true;
+    }
+
+    /* a listener on 127.0.0.1, a client connected to it, both notified */
+    void connect_pair()
+    {
+        struct sockaddr_in addr = {};
+        addr.sin_family      = AF_INET;
+        addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+
+        uct_listener_params_t lparams = {};
+        lparams.field_mask = UCT_LISTENER_PARAM_FIELD_CONN_REQUEST_CB |
+                             UCT_LISTENER_PARAM_FIELD_USER_DATA;
+        lparams.conn_request_cb = conn_request_cb;
+        lparams.user_data       = &server;
+        ASSERT_EQ(uct_listener_create(server.cm, (struct sockaddr*)&addr, sizeof(addr),
+                                      &lparams, &listener), UCS_OK);
+        uct_listener_attr_t lattr = {};
+        lattr.field_mask = UCT_LISTENER_ATTR_FIELD_SOCKADDR;
+        ASSERT_EQ(uct_listener_query(listener, &lattr), UCS_OK);
+        addr.sin_port = ((struct sockaddr_in*)&lattr.sockaddr)->sin_port;
+
+        ucs_sock_addr_t remote = {(struct sockaddr*)&addr, sizeof(addr)};
+        uct_ep_params_t cparams = {};
+        cparams.field_mask = UCT_EP_PARAM_FIELD_CM |
+                             UCT_EP_PARAM_FIELD_USER_DATA |
+                             UCT_EP_PARAM_FIELD_SOCKADDR |
+                             UCT_EP_PARAM_FIELD_SOCKADDR_CB_FLAGS |
+                             UCT_EP_PARAM_FIELD_CM_RESOLVE_CB |
+                             UCT_EP_PARAM_FIELD_SOCKADDR_CONNECT_CB_CLIENT |
+                             UCT_EP_PARAM_FIELD_SOCKADDR_DISCONNECT_CB;
+        cparams.cm                 = client.cm;
+        cparams.user_data          = &client;
+        cparams.sockaddr           = &remote;
+        cparams.sockaddr_cb_flags  = UCT_CB_FLAG_ASYNC;
+        cparams.cm_resolve_cb      = resolve_cb;
+        cparams.sockaddr_cb_client = client_connect_cb;
+        cparams.disconnect_cb      = disconnect_cb;
+        ASSERT_EQ(uct_ep_create(&cparams, &client.ep), UCS_OK);
+
+        /* the client's private data once it resolved (ucp_cm_client_resolve_cb) */
+        ASSERT_TRUE(progress_until([&] { return client.resolved.load(); }))
+                << "client never resolved";
+        uct_ep_connect_params_t connect = {};
+        connect.field_mask          = UCT_EP_CONNECT_PARAM_FIELD_PRIVATE_DATA |
+                                      UCT_EP_CONNECT_PARAM_FIELD_PRIVATE_DATA_LENGTH;
+        connect.private_data        = kPrivateData;
+        connect.private_data_length = sizeof(kPrivateData);
+        ASSERT_EQ(uct_ep_connect(client.ep, &connect), UCS_OK);
+
+        /* the server's ep from the request, with its answer */
+        ASSERT_TRUE(progress_until([&] { return server.conn_request.load() != nullptr; }))
+                << "no connection request";
+        uct_ep_params_t sparams = {};
+        sparams.field_mask = UCT_EP_PARAM_FIELD_CM |
+                             UCT_EP_PARAM_FIELD_CONN_REQUEST |
+                             UCT_EP_PARAM_FIELD_USER_DATA |
+                             UCT_EP_PARAM_FIELD_SOCKADDR_CB_FLAGS |
+                             UCT_EP_PARAM_FIELD_SOCKADDR_NOTIFY_CB_SERVER |
+                             UCT_EP_PARAM_FIELD_SOCKADDR_DISCONNECT_CB |
+                             UCT_EP_PARAM_FIELD_PRIV_DATA |
+                             UCT_EP_PARAM_FIELD_PRIV_DATA_LENGTH;
+        sparams.cm                  = server.cm;
+        sparams.conn_request        = server.conn_request.load();
+        sparams.user_data           = &server;
+        sparams.sockaddr_cb_flags   = UCT_CB_FLAG_ASYNC;
+        sparams.sockaddr_cb_server  = server_notify_cb;
+        sparams.disconnect_cb       = disconnect_cb;
+        sparams.private_data        = kPrivateData;
+        sparams.private_data_length = sizeof(kPrivateData);
+        ASSERT_EQ(uct_ep_create(&sparams, &server.ep), UCS_OK);
+
+        /* the client notifies once connected (ucp_cm_client_connect_progress) */
+        ASSERT_TRUE(progress_until([&] { return client.connected.load(); }))
+                << "client never connected";
+        ASSERT_EQ(uct_cm_client_ep_conn_notify(client.ep), UCS_OK);
+        ASSERT_TRUE(progress_until([&] { return server.notified.load(); }))
+                << "server never notified";
+        ASSERT_EQ(client.failures + server.failures, 0);
+    }
+
+    /* `first` disconnects; `second` sees it, and only once the peer's
+     * whole end has been read (its FIN too: the async thread reads it at
+     * once) disconnects in turn. Both must hear the other's disconnect. */
+    void disconnect_after_the_peers_end(cm_side &first, cm_side &second)
+    {
+        ASSERT_NO_FATAL_FAILURE(connect_pair());
+        ASSERT_EQ(uct_ep_disconnect(first.ep, 0), UCS_OK);
+        ASSERT_TRUE(progress_until([&] { return second.disconnects.load() == 1; }))
+                << "the peer's disconnect never arrived";
+        /* (no event says that the FIN was read; the async thread reads it
+         * in microseconds, a tenth of a second leaves it no doubt) */
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        progress();
+        ASSERT_EQ(uct_ep_disconnect(second.ep, 0), UCS_OK);
+        EXPECT_TRUE(progress_until([&] { return first.disconnects.load() == 1; }))
+                << "our disconnect after the peer's end never reached the peer "
+                   "(its flush-mode close would wait for ever)";
+        EXPECT_EQ(second.disconnects.load(), 1);
+        EXPECT_EQ(client.failures + server.failures, 0);
+    }
+
+    uct_component_h component = nullptr;
+    uct_listener_h  listener  = nullptr;
+    cm_side         client, server;
+};
+
+TEST_F(uct_crypt_cm_test, the_server_hears_a_client_that_disconnects_after_the_servers_end)
+{
+    disconnect_after_the_peers_end(server, client);
+}
+
+TEST_F(uct_crypt_cm_test, the_client_hears_a_server_that_disconnects_after_the_clients_end)
+{
+    disconnect_after_the_peers_end(client, server);
+}
+
+TEST_F(uct_crypt_cm_test, both_sides_disconnecting_at_once_both_hear_it)
+{
+    ASSERT_NO_FATAL_FAILURE(connect_pair());
+    ASSERT_EQ(uct_ep_disconnect(client.ep, 0), UCS_OK);
+    ASSERT_EQ(uct_ep_disconnect(server.ep, 0), UCS_OK);
+    EXPECT_TRUE(progress_until([&] {
+        return (client.disconnects.load() == 1) && (server.disconnects.load() == 1);
+    }));
+    EXPECT_EQ(client.failures + server.failures, 0);
+}
+
+TEST_F(uct_crypt_cm_test, a_second_disconnect_is_refused_as_tcp_sockcm_refuses_it)
+{
+    ASSERT_NO_FATAL_FAILURE(connect_pair());
+    ASSERT_EQ(uct_ep_disconnect(client.ep, 0), UCS_OK);
+    EXPECT_EQ(uct_ep_disconnect(client.ep, 0), UCS_INPROGRESS);
+    ASSERT_TRUE(progress_until([&] { return server.disconnects.load() == 1; }));
+    ASSERT_EQ(uct_ep_disconnect(server.ep, 0), UCS_OK);
+    ASSERT_TRUE(progress_until([&] { return client.disconnects.load() == 1; }));
+    EXPECT_EQ(uct_ep_disconnect(client.ep, 0), UCS_ERR_NOT_CONNECTED);
+}
