@@ -259,6 +259,10 @@ struct uct_crypt_ep {
     uint8_t                   peer_public[KEYEX_PUBLIC_KEY_LEN];
     int                       peer_known;     /* connect-to-ep: after connect */
     uct_crypt_ep_fail_state_t failed;
+    int                       cancelled;      /* flushed with CANCEL: UCP
+                                                 destroys it next
+                                                 (ucp_worker_discard_uct_ep);
+                                                 it answers no peer's get */
     uct_crypt_fail_reason_t   fail_reason;    /* why, once failed */
     uint64_t                  fail_flow_id;   /* the peer's flow that failed */
     char                      fail_detail[128]; /* what ended the connection,

@@ -509,6 +509,10 @@ void uct_crypt_bulk_op_complete(uct_crypt_bulk_tx_t *tx,
                                 uct_crypt_bulk_op_t *op,
                                 ucs_status_t status)
 {
+    if (tx->seal_op == op) {
+        tx->seal_op = (op->list.next != &tx->ops) ?
+                      ucs_list_next(&op->list, uct_crypt_bulk_op_t, list) : NULL;
+    }
     ucs_list_del(&op->list);
     --tx->bulk->outstanding;
     if (op->comp != NULL) {

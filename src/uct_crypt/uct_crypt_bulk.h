@@ -107,6 +107,10 @@ struct uct_crypt_bulk_tx {
     uct_crypt_ep_t        *ep;
     uct_crypt_bulk_t      *bulk;
     ucs_list_link_t       ops;
+    /* where sealing goes on in `ops`: the ops before it are all sealed
+     * (they are sealed in order), and waiting for the target's ACK may be
+     * thousands of them (NULL: from the head) */
+    uct_crypt_bulk_op_t   *seal_op;
     ucs_list_link_t       gets;        /* uct_crypt_bulk_get_t, in order */
     uint64_t              next_get_id;
     ucs_list_link_t       segments;
@@ -210,9 +214,9 @@ void uct_crypt_bulk_send_pending_acks(uct_crypt_bulk_t *bulk);
 void uct_crypt_bulk_reply(uct_crypt_iface_t *iface,
                           const uint8_t peer_public[KEYEX_PUBLIC_KEY_LEN],
                           uint64_t flow_id, const crypt_bulk_ack_t *msg);
-uct_crypt_bulk_tx_t *uct_crypt_bulk_tx_of(uct_crypt_iface_t *iface,
-                                          uct_crypt_rx_flow_t *flow,
-                                          uint64_t flow_id);
+ucs_status_t uct_crypt_bulk_tx_of(uct_crypt_iface_t *iface,
+                                  uct_crypt_rx_flow_t *flow, uint64_t flow_id,
+                                  uct_crypt_bulk_tx_t **tx_p);
 
 /* uct_crypt_get.c */
 int uct_crypt_bulk_get_window(uct_crypt_iface_t *iface,

@@ -18,7 +18,7 @@ uct_crypt_ep_t *uct_crypt_bulk_ep_to(uct_crypt_iface_t *iface,
     uct_crypt_ep_t *ep;
 
     ucs_list_for_each(ep, &iface->eps, list) {
-        if (ep->peer_known && !ep->failed &&
+        if (ep->peer_known && !ep->failed && !ep->cancelled &&
             !CRYPTO_memcmp(ep->peer_public, peer_public, KEYEX_PUBLIC_KEY_LEN)) {
             return ep;
         }
@@ -216,34 +216,50 @@ static void uct_crypt_bulk_open_segment(uct_crypt_iface_t *iface,
                              announce->tag);
 }
 
-/* The bulk state of our ep whose sending flow is `flow_id`, if the reply
- * about it came from the peer that ep talks to (ACK, GET_DONE) */
-uct_crypt_bulk_tx_t *uct_crypt_bulk_tx_of(uct_crypt_iface_t *iface,
-                                          uct_crypt_rx_flow_t *flow,
-                                          uint64_t flow_id)
+/* The bulk state of our ep whose sending flow is `flow_id`, for a reply
+ * about it (ACK, GET_DONE): UCS_OK and *tx_p; UCS_ERR_NO_ELEM where no
+ * live ep sends on that flow any more (destroyed, failed, or cancelled
+ * and about to be: the peer replied before it could know, and the
+ * operations were completed with an error already); UCS_ERR_INVALID_PARAM
+ * where the ep talks to another peer than the reply's. */
+ucs_status_t uct_crypt_bulk_tx_of(uct_crypt_iface_t *iface,
+                                  uct_crypt_rx_flow_t *flow, uint64_t flow_id,
+                                  uct_crypt_bulk_tx_t **tx_p)
 {
     uct_crypt_ep_t *ep;
 
     ucs_list_for_each(ep, &iface->eps, list) {
-        if ((ep->tx.flow_id == flow_id) && (ep->bulk != NULL) && !ep->failed) {
-            return CRYPTO_memcmp(ep->peer_public, flow->peer_public,
-                                 KEYEX_PUBLIC_KEY_LEN) ? NULL : ep->bulk;
+        if (ep->tx.flow_id != flow_id) {
+            continue;
         }
+        if (CRYPTO_memcmp(ep->peer_public, flow->peer_public,
+                          KEYEX_PUBLIC_KEY_LEN)) {
+            return UCS_ERR_INVALID_PARAM;
+        }
+        if ((ep->bulk == NULL) || ep->failed || ep->cancelled) {
+            return UCS_ERR_NO_ELEM;
+        }
+        *tx_p = ep->bulk;
+        return UCS_OK;
     }
-    return NULL;
+    return UCS_ERR_NO_ELEM;
 }
 
 static void uct_crypt_bulk_acked(uct_crypt_iface_t *iface,
                                  uct_crypt_rx_flow_t *flow,
                                  const crypt_bulk_ack_t *ack)
 {
-    uct_crypt_bulk_tx_t *tx = uct_crypt_bulk_tx_of(iface, flow,
-                                                   le64toh(ack->flow_id));
+    uct_crypt_bulk_tx_t *tx;
     uct_crypt_bulk_op_t *op;
+    ucs_status_t status;
 
+    status = uct_crypt_bulk_tx_of(iface, flow, le64toh(ack->flow_id), &tx);
+    if (status == UCS_ERR_NO_ELEM) {
+        return; /* for an ep of ours that is gone: nothing to complete */
+    }
     /* acknowledged in order, only once all of it was announced, and only
      * by the peer it was sent to */
-    if ((tx != NULL) && !ucs_list_is_empty(&tx->ops)) {
+    if ((status == UCS_OK) && !ucs_list_is_empty(&tx->ops)) {
         op = ucs_list_head(&tx->ops, uct_crypt_bulk_op_t, list);
         if ((op->put_id == le64toh(ack->put_id)) &&
             (op->announced == op->num_segments)) {

@@ -172,7 +172,11 @@ void uct_crypt_bulk_tx_seal(uct_crypt_bulk_tx_t *tx)
     uct_crypt_bulk_op_t *op;
     size_t offset;
 
-    ucs_list_for_each(op, &tx->ops, list) {
+    op = (tx->seal_op != NULL) ? tx->seal_op :
+         ucs_list_head(&tx->ops, uct_crypt_bulk_op_t, list);
+    for (; &op->list != &tx->ops;
+         op = ucs_list_next(&op->list, uct_crypt_bulk_op_t, list)) {
+        tx->seal_op = op;
         while (op->next_to_seal < op->num_segments) {
             if (!bulk->naive && ucs_list_is_empty(&bulk->free_slots)) {
                 return; /* bounded: the rest waits for a free slot */

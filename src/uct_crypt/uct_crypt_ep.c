@@ -23,6 +23,7 @@ static UCS_CLASS_INIT_FUNC(uct_crypt_ep_t, const uct_ep_params_t *params)
     memset(&self->tx, 0, sizeof(self->tx));
     self->peer_known = 0;
     self->failed     = UCT_CRYPT_EP_OK;
+    self->cancelled  = 0;
     self->fail_detail[0] = '\0';
     self->inner      = NULL;
     self->bulk       = NULL;
@@ -456,15 +457,19 @@ void uct_crypt_ep_pending_purge(uct_ep_h tl_ep,
 ucs_status_t uct_crypt_ep_flush(uct_ep_h tl_ep, unsigned flags,
                                 uct_completion_t *comp)
 {
+    uct_crypt_ep_t *ep = ucs_derived_of(tl_ep, uct_crypt_ep_t);
+    ucs_status_t status;
+
+    if (flags & UCT_FLUSH_FLAG_CANCEL) {
+        ep->cancelled = 1;
+    }
     /* bulk puts first (they complete when the target acknowledges), then
      * whatever the inner still holds */
-    ucs_status_t status = uct_crypt_bulk_ep_flush(
-            ucs_derived_of(tl_ep, uct_crypt_ep_t), flags, comp);
-
+    status = uct_crypt_bulk_ep_flush(ep, flags, comp);
     if (status != UCS_OK) {
         return status;
     }
-    return uct_ep_flush(ucs_derived_of(tl_ep, uct_crypt_ep_t)->inner, flags, comp);
+    return uct_ep_flush(ep->inner, flags, comp);
 }
 
 

@@ -185,12 +185,16 @@ void uct_crypt_bulk_get_done(uct_crypt_iface_t *iface,
                              uct_crypt_rx_flow_t *flow,
                              const crypt_bulk_ack_t *done)
 {
-    uct_crypt_bulk_tx_t *tx = uct_crypt_bulk_tx_of(iface, flow,
-                                                   le64toh(done->flow_id));
+    uct_crypt_bulk_tx_t *tx;
     uct_crypt_bulk_get_t *get;
+    ucs_status_t status;
 
+    status = uct_crypt_bulk_tx_of(iface, flow, le64toh(done->flow_id), &tx);
+    if (status == UCS_ERR_NO_ELEM) {
+        return; /* for an ep of ours that is gone: nothing to complete */
+    }
     /* in order, and only from the peer we asked */
-    if ((tx != NULL) && !ucs_list_is_empty(&tx->gets)) {
+    if ((status == UCS_OK) && !ucs_list_is_empty(&tx->gets)) {
         get = ucs_list_head(&tx->gets, uct_crypt_bulk_get_t, list);
         if (get->get_id == le64toh(done->put_id)) {
             ucs_list_del(&get->list);

@@ -2219,6 +2219,87 @@ TEST_F(uct_crypt_wire_bulk_test, put_outside_registered_memory_refused)
     check_put_outside_registered();
 }
 
+/* UCP discards an ep by flushing it with CANCEL and destroying it once
+ * that completes (ucp_worker_discard_uct_ep); the peer cannot know. An
+ * acknowledgement of a put that ep sent may still come: it completes
+ * nothing and fails nothing (before: refused as malformed, which failed
+ * every other ep to that peer). */
+TEST_F(uct_crypt_wire_bulk_test, a_late_acknowledgement_for_a_destroyed_endpoint_fails_nothing)
+{
+    const settings_t inline_sealing = {{"BULK_SEGMENT", "4k"}, {"BULK_THREADS", "0"}};
+    open_pair(inline_sealing, inline_sealing);
+    uct_ep_h ab2 = connect(a, b);
+    auto payload = make_payload(1, 64);
+    for (uct_ep_h ep : {ab, ab2}) {
+        send_retrying([&] { return uct_ep_am_short(ep, kAmId, 1, payload.data(), 64); });
+    }
+    send_retrying([&] { return uct_ep_am_short(ba, kAmId, 1, payload.data(), 64); });
+    progress_until([&] { return (b.received.size() == 2u) && (a.received.size() == 1u); });
+
+    /* one segment, sealed and written inline: in b's socket when the put
+     * returns; ab goes before b acknowledges it */
+    put_op &op = new_op();
+    post_put(ab, a, b, op, 4096, 7);
+    ASSERT_EQ(uct_ep_flush(ab, UCT_FLUSH_FLAG_CANCEL, NULL), UCS_OK);
+    uct_ep_destroy(ab);
+    eps.erase(std::find(eps.begin(), eps.end(), ab));
+    ab = nullptr;
+    EXPECT_TRUE(op.comp.done) << "a cancelled put completes when its ep goes";
+
+    uint64_t malformed = failures(UCT_CRYPT_FAIL_MALFORMED);
+    progress_until([&] {
+        return std::equal(op.src.buffer.begin(), op.src.buffer.begin() + op.len,
+                          op.dst.buffer.begin());
+    });
+    /* b's acknowledgement reaches a; then both ways still work */
+    send_retrying([&] { return uct_ep_am_short(ba, kAmId, 2, payload.data(), 64); });
+    send_retrying([&] { return uct_ep_am_short(ab2, kAmId, 2, payload.data(), 64); });
+    progress_until([&] {
+        return ((a.received.size() == 2u) && (b.received.size() == 3u)) ||
+               !a.failed_eps.empty() || !b.failed_eps.empty();
+    });
+    EXPECT_TRUE(a.failed_eps.empty()) << "a late acknowledgement failed a's eps to b";
+    EXPECT_TRUE(b.failed_eps.empty());
+    EXPECT_EQ(failures(UCT_CRYPT_FAIL_MALFORMED), malformed);
+}
+
+/* A peer's get is answered on an ep of ours to it that is not being
+ * discarded: one flushed with CANCEL is destroyed next, and the answer
+ * (a put that completes when the requester acknowledges it) would die
+ * with it, the requester's get never completing. */
+TEST_F(uct_crypt_wire_bulk_test, a_get_is_answered_on_an_endpoint_that_is_not_being_discarded)
+{
+    const settings_t inline_sealing = {{"BULK_SEGMENT", "4k"}, {"BULK_THREADS", "0"}};
+    open_pair(inline_sealing, inline_sealing);
+    uct_ep_h ba2 = connect(b, a);
+    auto payload = make_payload(1, 64);
+    for (uct_ep_h ep : {ba, ba2}) {
+        send_retrying([&] { return uct_ep_am_short(ep, kAmId, 1, payload.data(), 64); });
+    }
+    send_retrying([&] { return uct_ep_am_short(ab, kAmId, 1, payload.data(), 64); });
+    progress_until([&] { return (a.received.size() == 2u) && (b.received.size() == 1u); });
+
+    /* b discards ba (the first of its eps to a) as UCP does */
+    ASSERT_EQ(uct_ep_flush(ba, UCT_FLUSH_FLAG_CANCEL, NULL), UCS_OK);
+    uint64_t served = wire_stat(&uct_crypt_stats_t::bulk_gets_served);
+    put_op &op = new_op();
+    post_get(ab, a, b, op, 4096, 9);
+    /* the answer, sealed and written inline, leaves in the call that
+     * serves the request; ba goes right after, as UCP's discard ends */
+    progress_until([&] {
+        return wire_stat(&uct_crypt_stats_t::bulk_gets_served) > served;
+    });
+    uct_ep_destroy(ba);
+    eps.erase(std::find(eps.begin(), eps.end(), ba));
+    ba = nullptr;
+
+    progress_until([&] { return op.comp.done || !a.failed_eps.empty(); });
+    EXPECT_EQ(op.comp.status, UCS_OK);
+    expect_put_delivered(op);
+    EXPECT_TRUE(a.failed_eps.empty());
+    EXPECT_TRUE(b.failed_eps.empty());
+}
+
 TEST_F(uct_crypt_wire_bulk_test, naive_mode_refused_with_the_fix)
 {
     open_side_with(a, {});
