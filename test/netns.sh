@@ -33,6 +33,16 @@ on_host() { # NS DEV command...
     ip netns exec "$ns" unshare --pid --ipc --fork --mount-proc env UCX_NET_DEVICES="$dev" "$@"
 }
 
+# wait_listening NS PORT: until a TCP listener is up there (10 s at most)
+wait_listening() {
+    local i
+    for i in $(seq 100); do
+        ip netns exec "$1" ss -Hltn "sport = :$2" | grep -q . && return 0
+        sleep 0.1
+    done
+    return 1
+}
+
 # on_host_defaults NS command...: as on_host, with UCX's default device
 # list (every device, lo included), as a user runs it
 on_host_defaults() {

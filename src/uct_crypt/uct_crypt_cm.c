@@ -22,7 +22,7 @@
  * - A frame's length is checked against a constant before it is read in;
  *   one that does not open, or comes out of turn, ends the connection.
  *
- * Liveness: TCP keepalive and TCP_USER_TIMEOUT (UCX_CRYPT_KEEPALIVE); a
+ * Liveness: TCP keepalive (UCX_CRYPT_KEEPALIVE); a
  * peer that ends (kill, close) ends this connection and UCP hears of it
  * through the disconnect callback, as with tcp_sockcm.
  */

@@ -59,9 +59,11 @@ ucs_config_field_t uct_crypt_global_config_table[] = {
      ucs_offsetof(uct_crypt_global_config_t, stats), UCS_CONFIG_TYPE_BOOL},
 
     {"KEEPALIVE", "10s",
-     "crypt's own wire (tcp): a peer that stops answering, or a cut link, fails\n"
-     "the endpoints to it after about this long (TCP keepalive probes and\n"
-     "TCP_USER_TIMEOUT, which need no progress from either process).\n"
+     "crypt's own wire (tcp): a peer host that stops answering, or a cut link,\n"
+     "fails the connections to it after about this long (TCP keepalive probes\n"
+     "on an idle connection; on a busy one, no acknowledgement at all for the\n"
+     "data in flight). A peer process that is only busy elsewhere is never\n"
+     "failed: its kernel answers both, as with UCX tcp.\n"
      "0: off (a dead peer is noticed only when the kernel gives up).",
      ucs_offsetof(uct_crypt_global_config_t, keepalive), UCS_CONFIG_TYPE_TIME},
 

@@ -257,24 +257,28 @@ static ucs_status_t uct_crypt_sock_iface_query(uct_iface_h tl_iface,
 void uct_crypt_sock_set_options(int fd, double keepalive)
 {
     int one = 1, idle, intvl, cnt = 3;
-    unsigned user_timeout;
 
     (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     if (keepalive <= 0) {
         return;
     }
-    /* about `keepalive` seconds from the last answer to the failure: idle
-     * half of it, then three probes over the other half; and as long at
-     * most for data the peer does not acknowledge (RFC 5482) */
-    idle         = ucs_max((int)(keepalive / 2), 1);
-    intvl        = ucs_max((int)(keepalive / 6), 1);
-    user_timeout = (unsigned)(keepalive * 1000);
+    /* About `keepalive` seconds from the last answer to the failure: idle
+     * half of it, then three probes over the other half. The peer's
+     * kernel answers them whether or not its process reads, as with UCX
+     * tcp's keepalive (tcp_iface.c: KEEPIDLE, KEEPCNT, KEEPINTVL).
+     * No TCP_USER_TIMEOUT (RFC 5482): Linux applies it to zero-window
+     * probes too ("tcp: fix TCP_USER_TIMEOUT with zero window", 2021), so
+     * a peer busy computing for that long, with our data filling its
+     * buffers, failed as if it were dead (UCX's own
+     * test_ucp_sockaddr_protocols_err_sender showed it); UCX tcp never
+     * fails a busy peer. Data that gets no acknowledgement at all (a cut
+     * link, a dead host) is found by uct_crypt_sock_unanswered. */
+    idle  = ucs_max((int)(keepalive / 2), 1);
+    intvl = ucs_max((int)(keepalive / 6), 1);
     (void)setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
     (void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
     (void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl));
     (void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
-    (void)setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout,
-                     sizeof(user_timeout));
 }
 
 void uct_crypt_sock_iface_set_options(uct_crypt_sock_iface_t *iface, int fd)
@@ -350,9 +354,34 @@ restart:
     }
 }
 
+/* Has the peer's host stopped answering while our data waits for its
+ * acknowledgement? Keepalive covers idle connections only; on a busy one
+ * the kernel retransmits for many minutes (tcp_retries2). A peer process
+ * that is only busy still has its kernel acknowledge, window probes
+ * included (last_ack_recv stays fresh), and is never failed here: what
+ * TCP_USER_TIMEOUT does not tell apart (uct_crypt_sock_set_options). */
+static int uct_crypt_sock_unanswered(const uct_crypt_sock_conn_t *conn,
+                                     double keepalive)
+{
+    struct tcp_info info;
+    socklen_t len = sizeof(info);
+
+    memset(&info, 0, sizeof(info));
+    return (getsockopt(conn->fd, IPPROTO_TCP, TCP_INFO, &info, &len) == 0) &&
+           (info.tcpi_unacked > 0) &&
+           (info.tcpi_last_ack_recv > (uint32_t)(keepalive * 1000));
+}
+
 static void uct_crypt_sock_timers(uct_crypt_sock_iface_t *iface, ucs_time_t now)
 {
     uct_crypt_sock_conn_t *conn, *tmp;
+    int liveness = 0;
+
+    if ((iface->keepalive > 0) && (now > iface->next_liveness)) {
+        /* (a getsockopt per connection: twice a keepalive period) */
+        iface->next_liveness = now + ucs_time_from_sec(iface->keepalive / 2);
+        liveness             = 1;
+    }
 
     ucs_list_for_each_safe(conn, tmp, &iface->conns, list) {
         if ((conn->state != UCT_CRYPT_SOCK_ESTABLISHED) &&
@@ -364,6 +393,12 @@ static void uct_crypt_sock_timers(uct_crypt_sock_iface_t *iface, ucs_time_t now)
             uct_crypt_sock_conn_close(conn);
         } else if (conn->redirect_wait && (now > conn->deadline)) {
             uct_crypt_sock_conn_redirect_expired(conn);
+        } else if (liveness && (conn->state == UCT_CRYPT_SOCK_ESTABLISHED) &&
+                   uct_crypt_sock_unanswered(conn, iface->keepalive)) {
+            uct_crypt_sock_conn_fail(conn, "the peer's host stopped answering "
+                                           "(no acknowledgement within "
+                                           "UCX_CRYPT_KEEPALIVE with data in "
+                                           "flight: a cut link or a dead host)");
         } else {
             uct_crypt_sock_conn_heartbeat(conn);
         }
@@ -485,6 +520,7 @@ static UCS_CLASS_INIT_FUNC(uct_crypt_sock_iface_t, uct_md_h md,
     self->dev_local.system_id = htole64(ucs_get_system_id());
     self->dev_local.net_ns    = htole32((uint32_t)ucs_sys_get_ns(UCS_SYS_NS_TYPE_NET));
     self->next_timer      = 0;
+    self->next_liveness   = 0;
     self->ep_fail_pending = 0;
     self->redirect_pending = 0;
     self->advertise_port  = sock_params->advertise_port;

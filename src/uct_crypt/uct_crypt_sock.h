@@ -33,8 +33,8 @@
  * CLOSE, authenticated under the connection's transport key and carrying
  * the count of records sent; the socket closes once both halves are done.
  * Any other end of a half that carried records is a failure that both
- * sides report. Dead peers and cut links:
- * TCP keepalive and TCP_USER_TIMEOUT (UCX_CRYPT_KEEPALIVE).
+ * sides report. Dead peers and cut links: TCP keepalive
+ * (UCX_CRYPT_KEEPALIVE), as UCX tcp's; a busy peer is never one.
  */
 #ifndef UCT_CRYPT_SOCK_H
 #define UCT_CRYPT_SOCK_H
@@ -224,6 +224,7 @@ struct uct_crypt_sock_iface {
     uct_crypt_replay_t              replay; /* initiations taken, per key */
     crypt_sock_dev_local_t          dev_local; /* this machine and netns */
     ucs_time_t                      next_timer;
+    ucs_time_t                      next_liveness; /* uct_crypt_sock_unanswered */
     int                             ep_fail_pending;
     int                             redirect_pending;
     char                            dev_name[IFNAMSIZ];
@@ -290,8 +291,9 @@ void uct_crypt_sock_conn_redirect_expired(uct_crypt_sock_conn_t *conn);
 int uct_crypt_sock_dest(const uct_device_addr_t *dev_addr, const void *port_addr,
                         struct sockaddr_storage *dest);
 void uct_crypt_sock_iface_set_options(uct_crypt_sock_iface_t *iface, int fd);
-/* TCP_NODELAY, and keepalive with TCP_USER_TIMEOUT of about `keepalive`
- * seconds (0: the kernel's defaults); also the connection manager's */
+/* TCP_NODELAY, and keepalive that fails an unanswering peer after about
+ * `keepalive` seconds (0: the kernel's defaults); also the connection
+ * manager's */
 void uct_crypt_sock_set_options(int fd, double keepalive);
 
 /* uct_crypt_sock_ep.c (progress_tx takes a busy ep off the busy list when

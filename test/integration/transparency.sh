@@ -68,14 +68,6 @@ stop_tree() { # PID (of on_host_defaults)
     wait "$1" 2>/dev/null
 }
 
-wait_listening() { # NS PORT: up to 10 s
-    local i
-    for i in $(seq 100); do
-        ip netns exec "$1" ss -Hltn "sport = :$2" | grep -q . && return 0
-        sleep 0.1
-    done
-    return 1
-}
 
 verdict() { # NAME OK(0|1) REASON
     if [ "$2" = 1 ]; then
