@@ -627,8 +627,10 @@ void uct_crypt_sock_conn_heartbeat(uct_crypt_sock_conn_t *conn)
 {
     /* (not while records wait for a redirect: they may move to the
      * peer's connection, and this frame, under our transport key, with
-     * them) */
-    if (uct_crypt_sock_conn_final(conn) &&
+     * them; and never after our CLOSE, which told the count and after
+     * which the peer takes nothing, while its own half may keep the
+     * connection open) */
+    if (uct_crypt_sock_conn_final(conn) && !conn->tx_closed &&
         (conn->tx_records != conn->tx_records_told)) {
         conn->tx_records_told = conn->tx_records;
         (void)uct_crypt_sock_conn_send_ctrl(conn, CRYPT_SOCK_FRAME_HEARTBEAT,
