@@ -271,8 +271,10 @@ void uct_crypt_sock_set_options(int fd, double keepalive)
      * a peer busy computing for that long, with our data filling its
      * buffers, failed as if it were dead (UCX's own
      * test_ucp_sockaddr_protocols_err_sender showed it); UCX tcp never
-     * fails a busy peer. Data that gets no acknowledgement at all (a cut
-     * link, a dead host) is found by uct_crypt_sock_unanswered. */
+     * fails a busy peer. On the wire's connections, data that gets no
+     * acknowledgement at all (a cut link, a dead host) is found by
+     * uct_crypt_sock_unanswered; the connection manager's carry a few
+     * small frames and are idle otherwise. */
     idle  = ucs_max((int)(keepalive / 2), 1);
     intvl = ucs_max((int)(keepalive / 6), 1);
     (void)setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));

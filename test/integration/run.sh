@@ -1078,16 +1078,23 @@ test_attacker() {
 # fail the endpoints of the side that is left, with the peer's address
 # and the reason, within a bounded time, which the test prints. A peer
 # that is only busy fails nothing, however long (busy_peer_run).
+# failure_envs [plain]: the caller's `envs`, crypt with a 3 s keepalive or
+# (plain) UCX's own tcp
+failure_envs() {
+    envs=(LD_PRELOAD="$preload" UCX_TLS=crypt UCX_CRYPT_TLS=tcp
+          UCX_CRYPT_KEY_FILE="$work/job.key" UCX_CRYPT_KEEPALIVE=3s
+          UCX_LOG_FILE=stderr)
+    [ -n "${1:-}" ] && envs=(UCX_TLS=tcp UCX_LOG_FILE=stderr)
+    return 0
+}
+
 peer_failure_run() { # LABEL how(kill|kill-client|cut) [plain] -> seconds until the survivor's log says so
-    local label=$1 how=$2 plain=${3:-} port; port=$(next_port)
-    local envs=(LD_PRELOAD="$preload" UCX_TLS=crypt UCX_CRYPT_TLS=tcp
-                UCX_CRYPT_KEY_FILE="$work/job.key" UCX_CRYPT_KEEPALIVE=3s
-                UCX_LOG_FILE=stderr)
+    local label=$1 how=$2 plain=${3:-} port envs; port=$(next_port)
+    failure_envs "$plain"
     local noticed="crypt: connection .*ended\|crypt: connection from .*ended"
     if [ -n "$plain" ]; then
         # the same with UCX's own tcp, for comparison: what UCX or the
         # program says about the failure, if anything
-        envs=(UCX_TLS=tcp UCX_LOG_FILE=stderr)
         noticed="UCX  ERROR\|ucp_check: size"
     fi
     local srv_cmd=("$check" -l "$port")
@@ -1150,11 +1157,8 @@ program_pid() { # PID
 # for three keepalive periods while the sender fills its buffers, then
 # runs again. ENDED counts the connections crypt ended meanwhile.
 busy_peer_run() {
-    local label=$1 plain=${2:-} port; port=$(next_port)
-    local envs=(LD_PRELOAD="$preload" UCX_TLS=crypt UCX_CRYPT_TLS=tcp
-                UCX_CRYPT_KEY_FILE="$work/job.key" UCX_CRYPT_KEEPALIVE=3s
-                UCX_LOG_FILE=stderr)
-    [ -n "$plain" ] && envs=(UCX_TLS=tcp UCX_LOG_FILE=stderr)
+    local label=$1 plain=${2:-} port envs; port=$(next_port)
+    failure_envs "$plain"
     on_host ucxc-h1 ucxc-v1 "${envs[@]}" timeout 120 ucx_perftest -p "$port" \
         >"$work/$label.s.log" 2>&1 &
     local srv=$!

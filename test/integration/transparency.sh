@@ -68,7 +68,6 @@ stop_tree() { # PID (of on_host_defaults)
     wait "$1" 2>/dev/null
 }
 
-
 verdict() { # NAME OK(0|1) REASON
     if [ "$2" = 1 ]; then
         record "$1" pass
