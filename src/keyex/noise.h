@@ -41,7 +41,10 @@ enum {
     /* response payload: the responder has a connection of its own to the
      * initiator, and asks it to send there (crypt's wire: one connection
      * per pair) */
-    KEYEX_NOISE_RESPONSE_REDIRECT = 1
+    KEYEX_NOISE_RESPONSE_REDIRECT = 1,
+    /* with REDIRECT: one of those is still being opened (worth waiting
+     * for; without it, the initiator moves only to one it already has) */
+    KEYEX_NOISE_RESPONSE_OPENING  = 2
 };
 
 /* Initiation (128 bytes): type, version, two zero bytes, the initiator's

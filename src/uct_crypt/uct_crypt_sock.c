@@ -38,7 +38,8 @@ static uct_iface_ops_t uct_crypt_sock_iface_ops;
 /* ---- strangers: drop, count, log rate-limited ----------------------------- */
 
 void uct_crypt_sock_outsider(uct_crypt_sock_iface_t *iface,
-                             const uct_crypt_sock_conn_t *conn, const char *what)
+                             const uct_crypt_sock_conn_t *conn, const char *what,
+                             ucs_log_level_t level)
 {
     static uint64_t count;
     uint64_t n = __atomic_add_fetch(&count, 1, __ATOMIC_RELAXED);
@@ -46,9 +47,8 @@ void uct_crypt_sock_outsider(uct_crypt_sock_iface_t *iface,
     UCT_CRYPT_STAT_ADD(wire_refused, 1);
     /* the first few, then every power of two: a flood cannot fill the log */
     if ((n <= 4) || !(n & (n - 1))) {
-        ucs_warn("crypt: refused a connection from %s: %s (%" PRIu64
-                 " refused so far; the job goes on)",
-                 conn->peer_name, what, n);
+        ucs_log(level, "crypt: refused a connection from %s: %s (%" PRIu64
+                " refused so far; the job goes on)", conn->peer_name, what, n);
     }
 }
 
@@ -350,8 +350,10 @@ restart:
             return;
         }
         if (conn->state == UCT_CRYPT_SOCK_WAIT_INIT) {
-            uct_crypt_sock_conn_fail(conn, "half-open slots full, oldest "
-                                           "reclaimed");
+            /* (an honest initiator whose initiation had not come yet opens
+             * another connection: only a debug line) */
+            uct_crypt_sock_conn_refuse(conn, "half-open slots full, oldest "
+                                             "reclaimed", UCS_LOG_LEVEL_DEBUG);
         }
     }
 }
@@ -386,8 +388,12 @@ static void uct_crypt_sock_timers(uct_crypt_sock_iface_t *iface, ucs_time_t now)
     }
 
     ucs_list_for_each_safe(conn, tmp, &iface->conns, list) {
-        if ((conn->state != UCT_CRYPT_SOCK_ESTABLISHED) &&
-            (now > conn->deadline)) {
+        /* A stranger's silence has a deadline. Our own initiations have
+         * none: the peer answers from its progress, and a peer busy
+         * computing answers late, as over UCX's tcp, whose connection
+         * waits for its peer's answer as long as the kernel keeps it (a
+         * dead host: keepalive and the check below). */
+        if ((conn->state == UCT_CRYPT_SOCK_WAIT_INIT) && (now > conn->deadline)) {
             uct_crypt_sock_conn_fail(conn, "handshake timed out");
         } else if (conn->closing && (now > conn->deadline)) {
             /* our half is done; the peer neither read the rest nor closed
@@ -395,7 +401,8 @@ static void uct_crypt_sock_timers(uct_crypt_sock_iface_t *iface, ucs_time_t now)
             uct_crypt_sock_conn_close(conn);
         } else if (conn->redirect_wait && (now > conn->deadline)) {
             uct_crypt_sock_conn_redirect_expired(conn);
-        } else if (liveness && (conn->state == UCT_CRYPT_SOCK_ESTABLISHED) &&
+        } else if (liveness && ((conn->state == UCT_CRYPT_SOCK_ESTABLISHED) ||
+                                (conn->state == UCT_CRYPT_SOCK_INIT_SENT)) &&
                    uct_crypt_sock_unanswered(conn, iface->keepalive)) {
             uct_crypt_sock_conn_fail(conn, "the peer's host stopped answering "
                                            "(no acknowledgement within "
@@ -472,8 +479,13 @@ static ucs_status_t uct_crypt_sock_iface_flush(uct_iface_h tl_iface,
     uct_crypt_sock_iface_t *iface = ucs_derived_of(tl_iface, uct_crypt_sock_iface_t);
     uct_crypt_sock_ep_t *ep;
 
+    /* an ep's connection still being set up counts, as tcp's CONNECTING
+     * and WAITING_ACK eps count in its iface's outstanding: after an iface
+     * flush an ep takes a send (UCX's test_uct_pending.send_ooo_with_comp).
+     * Strangers' half-open connections have no ep and do not count. */
     ucs_list_for_each(ep, &iface->eps, list) {
-        if (((ep->conn != NULL) && (ep->conn->tx_len > 0)) ||
+        if (((ep->conn != NULL) && ((ep->conn->tx_len > 0) ||
+                                    !uct_crypt_sock_conn_final(ep->conn))) ||
             !ucs_queue_is_empty(&ep->pending)) {
             /* as tcp: no completion for an iface flush, poll instead */
             return (comp == NULL) ? UCS_INPROGRESS : UCS_ERR_UNSUPPORTED;

@@ -28,7 +28,10 @@
  * with REDIRECT (the Noise response's payload): the other side holds its
  * records (no record goes before the handshake's answer) and moves them to
  * the lower side's connection once that is up, or uses its own after a
- * deadline. A record therefore never has two connections to take, and the
+ * deadline. It waits only where the lower side said its connection is still
+ * being opened (OPENING) or where one of the lower side's is here and free;
+ * a connection of the lower side's that is up and taken by another ep is
+ * nothing to wait for. A record therefore never has two connections to take, and the
  * record layer's strict order holds. Each direction ends with its own
  * CLOSE, authenticated under the connection's transport key and carrying
  * the count of records sent; the socket closes once both halves are done.
@@ -82,7 +85,10 @@ enum {
     UCT_CRYPT_SOCK_WIRE_SEGMENT_MAX = 262144, /* a bulk segment's frame */
     UCT_CRYPT_SOCK_HALF_OPEN_MAX = 64,
     UCT_CRYPT_SOCK_DRAIN_TIMEOUT = 10,  /* s: a closing connection's last bytes */
-    UCT_CRYPT_SOCK_REDIRECT_TIMEOUT = 2 /* s: for the peer's own connection */
+    UCT_CRYPT_SOCK_REDIRECT_TIMEOUT = 2, /* s: for the peer's own connection */
+    /* connections an ep opens again when the peer closed them before it
+     * answered (UCX tcp's UCX_TCP_MAX_CONN_RETRIES default) */
+    UCT_CRYPT_SOCK_CONNECT_RETRIES = 25
 };
 
 /* Open the wire on a network device. `md` is crypt's md (used by the base
@@ -192,6 +198,8 @@ struct uct_crypt_sock_conn {
     int                      tx_closed;    /* we sent CLOSE */
     int                      redirect_wait;/* the peer asked us to send on its
                                               connection: records held */
+    int                      redirect_opening; /* ... and it was still being
+                                                  opened: held to the deadline */
     size_t                   init_left;    /* initiation bytes not sent yet */
     uint64_t                 tx_records, tx_records_told;
 };
@@ -250,6 +258,8 @@ struct uct_crypt_sock_ep {
     ucs_queue_head_t      flushes;         /* uct_crypt_sock_flush_t */
     ucs_list_link_t       busy;            /* in the iface's busy_eps while
                                               it has pending or flushes */
+    unsigned              connect_retries; /* connections the peer closed
+                                              before it answered */
 };
 
 /* uct_crypt_sock_conn.c */
@@ -261,6 +271,9 @@ uct_crypt_sock_conn_t *uct_crypt_sock_conn_new(uct_crypt_sock_iface_t *iface,
                                                const struct sockaddr *peer);
 void uct_crypt_sock_conn_close(uct_crypt_sock_conn_t *conn);
 void uct_crypt_sock_conn_fail(uct_crypt_sock_conn_t *conn, const char *reason);
+/* A connection of no proven peer closed (counted; logged at `level`) */
+void uct_crypt_sock_conn_refuse(uct_crypt_sock_conn_t *conn, const char *reason,
+                                ucs_log_level_t level);
 void uct_crypt_sock_conn_handle(uct_crypt_sock_conn_t *conn, unsigned events);
 int uct_crypt_sock_conn_flush(uct_crypt_sock_conn_t *conn);
 /* May the records of its ep go out sealed now (handshake answered, no
@@ -319,6 +332,9 @@ ucs_status_t uct_crypt_sock_ep_get_address(uct_ep_h tl_ep, uct_ep_addr_t *addr);
 ucs_status_t uct_crypt_sock_ep_connect_to_ep(uct_ep_h tl_ep,
                                              const uct_device_addr_t *dev_addr,
                                              const uct_ep_addr_t *ep_addr);
+/* A new connection for `ep`, whose last one ended before the handshake's
+ * answer */
+ucs_status_t uct_crypt_sock_ep_reconnect(uct_crypt_sock_ep_t *ep);
 void uct_crypt_sock_ep_failed(uct_crypt_sock_ep_t *ep, ucs_status_t status,
                               const char *reason);
 unsigned uct_crypt_sock_ep_progress_tx(uct_crypt_sock_ep_t *ep);
@@ -326,6 +342,7 @@ void uct_crypt_sock_iface_report_failures(uct_crypt_sock_iface_t *iface);
 
 /* drop-and-count accounting (rate-limited log) */
 void uct_crypt_sock_outsider(uct_crypt_sock_iface_t *iface,
-                             const uct_crypt_sock_conn_t *conn, const char *what);
+                             const uct_crypt_sock_conn_t *conn, const char *what,
+                             ucs_log_level_t level);
 
 #endif

@@ -66,6 +66,12 @@ static ucs_status_t uct_crypt_sock_ep_connect(uct_crypt_sock_ep_t *ep)
     return UCS_OK;
 }
 
+ucs_status_t uct_crypt_sock_ep_reconnect(uct_crypt_sock_ep_t *ep)
+{
+    ucs_assert(ep->conn == NULL);
+    return uct_crypt_sock_ep_connect(ep);
+}
+
 static UCS_CLASS_INIT_FUNC(uct_crypt_sock_ep_t, const uct_ep_params_t *params)
 {
     uct_crypt_sock_iface_t *iface = ucs_derived_of(params->iface,
@@ -80,6 +86,7 @@ static UCS_CLASS_INIT_FUNC(uct_crypt_sock_ep_t, const uct_ep_params_t *params)
     self->status        = UCS_OK;
     self->fail_reported = 0;
     self->dispatching   = 0;
+    self->connect_retries = 0;
     ucs_queue_head_init(&self->pending);
     ucs_queue_head_init(&self->flushes);
     ucs_list_head_init(&self->busy); /* linked alone: not on the busy list */
@@ -437,6 +444,16 @@ void uct_crypt_sock_ep_pending_purge(uct_ep_h tl_ep,
     }
 }
 
+/* A flush is done once the connection is final and the kernel took every
+ * byte. Final, not only up: one that waits for the peer's (REDIRECT) takes
+ * no send yet, and after a flush UCX's tcp takes one (its flush waits for
+ * CONNECTED; UCX's test_uct_pending.send_ooo_with_comp sends an am_zcopy
+ * right after connect and flush and expects it taken). */
+static int uct_crypt_sock_ep_flushed(const uct_crypt_sock_conn_t *conn)
+{
+    return uct_crypt_sock_conn_final(conn) && (conn->tx_len == 0);
+}
+
 /* From the iface's progress: pending requests while there is room, then
  * the flushes that are done. Returns the number of requests dispatched. */
 unsigned uct_crypt_sock_ep_progress_tx(uct_crypt_sock_ep_t *ep)
@@ -465,8 +482,7 @@ unsigned uct_crypt_sock_ep_progress_tx(uct_crypt_sock_ep_t *ep)
     }
 
     if ((ep->status != UCS_OK) ||
-        ((ep->conn != NULL) && (ep->conn->tx_len == 0) &&
-         (ep->conn->state == UCT_CRYPT_SOCK_ESTABLISHED))) {
+        ((ep->conn != NULL) && uct_crypt_sock_ep_flushed(ep->conn))) {
         count += uct_crypt_sock_ep_complete_flushes(ep, ep->status);
     }
     if (ucs_queue_is_empty(&ep->pending) && ucs_queue_is_empty(&ep->flushes)) {
@@ -495,9 +511,7 @@ ucs_status_t uct_crypt_sock_ep_flush(uct_ep_h tl_ep, unsigned flags,
     if (uct_crypt_sock_ep_behind_pending(ep)) {
         return UCS_ERR_NO_RESOURCE;
     }
-    if ((ep->conn == NULL) ||
-        ((ep->conn->tx_len == 0) &&
-         (ep->conn->state == UCT_CRYPT_SOCK_ESTABLISHED))) {
+    if ((ep->conn == NULL) || uct_crypt_sock_ep_flushed(ep->conn)) {
         return UCS_OK;
     }
     if (comp != NULL) {

@@ -53,6 +53,8 @@ typedef struct uct_crypt_stats {
     uint64_t wire_handshakes;
     uint64_t wire_failed;
     uint64_t wire_shared;   /* an ep took the peer's connection: both ways */
+    uint64_t wire_redirects_expired; /* an ep waited for the peer's connection
+                                      * the whole deadline, then used its own */
     /* the connection manager (client/server programs): connections
      * refused before their CONNECT opened (strangers, wrong job secret,
      * half-open slots reclaimed), handshakes completed */

@@ -642,6 +642,74 @@ TEST_F(uct_crypt_test, both_directions_share_one_wire_connection)
     }
 }
 
+/* A second ep between two ifaces whose first eps share a connection opens
+ * a connection of its own (the shared one is taken), and its records go
+ * at once, whichever side holds the lower key. The lower side's answer
+ * asked it to send on the lower side's connection whenever one existed,
+ * even one long up and taken; the ep then held its records for the whole
+ * redirect deadline (UCX's test_ucp_wireup_2sided.multi_ep_2sided: 2.2 s
+ * per ep, 90 s for the test). */
+TEST_F(uct_crypt_test, a_second_endpoint_to_a_peer_waits_for_no_connection_that_will_not_come)
+{
+    for (int a_first = 1; a_first >= 0; --a_first) {
+        SCOPED_TRACE(a_first ? "a opened the shared connection"
+                             : "b opened the shared connection");
+        open_side(a);
+        open_side(b);
+        side &opener = a_first ? a : b, &other = a_first ? b : a;
+        auto payload = make_payload(1, 64);
+        uct_ep_h first = connect(opener, other);
+        send_retrying([&] { return uct_ep_am_short(first, kAmId, 1, payload.data(), 64); });
+        progress_until([&] { return other.received.size() == 1u; });
+        uct_ep_h back = connect(other, opener);
+        send_retrying([&] { return uct_ep_am_short(back, kAmId, 1, payload.data(), 64); });
+        progress_until([&] { return opener.received.size() == 1u; });
+
+        uint64_t expired = wire_stat(&uct_crypt_stats_t::wire_redirects_expired);
+        uct_ep_h second = connect(other, opener);
+        auto second_payload = make_payload(2, 64);
+        send_retrying([&] {
+            return uct_ep_am_short(second, kAmId, 2, second_payload.data(), 64);
+        });
+        progress_until([&] { return opener.received.size() == 2u; });
+        expect_message(opener.received[1], 2, 64);
+        EXPECT_EQ(wire_stat(&uct_crypt_stats_t::wire_redirects_expired), expired)
+                << "the second ep held its records for a connection that never came";
+        EXPECT_TRUE(a.failed_eps.empty());
+        EXPECT_TRUE(b.failed_eps.empty());
+        destroy_eps();
+        close_side(a);
+        close_side(b);
+    }
+}
+
+/* After connect and an iface flush, an ep takes a send, as over UCX's tcp
+ * (its iface flush waits for connecting eps; UCX's
+ * test_uct_pending.send_ooo_with_comp relies on it). Both sides connect at
+ * once, so one of them also waits for the other's connection (REDIRECT).
+ * crypt's flush counted only bytes not yet written and returned at once;
+ * the send then got NO_RESOURCE. */
+TEST_F(uct_crypt_test, an_iface_flush_waits_for_connections_being_set_up)
+{
+    open_side(a);
+    open_side(b);
+    ab = connect(a, b);
+    ba = connect(b, a);
+    deadline limit(20);
+    ucs_status_t fa, fb;
+    do {
+        uct_worker_progress(worker);
+        fa = uct_iface_flush(a.iface, 0, NULL);
+        fb = uct_iface_flush(b.iface, 0, NULL);
+    } while (((fa == UCS_INPROGRESS) || (fb == UCS_INPROGRESS)) && !limit.passed());
+    ASSERT_EQ(fa, UCS_OK);
+    ASSERT_EQ(fb, UCS_OK);
+    auto payload = make_payload(1, 64);
+    EXPECT_EQ(uct_ep_am_short(ab, kAmId, 1, payload.data(), 64), UCS_OK);
+    EXPECT_EQ(uct_ep_am_short(ba, kAmId, 1, payload.data(), 64), UCS_OK);
+    progress_until([&] { return (a.received.size() == 1u) && (b.received.size() == 1u); });
+}
+
 /* One side's ep goes (its CLOSE ends its half) while the peer's ep keeps
  * the shared connection open: nothing may follow that CLOSE, not even
  * the heartbeat the iface timer sends for records not yet counted (it
@@ -1213,7 +1281,10 @@ TEST_F(uct_crypt_test, tampered_record_on_the_own_wire_fails_both_ends_and_is_ne
  * capture of the wire. */
 class recording_relay {
 public:
-    explicit recording_relay(uint16_t target_port) : target(target_port)
+    /* drop_first: that many connections are closed once their first bytes
+     * (the initiation) came, never passed on: a responder that refused */
+    explicit recording_relay(uint16_t target_port, int drop_first = 0) :
+        target(target_port), to_drop(drop_first)
     {
         listen_fd = socket(AF_INET, SOCK_STREAM, 0);
         sockaddr_in sa = {};
@@ -1240,6 +1311,7 @@ public:
     uint16_t             port;
     std::vector<uint8_t> captured; /* the first connection, client to
                                       server; read after stop() */
+    std::atomic<int>     dropped{0};
 
 private:
     struct pair {
@@ -1250,6 +1322,16 @@ private:
     void accept_one(std::vector<pair> &pairs)
     {
         int client = accept(listen_fd, nullptr, nullptr);
+        if ((client >= 0) && (dropped < to_drop)) {
+            uint8_t buf[sizeof(keyex_noise_init_msg_t)];
+            pollfd in = {client, POLLIN, 0};
+            if (poll(&in, 1, 5000) == 1) {
+                (void)!read(client, buf, sizeof(buf));
+            }
+            close(client);
+            ++dropped;
+            return;
+        }
         int server = socket(AF_INET, SOCK_STREAM, 0);
         sockaddr_in sa = {};
         sa.sin_family      = AF_INET;
@@ -1316,6 +1398,7 @@ private:
     }
 
     uint16_t          target;
+    int               to_drop;
     int               listen_fd;
     bool              first_seen = false; /* (the relay thread's) */
     std::atomic<bool> done{false};
@@ -1378,6 +1461,62 @@ TEST_F(uct_crypt_test, sixty_four_initiations_at_once_are_taken_and_a_replayed_o
     EXPECT_EQ(wire_stat(&uct_crypt_stats_t::wire_refused), refused + 1);
     EXPECT_EQ(wire_stat(&uct_crypt_stats_t::wire_handshakes), handshakes)
             << "the replayed initiation was answered";
+}
+
+/* A responder that closes an initiation unanswered (it reclaimed a
+ * half-open slot in a burst, or took the initiation for a stale one) does
+ * not fail the ep: it opens another connection with a fresh initiation, as
+ * UCX's tcp retries a connection reset while it is set up. The ep failed
+ * ("connection closed during the handshake"); UCX's test_uct_pending,
+ * 2048 eps opened at once, saw it. */
+TEST_F(uct_crypt_test, an_initiation_closed_unanswered_is_sent_again_on_a_new_connection)
+{
+    const uint16_t b_port = free_loopback_port();
+    recording_relay relay(b_port, 2);
+
+    open_side(a);
+    open_side_with(b, {{"WIRE_PORT", std::to_string(b_port)},
+                       {"WIRE_ADVERTISE_PORT", std::to_string(relay.port)}});
+    ab = connect(a, b);
+    for (uint64_t i = 0; i < 4; ++i) {
+        auto payload = make_payload(i, 64);
+        send_retrying([&] { return uct_ep_am_short(ab, kAmId, i, payload.data(), 64); });
+    }
+    progress_until([&] { return (b.received.size() == 4u) || !a.failed_eps.empty(); });
+    EXPECT_TRUE(a.failed_eps.empty()) << "the ep failed at a refused initiation";
+    ASSERT_EQ(b.received.size(), 4u);
+    for (uint64_t i = 0; i < 4; ++i) {
+        expect_message(b.received[i], i, 64);
+    }
+    EXPECT_EQ(relay.dropped, 2);
+    relay.stop();
+}
+
+/* A peer busy computing (no progress) answers the handshake late; the
+ * initiator waits, as UCX's tcp waits for its peer's answer. It failed
+ * the ep after 5 s ("handshake timed out"): an MPI rank that first sends
+ * to a rank still computing aborted the job. */
+TEST_F(uct_crypt_test, an_initiator_waits_for_a_busy_peer_to_answer)
+{
+    open_side(a);
+    open_side(b);
+    ab = connect(a, b);
+    auto payload = make_payload(1, 64);
+    ucs_status_t status = uct_ep_am_short(ab, kAmId, 1, payload.data(), 64);
+    deadline busy(6.5); /* past the 5 s the initiator gave */
+    while (!busy.passed()) {
+        uct_iface_progress(a.iface); /* b never progresses meanwhile */
+        if (status == UCS_ERR_NO_RESOURCE) {
+            status = uct_ep_am_short(ab, kAmId, 1, payload.data(), 64);
+        }
+    }
+    if (status == UCS_ERR_NO_RESOURCE) {
+        send_retrying([&] { return uct_ep_am_short(ab, kAmId, 1, payload.data(), 64); });
+    }
+    progress_until([&] { return (b.received.size() == 1u) || !a.failed_eps.empty(); });
+    EXPECT_TRUE(a.failed_eps.empty()) << "the ep failed while its peer was busy";
+    ASSERT_EQ(b.received.size(), 1u);
+    expect_message(b.received[0], 1, 64);
 }
 
 /* Forward secrecy on crypt's own wire. The attacker recorded the wire and
