@@ -403,6 +403,13 @@ void uct_crypt_bulk_ep_fence(uct_crypt_ep_t *ep)
     tx->fence_put_id = tx->next_put_id;
     tx->fence_get_id = tx->next_get_id;
     ep->fence        = UCT_CRYPT_FENCE_WAIT;
+    /* posted by a request dispatched from behind the last fence (UCP's
+     * fenced rendezvous posts the next message's puts, a fence and its
+     * ATP from there): what follows waits for this one, and so do the
+     * requests still queued. Letting the dispatch go on let that ATP out
+     * ahead of its puts; the target completed a receive whose data was
+     * not in place (UCX's test_ucp_tag_match_rndv.bidir_multi_exp_post) */
+    ep->fence_dispatching = 0;
     uct_crypt_bulk_activate(tx);
 }
 
@@ -440,10 +447,14 @@ void uct_crypt_bulk_tx_fence(uct_crypt_bulk_tx_t *tx)
         ep->fence = UCT_CRYPT_FENCE_DRAIN;
     }
     if (ep->fence == UCT_CRYPT_FENCE_DRAIN) {
+        /* (a fence that a dispatched request posts ends the dispatch:
+         * uct_crypt_bulk_ep_fence clears fence_dispatching) */
         ep->fence_dispatching = 1;
-        uct_pending_queue_dispatch(priv, &ep->fence_pending, 1);
+        uct_pending_queue_dispatch(priv, &ep->fence_pending,
+                                   ep->fence_dispatching);
         ep->fence_dispatching = 0;
-        if (ucs_queue_is_empty(&ep->fence_pending)) {
+        if ((ep->fence == UCT_CRYPT_FENCE_DRAIN) &&
+            ucs_queue_is_empty(&ep->fence_pending)) {
             ep->fence = UCT_CRYPT_FENCE_NONE;
         }
     }

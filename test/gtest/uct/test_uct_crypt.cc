@@ -1905,6 +1905,74 @@ protected:
         }
     }
 
+    /* UCP's fenced rendezvous (rndv_put.c, FENCED_ATP): a request that
+     * waited behind a fence is dispatched and posts the next message: its
+     * put, a fence, then the AM that tells the target the data is there.
+     * That AM must wait for the put too. */
+    struct fenced_next_message {
+        uct_pending_req_t     super;
+        uct_ep_h              ep;
+        uct_iov_t             iov;
+        uint64_t              remote;
+        uct_rkey_t            rkey;
+        uct_completion_t      *comp;
+        std::vector<uint8_t>  *payload;
+        ucs_status_t          put_status = UCS_ERR_LAST, am_status = UCS_ERR_LAST;
+        pending_sender        later;
+
+        static ucs_status_t run(uct_pending_req_t *self)
+        {
+            fenced_next_message *n = ucs_container_of(self, fenced_next_message, super);
+            n->put_status = uct_ep_put_zcopy(n->ep, &n->iov, 1, n->remote, n->rkey,
+                                             n->comp);
+            EXPECT_EQ(uct_ep_fence(n->ep, 0), UCS_OK);
+            n->am_status = uct_ep_am_short(n->ep, kAmId, 8, n->payload->data(), 32);
+            if (n->am_status == UCS_ERR_NO_RESOURCE) {
+                n->later.init(n->ep, n->payload, 8);
+                EXPECT_EQ(uct_ep_pending_add(n->ep, &n->later.super, 0), UCS_OK);
+            }
+            return UCS_OK;
+        }
+    };
+
+    void check_a_fence_posted_from_behind_a_fence()
+    {
+        settings_t settings = {{"BULK_SEGMENT", "4k"}, {"BULK_THREADS", "1"}};
+        open_pair(settings, settings);
+        put_op &first = new_op(), &second = new_op();
+        post_put(ab, a, b, first, 1 << 20, 11);
+        ASSERT_EQ(uct_ep_fence(ab, 0), UCS_OK);
+
+        auto payload = make_payload(8, 32);
+        fenced_next_message next;
+        next.super.func = fenced_next_message::run;
+        next.ep         = ab;
+        next.iov        = prepare(second, a, b, 1 << 20, 12, true);
+        next.remote     = (uint64_t)second.dst.buffer.data();
+        next.rkey       = second.rkey.rkey;
+        next.comp       = &second.comp.super;
+        next.payload    = &payload;
+        std::vector<uint8_t> seen; /* the second put's target at the AM */
+        b.on_am = [&] {
+            seen.assign(second.dst.buffer.begin(), second.dst.buffer.begin() + second.len);
+        };
+        ASSERT_EQ(uct_ep_am_short(ab, kAmId, 8, payload.data(), 32), UCS_ERR_NO_RESOURCE);
+        ASSERT_EQ(uct_ep_pending_add(ab, &next.super, 0), UCS_OK);
+
+        progress_until([&] { return next.put_status != UCS_ERR_LAST; });
+        ASSERT_EQ(next.put_status, UCS_INPROGRESS);
+        EXPECT_EQ(next.am_status, UCS_ERR_NO_RESOURCE)
+                << "an AM went out ahead of a put before its own fence";
+        progress_until([&] {
+            return (b.received.size() == 1u) && first.comp.done && second.comp.done;
+        });
+        expect_message(b.received[0], 8, 32);
+        EXPECT_EQ(seen, make_payload(second.seq, second.len))
+                << "the AM was delivered before the put was in place";
+        expect_put_delivered(first);
+        expect_put_delivered(second);
+    }
+
     void expect_put_delivered(put_op &op)
     {
         ASSERT_TRUE(op.comp.done);
@@ -2349,10 +2417,26 @@ INSTANTIATE_TEST_SUITE_P(stream, uct_crypt_bulk_tamper_test,
  * announces it (ciphertext and tag), opened from the receive buffer into
  * the registered destination. Sealed on the progress thread straight into
  * the frame, or by the pool into bounce buffers and copied. */
+/* UCX's test_ucp_tag_match_rndv.bidir_multi_exp_post/3 (rendezvous by
+ * fenced put on two lanes) completed a 128 MiB receive with 10.75 MiB of
+ * it still zero: the next message's AM went out from the pending queue of
+ * the fence before it, ahead of its own put. Requests that waited behind a
+ * fence were let through while they were dispatched, sends after a new
+ * fence included. */
+TEST_F(uct_crypt_bulk_test, a_fence_posted_from_behind_a_fence_holds_the_sends_after_it)
+{
+    check_a_fence_posted_from_behind_a_fence();
+}
+
 class uct_crypt_wire_bulk_test : public uct_crypt_bulk_test {
 protected:
     uct_crypt_wire_bulk_test() { base_settings.clear(); }
 };
+
+TEST_F(uct_crypt_wire_bulk_test, a_fence_posted_from_behind_a_fence_holds_the_sends_after_it)
+{
+    check_a_fence_posted_from_behind_a_fence();
+}
 
 TEST_F(uct_crypt_wire_bulk_test, every_size_class_sealed_into_the_frame)
 {
