@@ -215,5 +215,37 @@ else
     verdict openmpi_two_hosts_defaults_verified 0 "mpicc.openmpi: $(tail -2 "$work/cc.log")"
 fi
 
+# ---- MPICH across the two hosts, UCX's defaults ------------------------------
+# hydra on h1 forks the local proxy and starts h2's through netns-agent.sh,
+# with no UCX_NET_DEVICES on either; ch4:ucx either way: the control with
+# UCX's own transports, crypt as a user starts it (ucx-crypt-run around
+# mpiexec; hydra passes the environment on to both hosts).
+if mpicc.mpich -O2 -o "$work/mpi_check_mpich" "$mpi_src" 2>>"$work/cc.log"; then
+    mpich_two_hosts() { # LABEL [ENV...]: prints rc
+        local label=$1
+        shift
+        on_host_defaults ucxt-h1 env NETNS_AGENT_HOSTS="10.78.0.1=ucxt-h1= 10.78.0.2=ucxt-h2=" \
+            "$@" timeout 120 mpiexec.mpich -n 2 -hosts 10.78.0.1,10.78.0.2 \
+            -launcher ssh -launcher-exec "$agent" -iface ucxt-v1 \
+            "$work/mpi_check_mpich" -s 8,1000,65536,1048576 >"$work/$label.log" 2>&1
+        echo $?
+    }
+    plain=$(mpich_two_hosts mpich-plain)
+    crypt=$(mpich_two_hosts mpich-crypt "${crypt_env[@]}" env UCX_CRYPT_STATS=y)
+    name=mpich_two_hosts_defaults_verified
+    echo "  $name: plain rc $plain, crypt rc $crypt"
+    if [ "$plain" != 0 ] || [ "$(grep -c '^MPI OK rank' "$work/mpich-plain.log")" != 2 ]; then
+        verdict "$name" 0 "the plain control failed: rc $plain"
+    else
+        verdict "$name" "$([ "$crypt" = 0 ] &&
+                           [ "$(grep -c '^MPI OK rank' "$work/mpich-crypt.log")" = 2 ] &&
+                           [ "$(grep -c 'ucx-crypt pid.*opened [1-9]' "$work/mpich-crypt.log")" = 2 ] &&
+                           echo 1 || echo 0)" \
+            "crypt rc $crypt: $(grep -v '^\[ucx-crypt' "$work/mpich-crypt.log" | tail -2)"
+    fi
+else
+    verdict mpich_two_hosts_defaults_verified 0 "mpicc.mpich: $(tail -2 "$work/cc.log")"
+fi
+
 write_report transparency "$results/transparency.xml"
 [ "$failed" -eq 0 ]
