@@ -481,8 +481,9 @@ static ucs_status_t uct_crypt_sock_iface_flush(uct_iface_h tl_iface,
 
     /* an ep's connection still being set up counts, as tcp's CONNECTING
      * and WAITING_ACK eps count in its iface's outstanding: after an iface
-     * flush an ep takes a send (UCX's test_uct_pending.send_ooo_with_comp).
-     * Strangers' half-open connections have no ep and do not count. */
+     * flush an ep takes a send (UCX's test_uct_event and test_uct_pending
+     * connect, flush, then send). Strangers' half-open connections have no
+     * ep and do not count. */
     ucs_list_for_each(ep, &iface->eps, list) {
         if (((ep->conn != NULL) && ((ep->conn->tx_len > 0) ||
                                     !uct_crypt_sock_conn_final(ep->conn))) ||

@@ -446,9 +446,8 @@ void uct_crypt_sock_ep_pending_purge(uct_ep_h tl_ep,
 
 /* A flush is done once the connection is final and the kernel took every
  * byte. Final, not only up: one that waits for the peer's (REDIRECT) takes
- * no send yet, and after a flush UCX's tcp takes one (its flush waits for
- * CONNECTED; UCX's test_uct_pending.send_ooo_with_comp sends an am_zcopy
- * right after connect and flush and expects it taken). */
+ * no send yet, and after a flush UCX's tcp takes one (tcp_ep.c: its flush
+ * answers NO_RESOURCE until the ep is CONNECTED). */
 static int uct_crypt_sock_ep_flushed(const uct_crypt_sock_conn_t *conn)
 {
     return uct_crypt_sock_conn_final(conn) && (conn->tx_len == 0);
