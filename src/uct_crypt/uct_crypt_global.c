@@ -196,7 +196,8 @@ void uct_crypt_stats_print(void)
     ucs_string_buffer_appendf(&line, ", wire: strangers refused %" PRIu64
                               ", handshakes %" PRIu64 ", connections failed %"
                               PRIu64 ", shared both ways %" PRIu64
-                              ", redirects expired %" PRIu64 ", cm: refused %" PRIu64 ", handshakes %" PRIu64
+                              ", redirects expired %" PRIu64
+                              ", cm: refused %" PRIu64 ", handshakes %" PRIu64
                               "\n", s.wire_refused, s.wire_handshakes,
                               s.wire_failed, s.wire_shared,
                               s.wire_redirects_expired, s.cm_refused,

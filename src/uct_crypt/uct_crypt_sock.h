@@ -31,8 +31,8 @@
  * deadline. It waits only where the lower side said its connection is still
  * being opened (OPENING) or where one of the lower side's is here and free;
  * a connection of the lower side's that is up and taken by another ep is
- * nothing to wait for. A record therefore never has two connections to take, and the
- * record layer's strict order holds. Each direction ends with its own
+ * nothing to wait for. A record therefore never has two connections to
+ * take, and the record layer's strict order holds. Each direction ends with its own
  * CLOSE, authenticated under the connection's transport key and carrying
  * the count of records sent; the socket closes once both halves are done.
  * Any other end of a half that carried records is a failure that both

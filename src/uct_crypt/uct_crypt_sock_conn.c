@@ -473,9 +473,10 @@ static ucs_status_t uct_crypt_sock_conn_keys(uct_crypt_sock_conn_t *conn,
 
 /* Initiator, connected: the initiation goes first in the tx buffer;
  * records follow once the answer came (the ep takes none before). Made
- * now, so that its timestamp says when it left. Made at connect() time, one that waited in the peer's full listen
- * backlog (a SYN retried a second later) arrived behind a hundred newer
- * ones of the same key and was refused as stale (uct_crypt_sock_replay.h). */
+ * now, so that its timestamp says when it left. Made at connect() time,
+ * one that waited in the peer's full listen backlog (a SYN retried a
+ * second later) arrived behind a hundred newer ones of the same key and
+ * was refused as stale (uct_crypt_sock_replay.h). */
 static ucs_status_t uct_crypt_sock_conn_make_init(uct_crypt_sock_conn_t *conn)
 {
     uint8_t timestamp[KEYEX_NOISE_TIMESTAMP_LEN];

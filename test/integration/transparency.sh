@@ -183,6 +183,23 @@ fi
 # UCX_NET_DEVICES; pml ucx either way (Debian's default MCA file turns UCX
 # off): the control with UCX's own transports, crypt with the site file.
 mpi_src="$here/mpi_check.c"
+# mpi_two_hosts_verdict NAME LABEL PLAIN_RC CRYPT_RC: both ranks said
+# "MPI OK" in WORK/LABEL-plain.log (the control) and WORK/LABEL-crypt.log,
+# and both crypt ranks' statistics show records opened
+mpi_two_hosts_verdict() {
+    local name=$1 plain_log="$work/$2-plain.log" crypt_log="$work/$2-crypt.log"
+    local plain=$3 crypt=$4
+    echo "  $name: plain rc $plain, crypt rc $crypt"
+    if [ "$plain" != 0 ] || [ "$(grep -c '^MPI OK rank' "$plain_log")" != 2 ]; then
+        verdict "$name" 0 "the plain control failed: rc $plain"
+    else
+        verdict "$name" "$([ "$crypt" = 0 ] &&
+                           [ "$(grep -c '^MPI OK rank' "$crypt_log")" = 2 ] &&
+                           [ "$(grep -c 'ucx-crypt pid.*opened [1-9]' "$crypt_log")" = 2 ] &&
+                           echo 1 || echo 0)" \
+            "crypt rc $crypt: $(grep -v '^\[ucx-crypt' "$crypt_log" | tail -2)"
+    fi
+}
 if mpicc.openmpi -O2 -o "$work/mpi_check" "$mpi_src" 2>>"$work/cc.log"; then
     ompi_two_hosts() { # LABEL PARAM_FILE [mpirun args...]: prints rc
         local label=$1 params=$2
@@ -200,17 +217,7 @@ if mpicc.openmpi -O2 -o "$work/mpi_check" "$mpi_src" 2>>"$work/cc.log"; then
             --mca btl self,vader --mca opal_common_ucx_tls any \
             --mca opal_common_ucx_devices any)
     crypt=$(ompi_two_hosts ompi-crypt "$site_conf")
-    name=openmpi_two_hosts_defaults_verified
-    echo "  $name: plain rc $plain, crypt rc $crypt"
-    if [ "$plain" != 0 ] || [ "$(grep -c '^MPI OK rank' "$work/ompi-plain.log")" != 2 ]; then
-        verdict "$name" 0 "the plain control failed: rc $plain"
-    else
-        verdict "$name" "$([ "$crypt" = 0 ] &&
-                           [ "$(grep -c '^MPI OK rank' "$work/ompi-crypt.log")" = 2 ] &&
-                           [ "$(grep -c 'ucx-crypt pid.*opened [1-9]' "$work/ompi-crypt.log")" = 2 ] &&
-                           echo 1 || echo 0)" \
-            "crypt rc $crypt: $(grep -v '^\[ucx-crypt' "$work/ompi-crypt.log" | tail -2)"
-    fi
+    mpi_two_hosts_verdict openmpi_two_hosts_defaults_verified ompi "$plain" "$crypt"
 else
     verdict openmpi_two_hosts_defaults_verified 0 "mpicc.openmpi: $(tail -2 "$work/cc.log")"
 fi
@@ -232,17 +239,7 @@ if mpicc.mpich -O2 -o "$work/mpi_check_mpich" "$mpi_src" 2>>"$work/cc.log"; then
     }
     plain=$(mpich_two_hosts mpich-plain)
     crypt=$(mpich_two_hosts mpich-crypt "${crypt_env[@]}" env UCX_CRYPT_STATS=y)
-    name=mpich_two_hosts_defaults_verified
-    echo "  $name: plain rc $plain, crypt rc $crypt"
-    if [ "$plain" != 0 ] || [ "$(grep -c '^MPI OK rank' "$work/mpich-plain.log")" != 2 ]; then
-        verdict "$name" 0 "the plain control failed: rc $plain"
-    else
-        verdict "$name" "$([ "$crypt" = 0 ] &&
-                           [ "$(grep -c '^MPI OK rank' "$work/mpich-crypt.log")" = 2 ] &&
-                           [ "$(grep -c 'ucx-crypt pid.*opened [1-9]' "$work/mpich-crypt.log")" = 2 ] &&
-                           echo 1 || echo 0)" \
-            "crypt rc $crypt: $(grep -v '^\[ucx-crypt' "$work/mpich-crypt.log" | tail -2)"
-    fi
+    mpi_two_hosts_verdict mpich_two_hosts_defaults_verified mpich "$plain" "$crypt"
 else
     verdict mpich_two_hosts_defaults_verified 0 "mpicc.mpich: $(tail -2 "$work/cc.log")"
 fi
