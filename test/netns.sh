@@ -51,6 +51,20 @@ on_host_defaults() {
     ip netns exec "$ns" unshare --pid --ipc --fork --mount-proc "$@"
 }
 
+# stop_tree PID: what on_host_defaults started in the background is a
+# subshell, then `unshare`, then the program, which is pid 1 of its pid
+# namespace and ignores SIGTERM: the whole tree goes, deepest first, with
+# SIGKILL (killing `unshare` alone left the program running, orphaned and
+# polling). PID is one the caller started.
+stop_tree() {
+    local child
+    for child in $(pgrep -P "$1" 2>/dev/null); do
+        stop_tree "$child"
+    done
+    kill -KILL "$1" 2>/dev/null
+    wait "$1" 2>/dev/null
+}
+
 # PUs each of two ranks on this machine can give to crypto threads: the
 # emulated hosts share the machine (CryptMPI's T0 - T1, halved), which the
 # shim cannot see from inside the emulation

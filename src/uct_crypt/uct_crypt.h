@@ -96,6 +96,9 @@ typedef struct uct_crypt_iface_config {
     unsigned           bulk_depth;      /* bounce segments per iface */
     unsigned           bulk_max_outstanding; /* above: seal inline (k=1) */
     char               *profile;        /* calibration file, "" = none */
+    /* crypt's own wire: its sockets' buffers, as UCX tcp's SNDBUF/RCVBUF */
+    size_t             sndbuf;          /* UCS_MEMUNITS_AUTO: the kernel's */
+    size_t             rcvbuf;
 } uct_crypt_iface_config_t;
 
 /* A crypt md wraps one (inner md, inner tl) pair. */

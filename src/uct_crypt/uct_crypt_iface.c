@@ -56,6 +56,16 @@ static ucs_config_field_t uct_crypt_iface_config_table[] = {
      ucs_offsetof(uct_crypt_iface_config_t, fault_after), UCS_CONFIG_TYPE_ULONG},
 #endif
 
+    {"SNDBUF", "auto",
+     "Socket send buffer size of crypt's own wire's connections, as UCX tcp's\n"
+     "UCX_TCP_SNDBUF (auto: the kernel's).",
+     ucs_offsetof(uct_crypt_iface_config_t, sndbuf), UCS_CONFIG_TYPE_MEMUNITS},
+
+    {"RCVBUF", "auto",
+     "Socket receive buffer size of crypt's own wire's connections, as UCX\n"
+     "tcp's UCX_TCP_RCVBUF (auto: the kernel's).",
+     ucs_offsetof(uct_crypt_iface_config_t, rcvbuf), UCS_CONFIG_TYPE_MEMUNITS},
+
     {"BULK", "y",
      "Offer encrypted put_zcopy and get_zcopy (the bulk engine), which give UCP\n"
      "its RMA rendezvous back: segments sealed in parallel, put by the inner\n"
@@ -592,8 +602,16 @@ static UCS_CLASS_INIT_FUNC(uct_crypt_iface_t, uct_md_h tl_md, uct_worker_h worke
             .job_secret      = uct_crypt_job_secret,
             .keepalive       = uct_crypt_global.keepalive,
             .peer_failed     = uct_crypt_wire_peer_failed,
-            .peer_failed_arg = self
+            .peer_failed_arg = self,
+            .sndbuf          = UCS_MEMUNITS_AUTO,
+            .rcvbuf          = UCS_MEMUNITS_AUTO
         };
+        if (self->role == UCT_CRYPT_ROLE_DATA) {
+            const uct_crypt_iface_config_t *config =
+                    ucs_derived_of(tl_config, uct_crypt_iface_config_t);
+            sock_params.sndbuf = config->sndbuf;
+            sock_params.rcvbuf = config->rcvbuf;
+        }
 #if UCX_CRYPT_FAULT_INJECTION
         if (self->role == UCT_CRYPT_ROLE_DATA) {
             const uct_crypt_iface_config_t *config =

@@ -436,7 +436,9 @@ static ucs_status_t uct_crypt_lane_open_iface(uct_crypt_lane_t *lane, const char
             .job_secret      = uct_crypt_job_secret,
             .keepalive       = uct_crypt_global.keepalive,
             .peer_failed     = uct_crypt_lane_peer_failed,
-            .peer_failed_arg = lane
+            .peer_failed_arg = lane,
+            .sndbuf          = UCS_MEMUNITS_AUTO,
+            .rcvbuf          = UCS_MEMUNITS_AUTO
         };
         status = (keyex_keypair_generate(&lane->keypair) == KEYEX_OK) ?
                  uct_crypt_sock_iface_open(lane->md, lane->worker, &params,

@@ -286,6 +286,8 @@ void uct_crypt_sock_set_options(int fd, double keepalive)
 void uct_crypt_sock_iface_set_options(uct_crypt_sock_iface_t *iface, int fd)
 {
     uct_crypt_sock_set_options(fd, iface->keepalive);
+    /* (as tcp_iface.c: best effort, the kernel bounds and doubles them) */
+    (void)ucs_socket_set_buffer_size(fd, iface->sndbuf, iface->rcvbuf);
 }
 
 static void uct_crypt_sock_accept(uct_crypt_sock_iface_t *iface)
@@ -309,7 +311,7 @@ static void uct_crypt_sock_accept(uct_crypt_sock_iface_t *iface)
             }
             return;
         }
-        uct_crypt_sock_set_options(fd, iface->keepalive);
+        uct_crypt_sock_iface_set_options(iface, fd);
         conn = uct_crypt_sock_conn_new(iface, fd, NULL, (struct sockaddr*)&peer);
         if (conn == NULL) {
             close(fd);
@@ -524,6 +526,8 @@ static UCS_CLASS_INIT_FUNC(uct_crypt_sock_iface_t, uct_md_h md,
     self->job_secret      = sock_params->job_secret;
     self->mac1_key        = NULL;
     self->keepalive       = sock_params->keepalive;
+    self->sndbuf          = sock_params->sndbuf;
+    self->rcvbuf          = sock_params->rcvbuf;
     self->peer_failed     = sock_params->peer_failed;
     self->peer_failed_arg = sock_params->peer_failed_arg;
     self->half_open       = 0;

@@ -73,6 +73,8 @@ typedef struct uct_crypt_sock_params {
     void                            *peer_failed_arg;
     uint16_t                        listen_port;    /* 0: any (tests: fixed) */
     uint16_t                        advertise_port; /* 0: the listening one */
+    size_t                          sndbuf;         /* UCS_MEMUNITS_AUTO: */
+    size_t                          rcvbuf;         /* the kernel's */
 } uct_crypt_sock_params_t;
 
 /* Frame sizes (uct_crypt_sock_frame.h): a record of at most max_bcopy
@@ -221,6 +223,7 @@ struct uct_crypt_sock_iface {
     uint8_t                         *mac1_key; /* of initiations to us:
                                                   secure memory */
     double                          keepalive;
+    size_t                          sndbuf, rcvbuf; /* sockets' buffers */
     uct_crypt_sock_peer_failed_cb_t peer_failed;
     void                            *peer_failed_arg;
     ucs_list_link_t                 conns;

@@ -55,19 +55,6 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# What on_host_defaults starts in the background is a subshell, then
-# `unshare`, then the program, which is pid 1 of its pid namespace and
-# ignores SIGTERM: the whole tree goes, deepest first, with SIGKILL (killing
-# `unshare` alone left the program running, orphaned and polling)
-stop_tree() { # PID (of on_host_defaults)
-    local child
-    for child in $(pgrep -P "$1" 2>/dev/null); do
-        stop_tree "$child"
-    done
-    kill -KILL "$1" 2>/dev/null
-    wait "$1" 2>/dev/null
-}
-
 verdict() { # NAME OK(0|1) REASON
     if [ "$2" = 1 ]; then
         record "$1" pass
@@ -232,13 +219,29 @@ if mpicc.mpich -O2 -o "$work/mpi_check_mpich" "$mpi_src" 2>>"$work/cc.log"; then
         local label=$1
         shift
         on_host_defaults ucxt-h1 env NETNS_AGENT_HOSTS="10.78.0.1=ucxt-h1= 10.78.0.2=ucxt-h2=" \
-            "$@" timeout 120 mpiexec.mpich -n 2 -hosts 10.78.0.1,10.78.0.2 \
+            "$@" timeout 60 mpiexec.mpich -n 2 -hosts 10.78.0.1,10.78.0.2 \
             -launcher ssh -launcher-exec "$agent" -iface ucxt-v1 \
             "$work/mpi_check_mpich" -s 8,1000,65536,1048576 >"$work/$label.log" 2>&1
         echo $?
     }
-    plain=$(mpich_two_hosts mpich-plain)
-    crypt=$(mpich_two_hosts mpich-crypt "${crypt_env[@]}" env UCX_CRYPT_STATS=y)
+    # MPICH 4.0.2's finalize has a race of its own over UCX: rank 0 waits
+    # for its ucp_disconnect_nb requests while rank 1, done with its own,
+    # waits in the PMI barrier and progresses UCX no more (both ranks' stacks
+    # show it; over plain tcp 1 run in 40 under load hung so, after both
+    # ranks verified their data). Such a run is tried once more, either
+    # way, and said; any other failure counts at once.
+    mpich_two_hosts_retried() { # LABEL [ENV...]: prints rc
+        local rc
+        rc=$(mpich_two_hosts "$@")
+        if [ "$rc" = 124 ] && [ "$(grep -c '^MPI OK rank' "$work/$1.log")" = 2 ]; then
+            echo "  $1: hung in MPI_Finalize after both ranks verified (MPICH's race): once more" >&2
+            mv "$work/$1.log" "$work/$1.finalize-hang.log"
+            rc=$(mpich_two_hosts "$@")
+        fi
+        echo "$rc"
+    }
+    plain=$(mpich_two_hosts_retried mpich-plain)
+    crypt=$(mpich_two_hosts_retried mpich-crypt "${crypt_env[@]}" env UCX_CRYPT_STATS=y)
     mpi_two_hosts_verdict mpich_two_hosts_defaults_verified mpich "$plain" "$crypt"
 else
     verdict mpich_two_hosts_defaults_verified 0 "mpicc.mpich: $(tail -2 "$work/cc.log")"
