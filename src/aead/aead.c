@@ -86,6 +86,11 @@ crypt_aead_status_t crypt_aead_key_init(crypt_aead_key_t *key,
     crypt_aead_status_t status;
 
     memset(key, 0, sizeof(*key));
+    crypt_local_failure_set(NULL); /* a backend may say more (its memory) */
+    if (CRYPT_FALLIBLE_FAILS(CRYPT_FALLIBLE_CIPHER_CONTEXT)) {
+        crypt_local_failure_set("cannot make a cipher context");
+        return CRYPT_AEAD_ERR_BACKEND;
+    }
     backend = crypt_aead_backend_resolve(backend);
     ops     = crypt_aead_backend_ops(backend);
     if ((ops == NULL) || (raw == NULL) ||
@@ -101,7 +106,11 @@ crypt_aead_status_t crypt_aead_key_init(crypt_aead_key_t *key,
 
     key->backend = backend;
     key->key_len = (unsigned)raw_len;
-    return ops->key_init(key, raw, raw_len);
+    status       = ops->key_init(key, raw, raw_len);
+    if ((status != CRYPT_AEAD_OK) && (*crypt_local_failure() == '\0')) {
+        crypt_local_failure_set("cannot make a cipher context");
+    }
+    return status;
 }
 
 void crypt_aead_key_cleanup(crypt_aead_key_t *key)

@@ -74,6 +74,52 @@ typedef struct crypt_aead_key {
 void *crypt_secure_alloc(size_t size);
 void crypt_secure_free(void *ptr, size_t size);
 
+/* Randomness from OpenSSL's DRBG (NIST SP 800-90A CTR_DRBG, seeded by the
+ * kernel's getrandom). crypt_random_public for values that are sent or
+ * shown (ids, tokens), crypt_random_secret for secrets (RAND_priv_bytes:
+ * a separate DRBG instance, so a public output never precedes a secret one
+ * from the same state). Return 1 on success, 0 if the generator failed:
+ * the caller must then not go on. */
+int crypt_random_public(void *buf, size_t len);
+int crypt_random_secret(void *buf, size_t len);
+
+/* Why the last local resource call of this thread failed: "" if none has,
+ * else a constant phrase ("no memory for secrets", "the random generator
+ * failed", ...). The transport puts it after what it was doing, so that a
+ * local failure is told apart from what a peer or the network did. */
+const char *crypt_local_failure(void);
+void crypt_local_failure_set(const char *what);
+/* The same as ": <what>", to end a message, or "" if nothing was recorded;
+ * taken once, so that no later message repeats a stale one */
+const char *crypt_local_failure_take(void);
+
+/* ---- local failures, on purpose (test builds) --------------------------- */
+
+/* The local resources whose failure the code must survive closed: memory
+ * for secrets, a cipher context, randomness, a key derivation (src/keyex).
+ * Each such call asks CRYPT_FALLIBLE_FAILS first. A test build
+ * (--enable-fault-injection) counts these calls in the process and fails
+ * the N-th when CRYPT_TEST_FAIL_CALL=N (test/integration/failure_sweep.sh
+ * sweeps N, as SQLite's tests sweep out-of-memory); a release build has
+ * neither the counter nor the variable. */
+typedef enum {
+    CRYPT_FALLIBLE_SECURE_MEMORY = 0, /* crypt_secure_alloc */
+    CRYPT_FALLIBLE_CIPHER_CONTEXT,    /* crypt_aead_key_init */
+    CRYPT_FALLIBLE_RANDOM,            /* crypt_random_public, _secret */
+    CRYPT_FALLIBLE_KEY_DERIVATION,    /* keyex: X25519 and key generation,
+                                         HKDF, HMAC, SHA-256 */
+    CRYPT_FALLIBLE_LAST
+} crypt_fallible_t;
+
+#if UCX_CRYPT_FAULT_INJECTION
+/* 1: fail this call. `site`: where it was made (a return address) */
+int crypt_fallible_fail(crypt_fallible_t kind, const void *site);
+#define CRYPT_FALLIBLE_FAILS(_kind) \
+    crypt_fallible_fail((_kind), __builtin_return_address(0))
+#else
+#define CRYPT_FALLIBLE_FAILS(_kind) 0
+#endif
+
 /* Process-wide init of a backend (ipsec-mb: CPU dispatch). Idempotent and
  * thread-safe. Returns CRYPT_AEAD_ERR_PARAM if the backend is not built in. */
 crypt_aead_status_t crypt_aead_init(crypt_aead_backend_t backend);

@@ -13,6 +13,8 @@
 #include "aead.h"
 
 #include <openssl/crypto.h>
+#include <openssl/rand.h>
+#include <stdio.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -28,9 +30,13 @@ void *crypt_secure_alloc(size_t size)
     size_t length = crypt_secure_round(size ? size : 1);
     void *ptr;
 
-    ptr = mmap(NULL, length, PROT_READ | PROT_WRITE,
-               MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    /* (each allocation is its own mapping: vm.max_map_count bounds them) */
+    ptr = CRYPT_FALLIBLE_FAILS(CRYPT_FALLIBLE_SECURE_MEMORY) ? MAP_FAILED :
+          mmap(NULL, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+               -1, 0);
     if (ptr == MAP_FAILED) {
+        crypt_local_failure_set("no memory for secrets (mmap failed: the "
+                                "memory limit or vm.max_map_count)");
         return NULL;
     }
 #ifdef MADV_DONTDUMP
@@ -52,4 +58,48 @@ void crypt_secure_free(void *ptr, size_t size)
     OPENSSL_cleanse(ptr, length);
     (void)munlock(ptr, length);
     (void)munmap(ptr, length);
+}
+
+static __thread const char *crypt_local_failure_what;
+
+const char *crypt_local_failure(void)
+{
+    return (crypt_local_failure_what != NULL) ? crypt_local_failure_what : "";
+}
+
+void crypt_local_failure_set(const char *what)
+{
+    crypt_local_failure_what = what;
+}
+
+const char *crypt_local_failure_take(void)
+{
+    static __thread char text[128];
+
+    if (crypt_local_failure_what == NULL) {
+        return "";
+    }
+    snprintf(text, sizeof(text), ": %s", crypt_local_failure_what);
+    crypt_local_failure_what = NULL;
+    return text;
+}
+
+static int crypt_random_done(int ok)
+{
+    if (!ok) {
+        crypt_local_failure_set("the random generator failed");
+    }
+    return ok;
+}
+
+int crypt_random_public(void *buf, size_t len)
+{
+    return crypt_random_done(!CRYPT_FALLIBLE_FAILS(CRYPT_FALLIBLE_RANDOM) &&
+                             (RAND_bytes(buf, (int)len) == 1));
+}
+
+int crypt_random_secret(void *buf, size_t len)
+{
+    return crypt_random_done(!CRYPT_FALLIBLE_FAILS(CRYPT_FALLIBLE_RANDOM) &&
+                             (RAND_priv_bytes(buf, (int)len) == 1));
 }

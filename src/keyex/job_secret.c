@@ -11,7 +11,6 @@
 #include "keyex.h"
 
 #include <openssl/crypto.h>
-#include <openssl/rand.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -115,9 +114,9 @@ keyex_status_t keyex_job_secret_generate(const char *path, char *error,
         return KEYEX_ERR_NO_MEMORY;
     }
 
-    /* RAND_priv_bytes draws from OpenSSL's private DRBG, seeded from the
-     * kernel (getrandom); NIST SP 800-90A CTR_DRBG. */
-    if (RAND_priv_bytes(secret, KEYEX_JOB_SECRET_LEN) != 1) {
+    /* OpenSSL's private DRBG, seeded from the kernel (getrandom); NIST SP
+     * 800-90A CTR_DRBG (crypt_random_secret) */
+    if (!crypt_random_secret(secret, KEYEX_JOB_SECRET_LEN)) {
         snprintf(error, error_len, "the random generator failed");
         status = KEYEX_ERR_CRYPTO;
         goto out;

@@ -137,7 +137,7 @@ keyex_status_t keyex_job_secret_load(const char *path,
                                      char *error, size_t error_len);
 
 /* Create `path` (mode 0600, O_EXCL) holding a fresh secret from the OS
- * CSPRNG (through OpenSSL's RAND_priv_bytes). */
+ * CSPRNG (crypt_random_secret: OpenSSL's RAND_priv_bytes). */
 keyex_status_t keyex_job_secret_generate(const char *path, char *error,
                                          size_t error_len);
 

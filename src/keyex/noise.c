@@ -187,14 +187,20 @@ static keyex_status_t keyex_noise_mac1(const uint8_t key[KEYEX_SECRET_LEN],
     return status;
 }
 
-static int keyex_noise_mac1_ok(const uint8_t key[KEYEX_SECRET_LEN],
-                               const void *msg, size_t len,
-                               const uint8_t mac1[KEYEX_NOISE_MAC1_LEN])
+/* KEYEX_OK: mac1 matches; KEYEX_ERR_AUTH: it does not; another status: the
+ * HMAC failed here (a local failure, not the sender's) */
+static keyex_status_t keyex_noise_mac1_check(const uint8_t key[KEYEX_SECRET_LEN],
+                                             const void *msg, size_t len,
+                                             const uint8_t mac1[KEYEX_NOISE_MAC1_LEN])
 {
     uint8_t expected[KEYEX_NOISE_MAC1_LEN];
+    keyex_status_t status = keyex_noise_mac1(key, msg, len, expected);
 
-    return (keyex_noise_mac1(key, msg, len, expected) == KEYEX_OK) &&
-           (CRYPTO_memcmp(expected, mac1, KEYEX_NOISE_MAC1_LEN) == 0);
+    if (status != KEYEX_OK) {
+        return status;
+    }
+    return (CRYPTO_memcmp(expected, mac1, KEYEX_NOISE_MAC1_LEN) == 0) ?
+           KEYEX_OK : KEYEX_ERR_AUTH;
 }
 
 /* §5.2 InitializeSymmetric(protocol name of exactly HASHLEN bytes) and
@@ -383,8 +389,9 @@ int keyex_noise_init_precheck(const uint8_t mac1_key[KEYEX_SECRET_LEN],
     return (msg->type == KEYEX_NOISE_INIT_TYPE) &&
            (msg->version == KEYEX_NOISE_VERSION) &&
            (msg->reserved[0] == 0) && (msg->reserved[1] == 0) &&
-           keyex_noise_mac1_ok(mac1_key, msg,
-                               offsetof(keyex_noise_init_msg_t, mac1), msg->mac1);
+           (keyex_noise_mac1_check(mac1_key, msg,
+                                   offsetof(keyex_noise_init_msg_t, mac1),
+                                   msg->mac1) == KEYEX_OK);
 }
 
 keyex_status_t keyex_noise_init_consume(keyex_noise_t *hs, const keyex_keypair_t *s,
@@ -393,8 +400,16 @@ keyex_status_t keyex_noise_init_consume(keyex_noise_t *hs, const keyex_keypair_t
 {
     keyex_status_t status;
 
-    if (!keyex_noise_init_precheck(hs->mac1_key_local, msg)) {
+    if ((msg->type != KEYEX_NOISE_INIT_TYPE) ||
+        (msg->version != KEYEX_NOISE_VERSION) || (msg->reserved[0] != 0) ||
+        (msg->reserved[1] != 0)) {
         return KEYEX_ERR_AUTH;
+    }
+    status = keyex_noise_mac1_check(hs->mac1_key_local, msg,
+                                    offsetof(keyex_noise_init_msg_t, mac1),
+                                    msg->mac1);
+    if (status != KEYEX_OK) {
+        return status;
     }
     /* <- s (our own) */
     status = keyex_noise_mix_hash(hs, s->public_key, KEYEX_PUBLIC_KEY_LEN);
@@ -477,11 +492,14 @@ keyex_status_t keyex_noise_response_consume(keyex_noise_t *hs,
 
     if ((msg->type != KEYEX_NOISE_RESPONSE_TYPE) ||
         (msg->version != KEYEX_NOISE_VERSION) || (msg->reserved[0] != 0) ||
-        (msg->reserved[1] != 0) ||
-        !keyex_noise_mac1_ok(hs->mac1_key_local, msg,
-                             offsetof(keyex_noise_response_msg_t, mac1),
-                             msg->mac1)) {
+        (msg->reserved[1] != 0)) {
         return KEYEX_ERR_AUTH;
+    }
+    status = keyex_noise_mac1_check(hs->mac1_key_local, msg,
+                                    offsetof(keyex_noise_response_msg_t, mac1),
+                                    msg->mac1);
+    if (status != KEYEX_OK) {
+        return status;
     }
     /* <- e */
     status = keyex_noise_read_e(hs, msg->ephemeral);

@@ -125,7 +125,8 @@ keyex_status_t keyex_noise_init_create(keyex_noise_t *hs, const keyex_keypair_t 
 /* Responder, step 1 (cheap, no handshake state needed): type, version,
  * reserved bytes and mac1, under `mac1_key` = keyex_noise_mac1_key(job
  * secret, the responder's own static key), the same for every initiation
- * it receives. */
+ * it receives. 0 also when the HMAC failed here, which crypt_local_failure
+ * then says (a local failure, not the sender's). */
 int keyex_noise_init_precheck(const uint8_t mac1_key[KEYEX_SECRET_LEN],
                               const keyex_noise_init_msg_t *msg);
 

@@ -38,8 +38,10 @@ keyex_status_t keyex_keypair_generate(keyex_keypair_t *keypair)
 {
     memset(keypair, 0, sizeof(*keypair));
     /* private scalar from OpenSSL's DRBG, clamped per RFC 7748 §5 */
-    keypair->pkey = EVP_PKEY_Q_keygen(NULL, NULL, "X25519");
+    keypair->pkey = CRYPT_FALLIBLE_FAILS(CRYPT_FALLIBLE_KEY_DERIVATION) ? NULL :
+                    EVP_PKEY_Q_keygen(NULL, NULL, "X25519");
     if (keypair->pkey == NULL) {
+        crypt_local_failure_set("cannot generate an X25519 key");
         return KEYEX_ERR_CRYPTO;
     }
     return keyex_keypair_export_public(keypair);
@@ -74,9 +76,15 @@ keyex_status_t keyex_x25519(const keyex_keypair_t *local,
     EVP_PKEY *peer;
     size_t len = KEYEX_SECRET_LEN;
 
+    if (CRYPT_FALLIBLE_FAILS(CRYPT_FALLIBLE_KEY_DERIVATION)) {
+        crypt_local_failure_set("X25519 failed");
+        OPENSSL_cleanse(shared, KEYEX_SECRET_LEN);
+        return KEYEX_ERR_CRYPTO;
+    }
     peer = EVP_PKEY_new_raw_public_key(EVP_PKEY_X25519, NULL, peer_public,
                                        KEYEX_PUBLIC_KEY_LEN);
     if (peer == NULL) {
+        crypt_local_failure_set("X25519 failed");
         return KEYEX_ERR_CRYPTO;
     }
 
@@ -90,6 +98,9 @@ keyex_status_t keyex_x25519(const keyex_keypair_t *local,
         (CRYPTO_memcmp(shared, all_zero, KEYEX_SECRET_LEN) != 0)) {
         status = KEYEX_OK;
     } else {
+        /* (or a low-order peer key, which OpenSSL refuses the same way:
+         * only a job-secret holder gets one this far) */
+        crypt_local_failure_set("X25519 failed");
         OPENSSL_cleanse(shared, KEYEX_SECRET_LEN);
     }
 
@@ -110,13 +121,12 @@ static keyex_status_t keyex_hkdf(int mode, const uint8_t *salt,
     EVP_KDF_CTX *ctx;
     EVP_KDF *kdf;
 
-    kdf = EVP_KDF_fetch(NULL, "HKDF", NULL);
-    if (kdf == NULL) {
-        return KEYEX_ERR_CRYPTO;
-    }
-    ctx = EVP_KDF_CTX_new(kdf);
+    kdf = CRYPT_FALLIBLE_FAILS(CRYPT_FALLIBLE_KEY_DERIVATION) ? NULL :
+          EVP_KDF_fetch(NULL, "HKDF", NULL);
+    ctx = (kdf != NULL) ? EVP_KDF_CTX_new(kdf) : NULL;
     EVP_KDF_free(kdf);
     if (ctx == NULL) {
+        crypt_local_failure_set("HKDF failed");
         return KEYEX_ERR_CRYPTO;
     }
 
@@ -137,6 +147,8 @@ static keyex_status_t keyex_hkdf(int mode, const uint8_t *salt,
 
     if (EVP_KDF_derive(ctx, out, out_len, params) == 1) {
         status = KEYEX_OK;
+    } else {
+        crypt_local_failure_set("HKDF failed");
     }
     EVP_KDF_CTX_free(ctx); /* cleanses its copies of key, salt, info */
     return status;
@@ -368,10 +380,13 @@ keyex_status_t keyex_mac(const uint8_t key[KEYEX_SECRET_LEN], const void *data,
 {
     size_t out_len = 0;
 
-    /* HMAC-SHA256 (RFC 2104, FIPS 198-1) through OpenSSL's EVP_MAC */
-    if ((EVP_Q_mac(NULL, "HMAC", NULL, "SHA256", NULL, key, KEYEX_SECRET_LEN,
+    /* HMAC-SHA256 (RFC 2104, FIPS 198-1) through OpenSSL's EVP_MAC; Noise's
+     * HKDF (src/keyex/noise.c) is made of it */
+    if (CRYPT_FALLIBLE_FAILS(CRYPT_FALLIBLE_KEY_DERIVATION) ||
+        (EVP_Q_mac(NULL, "HMAC", NULL, "SHA256", NULL, key, KEYEX_SECRET_LEN,
                    data, len, mac, KEYEX_MAC_LEN, &out_len) == NULL) ||
         (out_len != KEYEX_MAC_LEN)) {
+        crypt_local_failure_set("HMAC-SHA256 failed");
         return KEYEX_ERR_CRYPTO;
     }
     return KEYEX_OK;
@@ -387,6 +402,11 @@ keyex_status_t keyex_hash(const void *data, size_t len,
 {
     unsigned out_len = 0;
 
-    return ((EVP_Digest(data, len, out, &out_len, EVP_sha256(), NULL) == 1) &&
-            (out_len == KEYEX_TRANSCRIPT_LEN)) ? KEYEX_OK : KEYEX_ERR_CRYPTO;
+    if (CRYPT_FALLIBLE_FAILS(CRYPT_FALLIBLE_KEY_DERIVATION) ||
+        (EVP_Digest(data, len, out, &out_len, EVP_sha256(), NULL) != 1) ||
+        (out_len != KEYEX_TRANSCRIPT_LEN)) {
+        crypt_local_failure_set("SHA-256 failed");
+        return KEYEX_ERR_CRYPTO;
+    }
+    return KEYEX_OK;
 }

@@ -478,6 +478,8 @@ ucs_status_t uct_crypt_iface_estimate_perf(uct_iface_h tl_iface,
 unsigned uct_crypt_bulk_seal_threads(const uct_crypt_iface_t *iface);
 
 /* record layer (uct_crypt_record.c) */
+/* The ep fails for a local failure while `what`: said at error level with
+ * the reason (crypt_local_failure_take), reported to UCP from progress */
 void uct_crypt_ep_fail_local(uct_crypt_ep_t *ep, const char *what);
 #if UCT_CRYPT_HAVE_EP_IS_CONNECTED
 /* UCP's question whether an ep leads to an address (uct_crypt_compat.c) */

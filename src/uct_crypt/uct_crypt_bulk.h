@@ -60,6 +60,7 @@ typedef struct uct_crypt_bulk_segment {
     int                   tamper;      /* tests: the fault hook's segment */
     uct_completion_t      put_comp;
     crypt_aead_status_t   seal_status;
+    const char            *seal_failure; /* why, from the sealing thread */
     uint8_t               tag[CRYPT_AEAD_TAG_LEN];
 } uct_crypt_bulk_segment_t;
 

@@ -176,7 +176,12 @@ static void uct_crypt_bulk_open_segment(uct_crypt_iface_t *iface,
         ((index == 0) &&
          (generation == (uint16_t)(flow->bulk_keys->generation + 1)) &&
          (uct_crypt_bulk_rx_key(iface, flow, 1) != UCS_OK))) {
-        uct_crypt_record_reject(iface, flow, UCT_CRYPT_FAIL_HANDSHAKE);
+        /* the flow is proven by the records it opened: only this side
+         * can fail here (memory for secrets, a key derivation) */
+        ucs_error("crypt: cannot derive the bulk keys of a flow from "
+                  uct_crypt_log_peer_fmt "%s", uct_crypt_log_peer_arg(
+                  flow->peer_public, flow->flow_id), crypt_local_failure_take());
+        uct_crypt_record_reject(iface, flow, UCT_CRYPT_FAIL_NO_RESOURCE);
         return;
     }
     if (generation != (uint16_t)flow->bulk_keys->generation) {

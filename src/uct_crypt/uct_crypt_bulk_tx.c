@@ -23,10 +23,13 @@ static void uct_crypt_bulk_seal_job(crypt_pool_job_t *job, unsigned worker)
     uint8_t prefix[CRYPT_STREAM_NONCE_PREFIX_LEN];
     crypt_bulk_aad_t aad;
 
+    seg->seal_failure = NULL;
     if ((key->impl == NULL) &&
         (crypt_aead_key_init(key, tx->backend, tx->keys->key,
                              tx->keys->key_len) != CRYPT_AEAD_OK)) {
-        seg->seal_status = CRYPT_AEAD_ERR_BACKEND;
+        seg->seal_status  = CRYPT_AEAD_ERR_BACKEND;
+        /* (this thread's reason: the progress thread tells it) */
+        seg->seal_failure = crypt_local_failure();
         return;
     }
     uct_crypt_bulk_stream_prefix(prefix, op->put_id);
@@ -107,6 +110,7 @@ static int uct_crypt_bulk_wire_send(uct_crypt_bulk_tx_t *tx,
         seg->bounce = frame;
         uct_crypt_bulk_seal_job(&seg->job, 0);
         if (seg->seal_status != CRYPT_AEAD_OK) {
+            crypt_local_failure_set(seg->seal_failure);
             uct_crypt_ep_fail_local(ep, "sealing a bulk segment failed");
             return -1;
         }
@@ -278,6 +282,7 @@ unsigned uct_crypt_bulk_tx_send(uct_crypt_bulk_tx_t *tx)
                 break;
             }
             if (seg->seal_status != CRYPT_AEAD_OK) {
+                crypt_local_failure_set(seg->seal_failure);
                 uct_crypt_ep_fail_local(ep, "sealing a bulk segment failed");
                 break;
             }

@@ -109,7 +109,8 @@ enum {
     UCT_CRYPT_CM_EP_FAILED        = UCS_BIT(11), /* no more events */
     UCT_CRYPT_CM_EP_REJECTING     = UCS_BIT(12), /* server: REJECT queued */
     UCT_CRYPT_CM_EP_CB_FAILED     = UCS_BIT(13), /* the user's callback failed */
-    UCT_CRYPT_CM_EP_SHUT          = UCS_BIT(14)  /* our FIN is out */
+    UCT_CRYPT_CM_EP_SHUT          = UCS_BIT(14), /* our FIN is out */
+    UCT_CRYPT_CM_EP_LOCAL_FAILURE = UCS_BIT(15)  /* ended by one of ours, said */
 };
 
 typedef struct uct_crypt_cm_ep {
@@ -385,9 +386,11 @@ static void uct_crypt_cm_ep_fail(uct_crypt_cm_ep_t *ep, ucs_status_t status,
                                  const char *why)
 {
     uct_cm_remote_data_t remote_data;
+    /* (a local failure was said already, at error level) */
+    int said = !!(ep->state & UCT_CRYPT_CM_EP_LOCAL_FAILURE);
 
     if (uct_crypt_cm_ep_is_internal(ep)) {
-        if (!(ep->state & UCT_CRYPT_CM_EP_REJECTING)) {
+        if (!(ep->state & UCT_CRYPT_CM_EP_REJECTING) && !said) {
             uct_crypt_cm_refused(ep, why);
         }
         UCS_CLASS_DELETE_FUNC_NAME(uct_crypt_cm_ep_t)(&ep->super.super.super);
@@ -402,9 +405,11 @@ static void uct_crypt_cm_ep_fail(uct_crypt_cm_ep_t *ep, ucs_status_t status,
     }
 
     if (ep->state & UCT_CRYPT_CM_EP_CONNECTED) {
-        ucs_diag("crypt: connection manager: connection %s %s ended: %s",
-                 (ep->state & UCT_CRYPT_CM_EP_SERVER) ? "from" : "to",
-                 ep->peer_name, why);
+        if (!said) {
+            ucs_diag("crypt: connection manager: connection %s %s ended: %s",
+                     (ep->state & UCT_CRYPT_CM_EP_SERVER) ? "from" : "to",
+                     ep->peer_name, why);
+        }
         if (!(ep->state & UCT_CRYPT_CM_EP_DISCONNECTED)) {
             ep->state |= UCT_CRYPT_CM_EP_DISCONNECTED;
             uct_cm_ep_disconnect_cb(&ep->super);
@@ -415,12 +420,17 @@ static void uct_crypt_cm_ep_fail(uct_crypt_cm_ep_t *ep, ucs_status_t status,
             uct_cm_peer_error(&uct_crypt_cm_ep_cm(ep)->super,
                               "crypt: connection manager: cannot connect to "
                               "%s: %s", ep->peer_name, why);
+        } else if (said) {
+            /* (said) */
         } else if (!(ep->state & UCT_CRYPT_CM_EP_KEYS)) {
             /* a listener that does not speak crypt's handshake under this
-             * job's secret: a configuration to fix, said plainly */
-            ucs_error("crypt: connection manager: cannot connect to %s: %s; "
-                      "is it a crypt server of this job (same "
-                      "UCX_CRYPT_KEY_FILE)?", ep->peer_name, why);
+             * job's secret (a configuration to fix), or one that failed:
+             * from here the two look alike, so both are named */
+            ucs_error("crypt: connection manager: cannot connect to %s: %s, "
+                      "before the handshake was done: a server of another job "
+                      "secret (compare UCX_CRYPT_KEY_FILE), not a crypt "
+                      "server, or one that could not answer (its log says "
+                      "why)", ep->peer_name, why);
         } else {
             uct_cm_peer_error(&uct_crypt_cm_ep_cm(ep)->super,
                               "crypt: connection manager: connection to %s "
@@ -436,10 +446,12 @@ static void uct_crypt_cm_ep_fail(uct_crypt_cm_ep_t *ep, ucs_status_t status,
             uct_cm_ep_client_connect_cb(&ep->super, &remote_data, status);
         }
     } else if (ep->state & UCT_CRYPT_CM_EP_CREATED) {
-        uct_cm_peer_error(&uct_crypt_cm_ep_cm(ep)->super,
-                          "crypt: connection manager: connection from %s "
-                          "ended before it was established: %s",
-                          ep->peer_name, why);
+        if (!said) {
+            uct_cm_peer_error(&uct_crypt_cm_ep_cm(ep)->super,
+                              "crypt: connection manager: connection from %s "
+                              "ended before it was established: %s",
+                              ep->peer_name, why);
+        }
         uct_cm_ep_server_conn_notify_cb(&ep->super, status);
     }
     /* else a request the user holds: uct_ep_create or the reject tells */
@@ -487,6 +499,20 @@ static ucs_status_t uct_crypt_cm_ep_flush_tx(uct_crypt_cm_ep_t *ep)
         (void)shutdown(ep->fd, SHUT_WR);
     }
     return UCS_OK;
+}
+
+/* A local resource failed while `doing` (memory for secrets, a cipher
+ * context, randomness, a key derivation: crypt_local_failure_take says
+ * which). No peer and no network caused it: said at error level whoever's
+ * connection it was, never counted as a refused stranger; the connection
+ * ends as any other (the user is told, with UCS_ERR_IO_ERROR). */
+static void uct_crypt_cm_ep_fail_local(uct_crypt_cm_ep_t *ep, const char *doing)
+{
+    ucs_error("crypt: connection manager: connection %s %s: %s%s",
+              (ep->state & UCT_CRYPT_CM_EP_SERVER) ? "from" : "to",
+              ep->peer_name, doing, crypt_local_failure_take());
+    ep->state |= UCT_CRYPT_CM_EP_LOCAL_FAILURE;
+    uct_crypt_cm_ep_fail(ep, UCS_ERR_IO_ERROR, doing);
 }
 
 /* ---- what arrives ---------------------------------------------------------- */
@@ -546,30 +572,43 @@ static ucs_status_t uct_crypt_cm_ep_handshake(uct_crypt_cm_ep_t *ep)
     const keyex_noise_cm_msg_t *in = (const keyex_noise_cm_msg_t*)ep->rx_buf;
     keyex_noise_transport_t keys;
     keyex_noise_cm_msg_t out;
-    ucs_status_t status;
+    keyex_status_t kstatus;
 
     if (ep->state & UCT_CRYPT_CM_EP_SERVER) {
-        if (keyex_noise_cm_init_consume(ep->hs, in) != KEYEX_OK) {
+        kstatus = keyex_noise_cm_init_consume(ep->hs, in);
+        if (kstatus == KEYEX_ERR_AUTH) {
             uct_crypt_cm_ep_fail(ep, UCS_ERR_REJECTED, "its first message did "
                                  "not authenticate (not a crypt client of this "
                                  "job: no job secret, another job's, or not crypt)");
             return UCS_ERR_CANCELED;
         }
-        if (keyex_noise_cm_response_create(ep->hs, &out, &keys) != KEYEX_OK) {
+        if ((kstatus != KEYEX_OK) ||
+            (keyex_noise_cm_response_create(ep->hs, &out, &keys) != KEYEX_OK)) {
             OPENSSL_cleanse(&keys, sizeof(keys));
-            return UCS_ERR_IO_ERROR;
+            uct_crypt_cm_ep_fail_local(ep, "cannot answer the handshake");
+            return UCS_ERR_CANCELED;
         }
-        status = uct_crypt_cm_ep_take_keys(ep, &keys);
-        return (status == UCS_OK) ? uct_crypt_cm_ep_queue(ep, &out, sizeof(out)) :
-                                    status;
+        if (uct_crypt_cm_ep_take_keys(ep, &keys) != UCS_OK) {
+            uct_crypt_cm_ep_fail_local(ep, "cannot set up the connection's keys");
+            return UCS_ERR_CANCELED;
+        }
+        return uct_crypt_cm_ep_queue(ep, &out, sizeof(out));
     }
 
-    if (keyex_noise_cm_response_consume(ep->hs, in, &keys) != KEYEX_OK) {
+    kstatus = keyex_noise_cm_response_consume(ep->hs, in, &keys);
+    if (kstatus != KEYEX_OK) {
         OPENSSL_cleanse(&keys, sizeof(keys));
-        return UCS_ERR_UNREACHABLE; /* the caller says why */
+        if (kstatus == KEYEX_ERR_AUTH) {
+            return UCS_ERR_UNREACHABLE; /* the caller says why */
+        }
+        uct_crypt_cm_ep_fail_local(ep, "cannot read the handshake's answer");
+        return UCS_ERR_CANCELED;
     }
-    status = uct_crypt_cm_ep_take_keys(ep, &keys);
-    return (status == UCS_OK) ? uct_crypt_cm_client_resolve(ep) : status;
+    if (uct_crypt_cm_ep_take_keys(ep, &keys) != UCS_OK) {
+        uct_crypt_cm_ep_fail_local(ep, "cannot set up the connection's keys");
+        return UCS_ERR_CANCELED;
+    }
+    return uct_crypt_cm_client_resolve(ep);
 }
 
 /* What UCP gets of the peer's CONNECT or ACCEPT */
@@ -692,6 +731,12 @@ static ucs_status_t uct_crypt_cm_ep_dispatch(uct_crypt_cm_ep_t *ep, uint8_t type
         uct_cm_ep_disconnect_cb(&ep->super);
         return UCS_ERR_CANCELED;
     }
+    if ((type == CRYPT_CM_FRAME_DISCONNECT) && (len == 0)) {
+        /* the peer gave up before the connection was established (its side
+         * failed, or was closed at once): a reset, as tcp_sockcm reports a
+         * peer that closes then (uct_tcp_sockcm_ep_handle_remote_disconnect) */
+        return UCS_ERR_CONNECTION_RESET;
+    }
     return UCS_ERR_INVALID_PARAM; /* out of turn */
 }
 
@@ -764,7 +809,10 @@ static ucs_status_t uct_crypt_cm_ep_recv(uct_crypt_cm_ep_t *ep, const char **why
                 return UCS_ERR_INVALID_PARAM;
             }
             *why   = (hdr->type == CRYPT_CM_FRAME_REJECT) ?
-                     "the server rejected the connection" : "frame out of turn";
+                     "the server rejected the connection" :
+                     (hdr->type == CRYPT_CM_FRAME_DISCONNECT) ?
+                     "the peer disconnected before the connection was "
+                     "established" : "frame out of turn";
             status = uct_crypt_cm_ep_dispatch(ep, hdr->type,
                                               (const uint8_t*)(hdr + 1), body_len);
         }
@@ -883,17 +931,21 @@ static ucs_status_t uct_crypt_cm_ep_start_handshake(uct_crypt_cm_ep_t *ep)
     keyex_noise_cm_msg_t msg;
 
     ep->hs = keyex_secure_alloc(sizeof(*ep->hs));
-    if (ep->hs == NULL) {
-        return UCS_ERR_NO_MEMORY;
-    }
-    if (keyex_noise_cm_start(ep->hs, uct_crypt_job_secret) != KEYEX_OK) {
-        return UCS_ERR_IO_ERROR;
+    if ((ep->hs == NULL) ||
+        (keyex_noise_cm_start(ep->hs, uct_crypt_job_secret) != KEYEX_OK) ||
+        (!(ep->state & UCT_CRYPT_CM_EP_SERVER) &&
+         (keyex_noise_cm_init_create(ep->hs, &msg) != KEYEX_OK))) {
+        /* the ep's creation fails with it: the user is told so (a
+         * server's is said by the listener, which knows the peer) */
+        if (!(ep->state & UCT_CRYPT_CM_EP_SERVER)) {
+            ucs_error("crypt: connection manager: connection to %s: cannot "
+                      "start the handshake%s", ep->peer_name,
+                      crypt_local_failure_take());
+        }
+        return (ep->hs == NULL) ? UCS_ERR_NO_MEMORY : UCS_ERR_IO_ERROR;
     }
     if (ep->state & UCT_CRYPT_CM_EP_SERVER) {
         return UCS_OK;
-    }
-    if (keyex_noise_cm_init_create(ep->hs, &msg) != KEYEX_OK) {
-        return UCS_ERR_IO_ERROR;
     }
     return uct_crypt_cm_ep_queue(ep, &msg, sizeof(msg));
 }
@@ -1266,8 +1318,10 @@ static void uct_crypt_cm_listener_accept(int fd, ucs_event_set_types_t events,
     uct_crypt_cm_t *cm = ucs_derived_of(listener->super.cm, uct_crypt_cm_t);
     ucs_async_context_t *async = uct_crypt_cm_async(cm);
     struct sockaddr_storage peer;
+    char name[UCS_SOCKADDR_STRING_LEN];
     uct_ep_params_t params;
     uct_crypt_cm_ep_t *ep;
+    ucs_status_t status;
     socklen_t len;
     uct_ep_h tl_ep;
     int conn;
@@ -1287,7 +1341,12 @@ static void uct_crypt_cm_listener_accept(int fd, ucs_event_set_types_t events,
                                    UCT_EP_PARAM_FIELD_SOCKADDR_CB_FLAGS;
         params.cm                = &cm->super;
         params.sockaddr_cb_flags = UCT_CB_FLAG_ASYNC;
-        if (UCS_CLASS_NEW_FUNC_NAME(uct_crypt_cm_ep_t)(&params, &tl_ep) != UCS_OK) {
+        status = UCS_CLASS_NEW_FUNC_NAME(uct_crypt_cm_ep_t)(&params, &tl_ep);
+        if (status != UCS_OK) {
+            ucs_sockaddr_str((struct sockaddr*)&peer, name, sizeof(name));
+            ucs_error("crypt: connection manager: cannot take the connection "
+                      "from %s: %s%s", name, ucs_status_string(status),
+                      crypt_local_failure_take());
             close(conn);
             continue;
         }

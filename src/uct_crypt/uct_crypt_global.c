@@ -257,6 +257,8 @@ static void uct_crypt_global_init_once(void)
     } else {
         uct_crypt_job_secret = keyex_secure_alloc(KEYEX_JOB_SECRET_LEN);
         if (uct_crypt_job_secret == NULL) {
+            ucs_error("crypt: cannot hold the job secret%s",
+                      crypt_local_failure_take());
             uct_crypt_global_status = UCS_ERR_NO_MEMORY;
             return;
         }

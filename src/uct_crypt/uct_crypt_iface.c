@@ -569,7 +569,8 @@ static UCS_CLASS_INIT_FUNC(uct_crypt_iface_t, uct_md_h tl_md, uct_worker_h worke
                                 ucs_derived_of(tl_config,
                                                uct_crypt_iface_config_t) :
                                 NULL) != KEYEX_OK) {
-        ucs_error("crypt: cannot generate an X25519 key pair");
+        ucs_error("crypt: cannot generate an X25519 key pair%s",
+                  crypt_local_failure_take());
         status = UCS_ERR_NO_RESOURCE;
         goto err;
     }

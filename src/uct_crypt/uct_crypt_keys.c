@@ -31,7 +31,6 @@
 #include "uct_crypt_record_input.h"
 
 #include <openssl/crypto.h>
-#include <openssl/rand.h>
 #include <string.h>
 
 /* ---- keys of one flow ----------------------------------------------------- */
@@ -139,20 +138,31 @@ ucs_status_t uct_crypt_tx_flow_init(uct_crypt_iface_t *iface,
                                     uct_crypt_tx_flow_t *tx,
                                     const uint8_t peer_public[KEYEX_PUBLIC_KEY_LEN])
 {
+    ucs_status_t status;
+
     memset(tx, 0, sizeof(*tx));
     /* A random flow id: unique among the receiver's flows with overwhelming
      * probability, and unguessable, so a stranger cannot aim a HELLO at a
      * flow that will exist. */
-    if (RAND_bytes((uint8_t*)&tx->flow_id, sizeof(tx->flow_id)) != 1) {
+    if (!crypt_random_public(&tx->flow_id, sizeof(tx->flow_id))) {
+        ucs_error("crypt: cannot open a flow to peer %02x%02x%02x%02x: no flow "
+                  "id%s", peer_public[0], peer_public[1], peer_public[2],
+                  peer_public[3], crypt_local_failure_take());
         return UCS_ERR_NO_RESOURCE;
     }
     tx->flow_id |= 1; /* flow 0 is never valid */
     if (uct_crypt_sock_is_own(iface->inner)) {
         return UCS_OK; /* keyed once its connection is final */
     }
-    return uct_crypt_flow_keys(iface, iface->keypair.public_key, peer_public,
-                               peer_public, NULL, tx->flow_id,
-                               KEYEX_PURPOSE_RECORD, &tx->keys, &tx->aead);
+    status = uct_crypt_flow_keys(iface, iface->keypair.public_key, peer_public,
+                                 peer_public, NULL, tx->flow_id,
+                                 KEYEX_PURPOSE_RECORD, &tx->keys, &tx->aead);
+    if (status != UCS_OK) {
+        ucs_error("crypt: cannot open a flow to peer %02x%02x%02x%02x: cannot "
+                  "derive its keys%s", peer_public[0], peer_public[1],
+                  peer_public[2], peer_public[3], crypt_local_failure_take());
+    }
+    return status;
 }
 
 void uct_crypt_tx_flow_cleanup(uct_crypt_tx_flow_t *tx)

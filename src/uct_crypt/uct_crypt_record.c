@@ -184,8 +184,9 @@ void uct_crypt_ep_fail_local(uct_crypt_ep_t *ep, const char *what)
                                               uct_crypt_iface_t);
 
     UCT_CRYPT_STAT_ADD(failures[UCT_CRYPT_FAIL_NO_RESOURCE], 1);
-    ucs_error("crypt: endpoint to " uct_crypt_log_peer_fmt " failed: %s",
-              uct_crypt_log_peer_arg(ep->peer_public, ep->tx.flow_id), what);
+    ucs_error("crypt: endpoint to " uct_crypt_log_peer_fmt " failed: %s%s",
+              uct_crypt_log_peer_arg(ep->peer_public, ep->tx.flow_id), what,
+              crypt_local_failure_take());
     if (ep->failed == UCT_CRYPT_EP_OK) {
         ep->failed       = UCT_CRYPT_EP_FAILED;
         ep->fail_reason  = UCT_CRYPT_FAIL_NO_RESOURCE;
@@ -366,8 +367,18 @@ ucs_status_t uct_crypt_record_am_handler(void *arg, void *data, size_t length,
     }
 
     if (rec.sender_public != NULL) {
+        crypt_local_failure_set(NULL);
         flow = uct_crypt_rx_flow_create(iface, rec.flow_id, rec.sender_public);
-        if (flow == NULL) {
+        if ((flow == NULL) && (wire_peer != NULL)) {
+            /* the connection proved this peer: only this side can fail
+             * here (memory for secrets, a cipher context, a derivation) */
+            ucs_error("crypt: cannot open a flow from " uct_crypt_log_peer_fmt
+                      "%s", uct_crypt_log_peer_arg(rec.sender_public, rec.flow_id),
+                      crypt_local_failure_take());
+            return uct_crypt_record_drop(iface, NULL, rec.flow_id,
+                                         UCT_CRYPT_FAIL_NO_RESOURCE);
+        } else if (flow == NULL) {
+            /* (over a UCX inner also a forged HELLO's low-order key) */
             return uct_crypt_record_drop(iface, NULL, rec.flow_id,
                                          UCT_CRYPT_FAIL_HANDSHAKE);
         }

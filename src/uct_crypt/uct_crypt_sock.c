@@ -556,6 +556,8 @@ static UCS_CLASS_INIT_FUNC(uct_crypt_sock_iface_t, uct_md_h md,
     if ((self->mac1_key == NULL) ||
         (keyex_noise_mac1_key(self->job_secret, self->keypair->public_key,
                               self->mac1_key) != KEYEX_OK)) {
+        ucs_error("crypt: cannot make the wire's mac1 key on %s%s",
+                  sock_params->dev_name, crypt_local_failure_take());
         status = UCS_ERR_NO_RESOURCE;
         goto err;
     }

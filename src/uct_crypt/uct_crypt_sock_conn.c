@@ -207,6 +207,29 @@ void uct_crypt_sock_conn_fail(uct_crypt_sock_conn_t *conn, const char *reason)
     }
 }
 
+/* A local resource failed while `doing` (memory for secrets, a cipher
+ * context, randomness, a key derivation: crypt_local_failure_take says
+ * which). No peer and no network caused it: said at error level whoever's
+ * connection it was, and never counted as a refused stranger. Ours fails
+ * its ep; a peer's ends, and its initiator opens another
+ * (uct_crypt_sock_conn_handshake_lost). */
+static void uct_crypt_sock_conn_fail_local(uct_crypt_sock_conn_t *conn,
+                                           const char *doing)
+{
+    char reason[160];
+
+    ucs_snprintf_zero(reason, sizeof(reason), "%s%s", doing,
+                      crypt_local_failure_take());
+    ucs_error("crypt: wire connection %s %s: %s", conn->initiator ? "to" : "from",
+              conn->peer_name, reason);
+    if ((conn->ep == NULL) && !conn->initiator &&
+        (conn->state != UCT_CRYPT_SOCK_ESTABLISHED)) {
+        uct_crypt_sock_conn_close(conn);
+        return;
+    }
+    uct_crypt_sock_conn_fail(conn, reason);
+}
+
 /* The peer closed a connection before its handshake was done. Ours: the
  * responder reclaimed a half-open slot, or took our initiation for a stale
  * one (a burst of initiations arriving out of order); as UCX's tcp opens a
@@ -542,6 +565,7 @@ static int uct_crypt_sock_conn_accept_init(uct_crypt_sock_conn_t *conn)
     keyex_noise_transport_t keys;
     uint8_t ts[KEYEX_NOISE_TIMESTAMP_LEN];
     uct_crypt_sock_conn_t *waiting;
+    keyex_status_t kstatus;
     uint8_t flags;
     ssize_t sent;
     int ok;
@@ -549,17 +573,26 @@ static int uct_crypt_sock_conn_accept_init(uct_crypt_sock_conn_t *conn)
     memcpy(&init, conn->rx_buf, sizeof(init));
     /* the only bytes of a stranger we look at: size (read exactly),
      * type, version and mac1, before any DH */
+    crypt_local_failure_set(NULL);
     if (!keyex_noise_init_precheck(iface->mac1_key, &init)) {
-        uct_crypt_sock_conn_fail(conn, "handshake initiation without a valid "
-                                       "mac1 (not a job-secret holder)");
+        if (*crypt_local_failure() != '\0') {
+            uct_crypt_sock_conn_fail_local(conn, "cannot check the initiation's mac1");
+        } else {
+            uct_crypt_sock_conn_fail(conn, "handshake initiation without a valid "
+                                           "mac1 (not a job-secret holder)");
+        }
         return 0;
     }
     if (uct_crypt_sock_conn_start_hs(conn, iface) != UCS_OK) {
-        uct_crypt_sock_conn_fail(conn, "no memory for the handshake");
+        uct_crypt_sock_conn_fail_local(conn, "cannot start the handshake");
         return 0;
     }
-    if (keyex_noise_init_consume(conn->hs, iface->keypair, &init, ts) != KEYEX_OK) {
+    kstatus = keyex_noise_init_consume(conn->hs, iface->keypair, &init, ts);
+    if (kstatus == KEYEX_ERR_AUTH) {
         uct_crypt_sock_conn_fail(conn, "handshake initiation did not decrypt");
+        return 0;
+    } else if (kstatus != KEYEX_OK) {
+        uct_crypt_sock_conn_fail_local(conn, "cannot read the handshake initiation");
         return 0;
     }
     switch (uct_crypt_replay_check(&iface->replay, conn->hs->rs, ts)) {
@@ -600,7 +633,7 @@ static int uct_crypt_sock_conn_accept_init(uct_crypt_sock_conn_t *conn)
          (uct_crypt_sock_conn_keys(conn, &keys) == UCS_OK);
     OPENSSL_cleanse(&keys, sizeof(keys));
     if (!ok) {
-        uct_crypt_sock_conn_fail(conn, "cannot answer the handshake");
+        uct_crypt_sock_conn_fail_local(conn, "cannot answer the handshake");
         return 0;
     }
     /* 69 bytes into an empty socket buffer: never partial in practice; a
@@ -634,22 +667,29 @@ static int uct_crypt_sock_conn_accept_response(uct_crypt_sock_conn_t *conn)
 {
     keyex_noise_response_msg_t resp;
     keyex_noise_transport_t keys;
+    keyex_status_t kstatus;
     uint8_t flags = 0;
     int ok;
 
     memcpy(&resp, conn->rx_buf, sizeof(resp));
-    ok = (keyex_noise_response_consume(conn->hs, conn->iface->keypair, &resp,
-                                       &flags, &keys) == KEYEX_OK);
-    if (!ok) {
-        uct_crypt_sock_conn_fail(conn, "handshake response refused (the peer "
-                                       "does not hold the job secret, or "
-                                       "not the key its address names)");
+    kstatus = keyex_noise_response_consume(conn->hs, conn->iface->keypair, &resp,
+                                           &flags, &keys);
+    if (kstatus != KEYEX_OK) {
+        OPENSSL_cleanse(&keys, sizeof(keys));
+        if (kstatus == KEYEX_ERR_AUTH) {
+            uct_crypt_sock_conn_fail(conn, "handshake response refused (the "
+                                           "peer does not hold the job secret, "
+                                           "or not the key its address names)");
+        } else {
+            uct_crypt_sock_conn_fail_local(conn, "cannot read the handshake "
+                                                 "response");
+        }
         return 0;
     }
     ok = (uct_crypt_sock_conn_keys(conn, &keys) == UCS_OK);
     OPENSSL_cleanse(&keys, sizeof(keys));
     if (!ok) {
-        uct_crypt_sock_conn_fail(conn, "cannot set up the connection's keys");
+        uct_crypt_sock_conn_fail_local(conn, "cannot set up the connection's keys");
         return 0;
     }
     keyex_noise_cleanup(conn->hs);
@@ -966,7 +1006,8 @@ void uct_crypt_sock_conn_handle(uct_crypt_sock_conn_t *conn, unsigned events)
             return;
         }
         if (uct_crypt_sock_conn_make_init(conn) != UCS_OK) {
-            uct_crypt_sock_conn_fail(conn, "cannot make the handshake initiation");
+            uct_crypt_sock_conn_fail_local(conn, "cannot make the handshake "
+                                                 "initiation");
             return;
         }
     }

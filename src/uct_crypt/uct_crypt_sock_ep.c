@@ -54,16 +54,25 @@ static ucs_status_t uct_crypt_sock_ep_connect(uct_crypt_sock_ep_t *ep)
     conn = uct_crypt_sock_conn_new(iface, fd, ep, (struct sockaddr*)&ep->dest);
     if (conn == NULL) {
         close(fd);
-        return UCS_ERR_NO_MEMORY;
+        status = UCS_ERR_NO_MEMORY;
+        goto err;
     }
     memcpy(conn->peer_static, ep->peer_static, KEYEX_PUBLIC_KEY_LEN);
     status = uct_crypt_sock_conn_start(conn);
     if (status != UCS_OK) {
         uct_crypt_sock_conn_close(conn);
-        return status;
+        goto err;
     }
     ep->conn = conn;
     return UCS_OK;
+
+err:
+    /* (memory, or a local resource the handshake needs) */
+    ucs_error("crypt: cannot open a wire connection to peer "
+              "%02x%02x%02x%02x: %s%s", ep->peer_static[0], ep->peer_static[1],
+              ep->peer_static[2], ep->peer_static[3], ucs_status_string(status),
+              crypt_local_failure_take());
+    return status;
 }
 
 ucs_status_t uct_crypt_sock_ep_reconnect(uct_crypt_sock_ep_t *ep)

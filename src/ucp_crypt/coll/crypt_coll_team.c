@@ -13,7 +13,6 @@
 #include <string.h>
 
 #include <openssl/crypto.h>
-#include <openssl/rand.h>
 #include <endian.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -241,7 +240,7 @@ static int crypt_coll_hello_make(crypt_coll_hello_t *hello, int rank, int size,
     hello->size    = htole32((uint32_t)size);
     crypt_coll_host_id(hello->host_id);
     /* fresh from the CSPRNG: no two teams share a transcript */
-    return (RAND_bytes(hello->random, sizeof(hello->random)) == 1) &&
+    return crypt_random_public(hello->random, sizeof(hello->random)) &&
            (keyex_mac(mac_key, hello, offsetof(crypt_coll_hello_t, mac),
                       hello->mac) == KEYEX_OK);
 }

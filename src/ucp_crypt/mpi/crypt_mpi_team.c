@@ -15,7 +15,6 @@
 #include "keyex/keyex.h"
 
 #include <openssl/crypto.h>
-#include <openssl/rand.h>
 
 #include <fcntl.h>
 #include <stdio.h>
@@ -164,8 +163,8 @@ static void crypt_mpi_node_shm(crypt_mpi_team_t *t)
     memset(&id, 0, sizeof(id));
     if (node_rank == 0) {
         uint64_t nonce;
-        if ((RAND_bytes(id.token, sizeof(id.token)) == 1) &&
-            (RAND_bytes((unsigned char*)&nonce, sizeof(nonce)) == 1)) {
+        if (crypt_random_secret(id.token, sizeof(id.token)) &&
+            crypt_random_public(&nonce, sizeof(nonce))) {
             snprintf(id.name, sizeof(id.name), "/ucx-crypt-coll.%d.%016llx",
                      (int)getpid(), (unsigned long long)nonce);
             fd = shm_open(id.name, O_CREAT | O_EXCL | O_RDWR, 0600);

@@ -1,0 +1,83 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * TESTING ONLY: fail the N-th local resource call of a process
+ * (CRYPT_TEST_FAIL_CALL=N), so that a test can show every caller fails
+ * closed: no record leaves unsealed, the endpoint fails with the reason,
+ * nothing hangs. Compiled only into test builds (--enable-fault-injection).
+ *
+ * Each call prints nothing; the failed one prints one line to stderr, the
+ * kind and the site as OBJECT+OFFSET (addr2line turns it into a function),
+ * and the process prints its count at exit, so that a sweep knows where to
+ * stop and how many sites it reached. Every copy of this library linked
+ * into a process (the plugin, an MPI adapter) counts on its own.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* dladdr */
+#endif
+#ifdef HAVE_CONFIG_H
+#include "ucx_crypt_config.h"
+#endif
+
+#include "aead.h"
+
+#if UCX_CRYPT_FAULT_INJECTION
+
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *crypt_fallible_names[] = {
+    [CRYPT_FALLIBLE_SECURE_MEMORY]  = "secure_memory",
+    [CRYPT_FALLIBLE_CIPHER_CONTEXT] = "cipher_context",
+    [CRYPT_FALLIBLE_RANDOM]         = "random",
+    [CRYPT_FALLIBLE_KEY_DERIVATION] = "key_derivation"
+};
+
+static unsigned long crypt_fallible_calls;
+static long crypt_fallible_fail_at = -1; /* -1: not read yet */
+
+static long crypt_fallible_target(void)
+{
+    long target = __atomic_load_n(&crypt_fallible_fail_at, __ATOMIC_RELAXED);
+    const char *value;
+
+    if (target < 0) {
+        /* 0 (or unset): count only */
+        value  = getenv("CRYPT_TEST_FAIL_CALL");
+        target = (value != NULL) ? strtol(value, NULL, 10) : 0;
+        __atomic_store_n(&crypt_fallible_fail_at, target, __ATOMIC_RELAXED);
+    }
+    return target;
+}
+
+int crypt_fallible_fail(crypt_fallible_t kind, const void *site)
+{
+    unsigned long call = __atomic_add_fetch(&crypt_fallible_calls, 1,
+                                            __ATOMIC_RELAXED);
+    const char *object = "?";
+    Dl_info info;
+
+    if ((long)call != crypt_fallible_target()) {
+        return 0;
+    }
+    memset(&info, 0, sizeof(info));
+    if ((dladdr(site, &info) != 0) && (info.dli_fname != NULL)) {
+        object = strrchr(info.dli_fname, '/') ? strrchr(info.dli_fname, '/') + 1 :
+                                                info.dli_fname;
+    }
+    fprintf(stderr, "crypt: TESTING: failing call %lu (%s) at %s+0x%lx\n",
+            call, crypt_fallible_names[kind], object,
+            (unsigned long)((const char*)site - (const char*)info.dli_fbase));
+    return 1;
+}
+
+__attribute__((destructor)) static void crypt_fallible_report(void)
+{
+    if (getenv("CRYPT_TEST_FAIL_CALL") != NULL) {
+        fprintf(stderr, "crypt: TESTING: %lu fallible calls\n",
+                __atomic_load_n(&crypt_fallible_calls, __ATOMIC_RELAXED));
+    }
+}
+
+#endif
