@@ -383,15 +383,25 @@ keyex_status_t keyex_noise_init_create(keyex_noise_t *hs, const keyex_keypair_t 
     return status;
 }
 
+/* An initiation's type, version, reserved bytes and mac1: KEYEX_ERR_AUTH
+ * for the sender's fault, another status for a local failure */
+static keyex_status_t keyex_noise_init_check(const uint8_t mac1_key[KEYEX_SECRET_LEN],
+                                             const keyex_noise_init_msg_t *msg)
+{
+    if ((msg->type != KEYEX_NOISE_INIT_TYPE) ||
+        (msg->version != KEYEX_NOISE_VERSION) || (msg->reserved[0] != 0) ||
+        (msg->reserved[1] != 0)) {
+        return KEYEX_ERR_AUTH;
+    }
+    return keyex_noise_mac1_check(mac1_key, msg,
+                                  offsetof(keyex_noise_init_msg_t, mac1),
+                                  msg->mac1);
+}
+
 int keyex_noise_init_precheck(const uint8_t mac1_key[KEYEX_SECRET_LEN],
                               const keyex_noise_init_msg_t *msg)
 {
-    return (msg->type == KEYEX_NOISE_INIT_TYPE) &&
-           (msg->version == KEYEX_NOISE_VERSION) &&
-           (msg->reserved[0] == 0) && (msg->reserved[1] == 0) &&
-           (keyex_noise_mac1_check(mac1_key, msg,
-                                   offsetof(keyex_noise_init_msg_t, mac1),
-                                   msg->mac1) == KEYEX_OK);
+    return keyex_noise_init_check(mac1_key, msg) == KEYEX_OK;
 }
 
 keyex_status_t keyex_noise_init_consume(keyex_noise_t *hs, const keyex_keypair_t *s,
@@ -400,14 +410,7 @@ keyex_status_t keyex_noise_init_consume(keyex_noise_t *hs, const keyex_keypair_t
 {
     keyex_status_t status;
 
-    if ((msg->type != KEYEX_NOISE_INIT_TYPE) ||
-        (msg->version != KEYEX_NOISE_VERSION) || (msg->reserved[0] != 0) ||
-        (msg->reserved[1] != 0)) {
-        return KEYEX_ERR_AUTH;
-    }
-    status = keyex_noise_mac1_check(hs->mac1_key_local, msg,
-                                    offsetof(keyex_noise_init_msg_t, mac1),
-                                    msg->mac1);
+    status = keyex_noise_init_check(hs->mac1_key_local, msg);
     if (status != KEYEX_OK) {
         return status;
     }
