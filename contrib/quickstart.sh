@@ -147,6 +147,8 @@ do_check() {
     "$top/test/integration/run.sh" "$obj_test" "$prefix_test" "$results"
     log "test: the failure sweep (the N-th local resource call fails, N = 1, 2, ..., in a client and in a server)"
     "$top/test/integration/failure_sweep.sh" "$obj_test" "$prefix_test" "$results" || true
+    log "test: strangers flood both listeners (1000 held connections, garbage, replays) while an honest pair runs"
+    "$top/test/integration/stranger_flood.sh" "$obj" "$prefix" "$results" || true
     log "test: as users run it (stock programs, UCX's defaults, two hosts, the release build, plain tcp beside it)"
     "$top/test/integration/transparency.sh" "$obj" "$prefix" "$results" || true
     log "test: UCX's own test suite on crypt, tcp beside it (UCT suites, a UCP selection)"

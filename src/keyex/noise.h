@@ -166,10 +166,12 @@ keyex_status_t keyex_noise_response_consume(keyex_noise_t *hs,
  * the trust boundary); a party without the job secret never gets past it.
  * Both sides then hold transport keys that mix both ephemerals (forward
  * secrecy); what the connection manager exchanges travels under them.
- * A replayed initiation costs the responder one DH and gets the replayer
- * nothing: without the initiator's ephemeral secret it cannot derive the
- * keys, and nothing is delivered to the application before the initiator
- * has proven them by a sealed message.
+ * A replayed initiation gets the replayer nothing: without the
+ * initiator's ephemeral secret it cannot derive the keys, and nothing is
+ * delivered to the application before the initiator has proven them by a
+ * sealed message. The responder refuses a replay of one it took recently
+ * by its ephemeral, before the DH (src/uct_crypt/uct_crypt_admit.h); an
+ * older one costs it one DH.
  */
 typedef struct keyex_noise_cm_msg {
     uint8_t type;

@@ -11,9 +11,16 @@
  *   server reads exactly the 52-byte initiation and checks its tag (the
  *   psk from the job secret, no DH) before anything else; a stranger's
  *   connection is closed there, counted and logged rate-limited, and the
- *   listener goes on. Half-open connections are bounded in number and
- *   time (UCX_CRYPT_CM_MAX_HALF_OPEN, _HANDSHAKE_TIMEOUT); the oldest is
- *   reclaimed when they are all taken.
+ *   listener goes on. Until then a connection holds no handshake state
+ *   (the tag is checked in the cm's one scratch state) and is half-open:
+ *   those are bounded in number and time (UCX_CRYPT_CM_MAX_HALF_OPEN,
+ *   _HANDSHAKE_TIMEOUT); when they are all taken, what waits on them is
+ *   read first, then one of the silent ones goes (of the source address
+ *   that holds the most, the oldest: uct_crypt_admit.h). A first message
+ *   whose ephemeral was seen before is a replay, refused before the DH. A
+ *   connection whose first message passed is never evicted by one that
+ *   did not; those waiting for their CONNECT are bounded by the same
+ *   number among themselves.
  * - UCP's private data (its worker and lane addresses) and the device
  *   address each side hands UCP travel only in frames sealed under the
  *   handshake's transport keys (uct_crypt_wire.h). The server's
@@ -30,6 +37,7 @@
 #define _GNU_SOURCE /* accept4 */
 #endif
 #include "uct_crypt.h"
+#include "uct_crypt_admit.h"
 #include "uct_crypt_sock.h"
 #include "keyex/noise.h"
 
@@ -47,6 +55,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -68,8 +77,10 @@ ucs_config_field_t uct_crypt_cm_config_table[] = {
      ucs_offsetof(uct_crypt_cm_config_t, handshake_timeout), UCS_CONFIG_TYPE_TIME},
 
     {"MAX_HALF_OPEN", "64",
-     "Server: connections held before their CONNECT opened; past it the\n"
-     "oldest is closed (a flood of strangers cannot hold the listener).",
+     "Server: connections held before their first message passed its check,\n"
+     "and, apart, those that passed and wait for their CONNECT; past it one\n"
+     "of the silent ones is closed, of the address that holds the most (a\n"
+     "flood of strangers cannot hold the listener).",
      ucs_offsetof(uct_crypt_cm_config_t, max_half_open), UCS_CONFIG_TYPE_UINT},
 
     {NULL}
@@ -81,7 +92,14 @@ typedef struct uct_crypt_cm {
     size_t          max_body;         /* sealed part of a frame, tag excluded */
     ucs_time_t      handshake_timeout;
     unsigned        max_half_open;
-    unsigned        half_open;
+    unsigned        half_open;        /* server eps: first message not passed */
+    unsigned        proven;           /* ... passed, CONNECT not yet */
+    keyex_noise_t   *scratch;         /* secure: where first messages are
+                                         checked before an ep holds state */
+    int             room_fd;          /* epoll of the server eps before their
+                                         request went up: one async handler
+                                         for all (uct_crypt_cm_room_handler) */
+    uct_crypt_seen_t seen;            /* ephemerals of first messages taken */
     ucs_list_link_t eps;              /* every ep of this cm, oldest first */
     int             timer_id;        /* -1: no handshake under way */
     ucs_time_t      timer_interval;
@@ -110,7 +128,9 @@ enum {
     UCT_CRYPT_CM_EP_REJECTING     = UCS_BIT(12), /* server: REJECT queued */
     UCT_CRYPT_CM_EP_CB_FAILED     = UCS_BIT(13), /* the user's callback failed */
     UCT_CRYPT_CM_EP_SHUT          = UCS_BIT(14), /* our FIN is out */
-    UCT_CRYPT_CM_EP_LOCAL_FAILURE = UCS_BIT(15)  /* ended by one of ours, said */
+    UCT_CRYPT_CM_EP_LOCAL_FAILURE = UCS_BIT(15), /* ended by one of ours, said */
+    UCT_CRYPT_CM_EP_PROVEN        = UCS_BIT(16), /* server: first message passed */
+    UCT_CRYPT_CM_EP_IN_ROOM       = UCS_BIT(17)  /* its fd in the cm's room_fd */
 };
 
 typedef struct uct_crypt_cm_ep {
@@ -128,6 +148,7 @@ typedef struct uct_crypt_cm_ep {
     uint8_t                 *tx_buf;     /* frames not yet in the kernel */
     size_t                  tx_len, tx_sent, tx_cap;
     char                    peer_name[UCS_SOCKADDR_STRING_LEN];
+    struct sockaddr_storage peer_addr;  /* server: the client's */
     char                    dev_name[UCT_DEVICE_NAME_MAX];
 } uct_crypt_cm_ep_t;
 
@@ -349,16 +370,36 @@ static ucs_status_t uct_crypt_cm_ep_queue_packed(uct_crypt_cm_ep_t *ep,
 static void uct_crypt_cm_ep_events(uct_crypt_cm_ep_t *ep)
 {
     ucs_event_set_types_t events = UCS_EVENT_SET_EVREAD;
+    struct epoll_event ev;
 
     if ((ep->state & UCT_CRYPT_CM_EP_CONNECTING) || (ep->tx_sent < ep->tx_len)) {
         events |= UCS_EVENT_SET_EVWRITE;
     }
+    if (ep->state & UCT_CRYPT_CM_EP_IN_ROOM) {
+        ev.events   = EPOLLIN | ((events & UCS_EVENT_SET_EVWRITE) ? EPOLLOUT : 0);
+        ev.data.ptr = ep;
+        (void)epoll_ctl(uct_crypt_cm_ep_cm(ep)->room_fd, EPOLL_CTL_MOD, ep->fd, &ev);
+        return;
+    }
     (void)ucs_async_modify_handler(ep->fd, events);
+}
+
+/* Out of the room (called with the async context blocked, which the
+ * room's handler runs under too: never while it runs) */
+static void uct_crypt_cm_ep_leave_room(uct_crypt_cm_ep_t *ep)
+{
+    if (ep->state & UCT_CRYPT_CM_EP_IN_ROOM) {
+        (void)epoll_ctl(uct_crypt_cm_ep_cm(ep)->room_fd, EPOLL_CTL_DEL, ep->fd,
+                        NULL);
+        ep->state &= ~UCT_CRYPT_CM_EP_IN_ROOM;
+    }
 }
 
 static void uct_crypt_cm_ep_remove_handler(uct_crypt_cm_ep_t *ep)
 {
-    if (!(ep->state & UCT_CRYPT_CM_EP_FAILED) && (ep->fd >= 0)) {
+    if (ep->state & UCT_CRYPT_CM_EP_IN_ROOM) {
+        uct_crypt_cm_ep_leave_room(ep);
+    } else if (!(ep->state & UCT_CRYPT_CM_EP_FAILED) && (ep->fd >= 0)) {
         (void)ucs_async_remove_handler(ep->fd, 1);
     }
     ep->state |= UCT_CRYPT_CM_EP_FAILED;
@@ -567,32 +608,78 @@ static ucs_status_t uct_crypt_cm_client_resolve(uct_crypt_cm_ep_t *ep)
     return status;
 }
 
-static ucs_status_t uct_crypt_cm_ep_handshake(uct_crypt_cm_ep_t *ep)
+/* Server: a connection's first message. Its tag is checked in the cm's
+ * scratch state (two HKDFs and an AES-GCM open, no DH, nothing allocated
+ * for the sender), its ephemeral against the ones taken before; only then
+ * does the connection get handshake state of its own, and the DH. */
+static ucs_status_t uct_crypt_cm_server_handshake(uct_crypt_cm_ep_t *ep,
+                                                  const keyex_noise_cm_msg_t *in)
 {
-    const keyex_noise_cm_msg_t *in = (const keyex_noise_cm_msg_t*)ep->rx_buf;
+    uct_crypt_cm_t *cm = uct_crypt_cm_ep_cm(ep);
     keyex_noise_transport_t keys;
     keyex_noise_cm_msg_t out;
     keyex_status_t kstatus;
 
+    kstatus = keyex_noise_cm_start(cm->scratch, uct_crypt_job_secret);
+    if (kstatus == KEYEX_OK) {
+        kstatus = keyex_noise_cm_init_consume(cm->scratch, in);
+    }
+    if (kstatus == KEYEX_ERR_AUTH) {
+        keyex_noise_cleanup(cm->scratch);
+        uct_crypt_cm_ep_fail(ep, UCS_ERR_REJECTED, "its first message did "
+                             "not authenticate (not a crypt client of this "
+                             "job: no job secret, another job's, or not crypt)");
+        return UCS_ERR_CANCELED;
+    } else if (kstatus != KEYEX_OK) {
+        keyex_noise_cleanup(cm->scratch);
+        uct_crypt_cm_ep_fail_local(ep, "cannot check the handshake's first message");
+        return UCS_ERR_CANCELED;
+    }
+    switch (uct_crypt_seen_check(&cm->seen, in->ephemeral)) {
+    case UCT_CRYPT_SEEN_NEW:
+        break;
+    case UCT_CRYPT_SEEN_AGAIN:
+        keyex_noise_cleanup(cm->scratch);
+        UCT_CRYPT_STAT_ADD(replays_refused, 1);
+        uct_crypt_cm_ep_fail(ep, UCS_ERR_REJECTED, "its first message is a "
+                             "replay of one taken before");
+        return UCS_ERR_CANCELED;
+    default:
+        keyex_noise_cleanup(cm->scratch);
+        uct_crypt_cm_ep_fail_local(ep, "no memory for the replay check");
+        return UCS_ERR_CANCELED;
+    }
+
+    /* proven: out of the half-open set, and never evicted by it */
+    --cm->half_open;
+    ++cm->proven;
+    ep->state |= UCT_CRYPT_CM_EP_PROVEN;
+    ep->hs     = keyex_secure_alloc(sizeof(*ep->hs));
+    if (ep->hs != NULL) {
+        memcpy(ep->hs, cm->scratch, sizeof(*ep->hs));
+    }
+    keyex_noise_cleanup(cm->scratch);
+    if ((ep->hs == NULL) ||
+        (keyex_noise_cm_response_create(ep->hs, &out, &keys) != KEYEX_OK)) {
+        OPENSSL_cleanse(&keys, sizeof(keys));
+        uct_crypt_cm_ep_fail_local(ep, "cannot answer the handshake");
+        return UCS_ERR_CANCELED;
+    }
+    if (uct_crypt_cm_ep_take_keys(ep, &keys) != UCS_OK) {
+        uct_crypt_cm_ep_fail_local(ep, "cannot set up the connection's keys");
+        return UCS_ERR_CANCELED;
+    }
+    return uct_crypt_cm_ep_queue(ep, &out, sizeof(out));
+}
+
+static ucs_status_t uct_crypt_cm_ep_handshake(uct_crypt_cm_ep_t *ep)
+{
+    const keyex_noise_cm_msg_t *in = (const keyex_noise_cm_msg_t*)ep->rx_buf;
+    keyex_noise_transport_t keys;
+    keyex_status_t kstatus;
+
     if (ep->state & UCT_CRYPT_CM_EP_SERVER) {
-        kstatus = keyex_noise_cm_init_consume(ep->hs, in);
-        if (kstatus == KEYEX_ERR_AUTH) {
-            uct_crypt_cm_ep_fail(ep, UCS_ERR_REJECTED, "its first message did "
-                                 "not authenticate (not a crypt client of this "
-                                 "job: no job secret, another job's, or not crypt)");
-            return UCS_ERR_CANCELED;
-        }
-        if ((kstatus != KEYEX_OK) ||
-            (keyex_noise_cm_response_create(ep->hs, &out, &keys) != KEYEX_OK)) {
-            OPENSSL_cleanse(&keys, sizeof(keys));
-            uct_crypt_cm_ep_fail_local(ep, "cannot answer the handshake");
-            return UCS_ERR_CANCELED;
-        }
-        if (uct_crypt_cm_ep_take_keys(ep, &keys) != UCS_OK) {
-            uct_crypt_cm_ep_fail_local(ep, "cannot set up the connection's keys");
-            return UCS_ERR_CANCELED;
-        }
-        return uct_crypt_cm_ep_queue(ep, &out, sizeof(out));
+        return uct_crypt_cm_server_handshake(ep, in);
     }
 
     kstatus = keyex_noise_cm_response_consume(ep->hs, in, &keys);
@@ -670,7 +757,7 @@ static ucs_status_t uct_crypt_cm_server_connect(uct_crypt_cm_ep_t *ep,
 
     /* from here the ep is the user's: uct_ep_create or a reject */
     ep->state |= UCT_CRYPT_CM_EP_CONN_REQ;
-    --cm->half_open;
+    --cm->proven;
     listener = ep->listener;
     ep->listener = NULL;
     listener->conn_request_cb(&listener->super, listener->user_data, &args);
@@ -926,6 +1013,9 @@ static ucs_status_t uct_crypt_cm_timer_arm(uct_crypt_cm_t *cm)
 
 /* ---- endpoints ---------------------------------------------------------------- */
 
+/* Client: the handshake state and the first message (a server's
+ * connection gets its state once its first message passed,
+ * uct_crypt_cm_server_handshake) */
 static ucs_status_t uct_crypt_cm_ep_start_handshake(uct_crypt_cm_ep_t *ep)
 {
     keyex_noise_cm_msg_t msg;
@@ -933,19 +1023,12 @@ static ucs_status_t uct_crypt_cm_ep_start_handshake(uct_crypt_cm_ep_t *ep)
     ep->hs = keyex_secure_alloc(sizeof(*ep->hs));
     if ((ep->hs == NULL) ||
         (keyex_noise_cm_start(ep->hs, uct_crypt_job_secret) != KEYEX_OK) ||
-        (!(ep->state & UCT_CRYPT_CM_EP_SERVER) &&
-         (keyex_noise_cm_init_create(ep->hs, &msg) != KEYEX_OK))) {
-        /* the ep's creation fails with it: the user is told so (a
-         * server's is said by the listener, which knows the peer) */
-        if (!(ep->state & UCT_CRYPT_CM_EP_SERVER)) {
-            ucs_error("crypt: connection manager: connection to %s: cannot "
-                      "start the handshake%s", ep->peer_name,
-                      crypt_local_failure_take());
-        }
+        (keyex_noise_cm_init_create(ep->hs, &msg) != KEYEX_OK)) {
+        /* the ep's creation fails with it: the user is told so */
+        ucs_error("crypt: connection manager: connection to %s: cannot "
+                  "start the handshake%s", ep->peer_name,
+                  crypt_local_failure_take());
         return (ep->hs == NULL) ? UCS_ERR_NO_MEMORY : UCS_ERR_IO_ERROR;
-    }
-    if (ep->state & UCT_CRYPT_CM_EP_SERVER) {
-        return UCS_OK;
     }
     return uct_crypt_cm_ep_queue(ep, &msg, sizeof(msg));
 }
@@ -1046,8 +1129,8 @@ static UCS_CLASS_INIT_FUNC(uct_crypt_cm_ep_t, const uct_ep_params_t *params)
     } else if (params->field_mask & UCT_EP_PARAM_FIELD_SOCKADDR) {
         status = uct_crypt_cm_client_init(self, params);
     } else {
-        self->state |= UCT_CRYPT_CM_EP_SERVER;
-        status       = uct_crypt_cm_ep_start_handshake(self);
+        self->state |= UCT_CRYPT_CM_EP_SERVER; /* no state until it proves */
+        status       = UCS_OK;
     }
     if (status == UCS_OK) {
         status = uct_crypt_cm_timer_arm(cm); /* the handshake's deadline */
@@ -1071,7 +1154,14 @@ static UCS_CLASS_CLEANUP_FUNC(uct_crypt_cm_ep_t)
     UCS_ASYNC_BLOCK(uct_crypt_cm_async(cm));
     if ((self->state & UCT_CRYPT_CM_EP_SERVER) &&
         !(self->state & UCT_CRYPT_CM_EP_CONN_REQ)) {
-        --cm->half_open;
+        if (self->state & UCT_CRYPT_CM_EP_PROVEN) {
+            /* a DH for a client that never sent its CONNECT: an old
+             * replay, or an honest client that went away */
+            --cm->proven;
+            UCT_CRYPT_STAT_ADD(stranger_dh, 1);
+        } else {
+            --cm->half_open;
+        }
     }
     ucs_list_del(&self->list);
     uct_crypt_cm_ep_release(self, cm);
@@ -1111,22 +1201,23 @@ static ucs_status_t uct_crypt_cm_server_create(uct_crypt_cm_ep_t *ep,
         return status;
     }
 
+    /* the user's now: out of the listener's room, into a handler of its
+     * own on the async context of the user's cm (maybe another worker's) */
+    uct_crypt_cm_ep_leave_room(ep);
     if (params->cm != &cm->super) {
-        /* the user's cm of another worker: its async context from now on */
         new_cm = ucs_derived_of(params->cm, uct_crypt_cm_t);
-        (void)ucs_async_remove_handler(ep->fd, 1);
         ucs_list_del(&ep->list);
         uct_ep_set_iface(&ep->super.super.super, &new_cm->super.iface.super);
         ucs_list_add_tail(&new_cm->eps, &ep->list);
-        async  = uct_crypt_cm_async(new_cm);
-        status = ucs_async_set_event_handler(async->mode, ep->fd,
-                                             UCS_EVENT_SET_EVREAD,
-                                             uct_crypt_cm_ep_handler, ep, async);
-        if (status != UCS_OK) {
-            ep->state |= UCT_CRYPT_CM_EP_FAILED;
-            return status;
-        }
         cm = new_cm;
+    }
+    async  = uct_crypt_cm_async(cm);
+    status = ucs_async_set_event_handler(async->mode, ep->fd,
+                                         UCS_EVENT_SET_EVREAD,
+                                         uct_crypt_cm_ep_handler, ep, async);
+    if (status != UCS_OK) {
+        ep->state |= UCT_CRYPT_CM_EP_FAILED;
+        return status;
     }
 
     if (ucs_test_all_flags(params->field_mask, UCT_EP_PARAM_FIELD_PRIV_DATA |
@@ -1295,18 +1386,90 @@ static ucs_status_t uct_crypt_cm_ep_query(uct_ep_h tl_ep, uct_ep_attr_t *attr)
 
 /* ---- listener ----------------------------------------------------------------- */
 
-static void uct_crypt_cm_listener_destroy_ep(uct_crypt_cm_t *cm)
+/* The room: every server connection from its accept until the user has
+ * its request lives in one epoll set, with one handler on UCX's async
+ * context. With a handler per connection, a stranger's flood (thousands
+ * of connections a second, each added and removed) overflowed UCX 1.13's
+ * queue of events missed while the context was blocked, which is fatal
+ * there (ucs_async_handler_dispatch: "Failed to push event to miss
+ * queue"): a stranger aborted the server. One event at a time: handling
+ * one may end another, which leaves the set before it could be returned. */
+static void uct_crypt_cm_room_handler(int fd, ucs_event_set_types_t events,
+                                      void *arg)
 {
-    uct_crypt_cm_ep_t *ep;
+    uct_crypt_cm_t *cm = arg;
+    ucs_event_set_types_t ucs_events;
+    struct epoll_event ev;
+    int budget = 256; /* then the next call: other handlers get their turn */
 
-    /* the oldest connection that has not shown its CONNECT */
-    ucs_list_for_each(ep, &cm->eps, list) {
-        if ((ep->state & UCT_CRYPT_CM_EP_SERVER) &&
-            !(ep->state & UCT_CRYPT_CM_EP_CONN_REQ)) {
-            uct_crypt_cm_refused(ep, "half-open connections all taken; the "
-                                 "oldest was closed (UCX_CRYPT_CM_MAX_HALF_OPEN)");
+    while ((budget-- > 0) && (epoll_wait(cm->room_fd, &ev, 1, 0) == 1)) {
+        ucs_events = ((ev.events & EPOLLIN) ? UCS_EVENT_SET_EVREAD : 0) |
+                     ((ev.events & EPOLLOUT) ? UCS_EVENT_SET_EVWRITE : 0) |
+                     ((ev.events & (EPOLLERR | EPOLLHUP)) ? UCS_EVENT_SET_EVERR : 0);
+        uct_crypt_cm_ep_handler(((uct_crypt_cm_ep_t*)ev.data.ptr)->fd,
+                                ucs_events, ev.data.ptr);
+    }
+}
+
+/* A server ep still in the listener's hands: half-open (its first
+ * message has not passed) or proven (waiting for its CONNECT) */
+static int uct_crypt_cm_ep_waiting(const uct_crypt_cm_ep_t *ep, uint32_t proven)
+{
+    return (ep->state & UCT_CRYPT_CM_EP_SERVER) &&
+           !(ep->state & (UCT_CRYPT_CM_EP_CONN_REQ | UCT_CRYPT_CM_EP_FAILED)) &&
+           ((ep->state & UCT_CRYPT_CM_EP_PROVEN) == proven);
+}
+
+/* Room for one more half-open connection. What the half-open ones sent is
+ * read first (an honest client's first message follows its TCP handshake
+ * at once: reading it takes the connection out of the set); then, while
+ * they are still all taken, a silent one goes: the oldest of the source
+ * address that holds the most (uct_crypt_admit_victim). Proven ones,
+ * bounded apart, make room only among themselves, the oldest first: an
+ * honest client sends its CONNECT one round trip after its first message,
+ * a replay never does. */
+static void uct_crypt_cm_listener_make_room(uct_crypt_cm_t *cm)
+{
+    const struct sockaddr_storage **sources;
+    uct_crypt_cm_ep_t **silent, *ep, *tmp;
+    size_t count;
+
+    if (cm->half_open >= cm->max_half_open) {
+        ucs_list_for_each_safe(ep, tmp, &cm->eps, list) {
+            if (uct_crypt_cm_ep_waiting(ep, 0)) {
+                /* (may end this ep, never another one) */
+                uct_crypt_cm_ep_handler(ep->fd, UCS_EVENT_SET_EVREAD, ep);
+            }
+        }
+    }
+    if (cm->half_open >= cm->max_half_open) {
+        sources = ucs_alloca(cm->half_open * sizeof(*sources));
+        silent  = ucs_alloca(cm->half_open * sizeof(*silent));
+        count   = 0;
+        ucs_list_for_each(ep, &cm->eps, list) { /* oldest first */
+            if (uct_crypt_cm_ep_waiting(ep, 0) && (count < cm->half_open)) {
+                silent[count]  = ep;
+                sources[count] = &ep->peer_addr;
+                ++count;
+            }
+        }
+        if (count > 0) {
+            ep = silent[uct_crypt_admit_victim(sources, count)];
+            uct_crypt_cm_refused(ep, "half-open connections all taken; a silent "
+                                 "one of the address that held the most was "
+                                 "closed (UCX_CRYPT_CM_MAX_HALF_OPEN)");
             UCS_CLASS_DELETE_FUNC_NAME(uct_crypt_cm_ep_t)(&ep->super.super.super);
-            return;
+        }
+    }
+    if (cm->proven >= cm->max_half_open) {
+        ucs_list_for_each(ep, &cm->eps, list) {
+            if (uct_crypt_cm_ep_waiting(ep, UCT_CRYPT_CM_EP_PROVEN)) {
+                uct_crypt_cm_refused(ep, "connections waiting for their "
+                                     "CONNECT all taken; the oldest was closed "
+                                     "(UCX_CRYPT_CM_MAX_HALF_OPEN)");
+                UCS_CLASS_DELETE_FUNC_NAME(uct_crypt_cm_ep_t)(&ep->super.super.super);
+                break;
+            }
         }
     }
 }
@@ -1316,8 +1479,8 @@ static void uct_crypt_cm_listener_accept(int fd, ucs_event_set_types_t events,
 {
     uct_crypt_cm_listener_t *listener = arg;
     uct_crypt_cm_t *cm = ucs_derived_of(listener->super.cm, uct_crypt_cm_t);
-    ucs_async_context_t *async = uct_crypt_cm_async(cm);
     struct sockaddr_storage peer;
+    struct epoll_event ev;
     char name[UCS_SOCKADDR_STRING_LEN];
     uct_ep_params_t params;
     uct_crypt_cm_ep_t *ep;
@@ -1333,9 +1496,7 @@ static void uct_crypt_cm_listener_accept(int fd, ucs_event_set_types_t events,
         if (conn < 0) {
             return; /* EAGAIN, or out of descriptors: try at the next event */
         }
-        if (cm->half_open >= cm->max_half_open) {
-            uct_crypt_cm_listener_destroy_ep(cm);
-        }
+        uct_crypt_cm_listener_make_room(cm);
 
         params.field_mask        = UCT_EP_PARAM_FIELD_CM |
                                    UCT_EP_PARAM_FIELD_SOCKADDR_CB_FLAGS;
@@ -1353,17 +1514,57 @@ static void uct_crypt_cm_listener_accept(int fd, ucs_event_set_types_t events,
         ep           = ucs_derived_of(tl_ep, uct_crypt_cm_ep_t);
         ep->fd       = conn;
         ep->listener = listener;
+        memcpy(&ep->peer_addr, &peer, sizeof(peer));
         ++cm->half_open;
         ucs_sockaddr_str((struct sockaddr*)&peer, ep->peer_name,
                          sizeof(ep->peer_name));
         uct_crypt_sock_set_options(conn, uct_crypt_global.keepalive);
-        if (ucs_async_set_event_handler(async->mode, conn, UCS_EVENT_SET_EVREAD,
-                                        uct_crypt_cm_ep_handler, ep,
-                                        async) != UCS_OK) {
+        ev.events   = EPOLLIN;
+        ev.data.ptr = ep;
+        if (epoll_ctl(cm->room_fd, EPOLL_CTL_ADD, conn, &ev) < 0) {
             ep->state |= UCT_CRYPT_CM_EP_FAILED;
             UCS_CLASS_DELETE_FUNC_NAME(uct_crypt_cm_ep_t)(tl_ep);
+            continue;
+        }
+        ep->state |= UCT_CRYPT_CM_EP_IN_ROOM;
+    }
+}
+
+/* What a cm needs to serve, made with its first listener: the room and the
+ * scratch state where first messages are checked */
+static ucs_status_t uct_crypt_cm_server_init(uct_crypt_cm_t *cm)
+{
+    ucs_async_context_t *async = uct_crypt_cm_async(cm);
+    ucs_status_t status        = UCS_OK;
+    int fd;
+
+    UCS_ASYNC_BLOCK(async);
+    if (cm->scratch == NULL) {
+        cm->scratch = keyex_secure_alloc(sizeof(*cm->scratch));
+        if (cm->scratch == NULL) {
+            ucs_error("crypt: connection manager: cannot listen: no memory "
+                      "for its handshake state%s", crypt_local_failure_take());
+            status = UCS_ERR_NO_MEMORY;
         }
     }
+    if ((status == UCS_OK) && (cm->room_fd < 0)) {
+        fd = epoll_create1(EPOLL_CLOEXEC);
+        if ((fd < 0) ||
+            (ucs_async_set_event_handler(async->mode, fd, UCS_EVENT_SET_EVREAD,
+                                         uct_crypt_cm_room_handler, cm,
+                                         async) != UCS_OK)) {
+            ucs_error("crypt: connection manager: cannot listen: cannot watch "
+                      "its connections: %m");
+            if (fd >= 0) {
+                close(fd);
+            }
+            status = UCS_ERR_IO_ERROR;
+        } else {
+            cm->room_fd = fd;
+        }
+    }
+    UCS_ASYNC_UNBLOCK(async);
+    return status;
 }
 
 static UCS_CLASS_INIT_FUNC(uct_crypt_cm_listener_t, uct_cm_h cm,
@@ -1381,6 +1582,10 @@ static UCS_CLASS_INIT_FUNC(uct_crypt_cm_listener_t, uct_cm_h cm,
     self->conn_request_cb = params->conn_request_cb;
     self->user_data       = (params->field_mask & UCT_LISTENER_PARAM_FIELD_USER_DATA) ?
                             params->user_data : NULL;
+    status = uct_crypt_cm_server_init(crypt_cm);
+    if (status != UCS_OK) {
+        return status;
+    }
     status = uct_listener_backlog_adjust(params, ucs_socket_max_conn(), &backlog);
     if (status != UCS_OK) {
         return status;
@@ -1576,7 +1781,13 @@ static UCS_CLASS_INIT_FUNC(uct_crypt_cm_t, uct_component_h component,
     self->handshake_timeout = ucs_time_from_sec(cm_config->handshake_timeout);
     self->max_half_open     = cm_config->max_half_open;
     self->half_open         = 0;
+    self->proven            = 0;
+    memset(&self->seen, 0, sizeof(self->seen));
     ucs_list_head_init(&self->eps);
+    /* (what only a server needs comes with its first listener: UCP 1.13
+     * asserts in ucp_listener_create when the cm failed to open) */
+    self->room_fd           = -1;
+    self->scratch           = NULL;
 
     self->timer_interval    = ucs_time_from_sec(ucs_min(0.5,
                                         cm_config->handshake_timeout / 4));
@@ -1597,6 +1808,9 @@ static UCS_CLASS_CLEANUP_FUNC(uct_crypt_cm_t)
     if (timer_id >= 0) {
         (void)ucs_async_remove_handler(timer_id, 1);
     }
+    if (self->room_fd >= 0) {
+        (void)ucs_async_remove_handler(self->room_fd, 1);
+    }
     UCS_ASYNC_BLOCK(uct_crypt_cm_async(self));
     ucs_list_for_each_safe(ep, tmp, &self->eps, list) {
         if (uct_crypt_cm_ep_is_internal(ep)) {
@@ -1610,6 +1824,14 @@ static UCS_CLASS_CLEANUP_FUNC(uct_crypt_cm_t)
         }
     }
     UCS_ASYNC_UNBLOCK(uct_crypt_cm_async(self));
+    if (self->room_fd >= 0) {
+        close(self->room_fd);
+    }
+    if (self->scratch != NULL) {
+        keyex_noise_cleanup(self->scratch);
+        keyex_secure_free(self->scratch, sizeof(*self->scratch));
+    }
+    uct_crypt_seen_cleanup(&self->seen);
 }
 
 UCS_CLASS_DEFINE(uct_crypt_cm_t, uct_cm_t);

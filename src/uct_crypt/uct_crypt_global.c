@@ -198,10 +198,11 @@ void uct_crypt_stats_print(void)
                               PRIu64 ", shared both ways %" PRIu64
                               ", redirects expired %" PRIu64
                               ", cm: refused %" PRIu64 ", handshakes %" PRIu64
-                              "\n", s.wire_refused, s.wire_handshakes,
+                              ", replays refused %" PRIu64 ", stranger DH %"
+                              PRIu64 "\n", s.wire_refused, s.wire_handshakes,
                               s.wire_failed, s.wire_shared,
                               s.wire_redirects_expired, s.cm_refused,
-                              s.cm_handshakes);
+                              s.cm_handshakes, s.replays_refused, s.stranger_dh);
     /* one write: ranks of one job share stderr, lines must not interleave */
     if (write(STDERR_FILENO, ucs_string_buffer_cstr(&line),
               ucs_string_buffer_length(&line)) < 0) {

@@ -28,10 +28,13 @@
 #include <netinet/tcp.h>
 #include <stdio.h>
 #include <sys/epoll.h>
+#include <sys/timerfd.h>
 #include <unistd.h>
 
-/* epoll's data for the listening socket (connections carry their conn) */
+/* epoll's data for the listening socket and the deadline timer
+ * (connections carry their conn) */
 static char uct_crypt_sock_listen_marker;
+static char uct_crypt_sock_timer_marker;
 
 static uct_iface_ops_t uct_crypt_sock_iface_ops;
 
@@ -290,6 +293,29 @@ void uct_crypt_sock_iface_set_options(uct_crypt_sock_iface_t *iface, int fd)
     (void)ucs_socket_set_buffer_size(fd, iface->sndbuf, iface->rcvbuf);
 }
 
+/* While strangers' connections wait for their initiation, a timer in the
+ * epoll set fires once a second: it makes the epoll fd readable, which
+ * brings a progress call (UCP polls or waits on that fd; an iface no
+ * endpoint uses is progressed only when it is readable), and the progress
+ * enforces their deadline (uct_crypt_sock_timers). Without it, a process
+ * that had no endpoint yet held a stranger's silent connections for ever. */
+static void uct_crypt_sock_timer_arm(uct_crypt_sock_iface_t *iface, int on)
+{
+    struct itimerspec its;
+
+    if (on == iface->timer_armed) {
+        return;
+    }
+    memset(&its, 0, sizeof(its));
+    if (on) {
+        its.it_value.tv_sec    = 1;
+        its.it_interval.tv_sec = 1;
+    }
+    if (timerfd_settime(iface->timer_fd, 0, &its, NULL) == 0) {
+        iface->timer_armed = on;
+    }
+}
+
 static void uct_crypt_sock_accept(uct_crypt_sock_iface_t *iface)
 {
     struct sockaddr_storage peer;
@@ -318,6 +344,7 @@ static void uct_crypt_sock_accept(uct_crypt_sock_iface_t *iface)
             continue;
         }
         ++iface->half_open;
+        uct_crypt_sock_timer_arm(iface, 1);
     }
 }
 
@@ -327,12 +354,17 @@ static void uct_crypt_sock_accept(uct_crypt_sock_iface_t *iface)
  * honest connection is closed while its initiation waits unread (one
  * progress call handles 16 events, one accept call takes up to 128
  * connections: many endpoints opened at once to one process, UCX's gtest
- * test_uct_pending and multi_ep_2sided, had theirs closed). Then the oldest
- * of those that sent nothing go. */
+ * test_uct_pending and multi_ep_2sided, had theirs closed). Then silent
+ * ones go, each the oldest of the source address that holds the most
+ * (uct_crypt_admit_victim): a stranger's flood from one host costs its own
+ * connections, not an honest peer's. */
 static void uct_crypt_sock_reclaim_half_open(uct_crypt_sock_iface_t *iface)
 {
-    uct_crypt_sock_conn_t *conn, *tmp;
+    const struct sockaddr_storage *sources[2 * UCT_CRYPT_SOCK_HALF_OPEN_MAX];
+    uct_crypt_sock_conn_t *silent[2 * UCT_CRYPT_SOCK_HALF_OPEN_MAX];
     unsigned round = ++iface->reclaim_round;
+    uct_crypt_sock_conn_t *conn;
+    size_t count;
 
 restart:
     ucs_list_for_each(conn, &iface->conns, list) {
@@ -347,16 +379,25 @@ restart:
         }
     }
 
-    ucs_list_for_each_safe(conn, tmp, &iface->conns, list) {
-        if (iface->half_open <= UCT_CRYPT_SOCK_HALF_OPEN_MAX) {
+    while (iface->half_open > UCT_CRYPT_SOCK_HALF_OPEN_MAX) {
+        count = 0;
+        ucs_list_for_each(conn, &iface->conns, list) { /* oldest first */
+            if ((conn->state == UCT_CRYPT_SOCK_WAIT_INIT) &&
+                (count < ucs_static_array_size(silent))) {
+                silent[count]  = conn;
+                sources[count] = &conn->peer_addr;
+                ++count;
+            }
+        }
+        if (count == 0) {
             return;
         }
-        if (conn->state == UCT_CRYPT_SOCK_WAIT_INIT) {
-            /* (an honest initiator whose initiation had not come yet opens
-             * another connection: only a debug line) */
-            uct_crypt_sock_conn_refuse(conn, "half-open slots full, oldest "
-                                             "reclaimed", UCS_LOG_LEVEL_DEBUG);
-        }
+        /* (an honest initiator whose initiation had not come yet opens
+         * another connection: only a debug line) */
+        uct_crypt_sock_conn_refuse(silent[uct_crypt_admit_victim(sources, count)],
+                                   "half-open slots full, reclaimed from the "
+                                   "address that held the most",
+                                   UCS_LOG_LEVEL_DEBUG);
     }
 }
 
@@ -414,6 +455,9 @@ static void uct_crypt_sock_timers(uct_crypt_sock_iface_t *iface, ucs_time_t now)
             uct_crypt_sock_conn_heartbeat(conn);
         }
     }
+    if (iface->half_open == 0) {
+        uct_crypt_sock_timer_arm(iface, 0);
+    }
 }
 
 static unsigned uct_crypt_sock_iface_progress(uct_iface_h tl_iface)
@@ -421,6 +465,7 @@ static unsigned uct_crypt_sock_iface_progress(uct_iface_h tl_iface)
     uct_crypt_sock_iface_t *iface = ucs_derived_of(tl_iface, uct_crypt_sock_iface_t);
     struct epoll_event events[16];
     uct_crypt_sock_ep_t *ep, *tmp;
+    uint64_t expirations;
     unsigned count = 0;
     ucs_time_t now;
     int i, n;
@@ -429,6 +474,13 @@ static unsigned uct_crypt_sock_iface_progress(uct_iface_h tl_iface)
     for (i = 0; i < n; ++i) {
         if (events[i].data.ptr == &uct_crypt_sock_listen_marker) {
             uct_crypt_sock_accept(iface);
+        } else if (events[i].data.ptr == &uct_crypt_sock_timer_marker) {
+            /* (its count of expirations, read so that it stops firing; the
+             * deadlines are checked below) */
+            if (read(iface->timer_fd, &expirations, sizeof(expirations)) < 0) {
+                expirations = 0;
+            }
+            iface->next_timer = 0;
         } else {
             uct_crypt_sock_conn_handle(events[i].data.ptr, events[i].events);
         }
@@ -522,6 +574,8 @@ static UCS_CLASS_INIT_FUNC(uct_crypt_sock_iface_t, uct_md_h md,
 
     self->listen_fd       = -1;
     self->epfd            = -1;
+    self->timer_fd        = -1;
+    self->timer_armed     = 0;
     self->keypair         = sock_params->keypair;
     self->job_secret      = sock_params->job_secret;
     self->mac1_key        = NULL;
@@ -534,6 +588,7 @@ static UCS_CLASS_INIT_FUNC(uct_crypt_sock_iface_t, uct_md_h md,
     self->reclaim_round   = 0;
     self->rx_conn         = NULL;
     memset(&self->replay, 0, sizeof(self->replay));
+    memset(&self->seen, 0, sizeof(self->seen));
     /* this machine and network namespace, as a loopback device address
      * says (fixed for the iface's life: computed once) */
     self->dev_local.system_id = htole64(ucs_get_system_id());
@@ -596,11 +651,23 @@ static UCS_CLASS_INIT_FUNC(uct_crypt_sock_iface_t, uct_md_h md,
         status = UCS_ERR_IO_ERROR;
         goto err;
     }
+    self->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+    ev.events      = EPOLLIN;
+    ev.data.ptr    = &uct_crypt_sock_timer_marker;
+    if ((self->timer_fd < 0) ||
+        (epoll_ctl(self->epfd, EPOLL_CTL_ADD, self->timer_fd, &ev) < 0)) {
+        ucs_error("crypt: cannot make the wire's deadline timer: %m");
+        status = UCS_ERR_IO_ERROR;
+        goto err;
+    }
     ucs_debug("crypt: wire on %s listening at port %u", sock_params->dev_name,
               uct_crypt_sock_port(&self->addr));
     return UCS_OK;
 
 err:
+    if (self->timer_fd >= 0) {
+        close(self->timer_fd);
+    }
     if (self->listen_fd >= 0) {
         close(self->listen_fd);
     }
@@ -670,9 +737,11 @@ static UCS_CLASS_CLEANUP_FUNC(uct_crypt_sock_iface_t)
         uct_crypt_sock_iface_quiet_close(conn);
     }
     close(self->listen_fd);
+    close(self->timer_fd);
     close(self->epfd);
     keyex_secure_free(self->mac1_key, KEYEX_SECRET_LEN);
     uct_crypt_replay_cleanup(&self->replay);
+    uct_crypt_seen_cleanup(&self->seen);
     while (self->rx_cache.count > 0) {
         ucs_free(self->rx_cache.bufs[--self->rx_cache.count]);
     }

@@ -9,10 +9,14 @@
  * before anything is authenticated.
  *
  * What a stranger can make this code do: accept a connection into one of a
- * bounded number of half-open slots (the oldest is closed when they are
- * full, every one after a deadline), read at most one 128-byte initiation
- * into a fixed buffer and check its size, type and mac1 (a keyed hash: no
- * DH, no allocation). Nothing else. Once an initiation passes, the
+ * bounded number of half-open slots (when they are full, what waits on
+ * them is read first, then one of the silent ones goes: of the source
+ * address that holds the most, the oldest, uct_crypt_admit.h; every one
+ * goes at a deadline, which a timer in the epoll set enforces whether or
+ * not anything else wakes the process), read at most one 128-byte
+ * initiation into a fixed buffer and check its size, type and mac1 (a
+ * keyed hash: no DH, no allocation), and refuse it, still before any DH,
+ * if its ephemeral key was seen before (a replay). Nothing else. Once an initiation passes, the
  * connection belongs to the job-secret holder whose static key the
  * handshake proved; its frames are length-checked against a constant before
  * a byte is read into place, and each is a crypt record whose tag the
@@ -45,6 +49,7 @@
 #include "uct_crypt_wire.h"
 #include "uct_crypt_sock_frame.h"
 #include "uct_crypt_sock_replay.h"
+#include "uct_crypt_admit.h"
 #include "keyex/noise.h"
 
 #include <uct/base/uct_iface.h>
@@ -233,6 +238,10 @@ struct uct_crypt_sock_iface {
     unsigned                        reclaim_round;
     uct_crypt_sock_conn_t           *rx_conn; /* delivering a record now */
     uct_crypt_replay_t              replay; /* initiations taken, per key */
+    uct_crypt_seen_t                seen;   /* their ephemerals */
+    int                             timer_fd; /* in epfd: the deadlines of
+                                                 half-open connections */
+    int                             timer_armed;
     crypt_sock_dev_local_t          dev_local; /* this machine and netns */
     ucs_time_t                      next_timer;
     ucs_time_t                      next_liveness; /* uct_crypt_sock_unanswered */

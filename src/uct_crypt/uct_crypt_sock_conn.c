@@ -583,12 +583,25 @@ static int uct_crypt_sock_conn_accept_init(uct_crypt_sock_conn_t *conn)
         }
         return 0;
     }
+    /* a replay of one we took: refused by its ephemeral, before any DH */
+    switch (uct_crypt_seen_check(&iface->seen, init.ephemeral)) {
+    case UCT_CRYPT_SEEN_NEW:
+        break;
+    case UCT_CRYPT_SEEN_AGAIN:
+        UCT_CRYPT_STAT_ADD(replays_refused, 1);
+        uct_crypt_sock_conn_fail(conn, "replayed handshake initiation");
+        return 0;
+    default:
+        uct_crypt_sock_conn_fail_local(conn, "no memory for the replay check");
+        return 0;
+    }
     if (uct_crypt_sock_conn_start_hs(conn, iface) != UCS_OK) {
         uct_crypt_sock_conn_fail_local(conn, "cannot start the handshake");
         return 0;
     }
     kstatus = keyex_noise_init_consume(conn->hs, iface->keypair, &init, ts);
     if (kstatus == KEYEX_ERR_AUTH) {
+        UCT_CRYPT_STAT_ADD(stranger_dh, 1);
         uct_crypt_sock_conn_fail(conn, "handshake initiation did not decrypt");
         return 0;
     } else if (kstatus != KEYEX_OK) {
@@ -599,16 +612,19 @@ static int uct_crypt_sock_conn_accept_init(uct_crypt_sock_conn_t *conn)
     case UCT_CRYPT_REPLAY_FRESH:
         break;
     case UCT_CRYPT_REPLAY_NO_MEMORY:
-        uct_crypt_sock_conn_fail(conn, "no memory for the replay check");
+        uct_crypt_sock_conn_fail_local(conn, "no memory for the replay check");
         return 0;
     case UCT_CRYPT_REPLAY_STALE:
-        /* older than what the window keeps: a replay, or an honest one of
-         * a burst that came late, whose initiator opens another (a debug
-         * line: UCX's tests fail on a warning, and honest jobs see it) */
+        /* older than what the window keeps: a replay the ephemeral set
+         * forgot, or an honest one of a burst that came late, whose
+         * initiator opens another (a debug line: UCX's tests fail on a
+         * warning, and honest jobs see it) */
+        UCT_CRYPT_STAT_ADD(stranger_dh, 1);
         uct_crypt_sock_conn_refuse(conn, "stale handshake initiation",
                                    UCS_LOG_LEVEL_DEBUG);
         return 0;
     default:
+        UCT_CRYPT_STAT_ADD(stranger_dh, 1);
         uct_crypt_sock_conn_fail(conn, "replayed handshake initiation");
         return 0;
     }

@@ -408,16 +408,6 @@ test_client_server_attacks() {
        [ "${refused:-0}" -gt 0 ] &&
        [ "$(grep -c "refused a connection" "$work/cs-attack-crypt.victim.log")" -le 30 ]; then
         record cs_stranger_attacks_refused_server_serves_honest_client pass
-    elif grep -q "half-open slots full, oldest reclaimed" "$work/cs-attack-crypt.victim.log" &&
-         grep -q "ENDPOINT ERROR: Connection reset" "$work/cs-attack-crypt.client.log"; then
-        # Known open (issue 29, item 2: eviction instead of cookies): on
-        # some machines the half-open flood costs the honest client its
-        # connection. Reported as skipped, with what happened; any other
-        # failure fails.
-        REPORT_SKIP='^cs_stranger_attacks_refused' \
-        REPORT_SKIP_REASON="known open, issue 29 item 2: half-open eviction reset the honest client" \
-            record cs_stranger_attacks_refused_server_serves_honest_client fail \
-            "client/server rc $res, cm refused ${refused:-none}"
     else
         record cs_stranger_attacks_refused_server_serves_honest_client fail \
             "client/server rc $res, cm refused ${refused:-none}; $(tail -n 2 \

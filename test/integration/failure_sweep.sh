@@ -32,71 +32,30 @@
 #   - the honest clients ended, and were served where the server lived.
 # A control run with plain UCX tcp shows that the capture sees the marker.
 # The report says how many calls and distinct call sites were reached.
-set -uo pipefail
-
-obj=${1:?usage: $0 OBJDIR PREFIX RESULTS_DIR}
-prefix=${2:?}
-results=${3:?}
-here=$(cd "$(dirname "$0")" && pwd)
-. "$here/../netns.sh"
-. "$here/../lib/report.sh"
-. "$here/../lib/ports.sh"
+. "$(dirname "$0")/../lib/group.sh" failure_sweep "$@"
 
 run="$prefix/bin/ucx-crypt-run"
 keygen="$prefix/bin/ucx-crypt-keygen"
 check="$obj/test/integration/cs_check"
 plugin=$(ls "$prefix"/lib/libuct_crypt.so* 2>/dev/null | head -1)
 sizes=${SWEEP_SIZES:-8,1000,65536,1048577}
-work=$(mktemp -d /tmp/ucx-crypt-sweep.XXXXXX)
-failed=0
-pids=()
-
-cleanup() {
-    local pid
-    for pid in "${pids[@]}"; do
-        stop_tree "$pid"
-    done
-    netns_down ucxf-h1 ucxf-h2
-    if [ "$failed" -eq 0 ] && [ -z "${KEEP_WORK:-}" ]; then
-        rm -rf "$work"
-    else
-        echo "failure_sweep: logs kept in $work"
-    fi
-}
-trap cleanup EXIT
-
-verdict() { # NAME OK(0|1) REASON
-    if [ "$2" = 1 ]; then
-        record "$1" pass
-    else
-        failed=1
-        record "$1" fail "$3 (logs: $work)"
-    fi
-}
-
-finish() {
-    write_report failure_sweep "$results/failure_sweep.xml"
-    [ "$failed" -eq 0 ]
-    exit
-}
-
 if [ ! -x "$check" ] || [ -z "$plugin" ]; then
     verdict failure_sweep_setup 0 "no $check or no plugin under $prefix/lib"
-    finish
+    group_finish
 fi
 if ! grep -qa CRYPT_TEST_FAIL_CALL "$plugin"; then
     verdict failure_sweep_setup 0 "$plugin is not a test build (configure --enable-fault-injection)"
-    finish
+    group_finish
 fi
 
 "$keygen" "$work/job.key" >/dev/null || exit 1
 crypt_env=(env UCX_TLS=crypt UCX_CRYPT_TLS=tcp UCX_CRYPT_KEY_FILE="$work/job.key" ${SWEEP_ENV:-} "$run")
 port=$(test_port_base) || exit 1
 
-netns_down ucxf-h1 ucxf-h2
+group_hosts ucxf-h1 ucxf-h2
 if ! netns_up ucxf-h1 ucxf-h2 ucxf-v1 ucxf-v2 10.79.0.1 10.79.0.2; then
     verdict failure_sweep_setup 0 "cannot create network namespaces"
-    finish
+    group_finish
 fi
 
 # The veth's capture, one file for a whole series; each step writes its
@@ -181,7 +140,7 @@ verdict failure_sweep_control_plain_shows_marker \
     "plain tcp rc $plain, $plain_hits packets with the marker"
 if [ "$plain" != 0 ] || [ "$plain_hits" -eq 0 ] || [ "$crypt" != 0 ]; then
     verdict failure_sweep_control_crypt 0 "crypt rc $crypt: $(tail -2 "$work/control-crypt-client.log")"
-    finish
+    group_finish
 fi
 
 # What a failing process must say, whether it went on or not: a crypt error
@@ -316,4 +275,4 @@ sweep() {
 for role in ${SWEEP_ROLES:-client server}; do
     sweep "$role"
 done
-finish
+group_finish

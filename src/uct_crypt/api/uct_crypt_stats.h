@@ -60,6 +60,12 @@ typedef struct uct_crypt_stats {
      * half-open slots reclaimed), handshakes completed */
     uint64_t cm_refused;
     uint64_t cm_handshakes;
+    /* both listeners: first messages that passed their MAC but were
+     * refused as replays before any Diffie-Hellman, and those that cost a
+     * Diffie-Hellman and came to nothing (a replay older than the
+     * listener remembers: the cost strangers put on this process) */
+    uint64_t replays_refused;
+    uint64_t stranger_dh;
 } uct_crypt_stats_t;
 
 /* Sum over every crypt iface of the process, open or closed. */

@@ -787,3 +787,105 @@ TEST_F(crypt_wire_replay, a_full_list_never_takes_a_replay)
     EXPECT_EQ(check(1, t0), UCT_CRYPT_REPLAY_STALE);
 }
 }
+
+/* ---- what a listener grants strangers (uct_crypt_admit.c) ----------------- */
+
+extern "C" {
+#include "uct_crypt/uct_crypt_admit.h"
+}
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
+namespace {
+
+class crypt_admit_seen : public ::testing::Test {
+protected:
+    void TearDown() override
+    {
+        uct_crypt_seen_cleanup(&seen);
+    }
+    /* the i-th of a series of distinct, random-looking ephemerals */
+    static std::vector<uint8_t> ephemeral(uint64_t i)
+    {
+        std::vector<uint8_t> e(32);
+        std::mt19937_64 rng(i * 0x9e3779b97f4a7c15ull + 1);
+
+        for (size_t j = 0; j < e.size(); j += 8) {
+            uint64_t r = rng();
+            memcpy(&e[j], &r, 8);
+        }
+        return e;
+    }
+    uct_crypt_seen_verdict_t check(uint64_t i)
+    {
+        return uct_crypt_seen_check(&seen, ephemeral(i).data());
+    }
+
+    uct_crypt_seen_t seen = {};
+};
+
+/* A first message sent again (its ephemeral taken before) is refused
+ * before any DH; another is taken */
+TEST_F(crypt_admit_seen, a_replayed_ephemeral_is_refused)
+{
+    EXPECT_EQ(check(1), UCT_CRYPT_SEEN_NEW);
+    EXPECT_EQ(check(1), UCT_CRYPT_SEEN_AGAIN);
+    EXPECT_EQ(check(2), UCT_CRYPT_SEEN_NEW);
+    EXPECT_EQ(check(1), UCT_CRYPT_SEEN_AGAIN);
+    std::vector<uint8_t> zero(32, 0);
+    EXPECT_EQ(uct_crypt_seen_check(&seen, zero.data()), UCT_CRYPT_SEEN_AGAIN)
+        << "no honest ephemeral starts with 16 zero bytes";
+}
+
+/* The last UCT_CRYPT_SEEN_KEEP are always remembered, however many came
+ * before; the set's memory stays bounded (two fixed tables) */
+TEST_F(crypt_admit_seen, the_most_recent_are_remembered_past_any_number)
+{
+    const uint64_t total = 5 * UCT_CRYPT_SEEN_KEEP + 123;
+
+    for (uint64_t i = 0; i < total; ++i) {
+        ASSERT_EQ(check(i), UCT_CRYPT_SEEN_NEW) << i;
+    }
+    for (uint64_t i = total - UCT_CRYPT_SEEN_KEEP; i < total; ++i) {
+        ASSERT_EQ(check(i), UCT_CRYPT_SEEN_AGAIN) << i;
+    }
+}
+
+std::vector<sockaddr_storage> addresses(const std::vector<const char*> &ips)
+{
+    std::vector<sockaddr_storage> out(ips.size());
+
+    for (size_t i = 0; i < ips.size(); ++i) {
+        sockaddr_in *in = (sockaddr_in*)&out[i];
+
+        memset(&out[i], 0, sizeof(out[i]));
+        in->sin_family = AF_INET;
+        in->sin_port   = htons((uint16_t)(40000 + i)); /* ports differ */
+        inet_pton(AF_INET, ips[i], &in->sin_addr);
+    }
+    return out;
+}
+
+size_t victim(const std::vector<sockaddr_storage> &addrs)
+{
+    std::vector<const sockaddr_storage*> p;
+
+    for (const auto &a : addrs) {
+        p.push_back(&a);
+    }
+    return uct_crypt_admit_victim(p.data(), p.size());
+}
+
+/* Oldest first: the flooder's oldest connection goes, never the honest
+ * peer's, however old the honest one is */
+TEST(crypt_admit_victim, the_address_that_holds_the_most_loses_its_oldest)
+{
+    EXPECT_EQ(victim(addresses({"10.0.0.2", "10.0.0.3", "10.0.0.3", "10.0.0.3"})), 1u);
+    EXPECT_EQ(victim(addresses({"10.0.0.3", "10.0.0.2", "10.0.0.3"})), 0u);
+    /* a tie: the oldest of all */
+    EXPECT_EQ(victim(addresses({"10.0.0.2", "10.0.0.3"})), 0u);
+    /* one address (a stranger on the honest peer's own host): the oldest */
+    EXPECT_EQ(victim(addresses({"10.0.0.3", "10.0.0.3", "10.0.0.3"})), 0u);
+}
+}

@@ -1,0 +1,80 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * What crypt's two listeners (its own wire, uct_crypt_sock.c, and its
+ * connection manager, uct_crypt_cm.c) grant a connection that has proven
+ * nothing yet. No UCX here, so that the gtests drive it alone.
+ *
+ * Half-open slots. A listener holds a bounded number of connections whose
+ * first message has not passed its MAC check. When they are all taken and
+ * another arrives, one must go; the listener reads what waits on each of
+ * them first (an honest initiator sends its first message right behind
+ * the TCP handshake), and only then picks one of those still silent, by
+ * uct_crypt_admit_victim: one of the source address that holds the most
+ * of them, the oldest of those. A stranger who opens many connections
+ * from one address loses its own; an honest peer, one connection from
+ * another address, never holds the most. A connection whose first message
+ * passed the MAC check is out of the half-open set, and never evicted.
+ *
+ * Replayed first messages. A first message that passes its MAC check came
+ * from a job-secret holder once, but maybe not now: anyone on the path can
+ * record and send it again. Its ephemeral key is fresh per honest
+ * handshake (Noise, revision 34, §7: "e" is generated anew for each
+ * handshake), so the listener remembers the ephemerals of the first
+ * messages it took and refuses one it saw, before any Diffie-Hellman
+ * (WireGuard whitepaper §5.3 makes a replay cost no DH with its cookies
+ * under load; this is the cheaper half: a recent replay is known by its
+ * key). The set keeps the last UCT_CRYPT_SEEN_KEEP at least: an older one
+ * comes back to the DH, where the own wire's timestamp check refuses it
+ * and the connection manager's answer is useless without the ephemeral's
+ * secret.
+ */
+#ifndef UCT_CRYPT_ADMIT_H
+#define UCT_CRYPT_ADMIT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum {
+    UCT_CRYPT_SEEN_KEEP    = 4096, /* ephemerals remembered at least */
+    UCT_CRYPT_SEEN_KEY_LEN = 16    /* of a 32-byte ephemeral: random, and
+                                      only MAC-checked ones go in */
+};
+
+/* Two generations of an open-addressing set: the current one takes up to
+ * KEEP keys, then becomes the previous one (whose keys are dropped) */
+typedef struct uct_crypt_seen {
+    uint8_t (*current)[UCT_CRYPT_SEEN_KEY_LEN];
+    uint8_t (*previous)[UCT_CRYPT_SEEN_KEY_LEN];
+    size_t  count;            /* keys in current */
+} uct_crypt_seen_t;
+
+typedef enum {
+    UCT_CRYPT_SEEN_NEW,       /* not seen: now remembered */
+    UCT_CRYPT_SEEN_AGAIN,     /* seen before: a replay */
+    UCT_CRYPT_SEEN_NO_MEMORY
+} uct_crypt_seen_verdict_t;
+
+/* The verdict on a first message whose MAC passed, by its ephemeral key
+ * (the first UCT_CRYPT_SEEN_KEY_LEN bytes are looked at) */
+uct_crypt_seen_verdict_t uct_crypt_seen_check(uct_crypt_seen_t *seen,
+                                              const uint8_t *ephemeral);
+
+void uct_crypt_seen_cleanup(uct_crypt_seen_t *seen);
+
+/* Which of `count` silent half-open connections goes: `sources[i]` is the
+ * peer address of the i-th, the oldest first. Returns an index into it:
+ * of the source address (IP, without the port) that holds the most, the
+ * oldest one. */
+size_t uct_crypt_admit_victim(const struct sockaddr_storage *const *sources,
+                              size_t count);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
