@@ -149,6 +149,8 @@ do_check() {
     "$top/test/integration/failure_sweep.sh" "$obj_test" "$prefix_test" "$results" || true
     log "test: strangers flood both listeners (1000 held connections, garbage, replays) while an honest pair runs"
     "$top/test/integration/stranger_flood.sh" "$obj" "$prefix" "$results" || true
+    log "test: a server's memory after client upon client"
+    "$top/test/integration/server_memory.sh" "$obj" "$prefix" "$results" || true
     log "test: as users run it (stock programs, UCX's defaults, two hosts, the release build, plain tcp beside it)"
     "$top/test/integration/transparency.sh" "$obj" "$prefix" "$results" || true
     log "test: UCX's own test suite on crypt, tcp beside it (UCT suites, a UCP selection)"

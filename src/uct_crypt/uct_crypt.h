@@ -199,6 +199,9 @@ typedef struct uct_crypt_rx_flow {
     /* crypt's own wire: a segment announced, its SEGMENT frame next */
     struct uct_crypt_iface *wire_iface;
     crypt_bulk_segment_t wire_announce;
+    /* crypt's own wire: the connection its HELLO came on, which carries
+     * all its records; the flow ends with it (0: a UCX inner) */
+    uint64_t             wire_conn;
 } uct_crypt_rx_flow_t;
 
 KHASH_MAP_INIT_INT64(uct_crypt_rx_flows, uct_crypt_rx_flow_t*);
@@ -497,6 +500,8 @@ ucs_status_t uct_crypt_record_drop(uct_crypt_iface_t *iface,
                                    const uint8_t *flow_peer, uint64_t flow_id,
                                    uct_crypt_fail_reason_t reason);
 /* crypt's own wire: an authenticated peer's connection ended badly */
+/* crypt's own wire: one of its connections ended (uct_crypt_sock.h) */
+void uct_crypt_wire_conn_ended(void *arg, uint64_t conn_id);
 void uct_crypt_wire_peer_failed(void *arg,
                                 const uint8_t peer_static[KEYEX_PUBLIC_KEY_LEN],
                                 const char *peer_name, const char *reason);

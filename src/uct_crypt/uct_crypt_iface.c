@@ -604,6 +604,8 @@ static UCS_CLASS_INIT_FUNC(uct_crypt_iface_t, uct_md_h tl_md, uct_worker_h worke
             .keepalive       = uct_crypt_global.keepalive,
             .peer_failed     = uct_crypt_wire_peer_failed,
             .peer_failed_arg = self,
+            .conn_ended      = uct_crypt_wire_conn_ended,
+            .conn_ended_arg  = self,
             .sndbuf          = UCS_MEMUNITS_AUTO,
             .rcvbuf          = UCS_MEMUNITS_AUTO
         };

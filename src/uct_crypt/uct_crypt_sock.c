@@ -506,6 +506,10 @@ static unsigned uct_crypt_sock_iface_progress(uct_iface_h tl_iface)
     if (iface->ep_fail_pending) {
         uct_crypt_sock_iface_report_failures(iface);
     }
+    for (i = 0; i < (int)iface->ended_count; ++i) {
+        iface->conn_ended(iface->conn_ended_arg, iface->ended[i]);
+    }
+    iface->ended_count = 0;
     return count;
 }
 
@@ -584,6 +588,12 @@ static UCS_CLASS_INIT_FUNC(uct_crypt_sock_iface_t, uct_md_h md,
     self->rcvbuf          = sock_params->rcvbuf;
     self->peer_failed     = sock_params->peer_failed;
     self->peer_failed_arg = sock_params->peer_failed_arg;
+    self->conn_ended      = sock_params->conn_ended;
+    self->conn_ended_arg  = sock_params->conn_ended_arg;
+    self->next_conn_id    = 0;
+    self->ended           = NULL;
+    self->ended_count     = 0;
+    self->ended_max       = 0;
     self->half_open       = 0;
     self->reclaim_round   = 0;
     self->rx_conn         = NULL;
@@ -742,6 +752,7 @@ static UCS_CLASS_CLEANUP_FUNC(uct_crypt_sock_iface_t)
     keyex_secure_free(self->mac1_key, KEYEX_SECRET_LEN);
     uct_crypt_replay_cleanup(&self->replay);
     uct_crypt_seen_cleanup(&self->seen);
+    ucs_free(self->ended); /* (the layer above frees the rest at its close) */
     while (self->rx_cache.count > 0) {
         ucs_free(self->rx_cache.bufs[--self->rx_cache.count]);
     }
@@ -814,6 +825,14 @@ const uint8_t *uct_crypt_sock_rx_secret(uct_iface_h tl_iface)
 
     return (uct_crypt_sock_is_own(tl_iface) && (iface->rx_conn != NULL)) ?
            iface->rx_conn->secret : NULL;
+}
+
+uint64_t uct_crypt_sock_rx_conn(uct_iface_h tl_iface)
+{
+    uct_crypt_sock_iface_t *iface = ucs_derived_of(tl_iface, uct_crypt_sock_iface_t);
+
+    return (uct_crypt_sock_is_own(tl_iface) && (iface->rx_conn != NULL)) ?
+           iface->rx_conn->id : 0;
 }
 
 const char *uct_crypt_sock_rx_peer_name(uct_iface_h tl_iface)

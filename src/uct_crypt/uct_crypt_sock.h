@@ -69,6 +69,11 @@ typedef void (*uct_crypt_sock_peer_failed_cb_t)(void *arg,
                                                 const char *peer_name,
                                                 const char *reason);
 
+/* A connection that was established has ended: what the layer above keeps
+ * per connection (its received flows) goes. Called from progress, never
+ * inside a delivery. */
+typedef void (*uct_crypt_sock_conn_ended_cb_t)(void *arg, uint64_t conn_id);
+
 typedef struct uct_crypt_sock_params {
     const char                      *dev_name;
     const keyex_keypair_t           *keypair;     /* crypt iface's static */
@@ -76,6 +81,8 @@ typedef struct uct_crypt_sock_params {
     double                          keepalive;    /* seconds, 0: off */
     uct_crypt_sock_peer_failed_cb_t peer_failed;
     void                            *peer_failed_arg;
+    uct_crypt_sock_conn_ended_cb_t  conn_ended;   /* NULL: not told */
+    void                            *conn_ended_arg;
     uint16_t                        listen_port;    /* 0: any (tests: fixed) */
     uint16_t                        advertise_port; /* 0: the listening one */
     size_t                          sndbuf;         /* UCS_MEMUNITS_AUTO: */
@@ -137,6 +144,9 @@ const uint8_t *uct_crypt_sock_rx_secret(uct_iface_h tl_iface);
 const uint8_t *uct_crypt_sock_rx_peer(uct_iface_h tl_iface);
 /* ... and that connection's peer address ("" outside a delivery) */
 const char *uct_crypt_sock_rx_peer_name(uct_iface_h tl_iface);
+/* ... and its id, which uct_crypt_sock_conn_ended_cb_t names when it ends
+ * (0 outside a delivery; never 0 inside one) */
+uint64_t uct_crypt_sock_rx_conn(uct_iface_h tl_iface);
 void uct_crypt_sock_rx_reject(uct_iface_h tl_iface, const char *reason);
 
 /* Bulk segments on the wire (the bulk engine, uct_crypt_bulk_*.c): the
@@ -173,6 +183,7 @@ struct uct_crypt_sock_conn {
     ucs_list_link_t          list;         /* in the iface's conns */
     uct_crypt_sock_iface_t   *iface;
     int                      fd;
+    uint64_t                 id;           /* 1, 2, ... per iface */
     uct_crypt_sock_state_t   state;
     uct_crypt_sock_ep_t      *ep;          /* initiator's ep; NULL: responder */
     unsigned                 events;       /* EPOLL* registered */
@@ -231,6 +242,11 @@ struct uct_crypt_sock_iface {
     size_t                          sndbuf, rcvbuf; /* sockets' buffers */
     uct_crypt_sock_peer_failed_cb_t peer_failed;
     void                            *peer_failed_arg;
+    uct_crypt_sock_conn_ended_cb_t  conn_ended;
+    void                            *conn_ended_arg;
+    uint64_t                        next_conn_id;
+    uint64_t                        *ended;   /* ids to tell from progress */
+    size_t                          ended_count, ended_max;
     ucs_list_link_t                 conns;
     ucs_list_link_t                 eps;
     ucs_list_link_t                 busy_eps; /* with pending or flushes */

@@ -81,6 +81,7 @@ uct_crypt_sock_conn_t *uct_crypt_sock_conn_new(uct_crypt_sock_iface_t *iface,
     }
     conn->iface    = iface;
     conn->fd       = fd;
+    conn->id       = ++iface->next_conn_id;
     conn->ep        = ep;
     conn->initiator = (ep != NULL);
     conn->state     = (ep != NULL) ? UCT_CRYPT_SOCK_CONNECTING :
@@ -135,6 +136,30 @@ static void uct_crypt_sock_conn_free_keys(uct_crypt_sock_conn_t *conn)
     conn->secret = NULL;
 }
 
+/* An established connection ended: told from progress (a record being
+ * delivered may be what ends it, and the layer above frees per-connection
+ * state). Without memory to remember it, that state stays until the iface
+ * closes, as it did before connections told their end. */
+static void uct_crypt_sock_conn_ended(uct_crypt_sock_iface_t *iface, uint64_t id)
+{
+    uint64_t *ended;
+    size_t max;
+
+    if (iface->conn_ended == NULL) {
+        return;
+    }
+    if (iface->ended_count == iface->ended_max) {
+        max   = ucs_max(16, 2 * iface->ended_max);
+        ended = ucs_realloc(iface->ended, max * sizeof(*ended), "crypt ended");
+        if (ended == NULL) {
+            return;
+        }
+        iface->ended     = ended;
+        iface->ended_max = max;
+    }
+    iface->ended[iface->ended_count++] = id;
+}
+
 /* The end of a connection, whatever its reason (uct_crypt_sock_conn_fail
  * reports the ones that are failures before it calls this). */
 void uct_crypt_sock_conn_close(uct_crypt_sock_conn_t *conn)
@@ -143,6 +168,9 @@ void uct_crypt_sock_conn_close(uct_crypt_sock_conn_t *conn)
 
     if (conn->state == UCT_CRYPT_SOCK_WAIT_INIT) {
         --iface->half_open;
+    }
+    if (conn->state == UCT_CRYPT_SOCK_ESTABLISHED) {
+        uct_crypt_sock_conn_ended(iface, conn->id);
     }
     if (conn->fd >= 0) {
         (void)epoll_ctl(iface->epfd, EPOLL_CTL_DEL, conn->fd, NULL);

@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
+# A server that serves client after client must not grow with the number
+# served (issue 29, item 6): what crypt keeps per connection (a received
+# flow, its keys in locked memory) ends with the connection. cs_check
+# serves SERVER_CLIENTS (150) clients in sequence across two emulated
+# hosts, with UCX's defaults; the server's locked and resident memory are
+# read after the first WARM (30) clients and after the last. Plain UCX tcp
+# runs the same as the control: its growth is what UCP itself keeps.
+#
+#   test/integration/server_memory.sh OBJDIR PREFIX RESULTS_DIR
+. "$(dirname "$0")/../lib/group.sh" server_memory "$@"
+
+run="$prefix/bin/ucx-crypt-run"
+keygen="$prefix/bin/ucx-crypt-keygen"
+check="$obj/test/integration/cs_check"
+clients=${SERVER_CLIENTS:-150}
+warm=${SERVER_WARM:-30}
+
+if [ ! -x "$check" ] || [ ! -x "$run" ]; then
+    verdict server_memory_setup 0 "no $check or no $run"
+    group_finish
+fi
+"$keygen" "$work/job.key" >/dev/null || exit 1
+crypt_env=(env UCX_TLS=crypt UCX_CRYPT_TLS=tcp UCX_CRYPT_KEY_FILE="$work/job.key" "$run")
+plain_env=(env UCX_TLS=tcp)
+port=$(test_port_base) || exit 1
+
+group_hosts ucxm-h1 ucxm-h2
+if ! netns_up ucxm-h1 ucxm-h2 ucxm-v1 ucxm-v2 10.82.0.1 10.82.0.2; then
+    verdict server_memory_setup 0 "cannot create network namespaces"
+    group_finish
+fi
+
+# the program under `unshare` (the deepest child of what we started)
+program_pid() {
+    local pid=$1 child
+    while child=$(pgrep -P "$pid" | head -1) && [ -n "$child" ]; do
+        pid=$child
+    done
+    echo "$pid"
+}
+
+kb() { # PID FIELD: a /proc/PID/status field in kB
+    awk -v f="$2:" '$1 == f {print $2}' "/proc/$1/status"
+}
+
+# serve LABEL ENV...: writes "rc failed locked_warm locked_end rss_warm
+# rss_end" to $work/LABEL.result
+serve() {
+    local label=$1 i rc bad=0 pid lw le rw re
+    shift
+    port=$((port + 1))
+    # (one client more than measured: the server is still there to read
+    # after the last measured one)
+    on_host_defaults ucxm-h1 "$@" timeout 600 "$check" -l "$port" -k $((clients + 1)) \
+        >"$work/$label.server.log" 2>&1 &
+    local srv=$!
+    pids+=("$srv")
+    wait_listening ucxm-h1 "$port"
+    pid=$(program_pid "$srv")
+    for i in $(seq $((clients + 1))); do
+        on_host_defaults ucxm-h2 "$@" timeout 60 "$check" -c 10.82.0.1 -p "$port" \
+            -s 8,65536 -n 2 >"$work/$label.client.log" 2>&1
+        rc=$?
+        if [ "$rc" != 0 ] || ! grep -q "^DATA OK" "$work/$label.client.log"; then
+            bad=$((bad + 1))
+            cp "$work/$label.client.log" "$work/$label.client-$i.log"
+        fi
+        if [ "$i" = "$warm" ]; then
+            lw=$(kb "$pid" VmLck); rw=$(kb "$pid" VmRSS)
+        fi
+        if [ "$i" = "$clients" ]; then
+            le=$(kb "$pid" VmLck); re=$(kb "$pid" VmRSS)
+        fi
+    done
+    wait "$srv"; rc=$?
+    echo "$rc $bad ${lw:-?} ${le:-?} ${rw:-?} ${re:-?}" >"$work/$label.result"
+}
+
+serve plain "${plain_env[@]}"
+serve crypt "${crypt_env[@]}"
+read -r prc pbad plw ple prw pre <"$work/plain.result"
+read -r crc cbad clw cle crw cre <"$work/crypt.result"
+n=$((clients - warm))
+printf '  %-6s %-10s %-22s %-22s\n' "" "failed" "locked kB ($warm -> $clients)" \
+    "resident kB ($warm -> $clients)"
+printf '  %-6s %-10s %-22s %-22s\n' plain "$pbad" "$plw -> $ple" "$prw -> $pre"
+printf '  %-6s %-10s %-22s %-22s\n' crypt "$cbad" "$clw -> $cle" "$crw -> $cre"
+
+verdict server_memory_control_plain_serves_every_client \
+    "$([ "$prc" = 0 ] && [ "$pbad" = 0 ] && echo 1 || echo 0)" \
+    "plain tcp server rc $prc, $pbad of $clients clients failed"
+verdict server_memory_crypt_serves_every_client \
+    "$([ "$crc" = 0 ] && [ "$cbad" = 0 ] && echo 1 || echo 0)" \
+    "crypt server rc $crc, $cbad of $clients clients failed"
+# Locked memory is crypt's alone (its keys): a page or two of slack for
+# what a live connection holds at the moment of reading, never a growth
+# with the clients served (8 KiB each before: about 960 kB over 120)
+verdict server_memory_locked_does_not_grow_with_clients_served \
+    "$([ "$clw" != "?" ] && [ "$cle" != "?" ] && [ $((cle - clw)) -le 64 ] && echo 1 || echo 0)" \
+    "crypt server's locked memory $clw kB after $warm clients, $cle kB after $clients ($n more)"
+group_finish
