@@ -13,7 +13,7 @@
 
 /* exactly HASHLEN bytes, so h = the name itself (§5.2 InitializeSymmetric) */
 static const char keyex_noise_protocol[] = "Noise_IKpsk2_25519_AESGCM_SHA256";
-static const char keyex_noise_prologue[] = "ucx-crypt wire v1";
+static const char keyex_noise_prologue[] = "ucx-crypt wire";
 
 _Static_assert(sizeof(keyex_noise_protocol) - 1 == KEYEX_SECRET_LEN,
                "protocol name is HASHLEN bytes");
@@ -230,9 +230,17 @@ static keyex_status_t keyex_noise_init_symmetric(keyex_noise_t *hs,
 }
 
 keyex_status_t keyex_noise_start(keyex_noise_t *hs, const keyex_keypair_t *s,
-                                 const uint8_t *job_secret)
+                                 const uint8_t *job_secret,
+                                 const keyex_noise_context_t *context)
 {
+    uint8_t prologue[sizeof(keyex_noise_prologue) - 1 + 3];
     keyex_status_t status;
+
+    /* the label, then version, role and key size: what a peer must share */
+    memcpy(prologue, keyex_noise_prologue, sizeof(keyex_noise_prologue) - 1);
+    prologue[sizeof(prologue) - 3] = KEYEX_NOISE_VERSION;
+    prologue[sizeof(prologue) - 2] = context->role;
+    prologue[sizeof(prologue) - 1] = context->key_bytes;
 
     status = keyex_noise_init_symmetric(hs, keyex_noise_protocol,
                                         "ucx-crypt wire psk", job_secret);
@@ -242,8 +250,7 @@ keyex_status_t keyex_noise_start(keyex_noise_t *hs, const keyex_keypair_t *s,
                                       hs->mac1_key_local);
     }
     if (status == KEYEX_OK) {
-        status = keyex_noise_mix_hash(hs, keyex_noise_prologue,
-                                      sizeof(keyex_noise_prologue) - 1);
+        status = keyex_noise_mix_hash(hs, prologue, sizeof(prologue));
     }
     return status;
 }
@@ -531,7 +538,10 @@ keyex_status_t keyex_noise_response_consume(keyex_noise_t *hs,
 /* ---- the connection manager's handshake: Noise_NNpsk0 ----------------------- */
 
 static const char keyex_noise_cm_protocol[] = "Noise_NNpsk0_25519_AESGCM_SHA256";
-static const char keyex_noise_cm_prologue[] = "ucx-crypt cm v1";
+/* (the label and the version: the cm's own keys are always 256-bit, and it
+ * has one user) */
+static const char keyex_noise_cm_prologue[] = "ucx-crypt cm\x01";
+_Static_assert(KEYEX_NOISE_VERSION == 1, "the cm prologue names the version");
 
 _Static_assert(sizeof(keyex_noise_cm_protocol) - 1 == KEYEX_SECRET_LEN,
                "cm protocol name is HASHLEN bytes");

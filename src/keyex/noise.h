@@ -10,6 +10,8 @@
  *   -> e, es, s, ss, {timestamp}            initiation, 128 bytes
  *   <- e, ee, se, psk, {flags}              response, 69 bytes
  *
+ * prologue = "ucx-crypt wire" || version || role || key size (§6:
+ *            what both ends must share; keyex_noise_context_t)
  * psk  = HKDF-Expand(HKDF-Extract("ucx-crypt wire psk", job secret), ...)
  * mac1 = HMAC-SHA256(SHA-256("ucx-crypt mac1--" || job secret ||
  *                            receiver static), message up to mac1)[0..16)
@@ -104,11 +106,25 @@ typedef struct keyex_noise_transport {
     uint8_t exporter[KEYEX_SECRET_LEN];
 } keyex_noise_transport_t;
 
-/* Start a handshake: the local static key, and the job secret (NULL only
+/* What both ends must agree on besides the keys, bound into the
+ * handshake hash as the prologue with the protocol's version (Noise,
+ * revision 34, §6: the prologue is data both parties confirm is identical):
+ * a peer that differs fails the handshake, instead of a record later. */
+enum {
+    KEYEX_NOISE_ROLE_RECORDS = 1, /* crypt's records (the data iface) */
+    KEYEX_NOISE_ROLE_LANE    = 2  /* the collective lane's chunks */
+};
+typedef struct keyex_noise_context {
+    uint8_t role;      /* KEYEX_NOISE_ROLE_*: which user of the wire */
+    uint8_t key_bytes; /* of the keys derived above it: 16 or 32 (0: none) */
+} keyex_noise_context_t;
+
+/* Start a handshake: the local static key, the job secret (NULL only
  * where the user chose to run unauthenticated: then psk and mac1 keys
- * are derived from 32 zero bytes and keep out no one). */
+ * are derived from 32 zero bytes and keep out no one), the context. */
 keyex_status_t keyex_noise_start(keyex_noise_t *hs, const keyex_keypair_t *s,
-                                 const uint8_t *job_secret);
+                                 const uint8_t *job_secret,
+                                 const keyex_noise_context_t *context);
 
 /* The mac1 key of messages sent to `receiver_static` */
 keyex_status_t keyex_noise_mac1_key(const uint8_t *job_secret,

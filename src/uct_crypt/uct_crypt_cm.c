@@ -1431,16 +1431,13 @@ static int uct_crypt_cm_ep_waiting(const uct_crypt_cm_ep_t *ep, uint32_t proven)
 static void uct_crypt_cm_listener_make_room(uct_crypt_cm_t *cm)
 {
     const struct sockaddr_storage **sources;
-    uct_crypt_cm_ep_t **silent, *ep, *tmp;
+    uct_crypt_cm_ep_t **silent, *ep;
     size_t count;
 
     if (cm->half_open >= cm->max_half_open) {
-        ucs_list_for_each_safe(ep, tmp, &cm->eps, list) {
-            if (uct_crypt_cm_ep_waiting(ep, 0)) {
-                /* (may end this ep, never another one) */
-                uct_crypt_cm_ep_handler(ep->fd, UCS_EVENT_SET_EVREAD, ep);
-            }
-        }
+        /* what the room's epoll says is readable: a read on each of them
+         * was a system call per half-open connection per accept */
+        uct_crypt_cm_room_handler(cm->room_fd, UCS_EVENT_SET_EVREAD, cm);
     }
     if (cm->half_open >= cm->max_half_open) {
         sources = ucs_alloca(cm->half_open * sizeof(*sources));

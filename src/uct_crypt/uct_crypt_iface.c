@@ -601,6 +601,7 @@ static UCS_CLASS_INIT_FUNC(uct_crypt_iface_t, uct_md_h tl_md, uct_worker_h worke
             .dev_name        = params->mode.device.dev_name,
             .keypair         = &self->keypair,
             .job_secret      = uct_crypt_job_secret,
+            .context         = { KEYEX_NOISE_ROLE_RECORDS, (uint8_t)self->key_len },
             .keepalive       = uct_crypt_global.keepalive,
             .peer_failed     = uct_crypt_wire_peer_failed,
             .peer_failed_arg = self,

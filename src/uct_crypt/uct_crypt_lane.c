@@ -434,6 +434,7 @@ static ucs_status_t uct_crypt_lane_open_iface(uct_crypt_lane_t *lane, const char
             .dev_name        = dev,
             .keypair         = &lane->keypair,
             .job_secret      = uct_crypt_job_secret,
+            .context         = { KEYEX_NOISE_ROLE_LANE, 0 },
             .keepalive       = uct_crypt_global.keepalive,
             .peer_failed     = uct_crypt_lane_peer_failed,
             .peer_failed_arg = lane,

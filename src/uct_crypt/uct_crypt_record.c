@@ -77,8 +77,13 @@ ssize_t uct_crypt_record_seal(uct_crypt_iface_t *iface, uct_crypt_tx_flow_t *tx,
     hdr.sequence = htole64(tx->next_sequence);
     memcpy(record, &hdr, sizeof(hdr));
     if (!tx->hello_done) {
-        memcpy(record + CRYPT_RECORD_HDR_LEN, iface->keypair.public_key,
-               KEYEX_PUBLIC_KEY_LEN);
+        /* (on the own wire its connection proved the key: not in clear) */
+        if (uct_crypt_sock_is_own(iface->inner)) {
+            memset(record + CRYPT_RECORD_HDR_LEN, 0, KEYEX_PUBLIC_KEY_LEN);
+        } else {
+            memcpy(record + CRYPT_RECORD_HDR_LEN, iface->keypair.public_key,
+                   KEYEX_PUBLIC_KEY_LEN);
+        }
     }
     /* UCP's AM id goes inside the ciphertext: the inner carries every
      * record on one AM id, and the wire does not tell UCP's protocols
@@ -392,6 +397,9 @@ ucs_status_t uct_crypt_record_am_handler(void *arg, void *data, size_t length,
     }
 
     if (rec.sender_public != NULL) {
+        if (wire_peer != NULL) {
+            rec.sender_public = wire_peer; /* the HELLO names none */
+        }
         crypt_local_failure_set(NULL);
         flow = uct_crypt_rx_flow_create(iface, rec.flow_id, rec.sender_public);
         if ((flow == NULL) && (wire_peer != NULL)) {

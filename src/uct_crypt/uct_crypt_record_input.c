@@ -78,6 +78,17 @@ uct_crypt_fail_reason_t uct_crypt_record_parse(void *data, size_t length,
     return UCT_CRYPT_RECORD_PASS;
 }
 
+static int uct_crypt_record_key_is_zero(const uint8_t *key)
+{
+    uint8_t any = 0;
+    size_t i;
+
+    for (i = 0; i < KEYEX_PUBLIC_KEY_LEN; ++i) {
+        any |= key[i];
+    }
+    return any == 0;
+}
+
 uct_crypt_fail_reason_t uct_crypt_record_admit(const uct_crypt_record_in_t *rec,
                                                const uct_crypt_record_flow_state_t *flow,
                                                const uint8_t *wire_peer)
@@ -86,7 +97,9 @@ uct_crypt_fail_reason_t uct_crypt_record_admit(const uct_crypt_record_in_t *rec,
         if (flow != NULL) {
             return UCT_CRYPT_FAIL_REPLAY; /* the live flow stays as it is */
         }
-        if ((wire_peer != NULL) &&
+        /* on the own wire a HELLO names no key (zeros, uct_crypt_wire.h);
+         * one it names must be the key its connection proved */
+        if ((wire_peer != NULL) && !uct_crypt_record_key_is_zero(rec->sender_public) &&
             CRYPTO_memcmp(wire_peer, rec->sender_public, KEYEX_PUBLIC_KEY_LEN)) {
             return UCT_CRYPT_FAIL_HANDSHAKE; /* not the key its connection proved */
         }

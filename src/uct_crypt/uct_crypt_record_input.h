@@ -88,9 +88,10 @@ uct_crypt_fail_reason_t uct_crypt_record_parse(void *data, size_t length,
 /* May the record be opened? `flow`: the state of the flow its id names,
  * NULL if there is none; `wire_peer`: on crypt's own wire the static key
  * its connection proved, else NULL. UCT_CRYPT_RECORD_PASS (for a HELLO: a
- * new flow of `rec->sender_public` may be keyed and tried), or:
+ * new flow of the sender's key may be keyed and tried: `wire_peer` on the
+ * own wire, whose HELLO names no key, else `rec->sender_public`), or:
  *   REPLAY        a HELLO for a live flow, or a sequence number passed;
- *   HANDSHAKE     a HELLO whose key is not the connection's;
+ *   HANDSHAKE     a HELLO that names a key other than the connection's;
  *   UNKNOWN_FLOW  DATA of no flow, or of another peer's than the
  *                 connection's;
  *   FLOW_FAILED   DATA of a flow that failed (reported already). */

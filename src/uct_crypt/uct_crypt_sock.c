@@ -582,6 +582,7 @@ static UCS_CLASS_INIT_FUNC(uct_crypt_sock_iface_t, uct_md_h md,
     self->timer_armed     = 0;
     self->keypair         = sock_params->keypair;
     self->job_secret      = sock_params->job_secret;
+    self->context         = sock_params->context;
     self->mac1_key        = NULL;
     self->keepalive       = sock_params->keepalive;
     self->sndbuf          = sock_params->sndbuf;

@@ -78,6 +78,7 @@ typedef struct uct_crypt_sock_params {
     const char                      *dev_name;
     const keyex_keypair_t           *keypair;     /* crypt iface's static */
     const uint8_t                   *job_secret;  /* NULL: unauthenticated */
+    keyex_noise_context_t           context;      /* what peers must share */
     double                          keepalive;    /* seconds, 0: off */
     uct_crypt_sock_peer_failed_cb_t peer_failed;
     void                            *peer_failed_arg;
@@ -236,6 +237,7 @@ struct uct_crypt_sock_iface {
     uint16_t                        advertise_port; /* tests: a relay's */
     const keyex_keypair_t           *keypair;
     const uint8_t                   *job_secret;
+    keyex_noise_context_t           context;
     uint8_t                         *mac1_key; /* of initiations to us:
                                                   secure memory */
     double                          keepalive;

@@ -55,7 +55,8 @@ static ucs_status_t uct_crypt_sock_conn_start_hs(uct_crypt_sock_conn_t *conn,
 {
     conn->hs = keyex_secure_alloc(sizeof(*conn->hs));
     if ((conn->hs == NULL) ||
-        (keyex_noise_start(conn->hs, iface->keypair, iface->job_secret) !=
+        (keyex_noise_start(conn->hs, iface->keypair, iface->job_secret,
+                           &iface->context) !=
          KEYEX_OK)) {
         return UCS_ERR_NO_RESOURCE;
     }

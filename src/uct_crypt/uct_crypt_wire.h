@@ -24,7 +24,8 @@
  *   | type   | keygen | flags  | flow id (LE64) | sequence (LE64)|
  *   |        |        | (LE16) |                |                |
  *   +--------+--------+--------+----------------+----------------+
- *   [ sender X25519 public key, 32 bytes: HELLO records only     ]
+ *   [ sender X25519 public key, 32 bytes: HELLO records only;    ]
+ *   [ zero on crypt's own wire, whose connection proved the key  ]
  *   [ ciphertext of: UCP's AM id (1 byte; 0 in a control record), ]
  *   [ then the AM payload as UCP gave it (for am_short: the       ]
  *   [ 8-byte header first); same length as that plaintext         ]
@@ -40,7 +41,12 @@
  * The flow id names the sending endpoint: UCT does not tell an AM handler
  * who sent a message, so the record must (like IPsec's SPI). The first
  * record of a flow is a HELLO carrying the sender's public key, from which
- * the receiver derives the flow's keys; later records are DATA.
+ * the receiver derives the flow's keys; later records are DATA. On crypt's
+ * own wire the HELLO's key field is zero: the connection's Noise IK
+ * handshake proved the sender's static key and hid it from observers
+ * (Noise, revision 34, §7.7: IK encrypts the initiator's static key), and
+ * a key in clear in the first record would undo that; the receiver takes
+ * the key its connection proved.
  *
  * Addresses: the crypt iface address is crypt_iface_addr_t followed by the
  * inner iface address; the crypt ep address (connect-to-ep inners such as
@@ -57,7 +63,7 @@
 #include <string.h>
 
 enum {
-    CRYPT_WIRE_VERSION    = 5,
+    CRYPT_WIRE_VERSION    = 6,
 
     CRYPT_RECORD_DATA     = 1,
     CRYPT_RECORD_HELLO    = 2,

@@ -22,6 +22,7 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static keyex_keypair_t fuzz_ini, fuzz_rsp;
+static const keyex_noise_context_t fuzz_context = {KEYEX_NOISE_ROLE_RECORDS, 16};
 static int fuzz_ready;
 
 static void fuzz_init(void)
@@ -79,8 +80,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     ini = keyex_secure_alloc(sizeof(*ini));
     rsp = keyex_secure_alloc(sizeof(*rsp));
     if ((ini == NULL) || (rsp == NULL) ||
-        (keyex_noise_start(ini, &fuzz_ini, fuzz_job_secret) != KEYEX_OK) ||
-        (keyex_noise_start(rsp, &fuzz_rsp, fuzz_job_secret) != KEYEX_OK)) {
+        (keyex_noise_start(ini, &fuzz_ini, fuzz_job_secret, &fuzz_context) != KEYEX_OK) ||
+        (keyex_noise_start(rsp, &fuzz_rsp, fuzz_job_secret, &fuzz_context) != KEYEX_OK)) {
         abort();
     }
 

@@ -120,12 +120,15 @@ def sockcm_request(data):
 def peer_public_key(payloads):
     """a crypt iface address in UCP's worker address (version, flags =
     job secret, 16-byte keys, then the X25519 public key)"""
-    for _, _, payload in payloads:
-        for version in (3, 2):
-            i = payload.find(bytes([version, 1, 16]))
-            if i >= 0 and i + 3 + 32 <= len(payload):
-                return version, payload[i + 3:i + 35]
-    return 3, os.urandom(32)
+    # (the newest version first: an older pattern matches random bytes
+    # more often than a real address; the key size is 128 or 256 bits)
+    for version in (6, 5, 4, 3, 2):
+        for _, _, payload in payloads:
+            for key_bytes in (16, 32):
+                i = payload.find(bytes([version, 1, key_bytes]))
+                if i >= 0 and i + 3 + 32 <= len(payload):
+                    return version, payload[i + 3:i + 35]
+    return 6, os.urandom(32)
 
 
 ONLY = set(sys.argv[5].split(",")) if len(sys.argv) > 5 and sys.argv[5] else None

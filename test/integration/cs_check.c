@@ -32,7 +32,7 @@
 #include <sys/time.h>
 #include <unistd.h>
 
-#define MAX_CLIENTS 64
+#define MAX_CLIENTS 1024 /* server_memory.sh serves 151 in sequence */
 #define TAG_WELCOME 0xffffffff00000000ull
 #define TAG_BYE     (1ull << 32)
 #define AM_DATA     1

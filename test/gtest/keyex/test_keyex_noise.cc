@@ -21,6 +21,7 @@ struct hs_party {
 };
 
 const uint8_t job_a[KEYEX_JOB_SECRET_LEN] = {1, 2, 3};
+const keyex_noise_context_t records_128 = {KEYEX_NOISE_ROLE_RECORDS, 16};
 const uint8_t job_b[KEYEX_JOB_SECRET_LEN] = {9, 9, 9};
 
 class keyex_noise_test : public ::testing::Test {
@@ -32,11 +33,13 @@ protected:
     uint8_t ts[KEYEX_NOISE_TIMESTAMP_LEN], got_ts[KEYEX_NOISE_TIMESTAMP_LEN];
     uint8_t resp_flags = 0xff;
 
-    void initiate(const uint8_t *ini_job, const uint8_t *rsp_job)
+    void initiate(const uint8_t *ini_job, const uint8_t *rsp_job,
+                  const keyex_noise_context_t &ini_context = records_128,
+                  const keyex_noise_context_t &rsp_context = records_128)
     {
         keyex_noise_timestamp_now(ts);
-        ASSERT_EQ(KEYEX_OK, keyex_noise_start(&ini.hs, &ini.s, ini_job));
-        ASSERT_EQ(KEYEX_OK, keyex_noise_start(&rsp.hs, &rsp.s, rsp_job));
+        ASSERT_EQ(KEYEX_OK, keyex_noise_start(&ini.hs, &ini.s, ini_job, &ini_context));
+        ASSERT_EQ(KEYEX_OK, keyex_noise_start(&rsp.hs, &rsp.s, rsp_job, &rsp_context));
         ASSERT_EQ(KEYEX_OK, keyex_noise_init_create(&ini.hs, &ini.s, ini_job,
                                                     rsp.s.public_key, ts, &init));
     }
@@ -102,13 +105,35 @@ TEST_F(keyex_noise_test, another_job_secret_is_refused_at_mac1) {
               keyex_noise_init_consume(&rsp.hs, &rsp.s, &init, got_ts));
 }
 
+/* The prologue binds the version, the role and the key size: a peer of
+ * another key size, or the collective lane's wire for the records' one,
+ * fails at the first DH message (its mac1 passes: it holds the secret) */
+TEST_F(keyex_noise_test, another_role_or_key_size_is_refused_at_the_handshake) {
+    const keyex_noise_context_t records_256 = {KEYEX_NOISE_ROLE_RECORDS, 32};
+    const keyex_noise_context_t lane        = {KEYEX_NOISE_ROLE_LANE, 0};
+
+    for (const keyex_noise_context_t &other : {records_256, lane}) {
+        keyex_noise_cleanup(&ini.hs);
+        keyex_noise_cleanup(&rsp.hs);
+        initiate(job_a, job_a, other, records_128);
+        EXPECT_TRUE(keyex_noise_init_precheck(rsp.hs.mac1_key_local, &init));
+        EXPECT_EQ(KEYEX_ERR_AUTH,
+                  keyex_noise_init_consume(&rsp.hs, &rsp.s, &init, got_ts));
+    }
+    keyex_noise_cleanup(&ini.hs);
+    keyex_noise_cleanup(&rsp.hs);
+    initiate(job_a, job_a);
+    EXPECT_EQ(KEYEX_OK, keyex_noise_init_consume(&rsp.hs, &rsp.s, &init, got_ts))
+        << "the same context: taken";
+}
+
 TEST_F(keyex_noise_test, every_changed_byte_of_the_initiation_is_refused) {
     initiate(job_a, job_a);
     for (size_t i = 0; i < sizeof(init); ++i) {
         keyex_noise_init_msg_t bad = init;
         keyex_noise_t fresh;
         ((uint8_t*)&bad)[i] ^= 0x20;
-        ASSERT_EQ(KEYEX_OK, keyex_noise_start(&fresh, &rsp.s, job_a));
+        ASSERT_EQ(KEYEX_OK, keyex_noise_start(&fresh, &rsp.s, job_a, &records_128));
         EXPECT_NE(KEYEX_OK, keyex_noise_init_consume(&fresh, &rsp.s, &bad, got_ts))
             << "byte " << i;
         keyex_noise_cleanup(&fresh);

@@ -574,6 +574,29 @@ TEST_F(crypt_record_input, admitted_by_flow_and_connection)
     EXPECT_EQ(uct_crypt_record_admit(&rec, &flow, sender), UCT_CRYPT_FAIL_FLOW_FAILED);
 }
 
+/* On the own wire a HELLO names no key (zeros): the connection proved
+ * it. One that names a key must name the connection's. */
+TEST_F(crypt_record_input, own_wire_hello_names_no_key)
+{
+    static const uint8_t other[KEYEX_PUBLIC_KEY_LEN] = {9};
+    const std::vector<uint8_t> proven(sender, sender + sizeof(sender));
+    memset(sender, 0, sizeof(sender));
+    std::vector<uint8_t> hello = seal(CRYPT_RECORD_HELLO, 0, 3, 0);
+
+    ASSERT_EQ(uct_crypt_record_parse(hello.data(), hello.size(), &rec),
+              UCT_CRYPT_RECORD_PASS);
+    EXPECT_EQ(uct_crypt_record_admit(&rec, nullptr, proven.data()),
+              UCT_CRYPT_RECORD_PASS);
+    EXPECT_EQ(uct_crypt_record_admit(&rec, nullptr, other), UCT_CRYPT_RECORD_PASS)
+        << "names none: the caller keys it from the connection's key";
+    memcpy(sender, other, sizeof(sender));
+    hello = seal(CRYPT_RECORD_HELLO, 0, 3, 0);
+    ASSERT_EQ(uct_crypt_record_parse(hello.data(), hello.size(), &rec),
+              UCT_CRYPT_RECORD_PASS);
+    EXPECT_EQ(uct_crypt_record_admit(&rec, nullptr, proven.data()),
+              UCT_CRYPT_FAIL_HANDSHAKE) << "names another key than the proven one";
+}
+
 /* the header carries 8 bits of the generation: the next one after 255 is 0 */
 TEST_F(crypt_record_input, key_generation_choice_wraps)
 {

@@ -1569,8 +1569,11 @@ TEST_F(uct_crypt_test, recorded_wire_stays_closed_to_the_static_keys_and_the_job
     ASSERT_EQ(keyex_derive_pair_secret(&pair_b, pair_a.public_key, job_secret,
                                        pair_secret), KEYEX_OK);
 
-    /* the capture: a's Noise initiation, then frames of a's records */
+    /* the capture: a's Noise initiation, then frames of a's records; a's
+     * static key appears nowhere in it (it was in the HELLO until issue 29) */
     const std::vector<uint8_t> &wire = relay.captured;
+    EXPECT_EQ(std::search(wire.begin(), wire.end(), pair_a.public_key,
+                          pair_a.public_key + KEYEX_PUBLIC_KEY_LEN), wire.end());
     size_t offset = sizeof(keyex_noise_init_msg_t), records = 0, opened = 0;
     uint64_t flow_id = 0;
     ASSERT_GT(wire.size(), offset);
@@ -1589,8 +1592,10 @@ TEST_F(uct_crypt_test, recorded_wire_stays_closed_to_the_static_keys_and_the_job
         memcpy(&hdr, body, sizeof(hdr));
         size_t hdr_len = CRYPT_RECORD_HDR_LEN;
         if (hdr.type == CRYPT_RECORD_HELLO) {
-            /* the parse is right: the HELLO names a's key */
-            ASSERT_EQ(memcmp(body + CRYPT_RECORD_HDR_LEN, pair_a.public_key,
+            /* the parse is right, and the HELLO names no key: the Noise
+             * handshake proved a's and kept it from observers */
+            static const uint8_t zero[KEYEX_PUBLIC_KEY_LEN] = {};
+            ASSERT_EQ(memcmp(body + CRYPT_RECORD_HDR_LEN, zero,
                              KEYEX_PUBLIC_KEY_LEN), 0);
             flow_id  = le64toh(hdr.flow_id);
             hdr_len += CRYPT_HELLO_EXTRA_LEN;
