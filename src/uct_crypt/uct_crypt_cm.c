@@ -96,6 +96,12 @@ typedef struct uct_crypt_cm {
     unsigned        proven;           /* ... passed, CONNECT not yet */
     keyex_noise_t   *scratch;         /* secure: where first messages are
                                          checked before an ep holds state */
+    keyex_noise_t   *start;           /* secure: the state every server
+                                         handshake starts from (it depends
+                                         on the job secret only) */
+    /* uct_crypt_cm_listener_make_room's lists, max_half_open long */
+    const struct sockaddr_storage **admit_sources;
+    struct uct_crypt_cm_ep          **admit_silent;
     int             room_fd;          /* epoll of the server eps before their
                                          request went up: one async handler
                                          for all (uct_crypt_cm_room_handler) */
@@ -620,10 +626,8 @@ static ucs_status_t uct_crypt_cm_server_handshake(uct_crypt_cm_ep_t *ep,
     keyex_noise_cm_msg_t out;
     keyex_status_t kstatus;
 
-    kstatus = keyex_noise_cm_start(cm->scratch, uct_crypt_job_secret);
-    if (kstatus == KEYEX_OK) {
-        kstatus = keyex_noise_cm_init_consume(cm->scratch, in);
-    }
+    memcpy(cm->scratch, cm->start, sizeof(*cm->scratch));
+    kstatus = keyex_noise_cm_init_consume(cm->scratch, in);
     if (kstatus == KEYEX_ERR_AUTH) {
         keyex_noise_cleanup(cm->scratch);
         uct_crypt_cm_ep_fail(ep, UCS_ERR_REJECTED, "its first message did "
@@ -1430,8 +1434,9 @@ static int uct_crypt_cm_ep_waiting(const uct_crypt_cm_ep_t *ep, uint32_t proven)
  * a replay never does. */
 static void uct_crypt_cm_listener_make_room(uct_crypt_cm_t *cm)
 {
-    const struct sockaddr_storage **sources;
-    uct_crypt_cm_ep_t **silent, *ep;
+    const struct sockaddr_storage **sources = cm->admit_sources;
+    uct_crypt_cm_ep_t **silent              = cm->admit_silent;
+    uct_crypt_cm_ep_t *ep;
     size_t count;
 
     if (cm->half_open >= cm->max_half_open) {
@@ -1440,11 +1445,9 @@ static void uct_crypt_cm_listener_make_room(uct_crypt_cm_t *cm)
         uct_crypt_cm_room_handler(cm->room_fd, UCS_EVENT_SET_EVREAD, cm);
     }
     if (cm->half_open >= cm->max_half_open) {
-        sources = ucs_alloca(cm->half_open * sizeof(*sources));
-        silent  = ucs_alloca(cm->half_open * sizeof(*silent));
-        count   = 0;
+        count = 0;
         ucs_list_for_each(ep, &cm->eps, list) { /* oldest first */
-            if (uct_crypt_cm_ep_waiting(ep, 0) && (count < cm->half_open)) {
+            if (uct_crypt_cm_ep_waiting(ep, 0) && (count < cm->max_half_open)) {
                 silent[count]  = ep;
                 sources[count] = &ep->peer_addr;
                 ++count;
@@ -1527,8 +1530,28 @@ static void uct_crypt_cm_listener_accept(int fd, ucs_event_set_types_t events,
     }
 }
 
-/* What a cm needs to serve, made with its first listener: the room and the
- * scratch state where first messages are checked */
+/* What a cm needs to serve, made with its first listener: the room, the
+ * state every handshake starts from and the scratch state where first
+ * messages are checked, the lists of the make-room step (sized by
+ * UCX_CRYPT_CM_MAX_HALF_OPEN: on the heap, not the stack) */
+static void uct_crypt_cm_server_cleanup(uct_crypt_cm_t *cm)
+{
+    keyex_noise_t **state[] = {&cm->start, &cm->scratch};
+    size_t i;
+
+    for (i = 0; i < ucs_static_array_size(state); ++i) {
+        if (*state[i] != NULL) {
+            keyex_noise_cleanup(*state[i]);
+            keyex_secure_free(*state[i], sizeof(**state[i]));
+            *state[i] = NULL;
+        }
+    }
+    ucs_free(cm->admit_sources);
+    ucs_free(cm->admit_silent);
+    cm->admit_sources = NULL;
+    cm->admit_silent  = NULL;
+}
+
 static ucs_status_t uct_crypt_cm_server_init(uct_crypt_cm_t *cm)
 {
     ucs_async_context_t *async = uct_crypt_cm_async(cm);
@@ -1537,10 +1560,18 @@ static ucs_status_t uct_crypt_cm_server_init(uct_crypt_cm_t *cm)
 
     UCS_ASYNC_BLOCK(async);
     if (cm->scratch == NULL) {
-        cm->scratch = keyex_secure_alloc(sizeof(*cm->scratch));
-        if (cm->scratch == NULL) {
+        cm->start         = keyex_secure_alloc(sizeof(*cm->start));
+        cm->scratch       = keyex_secure_alloc(sizeof(*cm->scratch));
+        cm->admit_sources = ucs_calloc(cm->max_half_open,
+                                       sizeof(*cm->admit_sources), "crypt cm");
+        cm->admit_silent  = ucs_calloc(cm->max_half_open,
+                                       sizeof(*cm->admit_silent), "crypt cm");
+        if ((cm->start == NULL) || (cm->scratch == NULL) ||
+            (cm->admit_sources == NULL) || (cm->admit_silent == NULL) ||
+            (keyex_noise_cm_start(cm->start, uct_crypt_job_secret) != KEYEX_OK)) {
             ucs_error("crypt: connection manager: cannot listen: no memory "
                       "for its handshake state%s", crypt_local_failure_take());
+            uct_crypt_cm_server_cleanup(cm);
             status = UCS_ERR_NO_MEMORY;
         }
     }
@@ -1784,7 +1815,10 @@ static UCS_CLASS_INIT_FUNC(uct_crypt_cm_t, uct_component_h component,
     /* (what only a server needs comes with its first listener: UCP 1.13
      * asserts in ucp_listener_create when the cm failed to open) */
     self->room_fd           = -1;
+    self->start             = NULL;
     self->scratch           = NULL;
+    self->admit_sources     = NULL;
+    self->admit_silent      = NULL;
 
     self->timer_interval    = ucs_time_from_sec(ucs_min(0.5,
                                         cm_config->handshake_timeout / 4));
@@ -1824,10 +1858,7 @@ static UCS_CLASS_CLEANUP_FUNC(uct_crypt_cm_t)
     if (self->room_fd >= 0) {
         close(self->room_fd);
     }
-    if (self->scratch != NULL) {
-        keyex_noise_cleanup(self->scratch);
-        keyex_secure_free(self->scratch, sizeof(*self->scratch));
-    }
+    uct_crypt_cm_server_cleanup(self);
     uct_crypt_seen_cleanup(&self->seen);
 }
 
