@@ -21,52 +21,13 @@
 # the hosts). Processes are ended by the PIDs this script started; logs of a
 # failed test are kept and their path printed. Report:
 # RESULTS_DIR/transparency.xml.
-set -uo pipefail
-
-obj=${1:?usage: $0 OBJDIR PREFIX RESULTS_DIR}
-prefix=${2:?}
-results=${3:?}
-here=$(cd "$(dirname "$0")" && pwd)
-. "$here/../netns.sh"
-. "$here/../lib/report.sh"
-. "$here/../lib/ports.sh"
+. "$(dirname "$0")/../lib/group.sh" transparency "$@"
 
 run="$prefix/bin/ucx-crypt-run"
 keygen="$prefix/bin/ucx-crypt-keygen"
 site_conf="$prefix/share/ucx-crypt/openmpi-mca-params.conf"
 agent="$here/../netns-agent.sh"
 examples=/usr/share/doc/libucx-dev/examples
-work=$(mktemp -d /tmp/ucx-crypt-transparency.XXXXXX)
-failed=0
-keep_logs=0
-
-cleanup() {
-    local pid
-    # what runs in the background, by the PIDs it was started with
-    for pid in $(cat "$work/pids" 2>/dev/null); do
-        stop_tree "$pid"
-    done
-    netns_down ucxt-h1 ucxt-h2
-    if [ "$failed" -eq 0 ] && [ "$keep_logs" -eq 0 ] && [ -z "${KEEP_WORK:-}" ]; then
-        rm -rf "$work"
-    else
-        echo "transparency: logs kept in $work"
-    fi
-}
-trap cleanup EXIT
-
-verdict() { # NAME OK(0|1) REASON
-    if [ "$2" = 1 ]; then
-        record "$1" pass
-    elif [ -n "${REPORT_SKIP:-}" ] && [[ $1 =~ $REPORT_SKIP ]]; then
-        keep_logs=1
-        record "$1" fail "$3 (logs: $work)" # reported as skipped
-    else
-        failed=1
-        record "$1" fail "$3 (logs: $work)"
-    fi
-}
-
 port_base=$(test_port_base) || exit 1
 
 "$keygen" "$work/job.key" || exit 1
@@ -76,11 +37,10 @@ crypt_env=(env UCX_TLS=crypt UCX_CRYPT_TLS=tcp UCX_CRYPT_KEY_FILE="$work/job.key
            "$run")
 plain_env=(env)
 
-netns_down ucxt-h1 ucxt-h2
+group_hosts ucxt-h1 ucxt-h2
 if ! netns_up ucxt-h1 ucxt-h2 ucxt-v1 ucxt-v2 10.78.0.1 10.78.0.2; then
-    record transparency_setup fail "cannot create network namespaces"
-    write_report transparency "$results/transparency.xml"
-    exit 1
+    verdict transparency_setup 0 "cannot create network namespaces"
+    group_finish
 fi
 
 # ---- UCX's own client/server example --------------------------------------
@@ -247,5 +207,4 @@ else
     verdict mpich_two_hosts_defaults_verified 0 "mpicc.mpich: $(tail -2 "$work/cc.log")"
 fi
 
-write_report transparency "$results/transparency.xml"
-[ "$failed" -eq 0 ]
+group_finish

@@ -8,9 +8,12 @@
 # folder for logs), netns.sh, report.sh and ports.sh, and:
 #   group_hosts NS...       the namespaces to remove at the end
 #   pids+=(PID)             a process to stop at the end (stop_tree), by the
-#                           PID this script started
+#                           PID this script started; one started in a
+#                           subshell ($(...)) goes into the file $work/pids
 #   verdict NAME OK REASON  OK 1: pass; else fail with REASON and the logs'
-#                           folder, which is then kept
+#                           folder, which is then kept (also when the name
+#                           matches REPORT_SKIP: reported as skipped, the
+#                           logs kept for the known-open case)
 #   group_finish            writes RESULTS_DIR/NAME.xml and exits non-zero
 #                           when a test failed
 # KEEP_WORK=1 keeps the logs whatever happened.
@@ -27,6 +30,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 
 work=$(mktemp -d "/tmp/ucx-crypt-$group_name.XXXXXX")
 failed=0
+keep_logs=0
 pids=()
 group_namespaces=()
 
@@ -37,11 +41,11 @@ group_hosts() {
 
 group_cleanup() {
     local pid
-    for pid in "${pids[@]}"; do
+    for pid in "${pids[@]}" $(cat "$work/pids" 2>/dev/null); do
         stop_tree "$pid"
     done
     netns_down "${group_namespaces[@]}"
-    if [ "$failed" -eq 0 ] && [ -z "${KEEP_WORK:-}" ]; then
+    if [ "$failed" -eq 0 ] && [ "$keep_logs" -eq 0 ] && [ -z "${KEEP_WORK:-}" ]; then
         rm -rf "$work"
     else
         echo "$group_name: logs kept in $work"
@@ -52,6 +56,9 @@ trap group_cleanup EXIT
 verdict() { # NAME OK(0|1) REASON
     if [ "$2" = 1 ]; then
         record "$1" pass
+    elif [ -n "${REPORT_SKIP:-}" ] && [[ $1 =~ $REPORT_SKIP ]]; then
+        keep_logs=1
+        record "$1" fail "$3 (logs: $work)" # reported as skipped
     else
         failed=1
         record "$1" fail "$3 (logs: $work)"
