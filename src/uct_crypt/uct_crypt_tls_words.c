@@ -8,11 +8,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* UCX_TLS words that name intra-node transports or are not transports */
+/* UCX_TLS words that name intra-node transports or are not transports:
+ * UCP's aliases of intra-node transports (ucp_context.c, ucp_tl_aliases:
+ * mm, sm, shm, cuda, rocm) and every member they stand for */
 static const char *uct_crypt_not_inner_tls[] = {
-    UCT_CRYPT_TLS_NAME, UCT_CRYPT_TLS_AUX_NAME, "self", "sm", "shm", "posix",
-    "sysv", "cma", "knem", "xpmem", "cuda", "cuda_copy", "cuda_ipc",
-    "gdr_copy", "rocm", "rocm_copy", "rocm_ipc", "all", NULL
+    UCT_CRYPT_TLS_NAME, UCT_CRYPT_TLS_AUX_NAME, "self", "mm", "sm", "shm",
+    "posix", "sysv", "cma", "knem", "xpmem", "cuda", "cuda_copy", "cuda_ipc",
+    "gdr_copy", "rocm", "rocm_copy", "rocm_ipc", "rocm_gdr", "all", NULL
 };
 
 /* The aliases of ucp_context.c (1.13.1, ucp_tl_aliases) for networks: the

@@ -696,6 +696,17 @@ TEST(crypt_tls_words, an_inner_that_needs_an_aux_lane_gets_crypt_aux)
     EXPECT_EQ(tls_env("crypt", nullptr, 1), "crypt,crypt_aux:aux|-");
 }
 
+/* UCP's own aliases of intra-node transports (ucp_context.c,
+ * ucp_tl_aliases: mm, sm, shm, cuda, rocm) and their members stay UCP's:
+ * none is a network for crypt to wrap */
+TEST(crypt_tls_words, ucp_intra_node_aliases_stay_with_ucp)
+{
+    EXPECT_EQ(tls_env("crypt,mm", nullptr), "-|-");
+    EXPECT_EQ(tls_env("self,mm,crypt,tcp", nullptr), "self,mm,crypt|tcp");
+    EXPECT_EQ(tls_env("crypt,rocm_gdr,cuda", nullptr), "-|-");
+    EXPECT_EQ(tls_roles("mm,sm,shm,rocm_gdr,tcp"), ",tcp|");
+}
+
 TEST(crypt_tls_words, left_alone_without_crypt)
 {
     EXPECT_EQ(tls_env(nullptr, nullptr), "-|-") << "unset: every transport";
