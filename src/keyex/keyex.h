@@ -35,7 +35,7 @@
  *   handshake ends, and the connection's copy of it is wiped when the
  *   connection ends. A recording of a connection therefore stays closed to
  *   whoever later obtains the static private keys and the job secret,
- *   from that connection's end on (test: uct_crypt_test.
+ *   from that connection's end on (test: uct_crypt_wire_test.
  *   recorded_wire_stays_closed_to_the_static_keys_and_the_job_secret). While
  *   the connection lives, its exporter (and the current traffic secrets)
  *   are in the process, so a running process that is read opens that

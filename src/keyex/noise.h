@@ -186,7 +186,7 @@ keyex_status_t keyex_noise_response_consume(keyex_noise_t *hs,
  * initiator's ephemeral secret it cannot derive the keys, and nothing is
  * delivered to the application before the initiator has proven them by a
  * sealed message. The responder refuses a replay of one it took recently
- * by its ephemeral, before the DH (src/uct_crypt/uct_crypt_admit.h); an
+ * by its ephemeral, before the DH (src/uct_crypt/wire/wire_admit.h); an
  * older one costs it one DH.
  */
 typedef struct keyex_noise_cm_msg {

@@ -2,15 +2,17 @@
 /*
  * The crypt UCT transport: what its files share (md, iface, ep, flows) and
  * which file implements what. The layer's rules are in README.md beside
- * this file; the wire formats in uct_crypt_wire.h.
+ * this file; the wire formats in uct_crypt_format.h.
  */
 #ifndef UCT_CRYPT_H
 #define UCT_CRYPT_H
 
-#include "uct_crypt_tls_words.h"
-#include "uct_crypt_wire.h"
-#include "api/uct_crypt_stats.h"
-#include "uct_crypt_compat.h"
+#include "uct_crypt/uct_crypt_tls_words.h"
+#include "uct_crypt/uct_crypt_format.h"
+#include "uct_crypt/api/uct_crypt_stats.h"
+#include "uct_crypt/uct_crypt_counters.h"
+#include "uct_crypt/uct_crypt_inner_ops.h"
+#include "uct_crypt/uct_crypt_compat.h"
 
 #include <uct/base/uct_iface.h>
 #include <uct/base/uct_md.h>
@@ -212,7 +214,7 @@ typedef struct uct_crypt_bulk uct_crypt_bulk_t;
 typedef struct uct_crypt_bulk_tx uct_crypt_bulk_tx_t;
 
 /* The one AM id of the inner that carries records: UCP's own id is sealed
- * inside each record (uct_crypt_wire.h); crypt's control records are told
+ * inside each record (uct_crypt_format.h); crypt's control records are told
  * apart by the authenticated header flag */
 #define UCT_CRYPT_RECORD_AM_ID 0
 
@@ -221,6 +223,8 @@ struct uct_crypt_iface {
     unsigned                  role;           /* UCT_CRYPT_ROLE_DATA or _AUX */
     uint32_t                  inner_id;       /* uct_crypt_inner_id() */
     uct_iface_h               inner;
+    const uct_crypt_inner_ops_t *inner_ops; /* what the inner is to the record
+                                               layer: chosen with it */
     uct_iface_attr_t          inner_attr;
     keyex_keypair_t           keypair;        /* ephemeral, per iface */
     crypt_aead_backend_t      backend;
@@ -293,9 +297,6 @@ extern uct_tl_t uct_crypt_aux_tl;
 extern uct_crypt_global_config_t uct_crypt_global;
 extern uint8_t *uct_crypt_job_secret;  /* NULL: none configured */
 
-extern uct_crypt_stats_t uct_crypt_process_stats;
-#define UCT_CRYPT_STAT_ADD(_field, _n) \
-    __atomic_fetch_add(&uct_crypt_process_stats._field, (_n), __ATOMIC_RELAXED)
 
 /* The device address of the data iface of ours that `worker` opened on
  * `dev_name` (the connection manager hands it to UCP, which puts it in
@@ -306,7 +307,7 @@ ucs_status_t uct_crypt_iface_device_address(uct_worker_h worker,
                                             void *addr, size_t max,
                                             size_t *length);
 
-/* the connection manager (uct_crypt_cm.c) */
+/* the connection manager (cm/) */
 typedef struct uct_crypt_cm_config {
     uct_cm_config_t super;
     size_t          priv_data_len;
@@ -500,7 +501,7 @@ ucs_status_t uct_crypt_record_drop(uct_crypt_iface_t *iface,
                                    const uint8_t *flow_peer, uint64_t flow_id,
                                    uct_crypt_fail_reason_t reason);
 /* crypt's own wire: an authenticated peer's connection ended badly */
-/* crypt's own wire: one of its connections ended (uct_crypt_sock.h) */
+/* crypt's own wire: one of its connections ended (wire/wire.h) */
 void uct_crypt_wire_conn_ended(void *arg, uint64_t conn_id);
 void uct_crypt_wire_peer_failed(void *arg,
                                 const uint8_t peer_static[KEYEX_PUBLIC_KEY_LEN],

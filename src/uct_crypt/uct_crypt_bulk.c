@@ -12,7 +12,7 @@
  * segment the target sends an ACK and only then does the initiator complete
  * UCP's put: UCP's rendezvous "data arrived" message (sent after the put
  * completes) can never overtake authentication. The wire rules are in
- * uct_crypt_wire.h; the files are listed in uct_crypt_bulk.h.
+ * uct_crypt_format.h; the files are listed in uct_crypt_bulk.h.
  *
  * Threads: the pool's threads only seal (crypt_pool.h). Every UCT call, every
  * completion and every list here belongs to the progress thread; segments
@@ -29,8 +29,7 @@
  * is one segment in a buffer of its own, sealed by the progress thread,
  * sent, then opened.
  */
-#include "uct_crypt_bulk.h"
-#include "uct_crypt_sock.h"
+#include "uct_crypt/uct_crypt_bulk.h"
 
 #include <ucs/sys/string.h>
 #include <ucs/sys/math.h>
@@ -124,7 +123,7 @@ ucs_status_t uct_crypt_bulk_init(uct_crypt_iface_t *iface,
     iface->bulk = NULL;
     if (!config->bulk ||
         (!(iface->inner_attr.cap.flags & UCT_IFACE_FLAG_PUT_ZCOPY) &&
-         !uct_crypt_sock_is_own(iface->inner))) {
+         !(iface->inner_ops->flags & UCT_CRYPT_INNER_INLINE_SEGMENTS))) {
         return UCS_OK; /* AM only: UCP runs rendezvous over AM */
     }
     if (strcmp(config->bulk_mode, "pipelined") &&
@@ -151,14 +150,14 @@ ucs_status_t uct_crypt_bulk_init(uct_crypt_iface_t *iface,
         ucs_error("crypt: UCX_CRYPT_BULK_SEGMENT=%zu: between 4k and 1g", segment);
         return UCS_ERR_INVALID_PARAM;
     }
-    if (uct_crypt_sock_is_own(iface->inner)) {
-        /* a segment is one frame of crypt's own wire */
+    if (iface->inner_ops->flags & UCT_CRYPT_INNER_INLINE_SEGMENTS) {
+        /* a segment is one frame of the inner (crypt's own wire) */
         if (!strcmp(config->bulk_mode, "naive")) {
             ucs_error("crypt: UCX_CRYPT_BULK_MODE=naive needs an inner with "
                       "puts (rc); on Ethernet use pipelined");
             return UCS_ERR_INVALID_PARAM;
         }
-        segment = ucs_min(segment, UCT_CRYPT_SOCK_WIRE_SEGMENT_MAX);
+        segment = ucs_min(segment, iface->inner_ops->segment_max);
     }
 
     bulk = ucs_calloc(1, sizeof(*bulk), "crypt bulk");
@@ -167,7 +166,8 @@ ucs_status_t uct_crypt_bulk_init(uct_crypt_iface_t *iface,
     }
     bulk->iface           = iface;
     bulk->naive           = !strcmp(config->bulk_mode, "naive");
-    bulk->wire            = uct_crypt_sock_is_own(iface->inner);
+    bulk->inline_segments = !!(iface->inner_ops->flags &
+                               UCT_CRYPT_INNER_INLINE_SEGMENTS);
     status = uct_md_query(&md->super, &md_attr);
     if (status != UCS_OK) {
         ucs_free(bulk);

@@ -13,15 +13,15 @@
  *   uct_crypt_bulk_input.c  control records and the profile, checked
  *                        before anything acts on them (no UCX: fuzzed)
  *
- * The wire formats are in uct_crypt_wire.h.
+ * The wire formats are in uct_crypt_format.h.
  */
 #ifndef UCT_CRYPT_BULK_H
 #define UCT_CRYPT_BULK_H
 
-#include "uct_crypt.h"
-#include "uct_crypt_bulk_input.h"
-#include "crypt_pool.h"
-#include "uct_crypt_compat.h"
+#include "uct_crypt/uct_crypt.h"
+#include "uct_crypt/uct_crypt_bulk_input.h"
+#include "uct_crypt/crypt_pool.h"
+#include "uct_crypt/uct_crypt_compat.h"
 
 #include <endian.h>
 #include <string.h>
@@ -139,8 +139,9 @@ typedef struct {
 struct uct_crypt_bulk {
     uct_crypt_iface_t     *iface;
     int                   naive;
-    int                   wire;      /* on crypt's own wire: no inner puts,
-                                        segments are frames */
+    int                   inline_segments; /* segments are frames of the
+                                              inner (crypt's own wire), not
+                                              inner puts */
     size_t                segment;
     unsigned              depth;
     unsigned              max_outstanding;
@@ -166,7 +167,7 @@ struct uct_crypt_bulk {
     ucs_mpool_t           op_mp;        /* uct_crypt_bulk_op_t */
 };
 
-/* The nonce prefix and associated data of a segment (uct_crypt_wire.h) */
+/* The nonce prefix and associated data of a segment (uct_crypt_format.h) */
 static inline void
 uct_crypt_bulk_stream_prefix(uint8_t prefix[CRYPT_STREAM_NONCE_PREFIX_LEN],
                              uint64_t put_id)

@@ -3,8 +3,8 @@
  * The bulk engine's parsers of control records and profiles
  * (uct_crypt_bulk_input.h).
  */
-#include "uct_crypt_bulk_input.h"
-#include "uct_crypt_wire.h"
+#include "uct_crypt/uct_crypt_bulk_input.h"
+#include "uct_crypt/uct_crypt_format.h"
 
 #include <endian.h>
 #include <string.h>

@@ -7,8 +7,7 @@
  * put is acknowledged. Also the initiator's handling of ACKs, and the
  * dispatch of every bulk control record.
  */
-#include "uct_crypt_bulk.h"
-#include "uct_crypt_sock.h"
+#include "uct_crypt/uct_crypt_bulk.h"
 
 #include <openssl/crypto.h>
 
@@ -202,17 +201,18 @@ static void uct_crypt_bulk_open_segment(uct_crypt_iface_t *iface,
         return;
     }
 
-    if (uct_crypt_sock_is_own(iface->inner)) {
+    if (iface->inner_ops->flags & UCT_CRYPT_INNER_INLINE_SEGMENTS) {
         /* ciphertext and tag are the next frame on this connection: opened
          * from the receive buffer straight into the destination (one pass) */
-        if (length + CRYPT_AEAD_TAG_LEN > UCT_CRYPT_SOCK_MAX_BCOPY) {
+        if (length + CRYPT_AEAD_TAG_LEN > iface->inner_ops->segment_frame_max) {
             uct_crypt_record_reject(iface, flow, UCT_CRYPT_FAIL_MALFORMED);
             return;
         }
         flow->wire_iface    = iface;
         flow->wire_announce = *announce;
-        uct_crypt_sock_rx_expect_segment(iface->inner, length + CRYPT_AEAD_TAG_LEN,
-                                         uct_crypt_bulk_wire_segment, flow);
+        iface->inner_ops->rx_expect_segment(iface->inner,
+                                            length + CRYPT_AEAD_TAG_LEN,
+                                            uct_crypt_bulk_wire_segment, flow);
         return;
     }
     /* in place: the inner put left the ciphertext where the plaintext

@@ -6,8 +6,7 @@
  * order per ep; and the ep fence that keeps later sends behind bulk work
  * still inside crypt.
  */
-#include "uct_crypt_bulk.h"
-#include "uct_crypt_sock.h"
+#include "uct_crypt/uct_crypt_bulk.h"
 
 #include <ucs/sys/math.h>
 
@@ -69,21 +68,23 @@ static void uct_crypt_bulk_announce(crypt_bulk_segment_t *announce,
     }
 }
 
-/* Crypt's own wire: the SEGMENT record, then at once the segment's frame,
+/* An inner with inline segments (crypt's own wire): the SEGMENT record, then at once the segment's frame,
  * ciphertext and tag: sealed by the pool into a bounce buffer and copied
  * (`seal_here` 0), or sealed here straight into the frame. 0: no room on
  * the connection yet (nothing was sent); -1: the ep failed. */
 static int uct_crypt_bulk_wire_send(uct_crypt_bulk_tx_t *tx,
                                     uct_crypt_bulk_segment_t *seg, int seal_here)
 {
-    uct_crypt_ep_t *ep = tx->ep;
-    size_t frame_len   = seg->length + CRYPT_AEAD_TAG_LEN;
-    int skip_announce  = 0;
+    uct_crypt_ep_t *ep                = tx->ep;
+    const uct_crypt_inner_ops_t *ops  = tx->bulk->iface->inner_ops;
+    size_t frame_len                  = seg->length + CRYPT_AEAD_TAG_LEN;
+    int skip_announce                 = 0;
     crypt_bulk_segment_t announce;
     uint8_t *frame;
 
-    if (!uct_crypt_sock_ep_segment_room(ep->inner, CRYPT_RECORD_OVERHEAD_MAX +
-                                        sizeof(announce), frame_len)) {
+    if (!ops->ep_segment_room(ep->inner,
+                              CRYPT_RECORD_OVERHEAD_MAX + sizeof(announce),
+                              frame_len)) {
         return 0;
     }
     uct_crypt_bulk_announce(&announce, seg, 0); /* the tag is in the frame */
@@ -98,8 +99,7 @@ static int uct_crypt_bulk_wire_send(uct_crypt_bulk_tx_t *tx,
         return -1;
     }
     /* (the whole frame: a test hook may have shortened what is sent) */
-    frame = uct_crypt_sock_ep_segment_reserve(ep->inner,
-                                              seg->length + CRYPT_AEAD_TAG_LEN);
+    frame = ops->ep_segment_reserve(ep->inner, seg->length + CRYPT_AEAD_TAG_LEN);
     if (frame == NULL) {
         /* room was checked: the ep failed under us */
         uct_crypt_ep_fail_local(ep, "no room for a bulk segment behind its "
@@ -124,7 +124,7 @@ static int uct_crypt_bulk_wire_send(uct_crypt_bulk_tx_t *tx,
     if (ucs_unlikely(seg->tamper)) {
         uct_crypt_bulk_fault_frame_tag(tx->bulk->iface, frame + seg->length);
     }
-    uct_crypt_sock_ep_segment_commit(ep->inner, frame_len);
+    ops->ep_segment_commit(ep->inner, frame_len);
     return 1;
 }
 
@@ -189,7 +189,7 @@ void uct_crypt_bulk_tx_seal(uct_crypt_bulk_tx_t *tx)
                 !uct_crypt_bulk_tx_key_ready(tx, op->length)) {
                 return;
             }
-            if (bulk->wire && ucs_list_is_empty(&tx->segments) &&
+            if (bulk->inline_segments && ucs_list_is_empty(&tx->segments) &&
                 (op->inline_seal || (bulk->pool == NULL) ||
                  (crypt_pool_size(bulk->pool) == 0))) {
                 if (!uct_crypt_bulk_wire_direct(tx, op)) {
@@ -298,7 +298,7 @@ unsigned uct_crypt_bulk_tx_send(uct_crypt_bulk_tx_t *tx)
         if (seg->state == UCT_CRYPT_SEG_SEALED) {
             if (seg->length == 0) {
                 seg->put_done = 1;
-            } else if (tx->bulk->wire) {
+            } else if (tx->bulk->inline_segments) {
                 /* crypt's own wire: the data goes behind its announcement */
             } else {
                 iov.buffer = seg->bounce;
@@ -321,7 +321,7 @@ unsigned uct_crypt_bulk_tx_send(uct_crypt_bulk_tx_t *tx)
             ucs_assert(seg->state == UCT_CRYPT_SEG_SEALED);
             seg->state = UCT_CRYPT_SEG_PUT;
         }
-        if ((seg->state == UCT_CRYPT_SEG_PUT) && tx->bulk->wire) {
+        if ((seg->state == UCT_CRYPT_SEG_PUT) && tx->bulk->inline_segments) {
             /* crypt's own wire: the data follows its announcement, in the
              * very next frame */
             if (uct_crypt_bulk_wire_send(tx, seg, 0) <= 0) {

@@ -4,7 +4,7 @@
  * names each difference): the internal ops every iface of ours gives UCT,
  * the configuration parser's entry point, the md attributes, remote keys.
  */
-#include "uct_crypt.h"
+#include "uct_crypt/uct_crypt.h"
 
 #include <pthread.h>
 #include <string.h>

@@ -16,7 +16,7 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* dladdr */
 #endif
-#include "uct_crypt.h"
+#include "uct_crypt/uct_crypt.h"
 
 #include <uct/api/version.h>
 #include <ucs/sys/module.h>

@@ -5,8 +5,7 @@
  * transport has accepted the record, so a NO_RESOURCE retry neither skips
  * nor reuses a nonce.
  */
-#include "uct_crypt.h"
-#include "uct_crypt_sock.h"
+#include "uct_crypt/uct_crypt.h"
 
 #include <uct/base/uct_iov.inl>
 
@@ -51,9 +50,9 @@ static UCS_CLASS_INIT_FUNC(uct_crypt_ep_t, const uct_ep_params_t *params)
     }
     if (self->peer_known) {
         status = uct_crypt_tx_flow_init(iface, &self->tx, self->peer_public);
-        if ((status == UCS_OK) && uct_crypt_sock_is_own(iface->inner)) {
-            /* the wire's handshake proves this key before a record goes */
-            status = uct_crypt_sock_ep_set_peer(self->inner, self->peer_public);
+        if (status == UCS_OK) {
+            /* (the wire's handshake proves this key before a record goes) */
+            status = iface->inner_ops->ep_set_peer(self->inner, self->peer_public);
         }
         if (status != UCS_OK) {
             uct_crypt_tx_flow_cleanup(&self->tx);
@@ -104,11 +103,9 @@ ucs_status_t uct_crypt_ep_connect_to_ep(uct_ep_h tl_ep,
         return status;
     }
     ep->peer_known = 1;
-    if (uct_crypt_sock_is_own(iface->inner)) {
-        status = uct_crypt_sock_ep_set_peer(ep->inner, ep->peer_public);
-        if (status != UCS_OK) {
-            return status;
-        }
+    status = iface->inner_ops->ep_set_peer(ep->inner, ep->peer_public);
+    if (status != UCS_OK) {
+        return status;
     }
     return uct_ep_connect_to_ep(ep->inner, dev_addr,
                                 (const uct_ep_addr_t*)(crypt_addr + 1));
@@ -398,7 +395,8 @@ ucs_status_t uct_crypt_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id, const void *heade
     if (packed < 0) {
         return (ucs_status_t)packed;
     }
-    if ((comp == NULL) || !uct_crypt_sock_is_own(ctx.iface->inner)) {
+    if ((comp == NULL) ||
+        !(ctx.iface->inner_ops->flags & UCT_CRYPT_INNER_ZCOPY_FLUSH)) {
         return UCS_OK;
     }
     status = uct_ep_flush(ctx.ep->inner, UCT_FLUSH_FLAG_LOCAL, comp);

@@ -8,7 +8,7 @@
  * release build has neither this code nor its options, as WireGuard keeps
  * its self-tests behind DEBUG.
  */
-#include "uct_crypt.h"
+#include "uct_crypt/uct_crypt.h"
 
 #include <openssl/rand.h>
 #include <ucs/sys/math.h>

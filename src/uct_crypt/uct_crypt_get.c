@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Bulk get over crypt: a GET_REQ record asks the peer to seal the range and
- * put it into our buffer (uct_crypt_wire.h). The target serves it only from
+ * put it into our buffer (uct_crypt_format.h). The target serves it only from
  * memory it registered; the initiator opens the answer only inside the
  * window of a get it asked for, and completes the get on GET_DONE.
  */
-#include "uct_crypt_bulk.h"
+#include "uct_crypt/uct_crypt_bulk.h"
 
 #include <openssl/crypto.h>
 

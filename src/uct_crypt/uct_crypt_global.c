@@ -5,7 +5,7 @@
  * loader), the job secret and AES-GCM backend (set up once, by the first md
  * opened), and the record counters (uct_crypt_stats.h).
  */
-#include "uct_crypt.h"
+#include "uct_crypt/uct_crypt.h"
 
 #include <ucs/datastruct/string_buffer.h>
 #include <ucs/sys/string.h>

@@ -4,8 +4,8 @@
  * and shows UCP the inner's capabilities minus everything that would move
  * plaintext (RMA, atomics, tag offload) and minus the record overhead.
  */
-#include "uct_crypt.h"
-#include "uct_crypt_sock.h"
+#include "uct_crypt/uct_crypt.h"
+#include "uct_crypt/wire/wire.h"
 
 #include <openssl/crypto.h>
 #include <stdio.h>
@@ -596,7 +596,7 @@ static UCS_CLASS_INIT_FUNC(uct_crypt_iface_t, uct_md_h tl_md, uct_worker_h worke
                                     tl_config : NULL)) {
         /* Ethernet: crypt's own wire, never UCX's tcp transport, which
          * acts on its headers before anything is authenticated
-         * (uct_crypt_sock.h) */
+         * (wire/wire.h) */
         uct_crypt_sock_params_t sock_params = {
             .dev_name        = params->mode.device.dev_name,
             .keypair         = &self->keypair,
@@ -627,6 +627,7 @@ static UCS_CLASS_INIT_FUNC(uct_crypt_iface_t, uct_md_h tl_md, uct_worker_h worke
         status = uct_crypt_sock_iface_open(tl_md, worker, &inner_params,
                                            tl_config, &sock_params,
                                            &self->inner);
+        self->inner_ops = &uct_crypt_wire_inner_ops;
     } else {
         status = uct_md_iface_config_read(md->inner_md, md->inner_tl, NULL,
                                           NULL, &inner_config);
@@ -636,6 +637,7 @@ static UCS_CLASS_INIT_FUNC(uct_crypt_iface_t, uct_md_h tl_md, uct_worker_h worke
         status = uct_iface_open(md->inner_md, worker, &inner_params,
                                 inner_config, &self->inner);
         uct_config_release(inner_config);
+        self->inner_ops = &uct_crypt_ucx_inner_ops;
     }
     if (status != UCS_OK) {
         ucs_error("crypt: cannot open inner transport %s on %s: %s",

@@ -8,7 +8,7 @@
  * needs to wire up connect-to-ep ones such as rc, as UCX's own "rc" alias
  * adds ud as ":aux").
  */
-#include "uct_crypt.h"
+#include "uct_crypt/uct_crypt.h"
 
 #include <ucs/sys/module.h>
 #include <ucs/sys/string.h>

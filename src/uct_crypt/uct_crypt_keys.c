@@ -25,10 +25,9 @@
  * generation only when the header announces it and keeps it only if the
  * record opens (uct_crypt_rx_flow_open).
  */
-#include "uct_crypt.h"
-#include "uct_crypt_bulk.h"
-#include "uct_crypt_sock.h"
-#include "uct_crypt_record_input.h"
+#include "uct_crypt/uct_crypt.h"
+#include "uct_crypt/uct_crypt_bulk.h"
+#include "uct_crypt/uct_crypt_record_input.h"
 
 #include <openssl/crypto.h>
 #include <string.h>
@@ -51,7 +50,8 @@ static ucs_status_t uct_crypt_flow_keys(uct_crypt_iface_t *iface,
     keyex_traffic_keys_t *keys;
     keyex_status_t kstatus;
 
-    if (uct_crypt_sock_is_own(iface->inner) && (wire_secret == NULL)) {
+    if ((iface->inner_ops->flags & UCT_CRYPT_INNER_CONN_KEYS) &&
+        (wire_secret == NULL)) {
         return UCS_ERR_INVALID_PARAM; /* (never the static keys alone) */
     }
     keys = keyex_secure_alloc(sizeof(*keys));
@@ -59,7 +59,7 @@ static ucs_status_t uct_crypt_flow_keys(uct_crypt_iface_t *iface,
         return UCS_ERR_NO_MEMORY;
     }
 
-    if (uct_crypt_sock_is_own(iface->inner)) {
+    if (iface->inner_ops->flags & UCT_CRYPT_INNER_CONN_KEYS) {
         memcpy(pair_secret, wire_secret, sizeof(pair_secret));
         kstatus = KEYEX_OK;
     } else {
@@ -121,8 +121,8 @@ ucs_status_t uct_crypt_tx_flow_ready(uct_crypt_iface_t *iface,
         return UCS_OK;
     }
     /* (over a UCX inner the keys come with the flow: none is a failure) */
-    if (uct_crypt_sock_is_own(iface->inner)) {
-        secret = uct_crypt_sock_ep_secret(ep->inner);
+    if (iface->inner_ops->flags & UCT_CRYPT_INNER_CONN_KEYS) {
+        secret = iface->inner_ops->ep_secret(ep->inner);
         if (secret == NULL) {
             return UCS_ERR_NO_RESOURCE; /* the connection is not final */
         }
@@ -151,7 +151,7 @@ ucs_status_t uct_crypt_tx_flow_init(uct_crypt_iface_t *iface,
         return UCS_ERR_NO_RESOURCE;
     }
     tx->flow_id |= 1; /* flow 0 is never valid */
-    if (uct_crypt_sock_is_own(iface->inner)) {
+    if (iface->inner_ops->flags & UCT_CRYPT_INNER_CONN_KEYS) {
         return UCS_OK; /* keyed once its connection is final */
     }
     status = uct_crypt_flow_keys(iface, iface->keypair.public_key, peer_public,
@@ -242,7 +242,7 @@ uct_crypt_rx_flow_create(uct_crypt_iface_t *iface, uint64_t flow_id,
     memcpy(flow->peer_public, sender_public, KEYEX_PUBLIC_KEY_LEN);
     /* (on the own wire: the connection this HELLO came on) */
     if (uct_crypt_flow_keys(iface, sender_public, iface->keypair.public_key,
-                            sender_public, uct_crypt_sock_rx_secret(iface->inner),
+                            sender_public, iface->inner_ops->rx_secret(iface->inner),
                             flow_id, KEYEX_PURPOSE_RECORD, &flow->keys,
                             &flow->aead) != UCS_OK) {
         ucs_free(flow);
@@ -305,7 +305,7 @@ ucs_status_t uct_crypt_bulk_rx_key(uct_crypt_iface_t *iface,
     if (!update) {
         if (uct_crypt_bulk_keys(iface, flow->peer_public,
                                 iface->keypair.public_key, flow->peer_public,
-                                uct_crypt_sock_rx_secret(iface->inner),
+                                iface->inner_ops->rx_secret(iface->inner),
                                 flow->flow_id, &flow->bulk_keys) != UCS_OK) {
             return UCS_ERR_INVALID_PARAM;
         }
@@ -335,8 +335,8 @@ int uct_crypt_bulk_tx_key_ready(uct_crypt_bulk_tx_t *tx, size_t length)
     if (ucs_unlikely(tx->keys == NULL)) {
         /* first use; on the own wire, once the ep's connection is final
          * (the put waits until then, retried from progress) */
-        if (uct_crypt_sock_is_own(iface->inner) &&
-            ((secret = uct_crypt_sock_ep_secret(ep->inner)) == NULL)) {
+        if ((iface->inner_ops->flags & UCT_CRYPT_INNER_CONN_KEYS) &&
+            ((secret = iface->inner_ops->ep_secret(ep->inner)) == NULL)) {
             return 0;
         }
         if (uct_crypt_bulk_keys(iface, iface->keypair.public_key,

@@ -8,7 +8,7 @@
  * the first selected inner transport that connects to a remote iface and
  * has am_bcopy with synchronous callbacks (tcp, ud, dc). A message goes as
  * am_bcopy chunks of that iface, each behind a small header (team, sending
- * rank, first/last, total length: crypt_lane_chunk_hdr_t, uct_crypt_wire.h). The receiver writes a message
+ * rank, first/last, total length: crypt_lane_chunk_hdr_t, uct_crypt_format.h). The receiver writes a message
  * straight into the buffer the collective posted for it (a receive that
  * found nothing yet: one copy less, no allocation); otherwise it
  * reassembles per (team, rank) and keeps complete messages until the
@@ -25,9 +25,9 @@
  * can only make a receive fail or deliver bytes that the collective layer
  * then refuses to open.
  */
-#include "uct_crypt.h"
-#include "uct_crypt_lane_rx.h"
-#include "uct_crypt_sock.h"
+#include "uct_crypt/uct_crypt.h"
+#include "uct_crypt/uct_crypt_lane_rx.h"
+#include "uct_crypt/wire/wire.h"
 #include "uct_crypt/api/uct_crypt_lane.h"
 
 #include <ucs/async/async.h>
@@ -427,7 +427,7 @@ static ucs_status_t uct_crypt_lane_open_iface(uct_crypt_lane_t *lane, const char
     params.err_handler_flags    = 0;
     lane->own_wire = !strcmp(tl, "tcp");
     if (lane->own_wire) {
-        /* Ethernet: crypt's own wire, as for the records (uct_crypt_sock.h):
+        /* Ethernet: crypt's own wire, as for the records (wire/wire.h):
          * UCX's tcp transport would open a port that acts on unauthenticated
          * headers. Only job-secret holders get past its handshake. */
         uct_crypt_sock_params_t sock_params = {

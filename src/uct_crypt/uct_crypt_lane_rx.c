@@ -2,8 +2,8 @@
 /*
  * The collective lane's receive side: chunk reassembly (uct_crypt_lane_rx.h).
  */
-#include "uct_crypt_lane_rx.h"
-#include "uct_crypt_wire.h"
+#include "uct_crypt/uct_crypt_lane_rx.h"
+#include "uct_crypt/uct_crypt_format.h"
 
 #include <endian.h>
 #include <stdio.h>
@@ -196,7 +196,7 @@ void uct_crypt_lane_rx_chunk(uct_crypt_lane_rx_t *rx, const void *data,
         return;
     }
     memcpy(&hdr, data, sizeof(hdr));
-    /* little endian on the wire (uct_crypt_wire.h); host order from here */
+    /* little endian on the wire (uct_crypt_format.h); host order from here */
     hdr.team     = le64toh(hdr.team);
     hdr.src_rank = le32toh(hdr.src_rank);
     hdr.flags    = le32toh(hdr.flags);

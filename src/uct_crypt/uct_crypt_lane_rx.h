@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The collective lane's receive side (uct_crypt_lane.c), without UCX: lane
- * chunks (crypt_lane_chunk_hdr_t, uct_crypt_wire.h) reassembled per (team,
+ * chunks (crypt_lane_chunk_hdr_t, uct_crypt_format.h) reassembled per (team,
  * sending rank), written straight into the buffer a receive posted or held
  * in a bounded buffer until one asks. Chunk headers are not sealed (the
  * frames they carry are): everything here is written for input an

@@ -6,8 +6,8 @@
  * list of what this process registered: a peer's bulk segment or get may
  * touch only memory in it (uct_crypt_bulk_rx.c, uct_crypt_get.c).
  */
-#include "uct_crypt.h"
-#include "uct_crypt_bulk_input.h"
+#include "uct_crypt/uct_crypt.h"
+#include "uct_crypt/uct_crypt_bulk_input.h"
 
 #include <ucs/sys/string.h>
 #include <pthread.h>

@@ -12,10 +12,9 @@
  * accident (unlike IPsec over IP, which needs a sliding window, RFC 4303
  * §3.4.3).
  */
-#include "uct_crypt.h"
-#include "uct_crypt_bulk.h"
-#include "uct_crypt_sock.h"
-#include "uct_crypt_record_input.h"
+#include "uct_crypt/uct_crypt.h"
+#include "uct_crypt/uct_crypt_bulk.h"
+#include "uct_crypt/uct_crypt_record_input.h"
 
 #include <openssl/crypto.h>
 #include <ucs/sys/math.h>
@@ -78,7 +77,7 @@ ssize_t uct_crypt_record_seal(uct_crypt_iface_t *iface, uct_crypt_tx_flow_t *tx,
     memcpy(record, &hdr, sizeof(hdr));
     if (!tx->hello_done) {
         /* (on the own wire its connection proved the key: not in clear) */
-        if (uct_crypt_sock_is_own(iface->inner)) {
+        if (iface->inner_ops->flags & UCT_CRYPT_INNER_CONN_KEYS) {
             memset(record + CRYPT_RECORD_HDR_LEN, 0, KEYEX_PUBLIC_KEY_LEN);
         } else {
             memcpy(record + CRYPT_RECORD_HDR_LEN, iface->keypair.public_key,
@@ -247,7 +246,7 @@ ucs_status_t uct_crypt_record_drop(uct_crypt_iface_t *iface,
 {
     static const uint8_t unknown_peer[KEYEX_PUBLIC_KEY_LEN];
     static uint64_t dropped;
-    const uint8_t *wire_peer = uct_crypt_sock_rx_peer(iface->inner);
+    const uint8_t *wire_peer = iface->inner_ops->rx_peer(iface->inner);
     const uint8_t *peer      = (wire_peer != NULL) ? wire_peer :
                                (flow_peer != NULL) ? flow_peer : unknown_peer;
     uint64_t n               = __atomic_add_fetch(&dropped, 1, __ATOMIC_RELAXED);
@@ -256,7 +255,7 @@ ucs_status_t uct_crypt_record_drop(uct_crypt_iface_t *iface,
     ucs_assert(reason < UCT_CRYPT_FAIL_LAST);
     UCT_CRYPT_STAT_ADD(failures[reason], 1);
     if (wire_peer != NULL) {
-        uct_crypt_sock_rx_reject(iface->inner, uct_crypt_fail_reason_name(reason));
+        iface->inner_ops->rx_reject(iface->inner, uct_crypt_fail_reason_name(reason));
         failed_eps = uct_crypt_fail_peer(iface, wire_peer, flow_id, reason, "");
     }
     if ((wire_peer != NULL) || (n <= 4) || !(n & (n - 1))) {
@@ -264,7 +263,7 @@ ucs_status_t uct_crypt_record_drop(uct_crypt_iface_t *iface,
                   "%s%s: %s; %s (%" PRIu64 " dropped so far)",
                   uct_crypt_log_peer_arg(peer, flow_id),
                   (wire_peer != NULL) ? " at " : "",
-                  (wire_peer != NULL) ? uct_crypt_sock_rx_peer_name(iface->inner) : "",
+                  (wire_peer != NULL) ? iface->inner_ops->rx_peer_name(iface->inner) : "",
                   uct_crypt_fail_reason_name(reason),
                   (wire_peer != NULL) ?
                   "its connection is closed, the endpoints to that peer fail" :
@@ -291,17 +290,17 @@ ucs_status_t uct_crypt_record_reject(uct_crypt_iface_t *iface,
         return UCS_OK; /* reported once already */
     }
     flow->failed = 1;
-    if (uct_crypt_sock_rx_peer(iface->inner) != NULL) {
-        uct_crypt_sock_rx_reject(iface->inner, uct_crypt_fail_reason_name(reason));
+    if (iface->inner_ops->rx_peer(iface->inner) != NULL) {
+        iface->inner_ops->rx_reject(iface->inner, uct_crypt_fail_reason_name(reason));
     }
     failed_eps = uct_crypt_fail_peer(iface, flow->peer_public, flow->flow_id,
                                      reason, "");
     ucs_error("crypt: dropped a record from " uct_crypt_log_peer_fmt
               "%s%s: %s; %u endpoint(s) to that peer failed",
               uct_crypt_log_peer_arg(flow->peer_public, flow->flow_id),
-              uct_crypt_sock_rx_peer(iface->inner) ? " at " : "",
-              uct_crypt_sock_rx_peer(iface->inner) ?
-              uct_crypt_sock_rx_peer_name(iface->inner) : "",
+              iface->inner_ops->rx_peer(iface->inner) ? " at " : "",
+              iface->inner_ops->rx_peer(iface->inner) ?
+              iface->inner_ops->rx_peer_name(iface->inner) : "",
               uct_crypt_fail_reason_name(reason), failed_eps);
     return UCS_OK;
 }
@@ -360,7 +359,7 @@ ucs_status_t uct_crypt_record_am_handler(void *arg, void *data, size_t length,
                                          unsigned flags)
 {
     uct_crypt_iface_t *iface         = arg;
-    const uint8_t *wire_peer         = uct_crypt_sock_rx_peer(iface->inner);
+    const uint8_t *wire_peer         = iface->inner_ops->rx_peer(iface->inner);
     uct_crypt_rx_flow_t *flow        = NULL;
     uct_crypt_record_flow_state_t state, *known = NULL;
     uct_crypt_fail_reason_t reason;
@@ -433,7 +432,7 @@ ucs_status_t uct_crypt_record_am_handler(void *arg, void *data, size_t length,
                                          UCT_CRYPT_FAIL_NO_RESOURCE);
         }
         kh_value(&iface->rx_flows, iter) = flow;
-        flow->wire_conn = uct_crypt_sock_rx_conn(iface->inner);
+        flow->wire_conn = iface->inner_ops->rx_conn(iface->inner);
     }
     reason = uct_crypt_record_check_opened(&rec, flow->next_sequence);
     if (reason != UCT_CRYPT_RECORD_PASS) {

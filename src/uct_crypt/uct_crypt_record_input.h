@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * A record's bytes (crypt_record_hdr_t, uct_crypt_wire.h), without UCX:
+ * A record's bytes (crypt_record_hdr_t, uct_crypt_format.h), without UCX:
  * sealed in place on the way out, and on the way in split and checked in
  * three steps around the tag, so that nothing in the cleartext is acted on
  * before the tag is checked except to find the key:
@@ -23,8 +23,8 @@
 #ifndef UCT_CRYPT_RECORD_INPUT_H
 #define UCT_CRYPT_RECORD_INPUT_H
 
-#include "uct_crypt_wire.h"
-#include "api/uct_crypt_stats.h"
+#include "uct_crypt/uct_crypt_format.h"
+#include "uct_crypt/api/uct_crypt_stats.h"
 
 #include <stddef.h>
 #include <stdint.h>

@@ -2,7 +2,7 @@
 /*
  * The bulk engine's control records as the target reads them
  * (src/uct_crypt/uct_crypt_bulk_input.c), against a model written here
- * from the byte diagrams of uct_crypt_wire.h alone, field by field with
+ * from the byte diagrams of uct_crypt_format.h alone, field by field with
  * 128-bit arithmetic. They come only inside authenticated records, so
  * there is no tag to get past: every input is one that an authenticated
  * peer could send. First input byte:
@@ -13,7 +13,7 @@
  */
 #include "ucx_crypt_config.h"
 #include "uct_crypt/uct_crypt_bulk_input.h"
-#include "uct_crypt/uct_crypt_wire.h"
+#include "uct_crypt/uct_crypt_format.h"
 #include "fuzz_common.h"
 
 #include <stdlib.h>

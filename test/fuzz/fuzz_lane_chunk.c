@@ -17,7 +17,7 @@
  */
 #include "ucx_crypt_config.h"
 #include "uct_crypt/uct_crypt_lane_rx.h"
-#include "uct_crypt/uct_crypt_wire.h"
+#include "uct_crypt/uct_crypt_format.h"
 #include "fuzz_common.h"
 
 #include <endian.h>

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * crypt's own wire after the handshake, as the receiving side takes frames
- * from its buffer (src/uct_crypt/uct_crypt_sock_frame.c), with a fixed
+ * from its buffer (src/uct_crypt/wire/wire_frame.c), with a fixed
  * control key. The harness reads the way a connection does
- * (uct_crypt_sock_conn.c): into a buffer of UCT_CRYPT_SOCK_FRAME_MAX,
+ * (wire/wire_conn.c): into a buffer of UCT_CRYPT_SOCK_FRAME_MAX,
  * each read bounded by uct_crypt_frame_rx_room and cut where the input
  * says, whole frames taken from the front, the rest moved down. First
  * input byte:
@@ -22,7 +22,7 @@
  * announced, and nothing else there.
  */
 #include "ucx_crypt_config.h"
-#include "uct_crypt/uct_crypt_sock_frame.h"
+#include "uct_crypt/wire/wire_frame.h"
 #include "keyex/noise.h"
 #include "fuzz_common.h"
 

@@ -15,8 +15,8 @@
  *   make_seeds CORPUS_DIR
  */
 #include "fuzz_common.h"
-#include "uct_crypt/uct_crypt_wire.h"
-#include "uct_crypt/uct_crypt_sock_frame.h"
+#include "uct_crypt/uct_crypt_format.h"
+#include "uct_crypt/wire/wire_frame.h"
 
 #include <endian.h>
 #include <errno.h>

@@ -54,7 +54,7 @@ def tcp_put_req(addr, data):
 
 
 def crypt_hello(public_key, wire_version):
-    """a HELLO record (uct_crypt_wire.h): type 2, generation 0, flags 0, a
+    """a HELLO record (uct_crypt_format.h): type 2, generation 0, flags 0, a
     new flow id, sequence 1 (what forced a victim's eps to fail), the
     victim peer's public key, 16 bytes of sealed AM id and payload, a
     made-up tag"""

@@ -58,6 +58,37 @@ check_layering() {
     fi
 }
 
+# The wire has one door (src/uct_crypt/wire/README.md): the record layer
+# reaches it only through the inner ops table, never by telling it apart
+# by its function pointers; the wire sees nothing of the record layer;
+# and no source file is over 1,000 lines (a file a reviewer reads whole).
+check_wire_door() {
+    local why="" f
+    # what wire/ may include of the transport: its own files, the byte
+    # formats, the counters, the UCX release differences, the ops table
+    why+=$(grep -rnE '^#include "uct_crypt/' "$src/src/uct_crypt/wire" |
+           grep -vE '"uct_crypt/(wire/|uct_crypt_format\.h|uct_crypt_counters\.h|uct_crypt_compat\.h|uct_crypt_inner_ops\.h|api/uct_crypt_stats\.h)' |
+           sed "s|$src/||" | head -5)
+    # who may open the door: the iface, the lane, the connection manager
+    why+=$(grep -rln '#include "uct_crypt/wire/wire\.h"' "$src/src" |
+           grep -vE '/src/uct_crypt/(uct_crypt_iface\.c|uct_crypt_lane\.c|cm/|wire/)' |
+           sed "s|$src/|includes wire.h: |" | head -5)
+    why+=$(grep -rln 'wire/wire_int\.h' "$src/src" | grep -v '/src/uct_crypt/wire/' |
+           sed "s|$src/|includes wire_int.h: |" | head -5)
+    why+=$(grep -rnE 'iface_progress *==|== *uct_crypt_sock_|uct_crypt_sock_is_own' "$src/src" |
+           grep -v '/src/uct_crypt/wire/' | sed "s|$src/|tells the wire apart: |" | head -5)
+    for f in $(find "$src/src" -name '*.[ch]'); do
+        if [ "$(wc -l <"$f")" -gt 1000 ]; then
+            why+="${f#$src/}: $(wc -l <"$f") lines "
+        fi
+    done
+    if [ -z "$why" ]; then
+        record the_wire_has_one_door pass
+    else
+        record the_wire_has_one_door fail "$why"
+    fi
+}
+
 # ---- exports -------------------------------------------------------------------
 # LIB and an extended regex that every defined dynamic symbol must match
 exports_only() {
@@ -173,7 +204,7 @@ check_licence() {
 # (UCX_CRYPT_ABORT_ON_EP_FAILURE).
 check_no_fatal() {
     local hits
-    hits=$(grep -n 'ucs_fatal' "$src"/src/uct_crypt/*.c | grep -v 'uct_crypt_global.c' |
+    hits=$(grep -rn --include='*.c' 'ucs_fatal' "$src"/src/uct_crypt | grep -v 'uct_crypt_global.c' |
            sed "s|$src/||")
     hits+=$(grep -c 'ucs_fatal' "$src/src/uct_crypt/uct_crypt_global.c" | grep -vx 2)
     if [ -z "$hits" ]; then
@@ -184,6 +215,7 @@ check_no_fatal() {
 }
 
 check_layering
+check_wire_door
 check_no_fatal
 check_licence
 check_exports

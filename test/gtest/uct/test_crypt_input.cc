@@ -2,7 +2,7 @@
 /*
  * What the transport reads from outside the process, without UCX
  * (src/uct_crypt/uct_crypt_bulk_input.c, uct_crypt_lane_rx.c,
- * uct_crypt_sock_frame.c, uct_crypt_record_input.c): the calibration
+ * wire/wire_frame.c, uct_crypt_record_input.c): the calibration
  * profile, bulk control records, the range check that stands between a
  * peer and our memory, lane chunk reassembly, the own wire's frames, and
  * records before and after their tag. The fuzz targets
@@ -14,7 +14,7 @@
 extern "C" {
 #include "uct_crypt/uct_crypt_bulk_input.h"
 #include "uct_crypt/uct_crypt_lane_rx.h"
-#include "uct_crypt/uct_crypt_wire.h"
+#include "uct_crypt/uct_crypt_format.h"
 }
 
 #include <endian.h>
@@ -299,10 +299,10 @@ TEST_F(crypt_lane_rx, a_stream_is_bound_to_the_peer_it_came_from)
     EXPECT_EQ(lane_failures.size(), 2u);
 }
 
-/* ---- the own wire's frames (uct_crypt_sock_frame.c) ----------------------- */
+/* ---- the own wire's frames (wire/wire_frame.c) ----------------------- */
 
 extern "C" {
-#include "uct_crypt/uct_crypt_sock_frame.h"
+#include "uct_crypt/wire/wire_frame.h"
 }
 
 namespace {
@@ -727,10 +727,10 @@ TEST(crypt_tls_words, roles_of_aliases_and_aux_words)
     EXPECT_FALSE(uct_crypt_tls_in_list(",rc_mlx5", "rc_mlx"));
 }
 
-/* ---- the own wire's replay check of initiations (uct_crypt_sock_replay.c) -- */
+/* ---- the own wire's replay check of initiations (wire/wire_replay.c) -- */
 
 extern "C" {
-#include "uct_crypt/uct_crypt_sock_replay.h"
+#include "uct_crypt/wire/wire_replay.h"
 }
 
 #include <algorithm>
@@ -822,10 +822,10 @@ TEST_F(crypt_wire_replay, a_full_list_never_takes_a_replay)
 }
 }
 
-/* ---- what a listener grants strangers (uct_crypt_admit.c) ----------------- */
+/* ---- what a listener grants strangers (wire/wire_admit.c) ----------------- */
 
 extern "C" {
-#include "uct_crypt/uct_crypt_admit.h"
+#include "uct_crypt/wire/wire_admit.h"
 }
 
 #include <arpa/inet.h>

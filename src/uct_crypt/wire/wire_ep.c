@@ -1,12 +1,11 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * An ep of crypt's own wire (uct_crypt_sock.h): one outgoing connection,
+ * An ep of crypt's own wire (wire/wire.h): one outgoing connection,
  * opened once both the peer's address and the static key it must prove
  * are known; sends that find its buffer full return NO_RESOURCE and wait
  * on the pending queue; a failure is reported once, from progress.
  */
-#include "uct_crypt_sock.h"
-#include "uct_crypt.h"
+#include "uct_crypt/wire/wire_int.h"
 
 #include <ucs/sys/sock.h>
 #include <ucs/sys/string.h>

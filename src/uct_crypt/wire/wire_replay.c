@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The own wire's replay check of handshake initiations
- * (uct_crypt_sock_replay.h).
+ * (wire/wire_replay.h).
  */
-#include "uct_crypt_sock_replay.h"
+#include "uct_crypt/wire/wire_replay.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * crypt's own Ethernet wire, the iface (uct_crypt_sock.h): one listening
+ * crypt's own Ethernet wire, the iface (wire/wire.h): one listening
  * socket on the device's address, one epoll set for it and every
  * connection, progress that accepts, reads and writes without blocking,
  * the half-open slots and the handshake deadlines, and the addresses UCP
@@ -9,8 +9,7 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* accept4 */
 #endif
-#include "uct_crypt_sock.h"
-#include "uct_crypt.h"
+#include "uct_crypt/wire/wire_int.h"
 
 #include <ucs/sys/math.h>
 #include <ucs/sys/sock.h>

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The own wire's frames: taken from the receive buffer, control frames
- * sealed and opened (uct_crypt_sock_frame.h).
+ * sealed and opened (wire/wire_frame.h).
  */
-#include "uct_crypt_sock_frame.h"
+#include "uct_crypt/wire/wire_frame.h"
 #include "keyex/noise.h"
 
 #include <endian.h>

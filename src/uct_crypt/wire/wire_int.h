@@ -1,56 +1,19 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * crypt's own Ethernet wire: the inner transport of crypt where the user
- * names tcp. A small UCT iface of its own (never registered with UCT, so
- * UCP never sees it; crypt opens it directly) that carries crypt's records
- * as frames on TCP sockets it owns, after a Noise_IKpsk2 handshake
- * (src/keyex/noise.h). UCX's tcp transport is never opened beneath crypt:
- * it would act on its wire headers (PUT requests write where they say)
- * before anything is authenticated.
- *
- * What a stranger can make this code do: accept a connection into one of a
- * bounded number of half-open slots (when they are full, what waits on
- * them is read first, then one of the silent ones goes: of the source
- * address that holds the most, the oldest, uct_crypt_admit.h; every one
- * goes at a deadline, which a timer in the epoll set enforces whether or
- * not anything else wakes the process), read at most one 128-byte
- * initiation into a fixed buffer and check its size, type and mac1 (a
- * keyed hash: no DH, no allocation), and refuse it, still before any DH,
- * if its ephemeral key was seen before (a replay). Nothing else. Once an initiation passes, the
- * connection belongs to the job-secret holder whose static key the
- * handshake proved; its frames are length-checked against a constant before
- * a byte is read into place, and each is a crypt record whose tag the
- * record layer checks before it acts on it. A frame that fails there closes
- * the connection (a stream cannot resynchronise) and fails the endpoints
- * of that authenticated peer; no other connection is touched.
- *
- * One connection per pair of ifaces carries both directions (as UCX's own
- * tcp does: a pure ACK per one-way record costs microseconds): an ep opens
- * one to its peer's iface (initiator) unless the peer's connection to us
- * is there already with its sending half unused (the ep attaches to it).
- * When both open at once, the responder with the lower static key answers
- * with REDIRECT (the Noise response's payload): the other side holds its
- * records (no record goes before the handshake's answer) and moves them to
- * the lower side's connection once that is up, or uses its own after a
- * deadline. It waits only where the lower side said its connection is still
- * being opened (OPENING) or where one of the lower side's is here and free;
- * a connection of the lower side's that is up and taken by another ep is
- * nothing to wait for. A record therefore never has two connections to
- * take, and the record layer's strict order holds. Each direction ends with its own
- * CLOSE, authenticated under the connection's transport key and carrying
- * the count of records sent; the socket closes once both halves are done.
- * Any other end of a half that carried records is a failure that both
- * sides report. Dead peers and cut links: TCP keepalive
- * (UCX_CRYPT_KEEPALIVE), as UCX tcp's; a busy peer is never one.
+ * What the files of crypt's own wire share: the state of a connection, the
+ * iface and ep structs, and the functions one file calls in another.
+ * Nothing outside wire/ includes it (wire.h is the door).
  */
-#ifndef UCT_CRYPT_SOCK_H
-#define UCT_CRYPT_SOCK_H
+#ifndef UCT_CRYPT_WIRE_INT_H
+#define UCT_CRYPT_WIRE_INT_H
 
-#include "uct_crypt_wire.h"
-#include "uct_crypt_sock_frame.h"
-#include "uct_crypt_sock_replay.h"
-#include "uct_crypt_admit.h"
-#include "keyex/noise.h"
+#include "uct_crypt/wire/wire.h"
+#include "uct_crypt/uct_crypt_format.h"
+#include "uct_crypt/uct_crypt_counters.h"
+#include "uct_crypt/uct_crypt_compat.h"
+#include "uct_crypt/wire/wire_frame.h"
+#include "uct_crypt/wire/wire_replay.h"
+#include "uct_crypt/wire/wire_admit.h"
 
 #include <uct/base/uct_iface.h>
 #include <ucs/datastruct/list.h>
@@ -58,39 +21,7 @@
 #include <net/if.h>
 #include <sys/socket.h>
 
-typedef struct uct_crypt_sock_iface uct_crypt_sock_iface_t;
-typedef struct uct_crypt_sock_conn  uct_crypt_sock_conn_t;
-typedef struct uct_crypt_sock_ep    uct_crypt_sock_ep_t;
-
-/* An authenticated peer's connection ended badly, or delivered a record
- * that failed: crypt fails its endpoints to that peer. */
-typedef void (*uct_crypt_sock_peer_failed_cb_t)(void *arg,
-                                                const uint8_t peer_static[KEYEX_PUBLIC_KEY_LEN],
-                                                const char *peer_name,
-                                                const char *reason);
-
-/* A connection that was established has ended: what the layer above keeps
- * per connection (its received flows) goes. Called from progress, never
- * inside a delivery. */
-typedef void (*uct_crypt_sock_conn_ended_cb_t)(void *arg, uint64_t conn_id);
-
-typedef struct uct_crypt_sock_params {
-    const char                      *dev_name;
-    const keyex_keypair_t           *keypair;     /* crypt iface's static */
-    const uint8_t                   *job_secret;  /* NULL: unauthenticated */
-    keyex_noise_context_t           context;      /* what peers must share */
-    double                          keepalive;    /* seconds, 0: off */
-    uct_crypt_sock_peer_failed_cb_t peer_failed;
-    void                            *peer_failed_arg;
-    uct_crypt_sock_conn_ended_cb_t  conn_ended;   /* NULL: not told */
-    void                            *conn_ended_arg;
-    uint16_t                        listen_port;    /* 0: any (tests: fixed) */
-    uint16_t                        advertise_port; /* 0: the listening one */
-    size_t                          sndbuf;         /* UCS_MEMUNITS_AUTO: */
-    size_t                          rcvbuf;         /* the kernel's */
-} uct_crypt_sock_params_t;
-
-/* Frame sizes (uct_crypt_sock_frame.h): a record of at most max_bcopy
+/* Frame sizes (wire/wire_frame.h): a record of at most max_bcopy
  * bytes behind the header. The wire carries one AM id: each of its ifaces
  * has one user (crypt's records, or the collective lane), and the frame
  * header names none. */
@@ -105,20 +36,6 @@ enum {
      * answered (UCX tcp's UCX_TCP_MAX_CONN_RETRIES default) */
     UCT_CRYPT_SOCK_CONNECT_RETRIES = 25
 };
-
-/* Open the wire on a network device. `md` is crypt's md (used by the base
- * iface only). */
-ucs_status_t uct_crypt_sock_iface_open(uct_md_h md, uct_worker_h worker,
-                                       const uct_iface_params_t *params,
-                                       const uct_iface_config_t *config,
-                                       const uct_crypt_sock_params_t *sock_params,
-                                       uct_iface_h *iface_p);
-
-/* The responder static key crypt's ep is to prove before the wire's ep
- * sends anything: given at ep creation (connect-to-iface) or at
- * connect_to_ep, through this call on the wire's ep. */
-ucs_status_t uct_crypt_sock_ep_set_peer(uct_ep_h tl_ep,
-                                        const uint8_t peer_static[KEYEX_PUBLIC_KEY_LEN]);
 
 /*
  * Forward secrecy per connection: crypt derives the keys of what it sends
@@ -138,11 +55,6 @@ const uint8_t *uct_crypt_sock_ep_secret(uct_ep_h tl_ep);
  * record came on (NULL outside a sock iface's delivery) */
 const uint8_t *uct_crypt_sock_rx_secret(uct_iface_h tl_iface);
 
-/* Inside crypt's AM handler: the record being handled came from a
- * connection that must now be closed (it failed the record layer), and the
- * static key that connection proved (NULL outside a sock iface's
- * delivery). */
-const uint8_t *uct_crypt_sock_rx_peer(uct_iface_h tl_iface);
 /* ... and that connection's peer address ("" outside a delivery) */
 const char *uct_crypt_sock_rx_peer_name(uct_iface_h tl_iface);
 /* ... and its id, which uct_crypt_sock_conn_ended_cb_t names when it ends
@@ -162,15 +74,13 @@ void uct_crypt_sock_ep_segment_commit(uct_ep_h tl_ep, size_t length);
  * frame of its connection must be that segment, `length` bytes, which
  * `cb` gets from the receive buffer (and may reject, as for a record);
  * anything else closes the connection. */
-typedef void (*uct_crypt_sock_segment_cb_t)(void *arg, const uint8_t *data,
-                                            size_t length);
+typedef uct_crypt_inner_segment_cb_t uct_crypt_sock_segment_cb_t;
 void uct_crypt_sock_rx_expect_segment(uct_iface_h tl_iface, size_t length,
                                       uct_crypt_sock_segment_cb_t cb, void *arg);
 
 /* Is `tl_iface` crypt's own wire? */
 int uct_crypt_sock_is_own(uct_iface_h tl_iface);
 
-/* ---- shared by the files of the wire --------------------------------------- */
 
 typedef enum {
     UCT_CRYPT_SOCK_CONNECTING,   /* initiator: connect() in progress */
@@ -292,7 +202,7 @@ struct uct_crypt_sock_ep {
                                               before it answered */
 };
 
-/* uct_crypt_sock_conn.c */
+/* wire/wire_conn.c */
 void *uct_crypt_sock_buf_get(uct_crypt_sock_buf_cache_t *cache, size_t size);
 void uct_crypt_sock_buf_put(uct_crypt_sock_iface_t *iface,
                             uct_crypt_sock_buf_cache_t *cache, uint8_t **buf_p);
@@ -326,20 +236,38 @@ uct_crypt_sock_conn_t *uct_crypt_sock_conn_find_free(uct_crypt_sock_iface_t *ifa
                                                      const uint8_t *peer);
 int uct_crypt_sock_conn_move(uct_crypt_sock_conn_t *from,
                              uct_crypt_sock_conn_t *to);
+/* Our own (initiated) connection to `peer`, still sending or about to;
+ * with `opening`, only one whose handshake is still under way */
+uct_crypt_sock_conn_t *uct_crypt_sock_conn_own_to(uct_crypt_sock_iface_t *iface,
+                                                  const uint8_t *peer,
+                                                  int opening);
+/* Our connection to `peer` that waits for the peer's own */
+uct_crypt_sock_conn_t *
+uct_crypt_sock_conn_redirected_to(uct_crypt_sock_iface_t *iface,
+                                  const uint8_t *peer);
+/* A failure of this process, not of the peer (memory, cipher, randomness):
+ * said with its reason; fails our ep, ends a peer's connection */
+void uct_crypt_sock_conn_fail_local(uct_crypt_sock_conn_t *conn,
+                                    const char *doing);
+ucs_status_t uct_crypt_sock_conn_start_hs(uct_crypt_sock_conn_t *conn,
+                                          uct_crypt_sock_iface_t *iface);
+
+/* wire_handshake.c: the initiation made (initiator, connected); the
+ * responder's first 128 bytes and the initiator's 68-byte answer taken
+ * (0: the connection is gone) */
+ucs_status_t uct_crypt_sock_conn_make_init(uct_crypt_sock_conn_t *conn);
+int uct_crypt_sock_conn_accept_init(uct_crypt_sock_conn_t *conn);
+int uct_crypt_sock_conn_accept_response(uct_crypt_sock_conn_t *conn);
 void uct_crypt_sock_conn_redirects(uct_crypt_sock_iface_t *iface);
 /* The deadline of a connection waiting for its peer's (redirect) passed */
 void uct_crypt_sock_conn_redirect_expired(uct_crypt_sock_conn_t *conn);
 
-/* uct_crypt_sock.c */
+/* wire/wire_iface.c */
 int uct_crypt_sock_dest(const uct_device_addr_t *dev_addr, const void *port_addr,
                         struct sockaddr_storage *dest);
 void uct_crypt_sock_iface_set_options(uct_crypt_sock_iface_t *iface, int fd);
-/* TCP_NODELAY, and keepalive that fails an unanswering peer after about
- * `keepalive` seconds (0: the kernel's defaults); also the connection
- * manager's */
-void uct_crypt_sock_set_options(int fd, double keepalive);
 
-/* uct_crypt_sock_ep.c (progress_tx takes a busy ep off the busy list when
+/* wire/wire_ep.c (progress_tx takes a busy ep off the busy list when
  * it has nothing left) */
 UCS_CLASS_DECLARE_NEW_FUNC(uct_crypt_sock_ep_t, uct_ep_t, const uct_ep_params_t*);
 UCS_CLASS_DECLARE_DELETE_FUNC(uct_crypt_sock_ep_t, uct_ep_t);

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * What a listener grants strangers (uct_crypt_admit.h).
+ * What a listener grants strangers (wire/wire_admit.h).
  */
-#include "uct_crypt_admit.h"
+#include "uct_crypt/wire/wire_admit.h"
 
 #include <netinet/in.h>
 #include <stdlib.h>

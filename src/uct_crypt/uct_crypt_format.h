@@ -14,7 +14,7 @@
  *   - bulk segments and their control records (uct_crypt_bulk_*.c,
  *     uct_crypt_get.c);
  *   - collective lane chunks (uct_crypt_lane.c);
- *   - crypt's own TCP wire (uct_crypt_sock*.c): the Noise handshake
+ *   - crypt's own TCP wire (wire/): the Noise handshake
  *     messages (src/keyex/noise.h), then frames.
  *
  * Record (one per active message the inner transport carries):
@@ -52,8 +52,8 @@
  * inner iface address; the crypt ep address (connect-to-ep inners such as
  * rc) is the public key followed by the inner ep address.
  */
-#ifndef UCT_CRYPT_WIRE_H
-#define UCT_CRYPT_WIRE_H
+#ifndef UCT_CRYPT_FORMAT_H
+#define UCT_CRYPT_FORMAT_H
 
 #include "aead/aead.h"
 #include "keyex/keyex.h"
@@ -229,7 +229,7 @@ typedef struct crypt_lane_chunk_hdr {
 } __attribute__((packed)) crypt_lane_chunk_hdr_t;
 
 /*
- * crypt's own TCP wire (uct_crypt_sock.h). After the two handshake
+ * crypt's own TCP wire (wire/wire.h). After the two handshake
  * messages (fixed sizes, src/keyex/noise.h), the stream is a sequence of
  * frames (8-byte header):
  *

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * What crypt's two listeners (its own wire, uct_crypt_sock.c, and its
- * connection manager, uct_crypt_cm.c) grant a connection that has proven
+ * What crypt's two listeners (its own wire, wire/wire_iface.c, and its
+ * connection manager, cm/cm_listener.c) grant a connection that has proven
  * nothing yet. No UCX here, so that the gtests drive it alone.
  *
  * Half-open slots. A listener holds a bounded number of connections whose

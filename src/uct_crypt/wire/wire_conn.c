@@ -1,15 +1,15 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * One connection of crypt's own wire (uct_crypt_sock.h): the handshake as
- * a state machine on a non-blocking socket, then frames. Reads go into one
- * fixed buffer per connection (UCT_CRYPT_SOCK_FRAME_MAX): a frame's header
- * is checked before its body is waited for, so no length from the network
- * ever sizes an allocation; writes go through one fixed buffer per
- * connection, and a sender that finds it full gets NO_RESOURCE (UCT's
- * pending path), never a larger buffer.
+ * One connection of crypt's own wire (wire/wire.h): its state machine on
+ * a non-blocking socket (the handshake's messages: wire_handshake.c), then
+ * frames. Reads go into one fixed buffer per connection
+ * (UCT_CRYPT_SOCK_FRAME_MAX): a frame's header is checked before its body
+ * is waited for, so no length from the network ever sizes an allocation;
+ * writes go through one fixed buffer per connection, and a sender that
+ * finds it full gets NO_RESOURCE (UCT's pending path), never a larger
+ * buffer.
  */
-#include "uct_crypt_sock.h"
-#include "uct_crypt.h"
+#include "uct_crypt/wire/wire_int.h"
 
 #include <openssl/crypto.h>
 #include <ucs/sys/math.h>
@@ -50,8 +50,8 @@ void uct_crypt_sock_buf_put(uct_crypt_sock_iface_t *iface,
     *buf_p = NULL;
 }
 
-static ucs_status_t uct_crypt_sock_conn_start_hs(uct_crypt_sock_conn_t *conn,
-                                                 uct_crypt_sock_iface_t *iface)
+ucs_status_t uct_crypt_sock_conn_start_hs(uct_crypt_sock_conn_t *conn,
+                                          uct_crypt_sock_iface_t *iface)
 {
     conn->hs = keyex_secure_alloc(sizeof(*conn->hs));
     if ((conn->hs == NULL) ||
@@ -242,8 +242,8 @@ void uct_crypt_sock_conn_fail(uct_crypt_sock_conn_t *conn, const char *reason)
  * connection it was, and never counted as a refused stranger. Ours fails
  * its ep; a peer's ends, and its initiator opens another
  * (uct_crypt_sock_conn_handshake_lost). */
-static void uct_crypt_sock_conn_fail_local(uct_crypt_sock_conn_t *conn,
-                                           const char *doing)
+void uct_crypt_sock_conn_fail_local(uct_crypt_sock_conn_t *conn,
+                                    const char *doing)
 {
     char reason[160];
 
@@ -348,7 +348,7 @@ int uct_crypt_sock_conn_flush(uct_crypt_sock_conn_t *conn)
 
 /* Is there room for a frame of up to `max` body bytes, behind what is
  * queued once that is moved to the front? An ep's frames are taken only
- * when the kernel took everything before them (uct_crypt_sock_ep.c), so
+ * when the kernel took everything before them (wire/wire_ep.c), so
  * what is moved is little: a control frame's, or what waits for the
  * handshake's answer. */
 int uct_crypt_sock_conn_tx_room(const uct_crypt_sock_conn_t *conn, size_t max)
@@ -401,7 +401,7 @@ int uct_crypt_sock_conn_final(const uct_crypt_sock_conn_t *conn)
 
 /* Our own (initiated) connection to `peer`, still sending or about to;
  * with `opening`, only one whose handshake is still under way */
-static uct_crypt_sock_conn_t *
+uct_crypt_sock_conn_t *
 uct_crypt_sock_conn_own_to(uct_crypt_sock_iface_t *iface, const uint8_t *peer,
                            int opening)
 {
@@ -419,7 +419,7 @@ uct_crypt_sock_conn_own_to(uct_crypt_sock_iface_t *iface, const uint8_t *peer,
 }
 
 /* Our connection to `peer` that waits for the peer's own */
-static uct_crypt_sock_conn_t *
+uct_crypt_sock_conn_t *
 uct_crypt_sock_conn_redirected_to(uct_crypt_sock_iface_t *iface,
                                   const uint8_t *peer)
 {
@@ -503,265 +503,9 @@ void uct_crypt_sock_conn_redirect_expired(uct_crypt_sock_conn_t *conn)
     UCT_CRYPT_STAT_ADD(wire_redirects_expired, 1);
 }
 
-/* ---- the handshake -------------------------------------------------------- */
-
-static ucs_status_t uct_crypt_sock_conn_keys(uct_crypt_sock_conn_t *conn,
-                                             const keyex_noise_transport_t *keys)
-{
-    conn->secret = keyex_secure_alloc(KEYEX_SECRET_LEN);
-    if (conn->secret == NULL) {
-        return UCS_ERR_NO_MEMORY;
-    }
-    memcpy(conn->secret, keys->exporter, KEYEX_SECRET_LEN);
-    if ((crypt_aead_key_init(&conn->ctrl_send, CRYPT_AEAD_BACKEND_OPENSSL,
-                             keys->send, KEYEX_NOISE_KEY_LEN) != CRYPT_AEAD_OK) ||
-        (crypt_aead_key_init(&conn->ctrl_recv, CRYPT_AEAD_BACKEND_OPENSSL,
-                             keys->recv, KEYEX_NOISE_KEY_LEN) != CRYPT_AEAD_OK)) {
-        return UCS_ERR_NO_RESOURCE;
-    }
-    conn->frames.ctrl_key = &conn->ctrl_recv;
-    return UCS_OK;
-}
-
-/* Initiator, connected: the initiation goes first in the tx buffer;
- * records follow once the answer came (the ep takes none before). Made
- * now, so that its timestamp says when it left. Made at connect() time,
- * one that waited in the peer's full listen backlog (a SYN retried a
- * second later) arrived behind a hundred newer ones of the same key and
- * was refused as stale (uct_crypt_sock_replay.h). */
-static ucs_status_t uct_crypt_sock_conn_make_init(uct_crypt_sock_conn_t *conn)
-{
-    uint8_t timestamp[KEYEX_NOISE_TIMESTAMP_LEN];
-    keyex_noise_init_msg_t *msg;
-
-    msg = uct_crypt_sock_conn_tx_reserve(conn, 0);
-    if (msg == NULL) {
-        return UCS_ERR_NO_MEMORY;
-    }
-    msg = (keyex_noise_init_msg_t*)conn->tx_buf;
-    keyex_noise_timestamp_now(timestamp);
-    if (keyex_noise_init_create(conn->hs, conn->iface->keypair,
-                                conn->iface->job_secret, conn->peer_static,
-                                timestamp, msg) != KEYEX_OK) {
-        return UCS_ERR_INVALID_PARAM;
-    }
-    conn->tx_head   = 0;
-    conn->tx_len    = sizeof(*msg);
-    conn->init_left = sizeof(*msg);
-    conn->state     = UCT_CRYPT_SOCK_INIT_SENT;
-    return UCS_OK;
-}
-
-/* The kernel often has the connection up within connect() (a peer on the
- * same host: loopback connects at once). The initiation then goes now, so
- * that it waits readable at the responder before that one accepts: it
- * reads what waits before it reclaims a half-open slot, and an honest
- * connection is never taken for a silent one (UCX's test_uct_pending opens
- * 2048 eps to one iface before either side progresses; sent from the
- * EPOLLOUT path, the initiations came after the responder had accepted and
- * reclaimed, and honest connections were closed). Not connected yet, or
- * refused: poll says so without consuming the socket's error, and the
- * EPOLLOUT path makes and sends the initiation (uct_crypt_sock_conn_handle).
- * A failed send here is left to that path too. */
-ucs_status_t uct_crypt_sock_conn_start(uct_crypt_sock_conn_t *conn)
-{
-    struct pollfd pfd = { .fd = conn->fd, .events = POLLOUT };
-    ucs_status_t status;
-    ssize_t sent;
-
-    if ((poll(&pfd, 1, 0) != 1) || (pfd.revents != POLLOUT)) {
-        return UCS_OK;
-    }
-    status = uct_crypt_sock_conn_make_init(conn);
-    if (status != UCS_OK) {
-        return status;
-    }
-    sent = send(conn->fd, conn->tx_buf, conn->init_left, MSG_NOSIGNAL);
-    if (sent > 0) {
-        conn->init_left -= sent;
-        conn->tx_head   += sent;
-        conn->tx_len    -= sent;
-    }
-    return UCS_OK;
-}
-
-/* Responder: the first 128 bytes. Returns 0 when the connection is gone. */
-static int uct_crypt_sock_conn_accept_init(uct_crypt_sock_conn_t *conn)
-{
-    uct_crypt_sock_iface_t *iface = conn->iface;
-    keyex_noise_init_msg_t init;
-    keyex_noise_response_msg_t resp;
-    keyex_noise_transport_t keys;
-    uint8_t ts[KEYEX_NOISE_TIMESTAMP_LEN];
-    uct_crypt_sock_conn_t *waiting;
-    keyex_status_t kstatus;
-    uint8_t flags;
-    ssize_t sent;
-    int ok;
-
-    memcpy(&init, conn->rx_buf, sizeof(init));
-    /* the only bytes of a stranger we look at: size (read exactly),
-     * type, version and mac1, before any DH */
-    crypt_local_failure_set(NULL);
-    if (!keyex_noise_init_precheck(iface->mac1_key, &init)) {
-        if (*crypt_local_failure() != '\0') {
-            uct_crypt_sock_conn_fail_local(conn, "cannot check the initiation's mac1");
-        } else {
-            uct_crypt_sock_conn_fail(conn, "handshake initiation without a valid "
-                                           "mac1 (not a job-secret holder)");
-        }
-        return 0;
-    }
-    /* a replay of one we took: refused by its ephemeral, before any DH */
-    switch (uct_crypt_seen_check(&iface->seen, init.ephemeral)) {
-    case UCT_CRYPT_SEEN_NEW:
-        break;
-    case UCT_CRYPT_SEEN_AGAIN:
-        UCT_CRYPT_STAT_ADD(replays_refused, 1);
-        uct_crypt_sock_conn_fail(conn, "replayed handshake initiation");
-        return 0;
-    default:
-        uct_crypt_sock_conn_fail_local(conn, "no memory for the replay check");
-        return 0;
-    }
-    if (uct_crypt_sock_conn_start_hs(conn, iface) != UCS_OK) {
-        uct_crypt_sock_conn_fail_local(conn, "cannot start the handshake");
-        return 0;
-    }
-    kstatus = keyex_noise_init_consume(conn->hs, iface->keypair, &init, ts);
-    if (kstatus == KEYEX_ERR_AUTH) {
-        UCT_CRYPT_STAT_ADD(stranger_dh, 1);
-        uct_crypt_sock_conn_fail(conn, "handshake initiation did not decrypt");
-        return 0;
-    } else if (kstatus != KEYEX_OK) {
-        uct_crypt_sock_conn_fail_local(conn, "cannot read the handshake initiation");
-        return 0;
-    }
-    switch (uct_crypt_replay_check(&iface->replay, conn->hs->rs, ts)) {
-    case UCT_CRYPT_REPLAY_FRESH:
-        break;
-    case UCT_CRYPT_REPLAY_NO_MEMORY:
-        uct_crypt_sock_conn_fail_local(conn, "no memory for the replay check");
-        return 0;
-    case UCT_CRYPT_REPLAY_STALE:
-        /* older than what the window keeps: a replay the ephemeral set
-         * forgot, or an honest one of a burst that came late, whose
-         * initiator opens another (a debug line: UCX's tests fail on a
-         * warning, and honest jobs see it) */
-        UCT_CRYPT_STAT_ADD(stranger_dh, 1);
-        uct_crypt_sock_conn_refuse(conn, "stale handshake initiation",
-                                   UCS_LOG_LEVEL_DEBUG);
-        return 0;
-    default:
-        UCT_CRYPT_STAT_ADD(stranger_dh, 1);
-        uct_crypt_sock_conn_fail(conn, "replayed handshake initiation");
-        return 0;
-    }
-    /* both sides opened a connection: the one of the lower key carries
-     * both directions. Ours may be up and taken by another ep of the
-     * peer's already, which the peer knows and we do not: we say whether
-     * one is still being opened, and the peer waits only for that one or
-     * for one of ours it holds free (it waited the whole deadline for ours
-     * that were long up and taken: UCX's test_ucp_wireup_2sided.
-     * multi_ep_2sided took 90 s) */
-    flags = 0;
-    if ((memcmp(iface->keypair->public_key, conn->hs->rs,
-                KEYEX_PUBLIC_KEY_LEN) < 0) &&
-        (uct_crypt_sock_conn_own_to(iface, conn->hs->rs, 0) != NULL)) {
-        flags = KEYEX_NOISE_RESPONSE_REDIRECT;
-        if (uct_crypt_sock_conn_own_to(iface, conn->hs->rs, 1) != NULL) {
-            flags |= KEYEX_NOISE_RESPONSE_OPENING;
-        }
-    }
-    ok = (keyex_noise_response_create(conn->hs, iface->job_secret, flags, &resp,
-                                      &keys) == KEYEX_OK) &&
-         (uct_crypt_sock_conn_keys(conn, &keys) == UCS_OK);
-    OPENSSL_cleanse(&keys, sizeof(keys));
-    if (!ok) {
-        uct_crypt_sock_conn_fail_local(conn, "cannot answer the handshake");
-        return 0;
-    }
-    /* 69 bytes into an empty socket buffer: never partial in practice; a
-     * short write ends the connection rather than buffering for strangers */
-    sent = send(conn->fd, &resp, sizeof(resp), MSG_NOSIGNAL);
-    if (sent != (ssize_t)sizeof(resp)) {
-        uct_crypt_sock_conn_fail(conn, "cannot send the handshake response");
-        return 0;
-    }
-    memcpy(conn->peer_static, conn->hs->rs, KEYEX_PUBLIC_KEY_LEN);
-    keyex_noise_cleanup(conn->hs);
-    keyex_secure_free(conn->hs, sizeof(*conn->hs));
-    conn->hs    = NULL;
-    conn->state = UCT_CRYPT_SOCK_ESTABLISHED;
-    --iface->half_open;
-    UCT_CRYPT_STAT_ADD(wire_handshakes, 1);
-    ucs_debug("crypt: wire connection from %s, peer %02x%02x%02x%02x%s",
-              conn->peer_name, conn->peer_static[0], conn->peer_static[1],
-              conn->peer_static[2], conn->peer_static[3],
-              flags ? " (asked to send here)" : "");
-    /* an ep of ours that was asked to send on this one */
-    waiting = uct_crypt_sock_conn_redirected_to(iface, conn->peer_static);
-    if (waiting != NULL) {
-        return uct_crypt_sock_conn_move(waiting, conn);
-    }
-    return 1;
-}
-
-/* Initiator: the 68-byte response */
-static int uct_crypt_sock_conn_accept_response(uct_crypt_sock_conn_t *conn)
-{
-    keyex_noise_response_msg_t resp;
-    keyex_noise_transport_t keys;
-    keyex_status_t kstatus;
-    uint8_t flags = 0;
-    int ok;
-
-    memcpy(&resp, conn->rx_buf, sizeof(resp));
-    kstatus = keyex_noise_response_consume(conn->hs, conn->iface->keypair, &resp,
-                                           &flags, &keys);
-    if (kstatus != KEYEX_OK) {
-        OPENSSL_cleanse(&keys, sizeof(keys));
-        if (kstatus == KEYEX_ERR_AUTH) {
-            uct_crypt_sock_conn_fail(conn, "handshake response refused (the "
-                                           "peer does not hold the job secret, "
-                                           "or not the key its address names)");
-        } else {
-            uct_crypt_sock_conn_fail_local(conn, "cannot read the handshake "
-                                                 "response");
-        }
-        return 0;
-    }
-    ok = (uct_crypt_sock_conn_keys(conn, &keys) == UCS_OK);
-    OPENSSL_cleanse(&keys, sizeof(keys));
-    if (!ok) {
-        uct_crypt_sock_conn_fail_local(conn, "cannot set up the connection's keys");
-        return 0;
-    }
-    keyex_noise_cleanup(conn->hs);
-    keyex_secure_free(conn->hs, sizeof(*conn->hs));
-    conn->hs    = NULL;
-    conn->state = UCT_CRYPT_SOCK_ESTABLISHED;
-    UCT_CRYPT_STAT_ADD(wire_handshakes, 1);
-    if ((flags & KEYEX_NOISE_RESPONSE_REDIRECT) && (conn->ep != NULL) &&
-        ((flags & KEYEX_NOISE_RESPONSE_OPENING) ||
-         (uct_crypt_sock_conn_find_free(conn->iface, conn->peer_static) != NULL))) {
-        /* the peer opened one to us too, and its carries both ways: our
-         * records wait for it (or for the deadline) */
-        conn->redirect_wait    = 1;
-        conn->redirect_opening = !!(flags & KEYEX_NOISE_RESPONSE_OPENING);
-        conn->deadline      = ucs_get_time() +
-                              ucs_time_from_sec(UCT_CRYPT_SOCK_REDIRECT_TIMEOUT);
-        /* theirs may be up already: moved from progress, not from inside
-         * this connection's parsing */
-        conn->iface->redirect_pending = 1;
-        return 1;
-    }
-    return uct_crypt_sock_conn_flush(conn) >= 0;
-}
-
 /* ---- frames --------------------------------------------------------------- */
 
-/* A control frame (uct_crypt_wire.h): `count` sealed under the
+/* A control frame (uct_crypt_format.h): `count` sealed under the
  * connection's Noise transport key, the frame header as associated data */
 static int uct_crypt_sock_conn_send_ctrl(uct_crypt_sock_conn_t *conn,
                                          uint8_t type, uint64_t count)
@@ -913,7 +657,7 @@ static int uct_crypt_sock_conn_parse(uct_crypt_sock_conn_t *conn)
             continue;
         }
 
-        /* established: the frames (uct_crypt_sock_frame.c decides) */
+        /* established: the frames (wire/wire_frame.c decides) */
         verdict = uct_crypt_frame_next(&conn->frames, conn->rx_buf + offset,
                                        conn->rx_len - offset, &hdr, &frame_len,
                                        why, sizeof(why));

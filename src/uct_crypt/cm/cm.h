@@ -1,0 +1,211 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * crypt's connection manager: the uct_cm that UCP's client/server API
+ * (ucp_listener_create, ucp_ep_create with a socket address) runs on, in
+ * place of tcp's sockcm, which crypt hides. Shaped like UCX's tcp_sockcm
+ * (src/uct/tcp/tcp_sockcm*.c: one TCP connection per client ep, events on
+ * the worker's async context, the same callbacks in the same states);
+ * unlike it, nothing a peer sends is acted on before it is authenticated:
+ *
+ * - A connection starts with Noise_NNpsk0 (src/keyex/noise.h): the
+ *   server reads exactly the 52-byte initiation and checks its tag (the
+ *   psk from the job secret, no DH) before anything else; a stranger's
+ *   connection is closed there, counted and logged rate-limited, and the
+ *   listener goes on. Until then a connection holds no handshake state
+ *   (the tag is checked in the cm's one scratch state) and is half-open:
+ *   those are bounded in number and time (UCX_CRYPT_CM_MAX_HALF_OPEN,
+ *   _HANDSHAKE_TIMEOUT); when they are all taken, what waits on them is
+ *   read first, then one of the silent ones goes (of the source address
+ *   that holds the most, the oldest: wire/wire_admit.h). A first message
+ *   whose ephemeral was seen before is a replay, refused before the DH. A
+ *   connection whose first message passed is never evicted by one that
+ *   did not; those waiting for their CONNECT are bounded by the same
+ *   number among themselves.
+ * - UCP's private data (its worker and lane addresses) and the device
+ *   address each side hands UCP travel only in frames sealed under the
+ *   handshake's transport keys (uct_crypt_format.h). The server's
+ *   application sees a connection request only once the client's CONNECT
+ *   opened: after the client proved the psk and its fresh ephemeral.
+ * - A frame's length is checked against a constant before it is read in;
+ *   one that does not open, or comes out of turn, ends the connection.
+ *
+ * Liveness: TCP keepalive (UCX_CRYPT_KEEPALIVE); a
+ * peer that ends (kill, close) ends this connection and UCP hears of it
+ * through the disconnect callback, as with tcp_sockcm.
+ */
+#ifndef UCT_CRYPT_CM_H
+#define UCT_CRYPT_CM_H
+
+#include "uct_crypt/uct_crypt.h"
+#include "uct_crypt/wire/wire_admit.h"
+#include "uct_crypt/wire/wire.h"
+#include "keyex/noise.h"
+
+#include <uct/base/uct_cm.h>
+#include <ucs/sys/sock.h>
+#include <sys/socket.h>
+
+#define UCT_CRYPT_CM_MAX_DEV_ADDR 255   /* one length byte in the body */
+#define UCT_CRYPT_CM_MAX_BODY     (UINT16_MAX - CRYPT_AEAD_TAG_LEN)
+
+
+typedef struct uct_crypt_cm {
+    uct_cm_t        super;
+    size_t          priv_data_len;
+    size_t          max_body;         /* sealed part of a frame, tag excluded */
+    ucs_time_t      handshake_timeout;
+    unsigned        max_half_open;
+    unsigned        half_open;        /* server eps: first message not passed */
+    unsigned        proven;           /* ... passed, CONNECT not yet */
+    keyex_noise_t   *scratch;         /* secure: where first messages are
+                                         checked before an ep holds state */
+    keyex_noise_t   *start;           /* secure: the state every server
+                                         handshake starts from (it depends
+                                         on the job secret only) */
+    /* uct_crypt_cm_listener_make_room's lists, max_half_open long */
+    const struct sockaddr_storage **admit_sources;
+    struct uct_crypt_cm_ep          **admit_silent;
+    int             room_fd;          /* epoll of the server eps before their
+                                         request went up: one async handler
+                                         for all (uct_crypt_cm_room_handler) */
+    uct_crypt_seen_t seen;            /* ephemerals of first messages taken */
+    ucs_list_link_t eps;              /* every ep of this cm, oldest first */
+    int             timer_id;        /* -1: no handshake under way */
+    ucs_time_t      timer_interval;
+} uct_crypt_cm_t;
+
+typedef struct uct_crypt_cm_listener {
+    uct_listener_t                          super;
+    int                                     fd;
+    uct_cm_listener_conn_request_callback_t conn_request_cb;
+    void                                    *user_data;
+} uct_crypt_cm_listener_t;
+
+enum {
+    UCT_CRYPT_CM_EP_SERVER        = UCS_BIT(0),
+    UCT_CRYPT_CM_EP_CLIENT        = UCS_BIT(1),
+    UCT_CRYPT_CM_EP_CONNECTING    = UCS_BIT(2),  /* TCP connect() under way */
+    UCT_CRYPT_CM_EP_KEYS          = UCS_BIT(3),  /* handshake done */
+    UCT_CRYPT_CM_EP_RESOLVED      = UCS_BIT(4),  /* client: resolve/pack called */
+    UCT_CRYPT_CM_EP_CONNECT_SENT  = UCS_BIT(5),  /* client: CONNECT queued */
+    UCT_CRYPT_CM_EP_CONN_REQ      = UCS_BIT(6),  /* server: the user's now */
+    UCT_CRYPT_CM_EP_CREATED       = UCS_BIT(7),  /* server: ACCEPT queued */
+    UCT_CRYPT_CM_EP_CONNECTED     = UCS_BIT(8),  /* connect_cb / notify_cb OK */
+    UCT_CRYPT_CM_EP_DISCONNECTING = UCS_BIT(9),  /* uct_ep_disconnect called */
+    UCT_CRYPT_CM_EP_DISCONNECTED  = UCS_BIT(10), /* disconnect_cb called */
+    UCT_CRYPT_CM_EP_FAILED        = UCS_BIT(11), /* no more events */
+    UCT_CRYPT_CM_EP_REJECTING     = UCS_BIT(12), /* server: REJECT queued */
+    UCT_CRYPT_CM_EP_CB_FAILED     = UCS_BIT(13), /* the user's callback failed */
+    UCT_CRYPT_CM_EP_SHUT          = UCS_BIT(14), /* our FIN is out */
+    UCT_CRYPT_CM_EP_LOCAL_FAILURE = UCS_BIT(15), /* ended by one of ours, said */
+    UCT_CRYPT_CM_EP_PROVEN        = UCS_BIT(16), /* server: first message passed */
+    UCT_CRYPT_CM_EP_IN_ROOM       = UCS_BIT(17)  /* its fd in the cm's room_fd */
+};
+
+typedef struct uct_crypt_cm_ep {
+    uct_cm_base_ep_t        super;
+    int                     fd;
+    uint32_t                state;
+    uct_crypt_cm_listener_t *listener;   /* server: where it arrived */
+    ucs_list_link_t         list;        /* uct_crypt_cm_t.eps */
+    ucs_time_t              deadline;    /* of the handshake and CONNECT */
+    keyex_noise_t           *hs;         /* secure memory, until the keys */
+    crypt_aead_key_t        tx_key, rx_key;
+    uint64_t                tx_count, rx_count;
+    uint8_t                 *rx_buf;     /* one frame */
+    size_t                  rx_have;
+    uint8_t                 *tx_buf;     /* frames not yet in the kernel */
+    size_t                  tx_len, tx_sent, tx_cap;
+    char                    peer_name[UCS_SOCKADDR_STRING_LEN];
+    struct sockaddr_storage peer_addr;  /* server: the client's */
+    char                    dev_name[UCT_DEVICE_NAME_MAX];
+} uct_crypt_cm_ep_t;
+
+
+static inline uct_crypt_cm_t *uct_crypt_cm_ep_cm(uct_crypt_cm_ep_t *ep)
+{
+    return ucs_container_of(ep->super.super.super.iface, uct_crypt_cm_t,
+                            super.iface);
+}
+
+static inline ucs_async_context_t *uct_crypt_cm_async(uct_crypt_cm_t *cm)
+{
+    return cm->super.iface.worker->async;
+}
+
+/* Owned by the cm, not by the user: a server's connection before its
+ * request went up, or one being rejected */
+static inline int uct_crypt_cm_ep_is_internal(const uct_crypt_cm_ep_t *ep)
+{
+    return ((ep->state & UCT_CRYPT_CM_EP_SERVER) &&
+            !(ep->state & UCT_CRYPT_CM_EP_CONN_REQ)) ||
+           (ep->state & UCT_CRYPT_CM_EP_REJECTING);
+}
+
+static inline int uct_crypt_cm_ep_in_handshake(const uct_crypt_cm_ep_t *ep)
+{
+    return (ep->state & UCT_CRYPT_CM_EP_SERVER) ?
+           !(ep->state & UCT_CRYPT_CM_EP_CONN_REQ) :
+           !(ep->state & UCT_CRYPT_CM_EP_RESOLVED);
+}
+
+/* ---- what the files of the cm call in each other ------------------------- */
+
+UCS_CLASS_DECLARE_NEW_FUNC(uct_crypt_cm_ep_t, uct_ep_t, const uct_ep_params_t*);
+UCS_CLASS_DECLARE_DELETE_FUNC(uct_crypt_cm_ep_t, uct_ep_t);
+UCS_CLASS_DECLARE_NEW_FUNC(uct_crypt_cm_listener_t, uct_listener_t, uct_cm_h,
+                           const struct sockaddr*, socklen_t,
+                           const uct_listener_params_t*);
+UCS_CLASS_DECLARE_DELETE_FUNC(uct_crypt_cm_listener_t, uct_listener_t);
+
+/* cm.c */
+void uct_crypt_cm_refused(uct_crypt_cm_ep_t *ep, const char *why);
+ucs_status_t uct_crypt_cm_device(uct_crypt_cm_t *cm, int fd,
+                                 char dev_name[UCT_DEVICE_NAME_MAX],
+                                 void *dev_addr, size_t *dev_addr_len);
+ucs_status_t uct_crypt_cm_timer_arm(uct_crypt_cm_t *cm);
+
+/* cm_handshake.c */
+size_t uct_crypt_cm_frame_max(const uct_crypt_cm_t *cm);
+ucs_status_t uct_crypt_cm_ep_queue(uct_crypt_cm_ep_t *ep,
+                                   const void *data, size_t len);
+ucs_status_t uct_crypt_cm_ep_queue_frame(uct_crypt_cm_ep_t *ep,
+                                         uint8_t type,
+                                         const void *head, size_t head_len,
+                                         const void *data, size_t data_len);
+ucs_status_t uct_crypt_cm_ep_queue_addresses(uct_crypt_cm_ep_t *ep,
+                                             uint8_t type,
+                                             const void *priv,
+                                             size_t priv_len);
+ucs_status_t uct_crypt_cm_ep_queue_packed(uct_crypt_cm_ep_t *ep,
+                                          uint8_t type);
+ucs_status_t uct_crypt_cm_server_handshake(uct_crypt_cm_ep_t *ep,
+                                           const keyex_noise_cm_msg_t *in);
+void uct_crypt_cm_ep_handler(int fd, ucs_event_set_types_t events,
+                             void *arg);
+
+/* cm_ep.c */
+void uct_crypt_cm_ep_events(uct_crypt_cm_ep_t *ep);
+void uct_crypt_cm_ep_invoke_resolve(uct_crypt_cm_ep_t *ep,
+                                    ucs_status_t status);
+void uct_crypt_cm_ep_fail(uct_crypt_cm_ep_t *ep, ucs_status_t status,
+                          const char *why);
+ucs_status_t uct_crypt_cm_errno_status(int err);
+ucs_status_t uct_crypt_cm_ep_flush_tx(uct_crypt_cm_ep_t *ep);
+void uct_crypt_cm_ep_fail_local(uct_crypt_cm_ep_t *ep, const char *doing);
+ucs_status_t uct_crypt_cm_ep_create(const uct_ep_params_t *params,
+                                    uct_ep_h *ep_p);
+ucs_status_t uct_crypt_cm_ep_connect(uct_ep_h tl_ep,
+                                     const uct_ep_connect_params_t *params);
+ucs_status_t uct_crypt_cm_ep_conn_notify(uct_ep_h tl_ep);
+ucs_status_t uct_crypt_cm_ep_disconnect(uct_ep_h tl_ep, unsigned flags);
+ucs_status_t uct_crypt_cm_ep_query(uct_ep_h tl_ep, uct_ep_attr_t *attr);
+
+/* cm_listener.c */
+void uct_crypt_cm_server_cleanup(uct_crypt_cm_t *cm);
+ucs_status_t uct_crypt_cm_listener_reject(uct_listener_h tl_listener,
+                                          uct_conn_request_h conn_request);
+ucs_status_t uct_crypt_cm_listener_query(uct_listener_h tl_listener,
+                                         uct_listener_attr_t *attr);
+
+#endif

@@ -1,0 +1,94 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * What the record layer, the keys and the bulk engine ask of the inner
+ * transport they wrap, beyond UCT: one table per iface, chosen once at
+ * iface init (the shape of UCX's uct_iface_internal_ops_t). Two
+ * implementations:
+ *
+ * - UCX's transports (rc, ud, dc: uct_crypt_inner_ucx.c). A record is one
+ *   AM the inner carries as it is; a flow's keys come from the two static
+ *   keys and the job secret, so the first record needs no round trip; bulk
+ *   segments are the inner's puts.
+ * - crypt's own wire (wire/wire_ops.c). Its connections are Noise
+ *   handshakes that prove the peer's static key and give each connection
+ *   a secret of its own (forward secrecy); bulk segments are frames right
+ *   behind the record that announces them.
+ *
+ * Only UCT and keyex types here: the wire implements the table without
+ * seeing the record layer.
+ */
+#ifndef UCT_CRYPT_INNER_OPS_H
+#define UCT_CRYPT_INNER_OPS_H
+
+#include "keyex/keyex.h"
+
+#include <uct/api/uct.h>
+#include <stddef.h>
+#include <stdint.h>
+
+enum {
+    /* A flow's keys come from the connection that carries it (its
+     * exporter secret), never from the static keys: a sending flow is
+     * keyed once ep_secret answers, a received one from rx_secret, and the
+     * HELLO names no public key (the connection proved it). */
+    UCT_CRYPT_INNER_CONN_KEYS       = UCS_BIT(0),
+    /* A bulk segment is the frame right behind the record that announces
+     * it (ep_segment_*, rx_expect_segment), not an inner put. */
+    UCT_CRYPT_INNER_INLINE_SEGMENTS = UCS_BIT(1),
+    /* An am_zcopy completes once the inner took its record (the inner is
+     * asked for a local flush): what a stream needs, where UCP completes
+     * a rendezvous sent as AM fragments on the last one. Without it the
+     * record is out of the user's buffer when am_zcopy returns. */
+    UCT_CRYPT_INNER_ZCOPY_FLUSH     = UCS_BIT(2)
+};
+
+/* A bulk segment taken from the receive buffer (rx_expect_segment) */
+typedef void (*uct_crypt_inner_segment_cb_t)(void *arg, const uint8_t *data,
+                                             size_t length);
+
+typedef struct uct_crypt_inner_ops {
+    const char   *name;      /* in logs */
+    unsigned     flags;      /* UCT_CRYPT_INNER_* */
+    /* INLINE_SEGMENTS: the largest segment the sender seals into one
+     * frame, and the largest (ciphertext and tag) a receiver takes */
+    size_t       segment_max;
+    size_t       segment_frame_max;
+
+    /* The static key the inner ep must prove before it sends anything
+     * (given once the peer's address names it). */
+    ucs_status_t (*ep_set_peer)(uct_ep_h ep,
+                                const uint8_t peer[KEYEX_PUBLIC_KEY_LEN]);
+    /* CONN_KEYS: the secret of the ep's connection once it is final, else
+     * NULL (the ep takes no record yet: its sends wait on pending). */
+    const uint8_t *(*ep_secret)(uct_ep_h ep);
+    /* INLINE_SEGMENTS: room for an announcing record of at most
+     * `record_max` bytes and a segment frame of `length` behind it; the
+     * frame reserved, written in place (sealed into), then committed. */
+    int          (*ep_segment_room)(uct_ep_h ep, size_t record_max,
+                                    size_t length);
+    void         *(*ep_segment_reserve)(uct_ep_h ep, size_t length);
+    void         (*ep_segment_commit)(uct_ep_h ep, size_t length);
+
+    /* Inside crypt's AM handler, about the record being delivered: the
+     * secret of the connection it came on (CONN_KEYS), the static key
+     * that connection proved and its peer's address (NULL and "" where
+     * the inner proves none), the connection's id (0: none; ended ones are
+     * reported to uct_crypt_wire_conn_ended), and a refusal that closes
+     * that connection (nothing where records are datagrams). */
+    const uint8_t *(*rx_secret)(uct_iface_h iface);
+    const uint8_t *(*rx_peer)(uct_iface_h iface);
+    const char   *(*rx_peer_name)(uct_iface_h iface);
+    uint64_t     (*rx_conn)(uct_iface_h iface);
+    void         (*rx_reject)(uct_iface_h iface, const char *reason);
+    /* INLINE_SEGMENTS, on a record that announced a segment: the next
+     * frame of its connection is that segment, `length` bytes, handed to
+     * `cb`; anything else closes the connection. */
+    void         (*rx_expect_segment)(uct_iface_h iface, size_t length,
+                                      uct_crypt_inner_segment_cb_t cb,
+                                      void *arg);
+} uct_crypt_inner_ops_t;
+
+/* UCX's transports (uct_crypt_inner_ucx.c) */
+extern const uct_crypt_inner_ops_t uct_crypt_ucx_inner_ops;
+
+#endif

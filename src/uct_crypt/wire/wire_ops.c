@@ -1,0 +1,27 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The wire as crypt's record layer sees it (uct_crypt_inner_ops.h): keys
+ * from each connection's Noise exporter, the proven peer of the record
+ * being delivered, bulk segments as frames behind their records.
+ */
+#include "uct_crypt/wire/wire_int.h"
+
+const uct_crypt_inner_ops_t uct_crypt_wire_inner_ops = {
+    .name               = "wire",
+    .flags              = UCT_CRYPT_INNER_CONN_KEYS |
+                          UCT_CRYPT_INNER_INLINE_SEGMENTS |
+                          UCT_CRYPT_INNER_ZCOPY_FLUSH,
+    .segment_max        = UCT_CRYPT_SOCK_WIRE_SEGMENT_MAX,
+    .segment_frame_max  = UCT_CRYPT_SOCK_MAX_BCOPY,
+    .ep_set_peer        = uct_crypt_sock_ep_set_peer,
+    .ep_secret          = uct_crypt_sock_ep_secret,
+    .ep_segment_room    = uct_crypt_sock_ep_segment_room,
+    .ep_segment_reserve = uct_crypt_sock_ep_segment_reserve,
+    .ep_segment_commit  = uct_crypt_sock_ep_segment_commit,
+    .rx_secret          = uct_crypt_sock_rx_secret,
+    .rx_peer            = uct_crypt_sock_rx_peer,
+    .rx_peer_name       = uct_crypt_sock_rx_peer_name,
+    .rx_conn            = uct_crypt_sock_rx_conn,
+    .rx_reject          = uct_crypt_sock_rx_reject,
+    .rx_expect_segment  = uct_crypt_sock_rx_expect_segment
+};
