@@ -3,10 +3,11 @@
 # The other UCX releases the tests run on, next to Debian's 1.13.1: the
 # binaries from the PyPI wheels (libucx-cu11 1.18.1, libucx-cu12 1.22.0:
 # libraries, ucx_info, ucx_perftest, public headers; no InfiniBand) and
-# the internal headers of the same release from a UCX source archive
-# (UCX_CRYPT_UCX_SRC_ARCHIVES, default ../shared/ucx-src next to the
-# checkout or /work/shared/ucx-src: ucx-<version>-headers.tar.gz with
-# SHA256SUMS).
+# the internal headers of the same release from a UCX source archive a
+# site supplies (UCX_CRYPT_UCX_SRC_ARCHIVES: a folder of
+# ucx-<version>-headers.tar.gz with SHA256SUMS). Only Debian's 1.13.1
+# source is reachable from the package registries, so without that folder
+# the release stages skip and say so.
 #
 # Usage: contrib/fetch-ucx-releases.sh DESTDIR
 # Prints one line per release: "VERSION PREFIX SOURCE_TREE". Exits 3 with a
@@ -14,21 +15,13 @@
 set -euo pipefail
 
 dest=${1:?usage: $0 DESTDIR}
-top=$(cd "$(dirname "$0")/.." && pwd)
-# (next to the checkout, or the workplace's shared folder for a clone
-# made elsewhere, as CI's)
 archives=${UCX_CRYPT_UCX_SRC_ARCHIVES:-}
-if [ -z "$archives" ]; then
-    for archives in "$top/../shared/ucx-src" /work/shared/ucx-src; do
-        [ -f "$archives/SHA256SUMS" ] && break
-    done
-fi
 releases=("1.18.1 libucx-cu11" "1.22.0 libucx-cu12")
 mkdir -p "$dest"
 dest=$(cd "$dest" && pwd)
 
 if [ ! -f "$archives/SHA256SUMS" ]; then
-    echo "fetch-ucx-releases: no UCX source archives in $archives (set" \
+    echo "fetch-ucx-releases: no UCX source archives${archives:+ in $archives} (set" \
          "UCX_CRYPT_UCX_SRC_ARCHIVES to a folder of ucx-<version>-headers.tar.gz" \
          "with SHA256SUMS)" >&2
     exit 3

@@ -6,6 +6,13 @@
 #                                  _build/install, run the main job: the
 #                                  encrypted two-host ping-pong vs plaintext
 #   contrib/quickstart.sh build    install dependencies and build only
+#   contrib/quickstart.sh check quick
+#                                  the tier for every commit (under 10
+#                                  minutes on 2 cores): build, the gtests,
+#                                  the build checks, the fuzz corpora
+#                                  replayed, one integration group per area
+#                                  and the stock programs on two hosts with
+#                                  UCX's defaults; same summary line
 #   contrib/quickstart.sh check    build, then build the test build (tamper
 #                                  hooks compiled in) and run every test,
 #                                  again under ASan and UBSan (the test
@@ -54,6 +61,11 @@ sanitizer_groups="test_ucp_sizes_verified|test_many_rendezvous|test_key_update|t
 # handed to the progress thread (own wire and UCX inner), keys updated
 # under it, and ucx_perftest
 tsan_groups="test_ucp_sizes_verified|test_key_update|test_perftest"
+# the quick tier's integration groups, one per area: data of every size
+# on every path, start-up errors, fail closed, the tamper matrix, the
+# capture, client/server (peer failure and attacks included), Open MPI
+# and MPICH, the collectives
+quick_groups="^(test_ucp_sizes_verified|test_misconfiguration|test_fail_closed|test_tamper|test_wire|test_client_server|test_mpi|test_collectives)$"
 results="$build/results"
 jobs=$(nproc 2>/dev/null || echo 2)
 
@@ -131,7 +143,8 @@ summarize() {
     [ "$failed" -eq 0 ] && [ "$tests" -gt 0 ]
 }
 
-do_check() {
+# What both tiers start with: the test build, the gtests, the build checks
+check_start() {
     rm -rf "$results"
     mkdir -p "$results"
     do_build_tests
@@ -139,12 +152,16 @@ do_check() {
     make -C "$obj_test" -j"$jobs" --no-print-directory check TESTS=
     run_gtest core "$obj_test/test/gtest/gtest_core"
     run_gtest uct "$obj_test/test/gtest/gtest_uct"
-    log "test: the product build (layering, exports, no test hooks)"
+    log "test: the product build (layering, the wire's door, exports, no test hooks)"
     "$top/test/integration/build_check.sh" "$top" "$prefix" "$prefix_test" "$results"
+}
+
+do_check() {
+    check_start
     log "test: fuzz targets, ${FUZZ_SECONDS:-10} s each (regressions: the corpus)"
     "$top/test/fuzz/fuzz.sh" "$top" "$obj_test" "${FUZZ_SECONDS:-10}" "$results"
     log "test: integration (crypt transport, two processes, two emulated hosts)"
-    "$top/test/integration/run.sh" "$obj_test" "$prefix_test" "$results"
+    "$top/test/integration/run.sh" "$obj_test" "$prefix_test" "$results" || true
     log "test: the failure sweep (the N-th local resource call fails, N = 1, 2, ..., in a client and in a server)"
     "$top/test/integration/failure_sweep.sh" "$obj_test" "$prefix_test" "$results" || true
     log "test: strangers flood both listeners (1000 held connections, garbage, replays) while an honest pair runs"
@@ -170,6 +187,19 @@ do_check() {
     summarize
 }
 
+# The tier for every commit: what a change most often breaks, in minutes.
+# Everything here runs in `check` too.
+do_check_quick() {
+    check_start
+    log "test: the fuzz corpora replayed (every input of test/fuzz/corpus, none new)"
+    FUZZ_RUNS=0 "$top/test/fuzz/fuzz.sh" "$top" "$obj_test" 60 "$results"
+    log "test: integration, one group per area"
+    IT_ONLY="$quick_groups" "$top/test/integration/run.sh" "$obj_test" "$prefix_test" "$results" || true
+    log "test: as users run it (stock programs, UCX's defaults, two hosts, the release build, plain tcp beside it)"
+    "$top/test/integration/transparency.sh" "$obj" "$prefix" "$results" || true
+    summarize
+}
+
 # The test build again, made --enable-sanitizers: the gtests and the
 # integration tests that load the plugin into UCX programs, Open MPI and
 # MPICH, under AddressSanitizer (leaks included) and
@@ -187,7 +217,7 @@ do_check_sanitizers() {
     run_gtest uct_sanitizers "$obj_asan/test/gtest/gtest_uct"
     unset ASAN_OPTIONS UBSAN_OPTIONS
     IT_REPORT=integration_sanitizers REPORT_NAME_PREFIX=sanitizers/ IT_ONLY="$sanitizer_groups" \
-        "$top/test/integration/run.sh" "$obj_asan" "$prefix_asan" "$results"
+        "$top/test/integration/run.sh" "$obj_asan" "$prefix_asan" "$results" || true
 
     log "test: under ThreadSanitizer"
     configure_and_build "$obj_tsan" "$prefix_tsan" --enable-fault-injection --enable-sanitizers=thread
@@ -209,7 +239,7 @@ do_check_sanitizers() {
         --gtest_filter="*crypt_pool*:*aead*:*keyex*:*a_task_finishes_on_another_thread*"
     unset TSAN_OPTIONS UCX_MEM_MMAP_HOOK_MODE UCX_MEM_MALLOC_HOOKS
     IT_REPORT=integration_tsan REPORT_NAME_PREFIX=tsan/ IT_ONLY="$tsan_groups" \
-        "$top/test/integration/run.sh" "$obj_tsan" "$prefix_tsan" "$results"
+        "$top/test/integration/run.sh" "$obj_tsan" "$prefix_tsan" "$results" || true
 }
 
 do_bench() {
@@ -234,7 +264,11 @@ build)
     ;;
 check)
     do_build
-    do_check
+    case "${2:-all}" in
+    quick) do_check_quick ;;
+    all)   do_check ;;
+    *)     echo "usage: $0 check [quick]" >&2; exit 2 ;;
+    esac
     ;;
 conformance)
     do_build
@@ -260,7 +294,7 @@ soak)
     "$top/test/soak/soak.sh" "$obj_test" "$prefix_test" "$results" "$((minutes * 60))"
     ;;
 *)
-    echo "usage: $0 [build|check|conformance|bench|fuzz SECONDS|soak MINUTES]" >&2
+    echo "usage: $0 [build|check [quick]|conformance|bench|fuzz SECONDS|soak MINUTES]" >&2
     exit 2
     ;;
 esac

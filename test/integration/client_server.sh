@@ -370,7 +370,7 @@ cs_attack() {
     ports=$(ip netns exec ucxc-h1 ss -ltnH | awk '{print $4}' | sed 's/.*://' |
             sort -u | paste -sd, -)
     echo "  $label: the server's host listens on $ports (the listener: $port)"
-    ip netns exec ucxc-h2 timeout 120 python3 "$(dirname "$0")/attacker.py" 10.77.0.1 \
+    ip netns exec ucxc-h2 timeout 120 python3 "$it_dir/attacker.py" 10.77.0.1 \
         "$ports" 0 "$work/$label.pcap" "$attacks" >"$work/$label.attacker.log" 2>&1
     wait $client; local crc=$?
     wait $victim; local vrc=$?

@@ -12,7 +12,8 @@
 # summary counts them). REPORT_NAME_PREFIX goes before every name (such a
 # run's results beside the main run's).
 
-declare -a names=() outcomes=() reasons=()
+declare -a names=() outcomes=() reasons=() times=()
+report_last=$SECONDS # each test's time: since the one before it ended
 
 record() { # name outcome [reason]
     local outcome=$2 reason=${3:-}
@@ -22,6 +23,7 @@ record() { # name outcome [reason]
     fi
     local name="${REPORT_NAME_PREFIX:-}$1"
     names+=("$name"); outcomes+=("$outcome"); reasons+=("$reason")
+    times+=("$((SECONDS - report_last))"); report_last=$SECONDS
     case $outcome in
     pass) echo "PASS $name" ;;
     skip) echo "SKIP $name: $reason" ;;
@@ -40,14 +42,14 @@ write_report() { # suite file
             "${#names[@]}" "$failures"
         for i in "${!names[@]}"; do
             if [ "${outcomes[$i]}" = pass ]; then
-                printf '<testcase name="%s"/>\n' "${names[$i]}"
+                printf '<testcase name="%s" time="%s"/>\n' "${names[$i]}" "${times[$i]}"
             elif [ "${outcomes[$i]}" = skip ]; then
-                printf '<testcase name="%s" result="skipped"><skipped message="%s"/></testcase>\n' \
-                    "${names[$i]}" \
+                printf '<testcase name="%s" time="%s" result="skipped"><skipped message="%s"/></testcase>\n' \
+                    "${names[$i]}" "${times[$i]}" \
                     "$(printf '%s' "${reasons[$i]}" | tr -d '<>&"' | tr '\n' ' ')"
             else
-                printf '<testcase name="%s"><failure message="%s"/></testcase>\n' \
-                    "${names[$i]}" \
+                printf '<testcase name="%s" time="%s"><failure message="%s"/></testcase>\n' \
+                    "${names[$i]}" "${times[$i]}" \
                     "$(printf '%s' "${reasons[$i]}" | tr -d '<>&"' | tr '\n' ' ')"
             fi
         done

@@ -9,7 +9,8 @@
 #
 # OBJ is a configured build (its ucx_crypt_config.h); the sources compile
 # as in a test build (fault injection on: every file). Per release: its
-# header archive from ../shared/ucx-src (checked against SHA256SUMS), the
+# header archive from UCX_CRYPT_UCX_SRC_ARCHIVES (a site's; checked
+# against SHA256SUMS: contrib/fetch-ucx-releases.sh), the
 # two generated version headers written from their .h.in, and a release
 # build's config.h: that of the nearest release built here (run.sh's
 # obj-ucx-1.18.1 below 1.19, obj-ucx-1.22.0 from 1.19; else OBJ's own),
@@ -24,11 +25,12 @@ results=${3:?}
 . "$top/test/lib/report.sh"
 
 src_dir=""
-for d in "$top/../shared/ucx-src" /work/shared/ucx-src; do
-    [ -f "$d/SHA256SUMS" ] && { src_dir=$(cd "$d" && pwd); break; }
-done
+d=${UCX_CRYPT_UCX_SRC_ARCHIVES:-}
+if [ -n "$d" ] && [ -f "$d/SHA256SUMS" ]; then
+    src_dir=$(cd "$d" && pwd)
+fi
 if [ -z "$src_dir" ]; then
-    record other_ucx_releases_compile skip "no UCX header archives here (../shared/ucx-src)"
+    record other_ucx_releases_compile skip "no UCX header archives here (set UCX_CRYPT_UCX_SRC_ARCHIVES; only Debian's 1.13.1 source is reachable)"
     write_report ucx_compile "$results/ucx_compile.xml"
     exit 0
 fi
@@ -70,7 +72,7 @@ for version in 1.14.1 1.15.0 1.16.0 1.17.0 1.19.1 1.20.1 1.21.0; do
         config="$obj/../obj-ucx-1.22.0/ucx_config"
     fi
     # gen before the tree: the tree has only the .h.in of the two
-    ls "$top"/src/uct_crypt/*.c >"$work/files"
+    find "$top"/src/uct_crypt -name "*.c" | sort >"$work/files"
     if xargs -P "$jobs" -I{} gcc "${flags[@]}" -I"$top/src" -I"$obj" -I"$config" \
            -I"$gen" -I"$tree" -DUCX_CRYPT_BUILT_FOR_UCX="\"$version\"" \
            -DUCX_CRYPT_FAULT_INJECTION=1 {} \

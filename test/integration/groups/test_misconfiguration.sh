@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
+# Integration group test_misconfiguration (test/integration/common.sh; run.sh runs every group):
+#
+#   test/integration/groups/test_misconfiguration.sh OBJDIR PREFIX RESULTS_DIR
+. "$(dirname "$0")/../common.sh" "$@"
+
+# ---- misconfiguration fails at startup with a fix ---------------------------
+expect_startup_error() { # name pattern env...
+    local name=$1 pattern=$2; shift 2
+    local out
+    out=$(env LD_PRELOAD="$preload" UCX_TLS=crypt UCX_NET_DEVICES=lo "$@" \
+          timeout 20 ucx_perftest -l -t tag_lat -n 10 2>&1)
+    if [ $? -ne 0 ] && grep -q -- "$pattern" <<<"$out"; then
+        record "$name" pass
+    else
+        record "$name" fail "$(tail -2 <<<"$out")"
+    fi
+}
+
+test_misconfiguration() {
+    head -c 32 /dev/urandom >"$work/open.key"; chmod 644 "$work/open.key"
+    head -c 16 /dev/urandom >"$work/short.key"; chmod 600 "$work/short.key"
+    expect_startup_error missing_key_file_fails_with_hint "ucx-crypt-keygen" \
+        UCX_CRYPT_KEY_FILE="$work/absent.key"
+    expect_startup_error readable_key_file_fails_with_hint "chmod 600" \
+        UCX_CRYPT_KEY_FILE="$work/open.key"
+    expect_startup_error short_key_file_fails_with_hint "expected exactly 32" \
+        UCX_CRYPT_KEY_FILE="$work/short.key"
+    expect_startup_error unknown_inner_transport_fails_with_hint "UCX_CRYPT_TLS" \
+        UCX_CRYPT_KEY_FILE="$work/job.key" UCX_CRYPT_TLS=nosuchtl
+}
+
+it_run test_misconfiguration
