@@ -83,6 +83,14 @@ void crypt_secure_free(void *ptr, size_t size);
 int crypt_random_public(void *buf, size_t len);
 int crypt_random_secret(void *buf, size_t len);
 
+/* Wiping and comparing secrets, so that no layer above calls OpenSSL for
+ * them: crypt_wipe zeroes in a way the compiler cannot drop as a dead
+ * store (OPENSSL_cleanse); crypt_memcmp_ct is 0 when the two are equal,
+ * in a time that does not depend on where they differ (CRYPTO_memcmp;
+ * what a MAC or a token must be compared with). */
+void crypt_wipe(void *buf, size_t len);
+int crypt_memcmp_ct(const void *a, const void *b, size_t len);
+
 /* Why the last local resource call of this thread failed: "" if none has,
  * else a constant phrase ("no memory for secrets", "the random generator
  * failed", ...). The transport puts it after what it was doing, so that a

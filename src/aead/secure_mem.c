@@ -103,3 +103,13 @@ int crypt_random_secret(void *buf, size_t len)
     return crypt_random_done(!CRYPT_FALLIBLE_FAILS(CRYPT_FALLIBLE_RANDOM) &&
                              (RAND_priv_bytes(buf, (int)len) == 1));
 }
+
+void crypt_wipe(void *buf, size_t len)
+{
+    OPENSSL_cleanse(buf, len);
+}
+
+int crypt_memcmp_ct(const void *a, const void *b, size_t len)
+{
+    return CRYPTO_memcmp(a, b, len);
+}

@@ -34,7 +34,6 @@
 #include <ucs/sys/string.h>
 #include <ucs/sys/math.h>
 
-#include <openssl/crypto.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sched.h>
@@ -295,7 +294,7 @@ void uct_crypt_bulk_cleanup(uct_crypt_iface_t *iface)
     }
     if (bulk->bounce_base != NULL) {
         /* ciphertext only, but leave nothing behind */
-        OPENSSL_cleanse(bulk->bounce_base, bulk->bounce_length);
+        crypt_wipe(bulk->bounce_base, bulk->bounce_length);
     }
     ucs_free(bulk->bounce_base);
     ucs_free(bulk->slots);

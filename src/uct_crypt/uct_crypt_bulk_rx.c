@@ -9,7 +9,6 @@
  */
 #include "uct_crypt/uct_crypt_bulk.h"
 
-#include <openssl/crypto.h>
 
 uct_crypt_ep_t *uct_crypt_bulk_ep_to(uct_crypt_iface_t *iface,
                                      const uint8_t *peer_public)
@@ -18,7 +17,7 @@ uct_crypt_ep_t *uct_crypt_bulk_ep_to(uct_crypt_iface_t *iface,
 
     ucs_list_for_each(ep, &iface->eps, list) {
         if (ep->peer_known && !ep->failed && !ep->cancelled &&
-            !CRYPTO_memcmp(ep->peer_public, peer_public, KEYEX_PUBLIC_KEY_LEN)) {
+            !crypt_memcmp_ct(ep->peer_public, peer_public, KEYEX_PUBLIC_KEY_LEN)) {
             return ep;
         }
     }
@@ -237,7 +236,7 @@ ucs_status_t uct_crypt_bulk_tx_of(uct_crypt_iface_t *iface,
         if (ep->tx.flow_id != flow_id) {
             continue;
         }
-        if (CRYPTO_memcmp(ep->peer_public, flow->peer_public,
+        if (crypt_memcmp_ct(ep->peer_public, flow->peer_public,
                           KEYEX_PUBLIC_KEY_LEN)) {
             return UCS_ERR_INVALID_PARAM;
         }

@@ -10,7 +10,6 @@
  */
 #include "uct_crypt/uct_crypt.h"
 
-#include <openssl/rand.h>
 #include <ucs/sys/math.h>
 #include <endian.h>
 #include <string.h>
@@ -133,7 +132,8 @@ int uct_crypt_fault_apply(uct_crypt_iface_t *iface, uct_crypt_ep_t *ep,
          * body and tag */
         hdr_len = ucs_min(*length, sizeof(forged));
         memcpy(forged, record, CRYPT_RECORD_HDR_LEN);
-        RAND_bytes(forged + CRYPT_RECORD_HDR_LEN, (int)(hdr_len - CRYPT_RECORD_HDR_LEN));
+        (void)crypt_random_public(forged + CRYPT_RECORD_HDR_LEN,
+                                  hdr_len - CRYPT_RECORD_HDR_LEN);
         uct_crypt_fault_send_raw(ep, forged, hdr_len);
         return 0;
     case UCT_CRYPT_FAULT_FORGE_HELLO: {
@@ -144,12 +144,12 @@ int uct_crypt_fault_apply(uct_crypt_iface_t *iface, uct_crypt_ep_t *ep,
          * sender. */
         crypt_record_hdr_t hello = {.type = CRYPT_RECORD_HELLO,
                                     .sequence = htole64(1)};
-        RAND_bytes((uint8_t*)&hello.flow_id, sizeof(hello.flow_id));
+        (void)crypt_random_public(&hello.flow_id, sizeof(hello.flow_id));
         memcpy(forged, &hello, sizeof(hello));
         memcpy(forged + sizeof(hello), iface->keypair.public_key,
                KEYEX_PUBLIC_KEY_LEN);
-        RAND_bytes(forged + sizeof(hello) + KEYEX_PUBLIC_KEY_LEN,
-                   CRYPT_RECORD_AM_ID_LEN + CRYPT_AEAD_TAG_LEN);
+        (void)crypt_random_public(forged + sizeof(hello) + KEYEX_PUBLIC_KEY_LEN,
+                                  CRYPT_RECORD_AM_ID_LEN + CRYPT_AEAD_TAG_LEN);
         uct_crypt_fault_send_raw(ep, forged, sizeof(hello) + KEYEX_PUBLIC_KEY_LEN +
                                  CRYPT_RECORD_AM_ID_LEN + CRYPT_AEAD_TAG_LEN);
         return 0;

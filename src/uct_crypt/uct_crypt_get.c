@@ -7,7 +7,6 @@
  */
 #include "uct_crypt/uct_crypt_bulk.h"
 
-#include <openssl/crypto.h>
 
 /* get = ask the peer to seal the range and put it into our buffer
  * (crypt_wire.h); our remote key for the buffer goes with the request */
@@ -85,7 +84,7 @@ int uct_crypt_bulk_get_window(uct_crypt_iface_t *iface,
 
     ucs_list_for_each(ep, &iface->eps, list) {
         if ((ep->bulk == NULL) ||
-            CRYPTO_memcmp(ep->peer_public, peer_public, KEYEX_PUBLIC_KEY_LEN)) {
+            crypt_memcmp_ct(ep->peer_public, peer_public, KEYEX_PUBLIC_KEY_LEN)) {
             continue;
         }
         ucs_list_for_each(get, &ep->bulk->gets, list) {

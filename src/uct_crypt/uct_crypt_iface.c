@@ -7,7 +7,6 @@
 #include "uct_crypt/uct_crypt.h"
 #include "uct_crypt/wire/wire.h"
 
-#include <openssl/crypto.h>
 #include <stdio.h>
 #include <ucs/sys/string.h>
 #include <ucs/time/time.h>
@@ -510,7 +509,7 @@ static keyex_status_t uct_crypt_iface_keypair(uct_crypt_iface_t *iface,
         }
         ucs_warn("crypt: TESTING: a known iface key (UCX_CRYPT_FAULT_STATIC_KEY)");
         status = keyex_keypair_from_private(&iface->keypair, private_key);
-        OPENSSL_cleanse(private_key, sizeof(private_key));
+        crypt_wipe(private_key, sizeof(private_key));
         return status;
     }
 #endif

@@ -6,7 +6,7 @@
  * receiving half per flow id, found by the HELLO that opens it), their
  * updates before the per-key usage limits of src/keyex/keyex.h, and their
  * wiping. Keys live in secure memory (keyex_secure_alloc) and are wiped
- * with OPENSSL_cleanse when they are replaced or freed.
+ * with crypt_wipe when they are replaced or freed.
  *
  * Key derivation (src/keyex/schedule.c): a pair secret, then HKDF-SHA256
  * (RFC 5869) bound to the purpose (record or bulk), both public keys and
@@ -29,7 +29,6 @@
 #include "uct_crypt/uct_crypt_bulk.h"
 #include "uct_crypt/uct_crypt_record_input.h"
 
-#include <openssl/crypto.h>
 #include <string.h>
 
 /* ---- keys of one flow ----------------------------------------------------- */
@@ -73,7 +72,7 @@ static ucs_status_t uct_crypt_flow_keys(uct_crypt_iface_t *iface,
                                          sender, receiver, flow_id,
                                          iface->key_len, keys);
     }
-    OPENSSL_cleanse(pair_secret, sizeof(pair_secret));
+    crypt_wipe(pair_secret, sizeof(pair_secret));
     if ((kstatus != KEYEX_OK) ||
         ((aead != NULL) &&
          (crypt_aead_key_init(aead, iface->backend, keys->key, keys->key_len) !=
@@ -279,7 +278,7 @@ crypt_aead_status_t uct_crypt_rx_flow_open(uct_crypt_iface_t *iface,
     if ((keyex_update_flow_keys(iface->trial_keys) != KEYEX_OK) ||
         (crypt_aead_key_init(&next_aead, iface->backend, iface->trial_keys->key,
                              iface->trial_keys->key_len) != CRYPT_AEAD_OK)) {
-        OPENSSL_cleanse(iface->trial_keys, sizeof(*iface->trial_keys));
+        crypt_wipe(iface->trial_keys, sizeof(*iface->trial_keys));
         return CRYPT_AEAD_ERR_BACKEND;
     }
     status = uct_crypt_record_open(&next_aead, iface->trial_keys->nonce_prefix,
@@ -291,7 +290,7 @@ crypt_aead_status_t uct_crypt_rx_flow_open(uct_crypt_iface_t *iface,
     } else {
         crypt_aead_key_cleanup(&next_aead);
     }
-    OPENSSL_cleanse(iface->trial_keys, sizeof(*iface->trial_keys));
+    crypt_wipe(iface->trial_keys, sizeof(*iface->trial_keys));
     return status;
 }
 

@@ -16,7 +16,6 @@
 #include "uct_crypt/uct_crypt_bulk.h"
 #include "uct_crypt/uct_crypt_record_input.h"
 
-#include <openssl/crypto.h>
 #include <ucs/sys/math.h>
 #include <ucs/sys/string.h>
 #include <endian.h>
@@ -212,7 +211,7 @@ static unsigned uct_crypt_fail_peer(uct_crypt_iface_t *iface,
 
     ucs_list_for_each(ep, &iface->eps, list) {
         if (ep->peer_known && !ep->failed &&
-            !CRYPTO_memcmp(ep->peer_public, peer_public, KEYEX_PUBLIC_KEY_LEN)) {
+            !crypt_memcmp_ct(ep->peer_public, peer_public, KEYEX_PUBLIC_KEY_LEN)) {
             ep->failed       = UCT_CRYPT_EP_FAILED;
             ep->fail_reason  = reason;
             ep->fail_flow_id = flow_id;

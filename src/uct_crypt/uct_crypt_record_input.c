@@ -11,7 +11,6 @@
  */
 #include "uct_crypt/uct_crypt_record_input.h"
 
-#include <openssl/crypto.h>
 #include <endian.h>
 #include <string.h>
 
@@ -100,7 +99,7 @@ uct_crypt_fail_reason_t uct_crypt_record_admit(const uct_crypt_record_in_t *rec,
         /* on the own wire a HELLO names no key (zeros, uct_crypt_format.h);
          * one it names must be the key its connection proved */
         if ((wire_peer != NULL) && !uct_crypt_record_key_is_zero(rec->sender_public) &&
-            CRYPTO_memcmp(wire_peer, rec->sender_public, KEYEX_PUBLIC_KEY_LEN)) {
+            crypt_memcmp_ct(wire_peer, rec->sender_public, KEYEX_PUBLIC_KEY_LEN)) {
             return UCT_CRYPT_FAIL_HANDSHAKE; /* not the key its connection proved */
         }
         return UCT_CRYPT_RECORD_PASS;
@@ -108,7 +107,7 @@ uct_crypt_fail_reason_t uct_crypt_record_admit(const uct_crypt_record_in_t *rec,
 
     if ((flow == NULL) ||
         ((wire_peer != NULL) &&
-         CRYPTO_memcmp(wire_peer, flow->peer_public, KEYEX_PUBLIC_KEY_LEN))) {
+         crypt_memcmp_ct(wire_peer, flow->peer_public, KEYEX_PUBLIC_KEY_LEN))) {
         return UCT_CRYPT_FAIL_UNKNOWN_FLOW;
     }
     if (flow->failed) {

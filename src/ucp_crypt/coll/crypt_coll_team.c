@@ -12,7 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <openssl/crypto.h>
 #include <endian.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -255,7 +254,7 @@ static int crypt_coll_hello_valid(const crypt_coll_hello_t *hello, int r,
 
     ok = (keyex_mac(mac_key, hello, offsetof(crypt_coll_hello_t, mac), mac) ==
           KEYEX_OK) && keyex_mac_equal(mac, hello->mac);
-    OPENSSL_cleanse(mac, sizeof(mac));
+    crypt_wipe(mac, sizeof(mac));
     /* only authenticated fields are read, and only after the MAC */
     return ok && (hello->version == CRYPT_COLL_HELLO_VERSION) &&
            (hello->key_len == key_len) && (hello->reserved[0] == 0) &&
@@ -339,7 +338,7 @@ crypt_coll_status_t crypt_coll_team_create(crypt_coll_team_t *team,
     status = crypt_coll_team_init(team, oob->rank, size, node_of, job_secret,
                                   team_id, key_len, backend, sendrecv, ctx);
 out:
-    OPENSSL_cleanse(mac_key, sizeof(mac_key));
+    crypt_wipe(mac_key, sizeof(mac_key));
     free(nodes);
     free(hellos);
     return status;

@@ -14,7 +14,6 @@
 #include "crypt_mpi_priv.h"
 #include "keyex/keyex.h"
 
-#include <openssl/crypto.h>
 
 #include <fcntl.h>
 #include <stdio.h>

@@ -6,7 +6,6 @@
  */
 #include "uct_crypt/cm/cm.h"
 
-#include <openssl/crypto.h>
 #include <ucs/async/async.h>
 #include <ucs/sys/sock.h>
 #include <ucs/sys/string.h>
@@ -294,7 +293,7 @@ static void uct_crypt_cm_ep_release(uct_crypt_cm_ep_t *ep, uct_crypt_cm_t *cm)
     crypt_aead_key_cleanup(&ep->tx_key);
     crypt_aead_key_cleanup(&ep->rx_key);
     if (ep->rx_buf != NULL) {
-        OPENSSL_cleanse(ep->rx_buf, uct_crypt_cm_frame_max(cm));
+        crypt_wipe(ep->rx_buf, uct_crypt_cm_frame_max(cm));
     }
     ucs_free(ep->rx_buf);
     ucs_free(ep->tx_buf);

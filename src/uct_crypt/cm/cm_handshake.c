@@ -7,7 +7,6 @@
  */
 #include "uct_crypt/cm/cm.h"
 
-#include <openssl/crypto.h>
 #include <ucs/async/async.h>
 #include <ucs/sys/sock.h>
 #include <ucs/sys/string.h>
@@ -147,7 +146,7 @@ static ucs_status_t uct_crypt_cm_ep_take_keys(uct_crypt_cm_ep_t *ep,
                              KEYEX_NOISE_KEY_LEN) != CRYPT_AEAD_OK)) {
         status = UCS_ERR_IO_ERROR;
     }
-    OPENSSL_cleanse(keys, sizeof(*keys));
+    crypt_wipe(keys, sizeof(*keys));
     keyex_noise_cleanup(ep->hs);
     keyex_secure_free(ep->hs, sizeof(*ep->hs));
     ep->hs     = NULL;
@@ -239,7 +238,7 @@ ucs_status_t uct_crypt_cm_server_handshake(uct_crypt_cm_ep_t *ep,
     keyex_noise_cleanup(cm->scratch);
     if ((ep->hs == NULL) ||
         (keyex_noise_cm_response_create(ep->hs, &out, &keys) != KEYEX_OK)) {
-        OPENSSL_cleanse(&keys, sizeof(keys));
+        crypt_wipe(&keys, sizeof(keys));
         uct_crypt_cm_ep_fail_local(ep, "cannot answer the handshake");
         return UCS_ERR_CANCELED;
     }
@@ -262,7 +261,7 @@ static ucs_status_t uct_crypt_cm_ep_handshake(uct_crypt_cm_ep_t *ep)
 
     kstatus = keyex_noise_cm_response_consume(ep->hs, in, &keys);
     if (kstatus != KEYEX_OK) {
-        OPENSSL_cleanse(&keys, sizeof(keys));
+        crypt_wipe(&keys, sizeof(keys));
         if (kstatus == KEYEX_ERR_AUTH) {
             return UCS_ERR_UNREACHABLE; /* the caller says why */
         }

@@ -10,7 +10,6 @@
 #endif
 #include "uct_crypt/cm/cm.h"
 
-#include <openssl/crypto.h>
 #include <ucs/async/async.h>
 #include <ucs/sys/sock.h>
 #include <ucs/sys/string.h>

@@ -11,7 +11,6 @@
  */
 #include "uct_crypt/wire/wire_int.h"
 
-#include <openssl/crypto.h>
 #include <ucs/sys/math.h>
 #include <ucs/sys/sock.h>
 #include <ucs/sys/string.h>

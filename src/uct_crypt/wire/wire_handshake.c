@@ -8,7 +8,6 @@
  */
 #include "uct_crypt/wire/wire_int.h"
 
-#include <openssl/crypto.h>
 #include <ucs/sys/string.h>
 #include <ucs/time/time.h>
 #include <errno.h>
@@ -186,7 +185,7 @@ int uct_crypt_sock_conn_accept_init(uct_crypt_sock_conn_t *conn)
     ok = (keyex_noise_response_create(conn->hs, iface->job_secret, flags, &resp,
                                       &keys) == KEYEX_OK) &&
          (uct_crypt_sock_conn_keys(conn, &keys) == UCS_OK);
-    OPENSSL_cleanse(&keys, sizeof(keys));
+    crypt_wipe(&keys, sizeof(keys));
     if (!ok) {
         uct_crypt_sock_conn_fail_local(conn, "cannot answer the handshake");
         return 0;
@@ -230,7 +229,7 @@ int uct_crypt_sock_conn_accept_response(uct_crypt_sock_conn_t *conn)
     kstatus = keyex_noise_response_consume(conn->hs, conn->iface->keypair, &resp,
                                            &flags, &keys);
     if (kstatus != KEYEX_OK) {
-        OPENSSL_cleanse(&keys, sizeof(keys));
+        crypt_wipe(&keys, sizeof(keys));
         if (kstatus == KEYEX_ERR_AUTH) {
             uct_crypt_sock_conn_fail(conn, "handshake response refused (the "
                                            "peer does not hold the job secret, "
@@ -242,7 +241,7 @@ int uct_crypt_sock_conn_accept_response(uct_crypt_sock_conn_t *conn)
         return 0;
     }
     ok = (uct_crypt_sock_conn_keys(conn, &keys) == UCS_OK);
-    OPENSSL_cleanse(&keys, sizeof(keys));
+    crypt_wipe(&keys, sizeof(keys));
     if (!ok) {
         uct_crypt_sock_conn_fail_local(conn, "cannot set up the connection's keys");
         return 0;
