@@ -64,10 +64,13 @@ work=$(mktemp -d /tmp/ucx-crypt-it.XXXXXX)
 port_base=$(test_port_base) || exit 1
 
 cleanup() {
+    # what this group started and is still running, by PID (children
+    # first: a program inside a namespace dies before the unshare above it)
+    local child
+    for child in $(pgrep -P $$); do
+        stop_tree "$child"
+    done
     netns_down ucxc-h1 ucxc-h2
-    pkill -f "$check" 2>/dev/null
-    pkill -f "$work/mpi_check" 2>/dev/null
-    pkill -f "$work/agc_" 2>/dev/null
     if [ -n "${KEEP_WORK:-}" ]; then
         echo "logs kept in $work (KEEP_WORK, or a test failed)"
     else
