@@ -144,7 +144,9 @@ keyex_status_t keyex_job_secret_generate(const char *path, char *error,
 /* ---- X25519 ------------------------------------------------------------- */
 
 typedef struct keyex_keypair {
-    void    *pkey; /* EVP_PKEY; OpenSSL wipes the private key when freed */
+    void    *pkey; /* EVP_PKEY: its private key in OpenSSL's secure heap
+                      (locked, not dumped, set up by keyex before the
+                      first key), wiped when freed */
     uint8_t public_key[KEYEX_PUBLIC_KEY_LEN];
 } keyex_keypair_t;
 

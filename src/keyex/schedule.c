@@ -15,11 +15,47 @@
 #include <openssl/kdf.h>
 #include <openssl/params.h>
 #include <openssl/sha.h>
+#include <pthread.h>
 #include <string.h>
 
 #define KEYEX_LABEL_PREFIX "ucx-crypt v1 "
 
 /* ---- X25519 ------------------------------------------------------------- */
+
+/* OpenSSL keeps an X25519 private scalar in its secure heap
+ * (ossl_ecx_key_allocate_privkey: OPENSSL_secure_zalloc), which is the
+ * ordinary heap until someone sets it up: set up here before the first
+ * key, as locked, not dumped, guard-paged memory that OpenSSL wipes on
+ * free (CRYPTO_secure_malloc_init(3)). One process-wide heap: an
+ * application that set one up already keeps its own. Sized for every
+ * handshake a process could have in flight (32 KiB of 32-byte keys);
+ * past that a key cannot be made and the endpoint fails with the reason,
+ * never a private key on the ordinary heap. Where RLIMIT_MEMLOCK allows
+ * no locking the heap is still apart and not dumped (return value 2), as
+ * keyex_secure_alloc's pages are. */
+#define KEYEX_PRIVATE_HEAP_SIZE (1024 * 1024)
+#define KEYEX_PRIVATE_HEAP_MIN  32
+
+static pthread_once_t keyex_private_heap_once = PTHREAD_ONCE_INIT;
+static int keyex_private_heap_ok;
+
+static void keyex_private_heap_init(void)
+{
+    keyex_private_heap_ok =
+            CRYPTO_secure_malloc_initialized() ||
+            (CRYPTO_secure_malloc_init(KEYEX_PRIVATE_HEAP_SIZE,
+                                       KEYEX_PRIVATE_HEAP_MIN) != 0);
+}
+
+/* 1 when private keys go to the secure heap; else nothing is made */
+static int keyex_private_heap(void)
+{
+    (void)pthread_once(&keyex_private_heap_once, keyex_private_heap_init);
+    if (!keyex_private_heap_ok) {
+        crypt_local_failure_set("no secure heap for private keys");
+    }
+    return keyex_private_heap_ok;
+}
 
 static keyex_status_t keyex_keypair_export_public(keyex_keypair_t *keypair)
 {
@@ -38,6 +74,9 @@ keyex_status_t keyex_keypair_generate(keyex_keypair_t *keypair)
 {
     memset(keypair, 0, sizeof(*keypair));
     /* private scalar from OpenSSL's DRBG, clamped per RFC 7748 §5 */
+    if (!keyex_private_heap()) {
+        return KEYEX_ERR_CRYPTO;
+    }
     keypair->pkey = CRYPT_FALLIBLE_FAILS(CRYPT_FALLIBLE_KEY_DERIVATION) ? NULL :
                     EVP_PKEY_Q_keygen(NULL, NULL, "X25519");
     if (keypair->pkey == NULL) {
@@ -51,6 +90,9 @@ keyex_status_t keyex_keypair_from_private(keyex_keypair_t *keypair,
                                           const uint8_t private_key[KEYEX_PRIVATE_KEY_LEN])
 {
     memset(keypair, 0, sizeof(*keypair));
+    if (!keyex_private_heap()) {
+        return KEYEX_ERR_CRYPTO;
+    }
     keypair->pkey = EVP_PKEY_new_raw_private_key(EVP_PKEY_X25519, NULL,
                                                  private_key,
                                                  KEYEX_PRIVATE_KEY_LEN);

@@ -9,6 +9,7 @@
 #include "common/test_util.h"
 
 #include <gtest/gtest.h>
+#include <openssl/crypto.h>
 #include <set>
 #include <sys/mman.h>
 
@@ -185,6 +186,24 @@ TEST(keyex_secure_mem, excluded_from_core_dumps_and_wiped_on_free)
     fclose(smaps);
     EXPECT_TRUE(dontdump);
     keyex_secure_free(p, len);
+}
+
+/* X25519 private keys live in OpenSSL's secure heap (locked, not dumped,
+ * wiped on free), which keyex sets up before the first key: the heap in use
+ * grows by the private scalar when a key pair is made, and shrinks back
+ * when it is freed */
+TEST(keyex_secure_mem, x25519_private_keys_in_the_secure_heap)
+{
+    keyex_keypair_t kp;
+
+    ASSERT_EQ(KEYEX_OK, keyex_keypair_generate(&kp));
+    keyex_keypair_cleanup(&kp); /* (the heap is set up by the first key) */
+    ASSERT_TRUE(CRYPTO_secure_malloc_initialized());
+    size_t before = CRYPTO_secure_used();
+    ASSERT_EQ(KEYEX_OK, keyex_keypair_generate(&kp));
+    EXPECT_GE(CRYPTO_secure_used(), before + KEYEX_PRIVATE_KEY_LEN);
+    keyex_keypair_cleanup(&kp);
+    EXPECT_EQ(before, CRYPTO_secure_used());
 }
 
 /* A collective team's epoch keys: one step from the team secret, distinct
