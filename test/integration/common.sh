@@ -246,6 +246,28 @@ aux_envs=(UCX_CRYPT_EMULATE_CONNECT_TO_EP=y UCX_NUM_EPS=4096)
 
 . "$it_dir/client_server.sh"
 
+# The MPI test programs, built into this group's $work by the first group
+# function that needs them; a failed build fails the test NAME (never a
+# silent skip of what needs them)
+mpi_programs() { # NAME
+    [ -x "$work/mpi_check_ompi" ] && [ -x "$work/mpi_check_mpich" ] && return 0
+    if ! mpicc -O2 -o "$work/mpi_check_ompi" "$mpi_check_src" 2>"$work/cc.log" ||
+       ! mpicc.mpich -O2 -o "$work/mpi_check_mpich" "$mpi_check_src" 2>>"$work/cc.log"; then
+        record "$1" fail "$(tail -2 "$work/cc.log")"
+        return 1
+    fi
+}
+
+allgather_programs() { # NAME
+    [ -x "$work/agc_ompi" ] && [ -x "$work/agc_mpich" ] && return 0
+    if ! mpicc -O2 -o "$work/agc_ompi" "$it_dir/mpi_allgather_check.c" 2>"$work/cc.log" ||
+       ! mpicc.mpich -O2 -o "$work/agc_mpich" "$it_dir/mpi_allgather_check.c" \
+             2>>"$work/cc.log"; then
+        record "$1" fail "$(tail -2 "$work/cc.log")"
+        return 1
+    fi
+}
+
 # it_run GROUP: run the group's tests, write RESULTS_DIR/
 # ${IT_REPORT:-integration}_GROUP.xml, and end: non-zero when a test
 # failed (cleanup then keeps the logs and says where)

@@ -19,7 +19,7 @@ test_aux_lane() {
             "rc/markers ${res[*]}; $(grep -m2 'ERROR\|unreachable' "$work/aux.c.log")"
     fi
 
-    [ -x "$work/mpi_check_ompi" ] || return
+    mpi_programs aux_mpi_programs_build || return
     local aux_x=() e
     for e in "${aux_envs[@]}"; do aux_x+=(-x "$e"); done
     mpi_wire_verdict openmpi_across_hosts_with_connect_to_ep_lanes \

@@ -10,12 +10,8 @@
 # library's own PMPI_Allgather; default tuning under Open MPI; a forged frame
 # aborts the job with the reason; a missing job secret says how to fix it.
 test_collectives() {
-    local src="$it_dir/mpi_allgather_check.c" alg map log
-    if ! mpicc -O2 -o "$work/agc_ompi" "$src" 2>"$work/cc.log" ||
-       ! mpicc.mpich -O2 -o "$work/agc_mpich" "$src" 2>>"$work/cc.log"; then
-        record collectives_programs_build fail "$(tail -2 "$work/cc.log")"
-        return
-    fi
+    local alg map log
+    allgather_programs collectives_programs_build || return
     local mpich=(timeout 120 mpiexec.mpich -n 6 env
                  LD_PRELOAD="$runtime_first$prefix/lib/libucxcrypt_pmpi_mpich.so"
                  UCX_CRYPT_KEY_FILE="$work/job.key" UCX_CRYPT_COLL_VERBOSE=y)

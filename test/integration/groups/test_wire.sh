@@ -51,7 +51,7 @@ test_wire() {
 
     # the same MPI program twice, all defaults: without the site
     # configuration Open MPI quietly takes ob1 + btl tcp (plaintext)
-    if [ -x "$work/mpi_check_ompi" ]; then
+    if mpi_programs wire_mpi_programs_build; then
         plain=$(mpi_wire_run mpi-plain /dev/null)
         crypt=$(mpi_wire_run mpi-crypt "$site_conf")
         echo "  wire (MPI): without site config rc/markers: $plain; with it: $crypt"
@@ -68,7 +68,7 @@ test_wire() {
 
     # the collectives' adapter on its own: all-gather data between the two
     # hosts is sealed even with a plaintext transport underneath
-    [ -x "$work/agc_ompi" ] || return
+    allgather_programs wire_allgather_programs_build || return
     local res
     plain=$(coll_wire_run coll-plain plain)
     crypt=$(coll_wire_run coll-adapter adapter)
