@@ -69,7 +69,7 @@ quick_groups="^(test_ucp_sizes_verified|test_misconfiguration|test_fail_closed|t
 results="$build/results"
 jobs=$(nproc 2>/dev/null || echo 2)
 
-log() { printf '\n== %s\n' "$*"; }
+log() { printf '\n== %s (%s)\n' "$*" "$(date +%T)"; }
 
 do_build() {
     log "dependencies"
