@@ -23,7 +23,7 @@ cs_pair() {
     shift 3
     while [ "$1" != -- ]; do sargs+=("$1"); shift; done
     shift
-    cs_capture_start "$label"
+    capture_start "$label"
     on_host ucxc-h1 ucxc-v1 "${senv[@]}" timeout 90 "$cs_check" -l "$port" \
         "${sargs[@]}" >"$work/$label.s.log" 2>&1 &
     local srv=$!
@@ -36,7 +36,7 @@ cs_pair() {
     fi
     wait $srv
     local src=$?
-    echo "$src $crc $(cs_capture_stop "$label")"
+    echo "$src $crc $(capture_stop "$label")"
 }
 
 cs_verdict() { # NAME RESULT(server client markers) LABEL
@@ -52,20 +52,6 @@ cs_verdict() { # NAME RESULT(server client markers) LABEL
 
 cs_sizes=0,1,8,1000,8125,65536,1048577,16777216
 
-# the veth of h1 captured into $work/LABEL.pcap; _stop prints how many
-# times the marker crossed it
-cs_capture_start() {
-    ip netns exec ucxc-h1 tcpdump -i ucxc-v1 -U -s 0 -w "$work/$1.pcap" \
-        >"$work/$1.tcpdump.log" 2>&1 &
-    cs_dump=$!
-    sleep 1
-}
-
-cs_capture_stop() {
-    sleep 0.3
-    kill -INT "$cs_dump"; wait "$cs_dump" 2>/dev/null
-    grep -a -o "UCXCRYPT-MARKER-" "$work/$1.pcap" | wc -l
-}
 
 # wait (up to 10 s) until the server whose log is $1 listens
 cs_listening() {
@@ -173,7 +159,7 @@ cs_refused() {
     local name=$1 label=$2 port; port=$(cs_port)
     local -a cenv
     read -r -a cenv <<<"$3"
-    cs_capture_start "$label"
+    capture_start "$label"
     on_host ucxc-h1 ucxc-v1 "${cs_crypt[@]}" timeout 60 "$cs_check" -l "$port" -k 1 \
         >"$work/$label.s.log" 2>&1 &
     local srv=$!
@@ -186,7 +172,7 @@ cs_refused() {
     local good=$?
     wait $srv
     local src=$?
-    local markers; markers=$(cs_capture_stop "$label")
+    local markers; markers=$(capture_stop "$label")
     echo "  $label: refused client rc $bad ($(grep -a -m1 -o "ENDPOINT ERROR.*\|cs_check: .*" \
         "$work/$label.bad.log")); server: $(grep -a -m1 -o "refused a connection.*(" "$work/$label.s.log")"
     if [ "$bad" != 0 ] && [ "$good" = 0 ] && [ "$src" = 0 ] && [ "$markers" = 0 ] &&
@@ -357,7 +343,7 @@ test_client_server_forged_record() {
 cs_attack() {
     local label=$1 attacks=$2 port; port=$(cs_port)
     shift 2
-    cs_capture_start "$label"
+    capture_start "$label"
     on_host ucxc-h1 ucxc-v1 "$@" timeout 300 "$cs_check" -l "$port" -k 1 \
         >"$work/$label.victim.log" 2>&1 &
     local victim=$!
@@ -374,7 +360,7 @@ cs_attack() {
         "$ports" 0 "$work/$label.pcap" "$attacks" >"$work/$label.attacker.log" 2>&1
     wait $client; local crc=$?
     wait $victim; local vrc=$?
-    cs_capture_stop "$label" >/dev/null
+    capture_stop "$label" >/dev/null
     echo "$crc $vrc"
 }
 

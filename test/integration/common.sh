@@ -168,6 +168,28 @@ two_hosts_up() { # NAME_setup
     return 1
 }
 
+# capture_start LABEL: the veth of h1 captured into $work/LABEL.pcap, from
+# the moment tcpdump says it listens (5 s at most), not after a guessed
+# sleep; capture_stop LABEL ends it once what was in flight arrived and
+# prints how many times the marker crossed
+capture_start() {
+    ip netns exec ucxc-h1 tcpdump -i ucxc-v1 -U -s 0 -w "$work/$1.pcap" \
+        >"$work/$1.tcpdump.log" 2>&1 &
+    capture_pid=$!
+    local i
+    for i in $(seq 50); do
+        grep -q "listening on" "$work/$1.tcpdump.log" && return 0
+        sleep 0.1
+    done
+    echo "  capture $1: tcpdump did not start: $(tail -1 "$work/$1.tcpdump.log")"
+}
+
+capture_stop() {
+    sleep 0.5 # (what the kernel still holds for the capture)
+    kill -INT "$capture_pid"; wait "$capture_pid" 2>/dev/null
+    grep -a -o "UCXCRYPT-MARKER-" "$work/$1.pcap" | wc -l
+}
+
 # ---- the wire: two hosts, capture, marker ------------------------------------
 wire_run() { # label crypt(0|1|plugin) [sizes [env...]] -> prints marker count in the capture
     local label=$1 crypt=$2 sizes=${3:-8,1000,65536,1048576} port; port=$(next_port)
@@ -179,10 +201,7 @@ wire_run() { # label crypt(0|1|plugin) [sizes [env...]] -> prints marker count i
                                    UCX_CRYPT_TLS=tcp UCX_CRYPT_KEY_FILE="$work/job.key")
     shift 2; shift $(( $# > 0 ))
     envs+=("$@")
-    ip netns exec ucxc-h1 tcpdump -i ucxc-v1 -U -s 0 -w "$work/$label.pcap" \
-        >"$work/$label.tcpdump.log" 2>&1 &
-    local dump=$!
-    sleep 1
+    capture_start "$label"
     on_host ucxc-h1 ucxc-v1 "${envs[@]}" timeout 60 "$check" -l "$port" \
         >"$work/$label.s.log" 2>&1 &
     local srv=$!
@@ -190,11 +209,7 @@ wire_run() { # label crypt(0|1|plugin) [sizes [env...]] -> prints marker count i
         -s "$sizes" -n 3 >"$work/$label.c.log" 2>&1
     local rc=$?
     wait $srv
-    sleep 0.5
-    kill -INT $dump; wait $dump 2>/dev/null
-    local hits
-    hits=$(grep -a -o "UCXCRYPT-MARKER-" "$work/$label.pcap" | wc -l)
-    echo "$rc $hits"
+    echo "$rc $(capture_stop "$label")"
 }
 
 # mpi_wire_run LABEL PARAM_FILE: Open MPI across the two hosts (mpirun on
@@ -203,10 +218,7 @@ wire_run() { # label crypt(0|1|plugin) [sizes [env...]] -> prints marker count i
 mpi_wire_run() { # LABEL PARAM_FILE [mpirun args...]
     local label=$1 params=$2
     shift 2
-    ip netns exec ucxc-h1 tcpdump -i ucxc-v1 -U -s 0 -w "$work/$label.pcap" \
-        >"$work/$label.tcpdump.log" 2>&1 &
-    local dump=$!
-    sleep 1
+    capture_start "$label"
     on_host ucxc-h1 ucxc-v1 env OMPI_MCA_mca_base_param_files="$params" \
         OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
         NETNS_AGENT_HOSTS="10.77.0.1=ucxc-h1=ucxc-v1 10.77.0.2=ucxc-h2=ucxc-v2" \
@@ -215,9 +227,7 @@ mpi_wire_run() { # LABEL PARAM_FILE [mpirun args...]
         -x UCX_CRYPT_KEY_FILE="$work/job.key" -x UCX_CRYPT_STATS=y "$@" \
         "$work/mpi_check_ompi" -s 8,1000,65536,1048576 >"$work/$label.log" 2>&1
     local rc=$?
-    sleep 0.5
-    kill -INT $dump; wait $dump 2>/dev/null
-    echo "$rc $(grep -a -o "UCXCRYPT-MARKER-" "$work/$label.pcap" | wc -l)"
+    echo "$rc $(capture_stop "$label")"
 }
 
 # mpi_wire_verdict NAME "RC MARKERS" LOG: the encrypted run of

@@ -19,10 +19,7 @@ attack_run() { # LABEL [victim env...] -> victim, client and attacker logs
     # (the attacker needs the start of the honest traffic only: its first
     # messages to replay, a public key; the capture stops before the
     # attacks, its whole transfer was gigabytes)
-    ip netns exec ucxc-h1 tcpdump -i ucxc-v1 -U -s 0 -w "$work/$label.pcap" \
-        >"$work/$label.tcpdump.log" 2>&1 &
-    local dump=$!
-    sleep 1
+    capture_start "$label"
     on_host ucxc-h1 ucxc-v1 "$@" UCX_CRYPT_STATS=y timeout 300 "$check" -l "$port" -C \
         >"$work/$label.victim.log" 2>&1 &
     local victim=$! canary="" ports=""
@@ -44,7 +41,7 @@ attack_run() { # LABEL [victim env...] -> victim, client and attacker logs
         -s 8,65536,1048576 -n 3000 >"$work/$label.client.log" 2>&1 &
     local client=$!
     sleep 1
-    kill -INT $dump; wait $dump 2>/dev/null
+    kill -INT "$capture_pid"; wait "$capture_pid" 2>/dev/null
     ip netns exec ucxc-h2 timeout 100 python3 "$it_dir/attacker.py" 10.77.0.1 \
         "$ports" "${canary:-0}" "$work/$label.pcap" "${ATTACKS:-}" \
         >"$work/$label.attacker.log" 2>&1

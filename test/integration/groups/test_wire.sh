@@ -12,10 +12,7 @@ coll_wire_run() {
     local label=$1 mode=$2 pre=()
     [ "$mode" = adapter ] && pre=(-x LD_PRELOAD="$runtime_first$prefix/lib/libucxcrypt_pmpi_ompi.so"
                                   -x UCX_CRYPT_KEY_FILE="$work/job.key")
-    ip netns exec ucxc-h1 tcpdump -i ucxc-v1 -U -s 0 -w "$work/$label.pcap" \
-        >"$work/$label.tcpdump.log" 2>&1 &
-    local dump=$!
-    sleep 1
+    capture_start "$label"
     on_host ucxc-h1 ucxc-v1 env OMPI_MCA_mca_base_param_files=/dev/null \
         OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
         NETNS_AGENT_HOSTS="10.77.0.1=ucxc-h1=ucxc-v1 10.77.0.2=ucxc-h2=ucxc-v2" \
@@ -26,10 +23,7 @@ coll_wire_run() {
         -x UCX_WARN_UNUSED_ENV_VARS=n -x UCX_CRYPT_COLL_NODES=2:block "${pre[@]}" \
         "$work/agc_ompi" -m >"$work/$label.log" 2>&1
     local rc=$?
-    sleep 0.5
-    kill -INT $dump; wait $dump 2>/dev/null
-    echo "$rc $(grep -a -o "UCXCRYPT-MARKER-" "$work/$label.pcap" | wc -l)" \
-         "$(grep -c "^COLLECTIVES OK" "$work/$label.log")"
+    echo "$rc $(capture_stop "$label") $(grep -c "^COLLECTIVES OK" "$work/$label.log")"
 }
 
 test_wire() {
