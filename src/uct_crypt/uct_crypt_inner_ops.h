@@ -47,7 +47,6 @@ typedef void (*uct_crypt_inner_segment_cb_t)(void *arg, const uint8_t *data,
                                              size_t length);
 
 typedef struct uct_crypt_inner_ops {
-    const char   *name;      /* in logs */
     unsigned     flags;      /* UCT_CRYPT_INNER_* */
     /* INLINE_SEGMENTS: the largest segment the sender seals into one
      * frame, and the largest (ciphertext and tag) a receiver takes */

@@ -38,7 +38,6 @@ static void uct_crypt_ucx_rx_reject(uct_iface_h iface, const char *reason)
 }
 
 const uct_crypt_inner_ops_t uct_crypt_ucx_inner_ops = {
-    .name               = "ucx",
     .flags              = 0,
     .ep_set_peer        = uct_crypt_ucx_ep_set_peer,
     .ep_secret          = uct_crypt_ucx_no_secret,

@@ -256,27 +256,23 @@ aux_envs=(UCX_CRYPT_EMULATE_CONNECT_TO_EP=y UCX_NUM_EPS=4096)
 
 . "$it_dir/client_server.sh"
 
-# The MPI test programs, built into this group's $work by the first group
-# function that needs them; a failed build fails the test NAME (never a
-# silent skip of what needs them)
-mpi_programs() { # NAME
-    [ -x "$work/mpi_check_ompi" ] && [ -x "$work/mpi_check_mpich" ] && return 0
-    if ! mpicc -O2 -o "$work/mpi_check_ompi" "$mpi_check_src" 2>"$work/cc.log" ||
-       ! mpicc.mpich -O2 -o "$work/mpi_check_mpich" "$mpi_check_src" 2>>"$work/cc.log"; then
+# mpi_program NAME SOURCE OUT: an MPI test program built for Open MPI and
+# MPICH into $work/OUT_ompi and $work/OUT_mpich, by the first group
+# function of this group that needs it; a failed build fails the test NAME
+# (never a silent skip of what needs it)
+mpi_program() { # NAME SOURCE OUT
+    local out="$work/$3"
+    [ -x "${out}_ompi" ] && [ -x "${out}_mpich" ] && return 0
+    if ! mpicc -O2 -o "${out}_ompi" "$2" 2>"$work/cc.log" ||
+       ! mpicc.mpich -O2 -o "${out}_mpich" "$2" 2>>"$work/cc.log"; then
         record "$1" fail "$(tail -2 "$work/cc.log")"
         return 1
     fi
 }
 
-allgather_programs() { # NAME
-    [ -x "$work/agc_ompi" ] && [ -x "$work/agc_mpich" ] && return 0
-    if ! mpicc -O2 -o "$work/agc_ompi" "$it_dir/mpi_allgather_check.c" 2>"$work/cc.log" ||
-       ! mpicc.mpich -O2 -o "$work/agc_mpich" "$it_dir/mpi_allgather_check.c" \
-             2>>"$work/cc.log"; then
-        record "$1" fail "$(tail -2 "$work/cc.log")"
-        return 1
-    fi
-}
+# the point-to-point, one-sided and collectives check, and the all-gather one
+mpi_programs() { mpi_program "$1" "$mpi_check_src" mpi_check; }
+allgather_programs() { mpi_program "$1" "$it_dir/mpi_allgather_check.c" agc; }
 
 # it_run GROUP: run the group's tests, write RESULTS_DIR/
 # ${IT_REPORT:-integration}_GROUP.xml, and end: non-zero when a test

@@ -823,31 +823,32 @@ const uint8_t *uct_crypt_sock_rx_secret(uct_iface_h tl_iface)
 {
     uct_crypt_sock_iface_t *iface = ucs_derived_of(tl_iface, uct_crypt_sock_iface_t);
 
-    return (uct_crypt_sock_is_own(tl_iface) && (iface->rx_conn != NULL)) ?
-           iface->rx_conn->secret : NULL;
+    ucs_assert(uct_crypt_sock_is_own(tl_iface)); /* (uct_crypt_wire_inner_ops) */
+    return (iface->rx_conn != NULL) ? iface->rx_conn->secret : NULL;
 }
 
 uint64_t uct_crypt_sock_rx_conn(uct_iface_h tl_iface)
 {
     uct_crypt_sock_iface_t *iface = ucs_derived_of(tl_iface, uct_crypt_sock_iface_t);
 
-    return (uct_crypt_sock_is_own(tl_iface) && (iface->rx_conn != NULL)) ?
-           iface->rx_conn->id : 0;
+    ucs_assert(uct_crypt_sock_is_own(tl_iface));
+    return (iface->rx_conn != NULL) ? iface->rx_conn->id : 0;
 }
 
 const char *uct_crypt_sock_rx_peer_name(uct_iface_h tl_iface)
 {
     uct_crypt_sock_iface_t *iface = ucs_derived_of(tl_iface, uct_crypt_sock_iface_t);
 
-    return (uct_crypt_sock_is_own(tl_iface) && (iface->rx_conn != NULL)) ?
-           iface->rx_conn->peer_name : "";
+    ucs_assert(uct_crypt_sock_is_own(tl_iface));
+    return (iface->rx_conn != NULL) ? iface->rx_conn->peer_name : "";
 }
 
 void uct_crypt_sock_rx_reject(uct_iface_h tl_iface, const char *reason)
 {
     uct_crypt_sock_iface_t *iface = ucs_derived_of(tl_iface, uct_crypt_sock_iface_t);
 
-    if (uct_crypt_sock_is_own(tl_iface) && (iface->rx_conn != NULL)) {
+    ucs_assert(uct_crypt_sock_is_own(tl_iface));
+    if (iface->rx_conn != NULL) {
         iface->rx_conn->reject = reason; /* (a static name) */
     }
 }

@@ -7,7 +7,6 @@
 #include "uct_crypt/wire/wire_int.h"
 
 const uct_crypt_inner_ops_t uct_crypt_wire_inner_ops = {
-    .name               = "wire",
     .flags              = UCT_CRYPT_INNER_CONN_KEYS |
                           UCT_CRYPT_INNER_INLINE_SEGMENTS |
                           UCT_CRYPT_INNER_ZCOPY_FLUSH,
