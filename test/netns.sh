@@ -33,11 +33,13 @@ on_host() { # NS DEV command...
     ip netns exec "$ns" unshare --pid --ipc --fork --mount-proc env UCX_NET_DEVICES="$dev" "$@"
 }
 
-# wait_listening NS PORT: until a TCP listener is up there (10 s at most)
+# wait_listening NS PORT: until a TCP listener is up there (10 s at most);
+# NS "-": this namespace
 wait_listening() {
-    local i
+    local i in_ns=(ip netns exec "$1")
+    [ "$1" = - ] && in_ns=()
     for i in $(seq 100); do
-        ip netns exec "$1" ss -Hltn "sport = :$2" | grep -q . && return 0
+        "${in_ns[@]}" ss -Hltn "sport = :$2" | grep -q . && return 0
         sleep 0.1
     done
     return 1
@@ -56,6 +58,17 @@ on_host_defaults() {
 # namespace and ignores SIGTERM: the whole tree goes, deepest first, with
 # SIGKILL (killing `unshare` alone left the program running, orphaned and
 # polling). PID is one the caller started.
+# program_pid PID: the program a PID the caller started runs, the deepest
+# of its first children (on_host: unshare, env, timeout, the program), to
+# signal that program alone, by PID
+program_pid() {
+    local pid=$1 child
+    while child=$(pgrep -P "$pid" | head -1) && [ -n "$child" ]; do
+        pid=$child
+    done
+    echo "$pid"
+}
+
 stop_tree() {
     local child
     for child in $(pgrep -P "$1" 2>/dev/null); do

@@ -12,6 +12,7 @@
 #include "uct_crypt/api/uct_crypt_stats.h"
 #include "uct_crypt/uct_crypt_counters.h"
 #include "uct_crypt/uct_crypt_inner_ops.h"
+#include "uct_crypt/uct_crypt_keepalive.h"
 #include "uct_crypt/uct_crypt_compat.h"
 
 #include <uct/base/uct_iface.h>
@@ -44,10 +45,9 @@ typedef struct uct_crypt_global_config {
     char                  *key_file;
     int                   unauthenticated; /* no job secret, on purpose */
     unsigned              key_bits;
-    char                  *backend;
+    int                   backend;        /* crypt_aead_backend_t */
     int                   stats;
     unsigned long         rekey_records;  /* 0: keyex default */
-    double                keepalive;      /* own wire: seconds, 0: off */
     int                   abort_on_ep_failure; /* resolved: never AUTO */
     int                   abort_in_mpi_rank;   /* ... because AUTO found one */
     /* read by the collectives' MPI adapter (src/ucp_crypt/mpi), never
@@ -69,13 +69,20 @@ typedef struct uct_crypt_global_config {
 /* The auxiliary tl's iface options: the base ones only (no bulk engine,
  * no tamper hook) */
 typedef struct uct_crypt_aux_iface_config {
-    uct_iface_config_t super;
+    uct_iface_config_t    super;
+    uct_crypt_keepalive_t keepalive; /* crypt's own wire beneath */
 } uct_crypt_aux_iface_config_t;
 
 typedef struct uct_crypt_md_config {
-    uct_md_config_t           super;
-    uct_crypt_global_config_t global;
+    uct_md_config_t super;
 } uct_crypt_md_config_t;
+
+/* How the bulk engine seals a put (UCX_CRYPT_BULK_MODE) */
+typedef enum {
+    UCT_CRYPT_BULK_PIPELINED, /* segments sealed by the pool, sent as ready */
+    UCT_CRYPT_BULK_NAIVE,     /* sealed whole by one thread, then sent */
+    UCT_CRYPT_BULK_MODE_LAST
+} uct_crypt_bulk_mode_t;
 
 /* Per iface (UCX_CRYPT_* too): the bulk engine, and in test builds the
  * fault hook, per iface so that one process can hold a tampering and an
@@ -92,15 +99,17 @@ typedef struct uct_crypt_iface_config {
 #endif
     /* the bulk engine (uct_crypt_bulk.c) */
     int                bulk;            /* advertise encrypted put_zcopy */
-    char               *bulk_mode;      /* pipelined | naive */
+    int                bulk_mode;       /* uct_crypt_bulk_mode_t */
     size_t             bulk_segment;    /* bytes per segment (auto: profile) */
     unsigned long      bulk_threads;    /* auto: profile, else min(T0-T1, 2) */
     unsigned           bulk_depth;      /* bounce segments per iface */
     unsigned           bulk_max_outstanding; /* above: seal inline (k=1) */
     char               *profile;        /* calibration file, "" = none */
-    /* crypt's own wire: its sockets' buffers, as UCX tcp's SNDBUF/RCVBUF */
+    /* crypt's own wire: its sockets' buffers and keepalive, as UCX tcp's
+     * SNDBUF, RCVBUF, KEEPIDLE, KEEPCNT, KEEPINTVL */
     size_t             sndbuf;          /* UCS_MEMUNITS_AUTO: the kernel's */
     size_t             rcvbuf;
+    uct_crypt_keepalive_t keepalive;
 } uct_crypt_iface_config_t;
 
 /* A crypt md wraps one (inner md, inner tl) pair. */
@@ -313,6 +322,7 @@ typedef struct uct_crypt_cm_config {
     size_t          priv_data_len;
     double          handshake_timeout;
     unsigned        max_half_open;
+    uct_crypt_keepalive_t keepalive;
 } uct_crypt_cm_config_t;
 
 extern ucs_config_field_t uct_crypt_cm_config_table[];
@@ -337,7 +347,7 @@ void uct_crypt_stats_print(void);
 /* Where UCX_TLS names crypt: network names beside it to UCX_CRYPT_TLS,
  * and "crypt_aux:aux" where an auxiliary inner is selected, as UCP's own
  * "rc" alias adds "ud_mlx5:aux" (uct_crypt_tls_env) */
-void uct_crypt_inner_env_from_ucx_tls(void);
+void uct_crypt_inner_check_ucx_tls(void);
 /* Every network component off UCT's list; from_module_loader: we are
  * being loaded by UCX's module loader (UCX_PLUGIN_PATH, 1.22+) */
 void uct_crypt_inner_hide_network(int from_module_loader);

@@ -125,13 +125,6 @@ ucs_status_t uct_crypt_bulk_init(uct_crypt_iface_t *iface,
          !(iface->inner_ops->flags & UCT_CRYPT_INNER_INLINE_SEGMENTS))) {
         return UCS_OK; /* AM only: UCP runs rendezvous over AM */
     }
-    if (strcmp(config->bulk_mode, "pipelined") &&
-        strcmp(config->bulk_mode, "naive")) {
-        ucs_error("crypt: UCX_CRYPT_BULK_MODE=%s: use 'pipelined' or 'naive'",
-                  config->bulk_mode);
-        return UCS_ERR_INVALID_PARAM;
-    }
-
     uct_crypt_bulk_read_profile(config->profile, &segment, &threads);
     if (config->bulk_segment != UCS_MEMUNITS_AUTO) {
         segment = config->bulk_segment;
@@ -151,7 +144,7 @@ ucs_status_t uct_crypt_bulk_init(uct_crypt_iface_t *iface,
     }
     if (iface->inner_ops->flags & UCT_CRYPT_INNER_INLINE_SEGMENTS) {
         /* a segment is one frame of the inner (crypt's own wire) */
-        if (!strcmp(config->bulk_mode, "naive")) {
+        if (config->bulk_mode == UCT_CRYPT_BULK_NAIVE) {
             ucs_error("crypt: UCX_CRYPT_BULK_MODE=naive needs an inner with "
                       "puts (rc); on Ethernet use pipelined");
             return UCS_ERR_INVALID_PARAM;
@@ -164,7 +157,7 @@ ucs_status_t uct_crypt_bulk_init(uct_crypt_iface_t *iface,
         return UCS_ERR_NO_MEMORY;
     }
     bulk->iface           = iface;
-    bulk->naive           = !strcmp(config->bulk_mode, "naive");
+    bulk->naive           = (config->bulk_mode == UCT_CRYPT_BULK_NAIVE);
     bulk->inline_segments = !!(iface->inner_ops->flags &
                                UCT_CRYPT_INNER_INLINE_SEGMENTS);
     status = uct_md_query(&md->super, &md_attr);

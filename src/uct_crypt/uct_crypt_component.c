@@ -223,9 +223,9 @@ static void uct_crypt_check_ucx_version(void)
 
 /* Register crypt and hide the network: from the constructor when
  * preloaded (every release), from ucs_module_global_init when UCX's own
- * loader opened us (UCX_PLUGIN_PATH, 1.22+). Loaded as a module, we come
- * after UCP parsed its configuration: UCX_TLS and the sockaddr list are
- * the launcher's to set (ucx-crypt-run, the site configuration). */
+ * loader opened us (UCX_PLUGIN_PATH, 1.22+). UCX_TLS is the launcher's to
+ * set (ucx-crypt-run, the site configuration), never ours; loaded as a
+ * module we come after UCP parsed its configuration anyway. */
 static void uct_crypt_load(int from_module_loader)
 {
     static int loading;
@@ -248,11 +248,7 @@ static void uct_crypt_load(int from_module_loader)
         return;
     }
 
-    /* may set UCX_CRYPT_TLS: read the configuration again */
-    uct_crypt_inner_env_from_ucx_tls();
-    uct_crypt_global_config_release();
-    uct_crypt_global_config_read();
-
+    uct_crypt_inner_check_ucx_tls();
     uct_crypt_inner_hide_network(from_module_loader);
     uct_tl_register(&uct_crypt_component, &uct_crypt_tl);
     uct_tl_register(&uct_crypt_component, &uct_crypt_aux_tl);

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Process-wide state of the crypt transport: the UCX_CRYPT_* options that
- * are not per md or per iface (one UCX config table, read once by the
- * loader), the job secret and AES-GCM backend (set up once, by the first md
+ * are not per iface (one UCX config table, registered with UCX's list and
+ * read once by the loader), the job secret and AES-GCM backend (set up once, by the first md
  * opened), and the record counters (uct_crypt_stats.h).
  */
 #include "uct_crypt/uct_crypt.h"
@@ -21,6 +21,14 @@ static const char *uct_crypt_abort_on_ep_failure_names[] = {
     [UCT_CRYPT_ABORT_UNHANDLED] = "unhandled",
     [UCT_CRYPT_ABORT_DETECTED]  = "detected",
     [UCT_CRYPT_ABORT_LAST]      = NULL
+};
+
+/* crypt_aead_backend_name's, in crypt_aead_backend_t's order */
+static const char *uct_crypt_backend_names[] = {
+    [CRYPT_AEAD_BACKEND_AUTO]     = "auto",
+    [CRYPT_AEAD_BACKEND_IPSEC_MB] = "ipsec-mb",
+    [CRYPT_AEAD_BACKEND_OPENSSL]  = "openssl",
+    [CRYPT_AEAD_BACKEND_LAST]     = NULL
 };
 
 ucs_config_field_t uct_crypt_global_config_table[] = {
@@ -52,20 +60,12 @@ ucs_config_field_t uct_crypt_global_config_table[] = {
 
     {"BACKEND", "auto",
      "AES-GCM implementation: auto (ipsec-mb if built in), ipsec-mb, openssl.",
-     ucs_offsetof(uct_crypt_global_config_t, backend), UCS_CONFIG_TYPE_STRING},
+     ucs_offsetof(uct_crypt_global_config_t, backend),
+     UCS_CONFIG_TYPE_ENUM(uct_crypt_backend_names)},
 
     {"STATS", "n",
      "Print the record counters (sealed, opened, failures by reason) at exit.",
      ucs_offsetof(uct_crypt_global_config_t, stats), UCS_CONFIG_TYPE_BOOL},
-
-    {"KEEPALIVE", "10s",
-     "crypt's own wire (tcp): a peer host that stops answering, or a cut link,\n"
-     "fails the connections to it after about this long (TCP keepalive probes\n"
-     "on an idle connection; on a busy one, no acknowledgement at all for the\n"
-     "data in flight). A peer process that is only busy elsewhere is never\n"
-     "failed: its kernel answers both, as with UCX tcp.\n"
-     "0: off (a dead peer is noticed only when the kernel gives up).",
-     ucs_offsetof(uct_crypt_global_config_t, keepalive), UCS_CONFIG_TYPE_TIME},
 
     {"ABORT_ON_EP_FAILURE", "auto",
      "Which failed endpoints end the process, after UCP's error handler was told:\n"
@@ -137,6 +137,13 @@ ucs_config_field_t uct_crypt_global_config_table[] = {
 
     {NULL}
 };
+
+/* One table for the process, registered with UCX's list as its own global
+ * options are (global_opts.c), so that `ucx_info -c` documents it once;
+ * read once, by the loader (uct_crypt_global_config_read) */
+UCS_CONFIG_REGISTER_TABLE(uct_crypt_global_config_table, "Crypt",
+                          UCT_CRYPT_CONFIG_PREFIX, uct_crypt_global_config_t,
+                          &ucs_config_global_list)
 
 /* ---- statistics ---------------------------------------------------------- */
 
@@ -218,18 +225,12 @@ static pthread_once_t uct_crypt_global_once = PTHREAD_ONCE_INIT;
 static void uct_crypt_global_init_once(void)
 {
     char error[KEYEX_ERROR_MAX];
-    crypt_aead_backend_t backend;
+    crypt_aead_backend_t backend = (crypt_aead_backend_t)uct_crypt_global.backend;
 
-    backend = crypt_aead_backend_from_name(uct_crypt_global.backend);
-    if (backend == CRYPT_AEAD_BACKEND_LAST) {
-        ucs_error("crypt: UCX_CRYPT_BACKEND=%s is not one of auto, ipsec-mb, "
-                  "openssl", uct_crypt_global.backend);
-        uct_crypt_global_status = UCS_ERR_INVALID_PARAM;
-        return;
-    }
     if (crypt_aead_init(backend) != CRYPT_AEAD_OK) {
         ucs_error("crypt: AES-GCM backend '%s' is not available in this build "
-                  "(set UCX_CRYPT_BACKEND=openssl)", uct_crypt_global.backend);
+                  "(set UCX_CRYPT_BACKEND=openssl)",
+                  crypt_aead_backend_name(backend));
         uct_crypt_global_status = UCS_ERR_UNSUPPORTED;
         return;
     }

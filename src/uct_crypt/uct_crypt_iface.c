@@ -12,6 +12,12 @@
 #include <ucs/time/time.h>
 #include <endian.h>
 
+static const char *uct_crypt_bulk_mode_names[] = {
+    [UCT_CRYPT_BULK_PIPELINED]  = "pipelined",
+    [UCT_CRYPT_BULK_NAIVE]      = "naive",
+    [UCT_CRYPT_BULK_MODE_LAST]  = NULL
+};
+
 static ucs_config_field_t uct_crypt_iface_config_table[] = {
     {"", "", NULL, ucs_offsetof(uct_crypt_iface_config_t, super),
      UCS_CONFIG_TYPE_TABLE(uct_iface_config_table)},
@@ -65,6 +71,9 @@ static ucs_config_field_t uct_crypt_iface_config_table[] = {
      "tcp's UCX_TCP_RCVBUF (auto: the kernel's).",
      ucs_offsetof(uct_crypt_iface_config_t, rcvbuf), UCS_CONFIG_TYPE_MEMUNITS},
 
+    {"", "", NULL, ucs_offsetof(uct_crypt_iface_config_t, keepalive),
+     UCS_CONFIG_TYPE_TABLE(uct_crypt_keepalive_config_table)},
+
     {"BULK", "y",
      "Offer encrypted put_zcopy and get_zcopy (the bulk engine), which give UCP\n"
      "its RMA rendezvous back: segments sealed in parallel, put by the inner\n"
@@ -76,7 +85,8 @@ static ucs_config_field_t uct_crypt_iface_config_table[] = {
      "pipelined: segments sealed by the worker pool and sent as each is ready.\n"
      "naive: the whole put sealed by one thread, then sent, then opened (the\n"
      "CryptMPI paper's baseline, for benchmarks).",
-     ucs_offsetof(uct_crypt_iface_config_t, bulk_mode), UCS_CONFIG_TYPE_STRING},
+     ucs_offsetof(uct_crypt_iface_config_t, bulk_mode),
+     UCS_CONFIG_TYPE_ENUM(uct_crypt_bulk_mode_names)},
 
     {"BULK_SEGMENT", "auto",
      "Bytes per bulk segment. auto: from UCX_CRYPT_PROFILE, else 256k. On crypt's\n"
@@ -548,7 +558,7 @@ static UCS_CLASS_INIT_FUNC(uct_crypt_iface_t, uct_md_h tl_md, uct_worker_h worke
     ucs_list_head_init(&self->eps);
     kh_init_inplace(uct_crypt_rx_flows, &self->rx_flows);
     self->backend = crypt_aead_backend_resolve(
-            crypt_aead_backend_from_name(uct_crypt_global.backend));
+            (crypt_aead_backend_t)uct_crypt_global.backend);
     self->key_len = uct_crypt_global.key_bits / 8;
     self->fail_cb_id = UCS_CALLBACKQ_ID_NULL;
     self->role       = !strcmp(params->mode.device.tl_name, UCT_CRYPT_AUX_NAME) ?
@@ -601,7 +611,6 @@ static UCS_CLASS_INIT_FUNC(uct_crypt_iface_t, uct_md_h tl_md, uct_worker_h worke
             .keypair         = &self->keypair,
             .job_secret      = uct_crypt_job_secret,
             .context         = { KEYEX_NOISE_ROLE_RECORDS, (uint8_t)self->key_len },
-            .keepalive       = uct_crypt_global.keepalive,
             .peer_failed     = uct_crypt_wire_peer_failed,
             .peer_failed_arg = self,
             .conn_ended      = uct_crypt_wire_conn_ended,
@@ -612,8 +621,12 @@ static UCS_CLASS_INIT_FUNC(uct_crypt_iface_t, uct_md_h tl_md, uct_worker_h worke
         if (self->role == UCT_CRYPT_ROLE_DATA) {
             const uct_crypt_iface_config_t *config =
                     ucs_derived_of(tl_config, uct_crypt_iface_config_t);
-            sock_params.sndbuf = config->sndbuf;
-            sock_params.rcvbuf = config->rcvbuf;
+            sock_params.sndbuf    = config->sndbuf;
+            sock_params.rcvbuf    = config->rcvbuf;
+            sock_params.keepalive = config->keepalive;
+        } else {
+            sock_params.keepalive = ucs_derived_of(
+                    tl_config, uct_crypt_aux_iface_config_t)->keepalive;
         }
 #if UCX_CRYPT_FAULT_INJECTION
         if (self->role == UCT_CRYPT_ROLE_DATA) {
@@ -767,6 +780,9 @@ static uct_iface_ops_t uct_crypt_iface_ops = {
 static ucs_config_field_t uct_crypt_aux_iface_config_table[] = {
     {"", "", NULL, ucs_offsetof(uct_crypt_aux_iface_config_t, super),
      UCS_CONFIG_TYPE_TABLE(uct_iface_config_table)},
+
+    {"", "", NULL, ucs_offsetof(uct_crypt_aux_iface_config_t, keepalive),
+     UCS_CONFIG_TYPE_TABLE(uct_crypt_keepalive_config_table)},
 
     {NULL}
 };

@@ -217,28 +217,30 @@ void uct_crypt_inner_hide_network(int from_module_loader)
 }
 
 /*
- * UCX_TLS=crypt,tcp is the user's syntax: 'tcp' there names the wire crypt
- * encrypts over. UCP would find no tl named tcp (we hide it) and warn, so
- * hand those names to UCX_CRYPT_TLS (unless it is set) and leave UCP only
- * the names it can resolve, with crypt_aux:aux where an inner needs it.
- * ucx-crypt-run does the same before the program starts (uct_crypt_tls_env
- * for both); this is for a program started without it. Runs before UCP
- * reads its configuration.
+ * UCX_TLS is UCP's, and the launcher's to write (ucx-crypt-run, before the
+ * program starts): the plugin only reads it, preloaded or loaded as a
+ * module alike (as a module it comes after UCP read it anyway). Where UCP
+ * cannot use it as it is, say what to set: network names beside crypt
+ * (UCX_TLS=crypt,tcp) are crypt's inners here, and UCP says it has no
+ * such transport; an inner that connects only endpoint to endpoint (rc,
+ * dc) needs crypt_aux in UCX_TLS, or UCP finds no way to wire it up.
  */
-void uct_crypt_inner_env_from_ucx_tls(void)
+void uct_crypt_inner_check_ucx_tls(void)
 {
+    const char *ucx_tls = getenv("UCX_TLS");
     uct_crypt_tls_env_t env;
     int need_aux = 0;
 
 #if UCX_CRYPT_FAULT_INJECTION
     need_aux = uct_crypt_global.emulate_connect_to_ep;
 #endif
-    uct_crypt_tls_env(getenv("UCX_TLS"), uct_crypt_global.tls, need_aux, &env);
-    if (env.set_crypt_tls) {
-        setenv("UCX_CRYPT_TLS", env.crypt_tls, 0);
-    }
+    uct_crypt_tls_env(ucx_tls, uct_crypt_global.tls, need_aux, &env);
     if (env.set_ucx_tls) {
-        setenv("UCX_TLS", env.ucx_tls, 1);
+        ucs_warn("crypt: UCX_TLS=%s: UCP can use UCX_TLS=%s%s%s (ucx-crypt-run "
+                 "sets both; crypt's inners come from UCX_CRYPT_TLS, else from "
+                 "the network names in UCX_TLS)", ucx_tls, env.ucx_tls,
+                 env.set_crypt_tls ? " UCX_CRYPT_TLS=" : "",
+                 env.set_crypt_tls ? env.crypt_tls : "");
     }
 }
 

@@ -435,12 +435,21 @@ static ucs_status_t uct_crypt_lane_open_iface(uct_crypt_lane_t *lane, const char
             .keypair         = &lane->keypair,
             .job_secret      = uct_crypt_job_secret,
             .context         = { KEYEX_NOISE_ROLE_LANE, 0 },
-            .keepalive       = uct_crypt_global.keepalive,
             .peer_failed     = uct_crypt_lane_peer_failed,
             .peer_failed_arg = lane,
             .sndbuf          = UCS_MEMUNITS_AUTO,
             .rcvbuf          = UCS_MEMUNITS_AUTO
         };
+        /* the crypt iface's keepalive knobs (UCX_CRYPT_KEEP*): the lane
+         * is the same wire to the same hosts */
+        status = uct_crypt_config_fill(&sock_params.keepalive,
+                                       uct_crypt_keepalive_config_table,
+                                       sizeof(sock_params.keepalive),
+                                       "crypt keepalive", UCT_CRYPT_CONFIG_PREFIX);
+        if (status != UCS_OK) {
+            uct_config_release(config);
+            return status;
+        }
         status = (keyex_keypair_generate(&lane->keypair) == KEYEX_OK) ?
                  uct_crypt_sock_iface_open(lane->md, lane->worker, &params,
                                            config, &sock_params, &lane->iface) :

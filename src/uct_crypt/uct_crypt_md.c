@@ -17,9 +17,6 @@ ucs_config_field_t uct_crypt_md_config_table[] = {
     {"", "", NULL, ucs_offsetof(uct_crypt_md_config_t, super),
      UCS_CONFIG_TYPE_TABLE(uct_md_config_table)},
 
-    {"", "", NULL, ucs_offsetof(uct_crypt_md_config_t, global),
-     UCS_CONFIG_TYPE_TABLE(uct_crypt_global_config_table)},
-
     {NULL}
 };
 

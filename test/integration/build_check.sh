@@ -71,9 +71,10 @@ check_layering() {
 check_wire_door() {
     local why="" f
     # what wire/ may include of the transport: its own files, the byte
-    # formats, the counters, the UCX release differences, the ops table
+    # formats, the counters, the UCX release differences, the ops table,
+    # the keepalive knobs' type
     why+=$(grep -rnE '^#include "uct_crypt/' "$src/src/uct_crypt/wire" |
-           grep -vE '"uct_crypt/(wire/|uct_crypt_format\.h|uct_crypt_counters\.h|uct_crypt_compat\.h|uct_crypt_inner_ops\.h|api/uct_crypt_stats\.h)' |
+           grep -vE '"uct_crypt/(wire/|uct_crypt_format\.h|uct_crypt_counters\.h|uct_crypt_compat\.h|uct_crypt_inner_ops\.h|uct_crypt_keepalive\.h|api/uct_crypt_stats\.h)' |
            sed "s|$src/||" | head -5)
     # who may open the door: the iface, the lane, the connection manager
     why+=$(grep -rln '#include "uct_crypt/wire/wire\.h"' "$src/src" |

@@ -9,7 +9,8 @@
 cs_check="$obj/test/integration/cs_check"
 cs_crypt=(LD_PRELOAD="$preload" UCX_TLS=crypt UCX_CRYPT_TLS=tcp
           UCX_CRYPT_KEY_FILE="$work/job.key" UCX_CRYPT_STATS=y
-          UCX_CRYPT_KEEPALIVE=3s UCX_WARN_UNUSED_ENV_VARS=n)
+          UCX_CRYPT_CM_KEEPIDLE=1s UCX_CRYPT_CM_KEEPINTVL=1s
+          UCX_CRYPT_KEEPIDLE=1s UCX_CRYPT_KEEPINTVL=1s UCX_WARN_UNUSED_ENV_VARS=n)
 cs_plain=(UCX_TLS=tcp UCX_WARN_UNUSED_ENV_VARS=n)
 
 # cs_pair LABEL "SERVER ENV" "CLIENT ENV" SERVER_ARGS -- CLIENT_ARGS:
@@ -114,7 +115,8 @@ test_client_server() {
     # data lanes that connect only ep to ep, as rc's (test builds:
     # UCX_CRYPT_EMULATE_CONNECT_TO_EP): UCP wires them from the addresses
     # in the private data, with the device address the CM carries
-    res=$(cs_pair cs-c2ep "$crypt ${aux_envs[*]}" "$crypt ${aux_envs[*]}" -- -c 10.77.0.1 \
+    res=$(cs_pair cs-c2ep "$crypt ${aux_envs[*]} ${aux_tls[*]}" \
+          "$crypt ${aux_envs[*]} ${aux_tls[*]}" -- -c 10.77.0.1 \
           -s "$cs_sizes" -n 1)
     cs_verdict cs_connect_to_ep_lanes_verified "$res" cs-c2ep
     test_client_server_many
@@ -226,9 +228,9 @@ cs_fault() {
     sleep "$((2 + RANDOM % 2)).$((RANDOM % 10))"
     local t0 survivor; t0=$(date +%s.%N)
     case $how in
-    kill-server) ip netns exec ucxc-h1 pkill -KILL -n -f "$cs_check -l $port"
+    kill-server) kill -KILL "$(program_pid "$srv")"
                  survivor="$work/$label.c.log" ;;
-    kill-client) ip netns exec ucxc-h2 pkill -KILL -n -f "$cs_check -c 10.77.0.1 -p $port"
+    kill-client) kill -KILL "$(program_pid "$cli")"
                  survivor="$work/$label.s.log" ;;
     cut)         ip -n ucxc-h2 link set ucxc-v2 down
                  survivor="$work/$label.c.log" ;;
@@ -257,7 +259,7 @@ test_client_server_faults() {
     local how t
     for how in kill-server kill-client cut; do
         t=$(cs_fault "cs-$how" "$how")
-        echo "  client/server, $how mid-transfer (error mode peer, UCX_CRYPT_KEEPALIVE=3s):" \
+        echo "  client/server, $how mid-transfer (error mode peer, keepalive 1 s + 3 probes 1 s apart):" \
              "the survivor's endpoint failed after ${t} s" \
              "$([ "$how" = cut ] && echo "(client/server)")"
         if [[ $t != *none* ]] &&
@@ -278,7 +280,7 @@ test_client_server_faults() {
         cs_listening "$work/cs-restart.$round.s.log"
         on_host ucxc-h2 ucxc-v2 "${cs_crypt[@]}" timeout 30 "$cs_check" -c 10.77.0.1 \
             -p "$port" -s 1000,1048577 -n 2 >"$work/cs-restart.$round.c.log" 2>&1 || ok=0
-        ip netns exec ucxc-h1 pkill -KILL -n -f "$cs_check -l $port"
+        kill -KILL "$(program_pid "$srv")"
         wait $srv 2>/dev/null
     done
     if [ $ok = 1 ] && grep -q "^DATA OK" "$work/cs-restart.2.c.log"; then

@@ -85,7 +85,7 @@ next_port() { port_base=$((port_base + 1)); echo $port_base; }
 "$keygen" "$work/other.key"
 
 # crypt environment for one process: crypt on, job secret, loopback
-crypt_env=(env LD_PRELOAD="$preload" UCX_TLS=crypt,tcp UCX_NET_DEVICES=lo
+crypt_env=(env LD_PRELOAD="$preload" UCX_TLS=crypt UCX_CRYPT_TLS=tcp UCX_NET_DEVICES=lo
            UCX_CRYPT_KEY_FILE="$work/job.key" UCX_WARN_UNUSED_ENV_VARS=n)
 
 # ---- data verified over crypt, loopback, two processes ----------------------
@@ -194,7 +194,7 @@ capture_stop() {
 wire_run() { # label crypt(0|1|plugin) [sizes [env...]] -> prints marker count in the capture
     local label=$1 crypt=$2 sizes=${3:-8,1000,65536,1048576} port; port=$(next_port)
     local envs=(UCX_TLS=tcp)
-    [ "$crypt" = 1 ] && envs=(LD_PRELOAD="$preload" UCX_TLS=crypt,tcp
+    [ "$crypt" = 1 ] && envs=(LD_PRELOAD="$preload" UCX_TLS=crypt UCX_CRYPT_TLS=tcp
                               UCX_CRYPT_KEY_FILE="$work/job.key")
     # loaded by UCX itself (1.22+), nothing preloaded
     [ "$crypt" = plugin ] && envs=(UCX_PLUGIN_PATH="$plugin_dir" UCX_TLS=crypt
@@ -252,7 +252,10 @@ mpi_wire_verdict() {
 # exactly as it wires rc through ud; with the auxiliary role absent it
 # fails as rc did ("no auxiliary transport", ucp_ep_create: unreachable).
 # UCX_NUM_EPS makes tcp count as unscalable, as rc does at scale.
+# Started without the launcher, a program names crypt_aux itself (the
+# launcher adds it, the plugin never writes UCX_TLS): aux_tls.
 aux_envs=(UCX_CRYPT_EMULATE_CONNECT_TO_EP=y UCX_NUM_EPS=4096)
+aux_tls=(UCX_TLS=crypt,crypt_aux:aux UCX_CRYPT_TLS=tcp)
 
 . "$it_dir/client_server.sh"
 

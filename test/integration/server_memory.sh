@@ -32,15 +32,6 @@ if ! netns_up ucxm-h1 ucxm-h2 ucxm-v1 ucxm-v2 10.82.0.1 10.82.0.2; then
     group_finish
 fi
 
-# the program under `unshare` (the deepest child of what we started)
-program_pid() {
-    local pid=$1 child
-    while child=$(pgrep -P "$pid" | head -1) && [ -n "$child" ]; do
-        pid=$child
-    done
-    echo "$pid"
-}
-
 kb() { # PID FIELD: a /proc/PID/status field in kB
     awk -v f="$2:" '$1 == f {print $2}' "/proc/$1/status"
 }

@@ -74,10 +74,10 @@ mode_env() { # mode -> env assignments for both sides
     plain)     echo "UCX_TLS=tcp" ;;
     own)       echo "LD_PRELOAD=$plugin UCX_TLS=crypt UCX_CRYPT_TLS=tcp UCX_CRYPT_KEY_FILE=$work/job.key UCX_CRYPT_PROFILE=$profile UCX_CRYPT_BULK_THREADS=$spare" ;;
     own-am)    echo "LD_PRELOAD=$plugin UCX_TLS=crypt UCX_CRYPT_TLS=tcp UCX_CRYPT_KEY_FILE=$work/job.key UCX_CRYPT_BULK=n" ;;
-    pipelined) echo "LD_PRELOAD=$plugin UCX_TLS=crypt,tcp UCX_CRYPT_KEY_FILE=$work/job.key $rc_like UCX_CRYPT_PROFILE=$profile UCX_CRYPT_BULK_THREADS=$spare" ;;
-    pipe64k)   echo "LD_PRELOAD=$plugin UCX_TLS=crypt,tcp UCX_CRYPT_KEY_FILE=$work/job.key $rc_like UCX_CRYPT_PROFILE=$profile UCX_CRYPT_BULK_THREADS=$spare UCX_CRYPT_BULK_SEGMENT=64k" ;;
-    naive)     echo "LD_PRELOAD=$plugin UCX_TLS=crypt,tcp UCX_CRYPT_KEY_FILE=$work/job.key $rc_like UCX_CRYPT_BULK_MODE=naive" ;;
-    am)        echo "LD_PRELOAD=$plugin UCX_TLS=crypt,tcp UCX_CRYPT_KEY_FILE=$work/job.key $rc_like UCX_CRYPT_BULK=n" ;;
+    pipelined) echo "LD_PRELOAD=$plugin UCX_TLS=crypt UCX_CRYPT_TLS=tcp UCX_CRYPT_KEY_FILE=$work/job.key $rc_like UCX_CRYPT_PROFILE=$profile UCX_CRYPT_BULK_THREADS=$spare" ;;
+    pipe64k)   echo "LD_PRELOAD=$plugin UCX_TLS=crypt UCX_CRYPT_TLS=tcp UCX_CRYPT_KEY_FILE=$work/job.key $rc_like UCX_CRYPT_PROFILE=$profile UCX_CRYPT_BULK_THREADS=$spare UCX_CRYPT_BULK_SEGMENT=64k" ;;
+    naive)     echo "LD_PRELOAD=$plugin UCX_TLS=crypt UCX_CRYPT_TLS=tcp UCX_CRYPT_KEY_FILE=$work/job.key $rc_like UCX_CRYPT_BULK_MODE=naive" ;;
+    am)        echo "LD_PRELOAD=$plugin UCX_TLS=crypt UCX_CRYPT_TLS=tcp UCX_CRYPT_KEY_FILE=$work/job.key $rc_like UCX_CRYPT_BULK=n" ;;
     esac
 }
 

@@ -33,9 +33,11 @@ work=$(mktemp -d /tmp/ucx-crypt-soak.XXXXXX)
 . "$here/../lib/ports.sh"
 port=$(test_port_base) || exit 1
 
+# the background server this script started, by PID (mpirun runs in the
+# foreground): `timeout` passes SIGTERM on to it
+server_pid=""
 cleanup() {
-    pkill -f "$work/mpi_check" 2>/dev/null
-    pkill -f "$check -l" 2>/dev/null
+    [ -n "$server_pid" ] && kill -TERM "$server_pid" 2>/dev/null
     [ -n "${KEEP_WORK:-}" ] && echo "logs kept in $work" || rm -rf "$work"
 }
 trap cleanup EXIT
@@ -47,7 +49,7 @@ if ! mpicc -O2 -o "$work/mpi_check" "$here/../integration/mpi_check.c" 2>"$work/
     exit 1
 fi
 
-crypt_env=(UCX_TLS=crypt,tcp UCX_NET_DEVICES=lo UCX_CRYPT_KEY_FILE="$work/job.key"
+crypt_env=(UCX_TLS=crypt UCX_CRYPT_TLS=tcp UCX_NET_DEVICES=lo UCX_CRYPT_KEY_FILE="$work/job.key"
            UCX_CRYPT_STATS=y UCX_CRYPT_REKEY_RECORDS=300 UCX_WARN_UNUSED_ENV_VARS=n)
 # (not the wire's "connections failed": it also counts a connection whose
 # peer exited first at the job's end, which is no loss; a loss mid-run is
@@ -104,11 +106,13 @@ run_ucp() { # round
     env LD_PRELOAD="$plugin" "${crypt_env[@]}" "${extra[@]}" timeout 180 "$check" \
         -l "$port" >"$work/s.log" 2>&1 &
     local srv=$!
+    server_pid=$srv
     env LD_PRELOAD="$plugin" "${crypt_env[@]}" "${extra[@]}" timeout 180 "$check" \
         -c 127.0.0.1 -p "$port" "${args[@]}" >"$work/c.log" 2>&1
     local rc=$?
     wait $srv
     local src=$?
+    server_pid=""
     [ $rc -eq 0 ] && [ $src -eq 0 ] && grep -q "DATA OK" "$work/c.log" || {
         echo "ucp_check ${extra[*]}: rc $rc/$src: $(tail -n 2 "$work/c.log" | tr '\n' ' ')"
         return 1; }

@@ -45,6 +45,9 @@ ucs_config_field_t uct_crypt_cm_config_table[] = {
      "flood of strangers cannot hold the listener).",
      ucs_offsetof(uct_crypt_cm_config_t, max_half_open), UCS_CONFIG_TYPE_UINT},
 
+    {"", "", NULL, ucs_offsetof(uct_crypt_cm_config_t, keepalive),
+     UCS_CONFIG_TYPE_TABLE(uct_crypt_keepalive_config_table)},
+
     {NULL}
 };
 
@@ -282,6 +285,7 @@ static UCS_CLASS_INIT_FUNC(uct_crypt_cm_t, uct_component_h component,
     self->max_body          = 1 + UCT_CRYPT_CM_MAX_DEV_ADDR + self->priv_data_len;
     self->handshake_timeout = ucs_time_from_sec(cm_config->handshake_timeout);
     self->max_half_open     = cm_config->max_half_open;
+    self->keepalive         = cm_config->keepalive;
     self->half_open         = 0;
     self->proven            = 0;
     memset(&self->seen, 0, sizeof(self->seen));

@@ -29,7 +29,7 @@
  * - A frame's length is checked against a constant before it is read in;
  *   one that does not open, or comes out of turn, ends the connection.
  *
- * Liveness: TCP keepalive (UCX_CRYPT_KEEPALIVE); a
+ * Liveness: TCP keepalive (UCX_CRYPT_CM_KEEPIDLE, KEEPCNT, KEEPINTVL); a
  * peer that ends (kill, close) ends this connection and UCP hears of it
  * through the disconnect callback, as with tcp_sockcm.
  */
@@ -55,6 +55,7 @@ typedef struct uct_crypt_cm {
     size_t          max_body;         /* sealed part of a frame, tag excluded */
     ucs_time_t      handshake_timeout;
     unsigned        max_half_open;
+    uct_crypt_keepalive_t keepalive;  /* of every connection (UCX_CRYPT_CM_KEEP*) */
     unsigned        half_open;        /* server eps: first message not passed */
     unsigned        proven;           /* ... passed, CONNECT not yet */
     keyex_noise_t   *scratch;         /* secure: where first messages are

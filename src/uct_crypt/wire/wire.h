@@ -46,12 +46,14 @@
  * the count of records sent; the socket closes once both halves are done.
  * Any other end of a half that carried records is a failure that both
  * sides report. Dead peers and cut links: TCP keepalive
- * (UCX_CRYPT_KEEPALIVE), as UCX tcp's; a busy peer is never one.
+ * (UCX_CRYPT_KEEPIDLE, KEEPCNT, KEEPINTVL), as UCX tcp's; a busy peer is
+ * never one.
  */
 #ifndef UCT_CRYPT_WIRE_H
 #define UCT_CRYPT_WIRE_H
 
 #include "uct_crypt/uct_crypt_inner_ops.h"
+#include "uct_crypt/uct_crypt_keepalive.h"
 #include "keyex/noise.h"
 
 #include <uct/api/uct.h>
@@ -77,7 +79,7 @@ typedef struct uct_crypt_sock_params {
     const keyex_keypair_t           *keypair;     /* crypt iface's static */
     const uint8_t                   *job_secret;  /* NULL: unauthenticated */
     keyex_noise_context_t           context;      /* what peers must share */
-    double                          keepalive;    /* seconds, 0: off */
+    uct_crypt_keepalive_t           keepalive;
     uct_crypt_sock_peer_failed_cb_t peer_failed;
     void                            *peer_failed_arg;
     uct_crypt_sock_conn_ended_cb_t  conn_ended;   /* NULL: not told */
@@ -107,10 +109,10 @@ ucs_status_t uct_crypt_sock_ep_set_peer(uct_ep_h tl_ep,
  * of the record being delivered proved (NULL outside a delivery) */
 const uint8_t *uct_crypt_sock_rx_peer(uct_iface_h tl_iface);
 
-/* TCP_NODELAY, and keepalive that fails an unanswering peer after about
- * `keepalive` seconds (0: the kernel's defaults); also the connection
- * manager's */
-void uct_crypt_sock_set_options(int fd, double keepalive);
+/* TCP_NODELAY, and keepalive that fails an unanswering peer after
+ * uct_crypt_keepalive_seconds (off: the kernel's defaults); also the
+ * connection manager's */
+void uct_crypt_sock_set_options(int fd, const uct_crypt_keepalive_t *keepalive);
 
 /* What crypt's record layer asks of the wire (wire_ops.c;
  * uct_crypt_inner_ops.h) */

@@ -554,7 +554,7 @@ ucs_status_t uct_crypt_sock_ep_fence(uct_ep_h tl_ep, unsigned flags)
 ucs_status_t uct_crypt_sock_ep_check(uct_ep_h tl_ep, unsigned flags,
                                      uct_completion_t *comp)
 {
-    /* liveness is the kernel's TCP keepalive (UCX_CRYPT_KEEPALIVE), which
+    /* liveness is the kernel's TCP keepalive (UCX_CRYPT_KEEPIDLE...), which
      * runs without progress; a connection it ends fails the ep from
      * progress. Here: what is already known. */
     return ucs_derived_of(tl_ep, uct_crypt_sock_ep_t)->status;

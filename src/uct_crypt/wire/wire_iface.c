@@ -256,18 +256,58 @@ static ucs_status_t uct_crypt_sock_iface_query(uct_iface_h tl_iface,
 
 /* ---- progress -------------------------------------------------------------- */
 
-void uct_crypt_sock_set_options(int fd, double keepalive)
+/* UCX tcp's knobs and defaults' shape (tcp_iface.c); the sum is 10 s, a
+ * dead peer noticed well before a job's own timeouts */
+ucs_config_field_t uct_crypt_keepalive_config_table[] = {
+    {"KEEPIDLE", "4s",
+     "Time a connection of crypt's own sockets (tcp) stays idle before TCP\n"
+     "sends keepalive probes, as UCX_TCP_KEEPIDLE. \"inf\" disables keepalive.",
+     ucs_offsetof(uct_crypt_keepalive_t, idle), UCS_CONFIG_TYPE_TIME_UNITS},
+
+    {"KEEPCNT", "3",
+     "Keepalive probes left unanswered before the connection fails, as\n"
+     "UCX_TCP_KEEPCNT. \"inf\" disables keepalive.",
+     ucs_offsetof(uct_crypt_keepalive_t, cnt), UCS_CONFIG_TYPE_ULUNITS},
+
+    {"KEEPINTVL", "2s",
+     "Time between keepalive probes, as UCX_TCP_KEEPINTVL. A peer host that\n"
+     "stops answering, or a cut link, fails the connections to it after\n"
+     "KEEPIDLE + KEEPCNT * KEEPINTVL (on a busy connection: no acknowledgement\n"
+     "at all for that long). A peer process that is only busy is never failed:\n"
+     "its kernel answers. \"inf\" disables keepalive.",
+     ucs_offsetof(uct_crypt_keepalive_t, intvl), UCS_CONFIG_TYPE_TIME_UNITS},
+
+    {NULL}
+};
+
+double uct_crypt_keepalive_seconds(const uct_crypt_keepalive_t *keepalive)
 {
-    int one = 1, idle, intvl, cnt = 3;
+    if ((keepalive->idle == UCS_TIME_INFINITY) ||
+        (keepalive->intvl == UCS_TIME_INFINITY) ||
+        (keepalive->cnt == UCS_ULUNITS_INF) || (keepalive->cnt == UCS_ULUNITS_AUTO)) {
+        return 0;
+    }
+    return ucs_time_to_sec(keepalive->idle) +
+           (keepalive->cnt * ucs_time_to_sec(keepalive->intvl));
+}
+
+/* whole seconds, at least one: what the kernel takes (a time read as
+ * "7s" comes back from cycles as 6.99...) */
+static int uct_crypt_sock_keepalive_sec(ucs_time_t time)
+{
+    return ucs_max((int)ucs_min(ucs_time_to_sec(time) + 0.5, INT_MAX), 1);
+}
+
+void uct_crypt_sock_set_options(int fd, const uct_crypt_keepalive_t *keepalive)
+{
+    int one = 1, idle, intvl, cnt;
 
     (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    if (keepalive <= 0) {
+    if (uct_crypt_keepalive_seconds(keepalive) == 0) {
         return;
     }
-    /* About `keepalive` seconds from the last answer to the failure: idle
-     * half of it, then three probes over the other half. The peer's
-     * kernel answers them whether or not its process reads, as with UCX
-     * tcp's keepalive (tcp_iface.c: KEEPIDLE, KEEPCNT, KEEPINTVL).
+    /* The peer's kernel answers probes whether or not its process reads,
+     * as with UCX tcp's keepalive (tcp_ep.c, uct_tcp_ep_keepalive_enable).
      * No TCP_USER_TIMEOUT (RFC 5482): Linux applies it to zero-window
      * probes too ("tcp: fix TCP_USER_TIMEOUT with zero window", 2021), so
      * a peer busy computing for that long, with our data filling its
@@ -277,8 +317,9 @@ void uct_crypt_sock_set_options(int fd, double keepalive)
      * acknowledgement at all (a cut link, a dead host) is found by
      * uct_crypt_sock_unanswered; the connection manager's carry a few
      * small frames and are idle otherwise. */
-    idle  = ucs_max((int)(keepalive / 2), 1);
-    intvl = ucs_max((int)(keepalive / 6), 1);
+    idle  = uct_crypt_sock_keepalive_sec(keepalive->idle);
+    intvl = uct_crypt_sock_keepalive_sec(keepalive->intvl);
+    cnt   = (int)ucs_min(ucs_max(keepalive->cnt, 1), INT8_MAX); /* as tcp_ep.c */
     (void)setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
     (void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
     (void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl));
@@ -287,7 +328,7 @@ void uct_crypt_sock_set_options(int fd, double keepalive)
 
 void uct_crypt_sock_iface_set_options(uct_crypt_sock_iface_t *iface, int fd)
 {
-    uct_crypt_sock_set_options(fd, iface->keepalive);
+    uct_crypt_sock_set_options(fd, &iface->keepalive);
     /* (as tcp_iface.c: best effort, the kernel bounds and doubles them) */
     (void)ucs_socket_set_buffer_size(fd, iface->sndbuf, iface->rcvbuf);
 }
@@ -423,9 +464,9 @@ static void uct_crypt_sock_timers(uct_crypt_sock_iface_t *iface, ucs_time_t now)
     uct_crypt_sock_conn_t *conn, *tmp;
     int liveness = 0;
 
-    if ((iface->keepalive > 0) && (now > iface->next_liveness)) {
+    if ((iface->keepalive_s > 0) && (now > iface->next_liveness)) {
         /* (a getsockopt per connection: twice a keepalive period) */
-        iface->next_liveness = now + ucs_time_from_sec(iface->keepalive / 2);
+        iface->next_liveness = now + ucs_time_from_sec(iface->keepalive_s / 2);
         liveness             = 1;
     }
 
@@ -445,11 +486,12 @@ static void uct_crypt_sock_timers(uct_crypt_sock_iface_t *iface, ucs_time_t now)
             uct_crypt_sock_conn_redirect_expired(conn);
         } else if (liveness && ((conn->state == UCT_CRYPT_SOCK_ESTABLISHED) ||
                                 (conn->state == UCT_CRYPT_SOCK_INIT_SENT)) &&
-                   uct_crypt_sock_unanswered(conn, iface->keepalive)) {
+                   uct_crypt_sock_unanswered(conn, iface->keepalive_s)) {
             uct_crypt_sock_conn_fail(conn, "the peer's host stopped answering "
                                            "(no acknowledgement within "
-                                           "UCX_CRYPT_KEEPALIVE with data in "
-                                           "flight: a cut link or a dead host)");
+                                           "KEEPIDLE + KEEPCNT * KEEPINTVL with "
+                                           "data in flight: a cut link or a "
+                                           "dead host)");
         } else {
             uct_crypt_sock_conn_heartbeat(conn);
         }
@@ -584,6 +626,7 @@ static UCS_CLASS_INIT_FUNC(uct_crypt_sock_iface_t, uct_md_h md,
     self->context         = sock_params->context;
     self->mac1_key        = NULL;
     self->keepalive       = sock_params->keepalive;
+    self->keepalive_s     = uct_crypt_keepalive_seconds(&sock_params->keepalive);
     self->sndbuf          = sock_params->sndbuf;
     self->rcvbuf          = sock_params->rcvbuf;
     self->peer_failed     = sock_params->peer_failed;

@@ -150,7 +150,8 @@ struct uct_crypt_sock_iface {
     keyex_noise_context_t           context;
     uint8_t                         *mac1_key; /* of initiations to us:
                                                   secure memory */
-    double                          keepalive;
+    uct_crypt_keepalive_t           keepalive;
+    double                          keepalive_s; /* 0: off */
     size_t                          sndbuf, rcvbuf; /* sockets' buffers */
     uct_crypt_sock_peer_failed_cb_t peer_failed;
     void                            *peer_failed_arg;

@@ -9,14 +9,19 @@
 #include <gtest/gtest.h>
 #include <uct/api/uct.h>
 
+#include <dirent.h>
 #include <dlfcn.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <set>
 #include <string>
 
 namespace crypt_plugin {
@@ -129,6 +134,49 @@ inline void open_iface(uct_worker_h worker, const char *dev, uct_md_h *md,
     status = uct_iface_open(*md, worker, &params, config, iface);
     uct_config_release(config);
     ASSERT_EQ(status, UCS_OK);
+}
+
+/* The TCP sockets of this process that are connected, by fd: a test
+ * takes the ones that were not there before it connected */
+inline std::set<int> connected_tcp_sockets()
+{
+    std::set<int> fds;
+    DIR *dir = opendir("/proc/self/fd");
+    struct dirent *entry;
+    while ((dir != nullptr) && ((entry = readdir(dir)) != nullptr)) {
+        int fd = atoi(entry->d_name), type = 0;
+        socklen_t len = sizeof(type);
+        struct sockaddr_storage peer;
+        socklen_t peer_len = sizeof(peer);
+        if ((entry->d_name[0] != '.') && (fd != dirfd(dir)) &&
+            (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) == 0) &&
+            (type == SOCK_STREAM) &&
+            (getpeername(fd, (struct sockaddr*)&peer, &peer_len) == 0)) {
+            fds.insert(fd);
+        }
+    }
+    if (dir != nullptr) {
+        closedir(dir);
+    }
+    return fds;
+}
+
+/* `fd`'s TCP keepalive: off, or on with these seconds and count */
+inline void expect_keepalive(int fd, int on, int idle, int cnt, int intvl)
+{
+    int value = -1;
+    socklen_t len = sizeof(value);
+    ASSERT_EQ(getsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &value, &len), 0);
+    EXPECT_EQ(value, on) << "SO_KEEPALIVE of fd " << fd;
+    if (!on) {
+        return;
+    }
+    ASSERT_EQ(getsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &value, &len), 0);
+    EXPECT_EQ(value, idle) << "TCP_KEEPIDLE of fd " << fd;
+    ASSERT_EQ(getsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &value, &len), 0);
+    EXPECT_EQ(value, cnt) << "TCP_KEEPCNT of fd " << fd;
+    ASSERT_EQ(getsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &value, &len), 0);
+    EXPECT_EQ(value, intvl) << "TCP_KEEPINTVL of fd " << fd;
 }
 
 } // namespace crypt_plugin

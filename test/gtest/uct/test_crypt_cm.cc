@@ -271,6 +271,37 @@ protected:
     cm_side         client, server;
 };
 
+/* The connection manager's sockets take UCX tcp's keepalive knobs from the
+ * cm config (UCX_CRYPT_CM_KEEPIDLE, KEEPCNT, KEEPINTVL), on both sides */
+class uct_crypt_cm_keepalive_test : public uct_crypt_cm_test {
+protected:
+    void SetUp() override
+    {
+        /* read by uct_cm_config_read in SetUp, as a user's would be */
+        setenv("UCX_CRYPT_CM_KEEPIDLE", "7s", 1);
+        setenv("UCX_CRYPT_CM_KEEPCNT", "5", 1);
+        setenv("UCX_CRYPT_CM_KEEPINTVL", "3s", 1);
+        uct_crypt_cm_test::SetUp();
+        unsetenv("UCX_CRYPT_CM_KEEPIDLE");
+        unsetenv("UCX_CRYPT_CM_KEEPCNT");
+        unsetenv("UCX_CRYPT_CM_KEEPINTVL");
+    }
+};
+
+TEST_F(uct_crypt_cm_keepalive_test, keepalive_knobs_of_the_cm_reach_both_sides_sockets)
+{
+    std::set<int> before = crypt_plugin::connected_tcp_sockets();
+    ASSERT_NO_FATAL_FAILURE(connect_pair());
+    unsigned ours = 0;
+    for (int fd : crypt_plugin::connected_tcp_sockets()) {
+        if (!before.count(fd)) {
+            crypt_plugin::expect_keepalive(fd, 1, 7, 5, 3);
+            ++ours;
+        }
+    }
+    EXPECT_EQ(ours, 2u) << "the client's socket and the one the server accepted";
+}
+
 TEST_F(uct_crypt_cm_test, the_server_hears_a_client_that_disconnects_after_the_servers_end)
 {
     disconnect_after_the_peers_end(server, client);

@@ -50,6 +50,47 @@ TEST_F(uct_crypt_wire_test, loopback_of_another_host_or_namespace_is_unreachable
     EXPECT_FALSE(reachable(unflagged)) << "127.0.0.1 without its machine";
 }
 
+/* The wire's sockets take UCX tcp's keepalive knobs from the iface config
+ * (UCX_CRYPT_KEEPIDLE, KEEPCNT, KEEPINTVL; "inf": off), as tcp's do
+ * (tcp_ep.c): a knob read anywhere else, or not at all, shows here. */
+TEST_F(uct_crypt_wire_test, keepalive_knobs_of_the_iface_reach_its_sockets)
+{
+    struct expected {
+        settings_t settings;
+        int        on, idle, cnt, intvl;
+    };
+    const std::vector<expected> cases = {
+        {{}, 1, 4, 3, 2},
+        {{{"KEEPIDLE", "7s"}, {"KEEPCNT", "5"}, {"KEEPINTVL", "3s"}}, 1, 7, 5, 3},
+        {{{"KEEPIDLE", "inf"}}, 0, 0, 0, 0}
+    };
+    for (const auto &c : cases) {
+        SCOPED_TRACE(c.settings.empty() ? "defaults" : c.settings[0].second);
+        std::set<int> before = crypt_plugin::connected_tcp_sockets();
+        open_side_with(a, c.settings);
+        open_side_with(b, c.settings);
+        ab = connect(a, b);
+        ba = connect(b, a);
+        auto payload = make_payload(1, 64);
+        send_retrying([&] { return uct_ep_am_short(ab, kAmId, 1, payload.data(), 64); });
+        progress_until([&] { return b.received.size() == 1u; });
+        send_retrying([&] { return uct_ep_am_short(ba, kAmId, 1, payload.data(), 64); });
+        progress_until([&] { return a.received.size() == 1u; });
+
+        unsigned ours = 0;
+        for (int fd : crypt_plugin::connected_tcp_sockets()) {
+            if (!before.count(fd)) {
+                crypt_plugin::expect_keepalive(fd, c.on, c.idle, c.cnt, c.intvl);
+                ++ours;
+            }
+        }
+        EXPECT_GE(ours, 2u) << "both ends of the pair's connection";
+        destroy_eps();
+        close_side(a);
+        close_side(b);
+    }
+}
+
 /* crypt's own wire: one connection carries both directions between two
  * ifaces, whether the eps are made together (the lower key's connection
  * wins, the other side moves its held records there) or one after the

@@ -8,7 +8,8 @@
 test_aux_lane() {
     two_hosts_up aux_setup || return
     local res
-    res=$(wire_run aux 1 0,8,65536,1048576,67108864 "${aux_envs[@]}" UCX_LOG_LEVEL=debug)
+    res=$(wire_run aux 1 0,8,65536,1048576,67108864 "${aux_envs[@]}" "${aux_tls[@]}" \
+          UCX_LOG_LEVEL=debug)
     read -r -a res <<<"$res"
     if [ "${res[0]}" = 0 ] && [ "${res[1]}" = 0 ] && grep -q "DATA OK" "$work/aux.c.log" &&
        grep -q "aux_ep .* using crypt_aux/" "$work/aux.c.log" &&

@@ -121,7 +121,7 @@ test_collective_lane() {
 
     # MPICH over the crypt transport (the launcher's preload plus the adapter)
     timeout 120 mpiexec.mpich -n 2 env LD_PRELOAD="$preload:$prefix/lib/libucxcrypt_pmpi_mpich.so" \
-        UCX_TLS=crypt,tcp UCX_NET_DEVICES=lo UCX_CRYPT_KEY_FILE="$work/job.key" \
+        UCX_TLS=crypt UCX_CRYPT_TLS=tcp UCX_NET_DEVICES=lo UCX_CRYPT_KEY_FILE="$work/job.key" \
         UCX_CRYPT_COLL_NODES=2 UCX_CRYPT_COLL_VERBOSE=y "$work/agc_mpich" >"$work/lane-mpich.log" 2>&1
     rc=$?
     if [ $rc -eq 0 ] && [ "$(grep -c '^COLLECTIVES OK' "$work/lane-mpich.log")" = 2 ] &&
@@ -140,7 +140,7 @@ test_collective_lane() {
     mapfile -t defaults < <(LD_PRELOAD="$preload" ucx_info -c -f 2>/dev/null |
                             grep '^UCX_CRYPT_' | grep -v '^UCX_CRYPT_KEY_FILE=')
     timeout 120 mpiexec.mpich -n 2 env LD_PRELOAD="$preload:$prefix/lib/libucxcrypt_pmpi_mpich.so" \
-        UCX_TLS=crypt,tcp UCX_NET_DEVICES=lo "${defaults[@]}" \
+        UCX_TLS=crypt UCX_NET_DEVICES=lo "${defaults[@]}" UCX_CRYPT_TLS=tcp \
         UCX_CRYPT_KEY_FILE="$work/job.key" "$work/agc_mpich" >"$work/defaults.log" 2>&1
     rc=$?
     if [ ${#defaults[@]} -gt 10 ] && [ $rc -eq 0 ] &&
@@ -153,7 +153,7 @@ test_collective_lane() {
 
     # a value the adapter's typed parser refuses ends the job with the fix
     timeout 120 mpiexec.mpich -n 2 env LD_PRELOAD="$preload:$prefix/lib/libucxcrypt_pmpi_mpich.so" \
-        UCX_TLS=crypt,tcp UCX_NET_DEVICES=lo UCX_CRYPT_COLL_NODES=2 UCX_CRYPT_COLL_LANE=sideways \
+        UCX_TLS=crypt UCX_CRYPT_TLS=tcp UCX_NET_DEVICES=lo UCX_CRYPT_COLL_NODES=2 UCX_CRYPT_COLL_LANE=sideways \
         UCX_CRYPT_KEY_FILE="$work/job.key" "$work/agc_mpich" >"$work/bad-knob.log" 2>&1
     rc=$?
     if [ $rc -ne 0 ] && ! grep -q '^COLLECTIVES OK' "$work/bad-knob.log" &&

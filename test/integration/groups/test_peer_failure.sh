@@ -8,16 +8,17 @@
 # ---- peers that die, links that are cut, peers that are busy -------------------
 # Both ends learn: a peer killed mid-transfer (its kernel closes the
 # connections without crypt's CLOSE) and a link taken down (nothing comes
-# back at all: UCX_CRYPT_KEEPALIVE: keepalive probes on an idle connection,
+# back at all: UCX_CRYPT_KEEPIDLE, KEEPCNT, KEEPINTVL: keepalive probes on an idle connection,
 # no acknowledgement for the data in flight on a busy one)
 # fail the endpoints of the side that is left, with the peer's address
 # and the reason, within a bounded time, which the test prints. A peer
 # that is only busy fails nothing, however long (busy_peer_run).
-# failure_envs [plain]: the caller's `envs`, crypt with a 3 s keepalive or
+# failure_envs [plain]: the caller's `envs`, crypt with a 4 s keepalive (1 s
+# idle, 3 probes 1 s apart) or
 # (plain) UCX's own tcp
 failure_envs() {
     envs=(LD_PRELOAD="$preload" UCX_TLS=crypt UCX_CRYPT_TLS=tcp
-          UCX_CRYPT_KEY_FILE="$work/job.key" UCX_CRYPT_KEEPALIVE=3s
+          UCX_CRYPT_KEY_FILE="$work/job.key" UCX_CRYPT_KEEPIDLE=1s UCX_CRYPT_KEEPINTVL=1s
           UCX_LOG_FILE=stderr)
     [ -n "${1:-}" ] && envs=(UCX_TLS=tcp UCX_LOG_FILE=stderr)
     return 0
@@ -37,7 +38,7 @@ peer_failure_run() { # LABEL how(kill|kill-client|cut) [plain] -> seconds until 
     on_host ucxc-h1 ucxc-v1 "${envs[@]}" timeout 60 "${srv_cmd[@]}" \
         >"$work/$label.s.log" 2>&1 &
     local srv=$!
-    sleep 0.3
+    wait_listening ucxc-h1 "$port"
     on_host ucxc-h2 ucxc-v2 "${envs[@]}" timeout 60 "${cli_cmd[@]}" \
         >"$work/$label.c.log" 2>&1 &
     local cli=$!
@@ -46,10 +47,9 @@ peer_failure_run() { # LABEL how(kill|kill-client|cut) [plain] -> seconds until 
     sleep "$((1 + RANDOM % 3)).$((RANDOM % 10))"
     local t0; t0=$(date +%s.%N)
     if [ "$how" = kill ]; then
-        # the server's ucp_check: the newest process of that name on h1
-        ip netns exec ucxc-h1 pkill -KILL -n -f "$check -l $port"
+        kill -KILL "$(program_pid "$srv")"
     elif [ "$how" = kill-client ]; then
-        ip netns exec ucxc-h2 pkill -KILL -n -f "$check -c 10.77.0.1 -p $port"
+        kill -KILL "$(program_pid "$cli")"
     else
         ip -n ucxc-h2 link set ucxc-v2 down
     fi
@@ -78,18 +78,9 @@ peer_failure_run() { # LABEL how(kill|kill-client|cut) [plain] -> seconds until 
     echo "${t:-none}"
 }
 
-# the program an on_host PID runs (unshare -> timeout -> the program)
-program_pid() { # PID
-    local pid=$1 child
-    while child=$(pgrep -P "$pid" | head -1) && [ -n "$child" ]; do
-        pid=$child
-    done
-    echo "$pid"
-}
-
 # busy_peer_run LABEL [plain] -> "CLIENT_RC SERVER_RC ENDED": a bandwidth
 # test whose receiver stops (SIGSTOP: a rank busy computing, a debugger)
-# for three keepalive periods while the sender fills its buffers, then
+# for 9 s (twice the 4 s keepalive and more) while the sender fills its buffers, then
 # runs again. ENDED counts the connections crypt ended meanwhile.
 busy_peer_run() {
     local label=$1 plain=${2:-} port envs; port=$(next_port)
@@ -162,7 +153,7 @@ test_peer_failure() {
     local plain crypt
     plain=$(busy_peer_run busy-plain plain)
     crypt=$(busy_peer_run busy)
-    echo "  server stopped 9 s (3 keepalive periods) under ucx_perftest tag_bw:" \
+    echo "  server stopped 9 s (twice the keepalive and more) under ucx_perftest tag_bw:" \
          "plain tcp [$plain], crypt [$crypt] (client rc, server rc, connections ended; want 0 0 0)"
     if [ "$plain" != "0 0 0" ]; then
         record busy_peer_is_not_failed_and_the_transfer_ends fail "the plain control failed: $plain"
@@ -173,7 +164,7 @@ test_peer_failure() {
             "crypt: $crypt; $(grep -h -m2 "crypt: conn\|ERROR" "$work/busy.c.log" "$work/busy.s.log")"
     fi
     t=$(peer_failure_run cut cut)
-    echo "  link cut (UCX_CRYPT_KEEPALIVE=3s): an endpoint failed after ${t} s"
+    echo "  link cut (keepalive 1 s + 3 probes 1 s apart): an endpoint failed after ${t} s"
     if [ "$t" != none ] && awk -v t="$t" 'BEGIN {exit !(t < 20)}'; then
         record cut_link_noticed_within_the_keepalive_bound pass
     else

@@ -50,8 +50,8 @@ test_plugin_path() {
     else
         record plugin_path_ucx_tls_tcp_refuses_plaintext fail "$(tail -2 "$work/plugin-closed.log")"
     fi
-    # connect-to-ep data lanes (the rc emulation): with nothing preloaded
-    # the loader cannot add "crypt_aux:aux" to UCX_TLS; without it UCP
+    # connect-to-ep data lanes (the rc emulation): the plugin never adds
+    # "crypt_aux:aux" to UCX_TLS (the launcher does); without it UCP
     # fails as it fails for rc without ud, with it the data is verified
     local tls rc port
     for tls in crypt crypt,crypt_aux:aux; do
@@ -59,7 +59,7 @@ test_plugin_path() {
         env "${penv[@]}" "${aux_envs[@]}" UCX_TLS=$tls UCX_CRYPT_TLS=tcp UCX_NET_DEVICES=lo \
             timeout 60 "$check" -l "$port" >"$work/plugin-aux.s.log" 2>&1 &
         local srv=$!
-        sleep 1
+        wait_listening - "$port"
         env "${penv[@]}" "${aux_envs[@]}" UCX_TLS=$tls UCX_CRYPT_TLS=tcp UCX_NET_DEVICES=lo \
             timeout 60 "$check" -c 127.0.0.1 -p "$port" -s 0,1000,1048577 -n 2 \
             >"$work/plugin-aux.$tls.log" 2>&1

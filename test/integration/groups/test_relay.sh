@@ -37,7 +37,7 @@ relay_case() { # MODE
         UCX_CRYPT_WIRE_ADVERTISE_PORT="$relay1" timeout 30 "$check" -l "$port" \
         >"$log.s.log" 2>&1 &
     local srv=$!
-    sleep 0.3
+    wait_listening ucxc-h1 "$port"
     on_host ucxc-h2 ucxc-v2 "${envs[@]}" UCX_CRYPT_WIRE_PORT="$wire2" \
         UCX_CRYPT_WIRE_ADVERTISE_PORT="$relay2" timeout 30 "$check" -c 10.77.0.1 \
         -p "$port" -s 8,65536 -n 3000 >"$log.c.log" 2>&1 &

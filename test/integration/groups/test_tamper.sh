@@ -26,7 +26,7 @@ tamper_case() { # fault expected-reason tool [client env...]
     [ "$tool" = bulk ] && both=("${rdma_like[@]}")
     ("${crypt_env[@]}" "${both[@]}" timeout 30 "${srv_cmd[@]}"; exit $?) >"$work/ts.log" 2>&1 &
     local srv=$!
-    [ "$tool" = stream ] && sleep 0.3
+    [ "$tool" = stream ] && wait_listening - "$port"
     "${crypt_env[@]}" "${both[@]}" "$@" timeout 30 "${cli_cmd[@]}" >"$work/tc.log" 2>&1 &
     local cli=$!
     # the peer that detects it fails its endpoint; the tamperer then waits
