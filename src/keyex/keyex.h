@@ -227,16 +227,25 @@ const char *keyex_purpose_name(keyex_purpose_t purpose);
  * bootstrap_key, so a party without the job secret can neither forge nor
  * alter one; the transcript is the SHA-256 (FIPS 180-4) of every rank's
  * message in rank order, each carrying fresh randomness of its own, so the
- * team key depends on every rank's contribution: a replayed old message
- * gives the rank that did not send it another key than its peers', and its
- * first frame fails (the transcript is confirmed by every frame), instead
- * of an old key being used again with nonces from 0. */
+ * team key depends on every rank's contribution. Every rank confirms the
+ * transcript with an HMAC of its rank and the transcript under the same
+ * key before any team key is used (src/ucp_crypt/coll/crypt_coll_wire.h):
+ * a replayed old message is refused on every rank, and no old key is used
+ * again with nonces from 0. */
 enum {
     KEYEX_MAC_LEN        = 32, /* HMAC-SHA256 */
-    KEYEX_TRANSCRIPT_LEN = 32  /* SHA-256 */
+    KEYEX_TRANSCRIPT_LEN = 32, /* SHA-256 */
+    KEYEX_JOB_ID_MAX     = 64  /* bytes of a launcher's job id */
 };
 
+/* `job_id` (job_id_len bytes, 0: none) is the launcher's identity of the
+ * job (PMIx namespace, Slurm job.step): bootstrap messages of another job
+ * under the same job secret fail their MAC, and through the MACs inside
+ * the transcript the team key depends on it too. HKDF info = label, then
+ * a zero byte and the job id where there is one (RFC 5869 section 3.2:
+ * info binds the key to its context). */
 keyex_status_t keyex_derive_bootstrap_key(const uint8_t job_secret[KEYEX_JOB_SECRET_LEN],
+                                          const void *job_id, size_t job_id_len,
                                           uint8_t key[KEYEX_SECRET_LEN]);
 keyex_status_t keyex_derive_team_keys(const uint8_t job_secret[KEYEX_JOB_SECRET_LEN],
                                       const uint8_t transcript[KEYEX_TRANSCRIPT_LEN],

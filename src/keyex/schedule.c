@@ -366,16 +366,26 @@ static keyex_status_t keyex_team_prk(const uint8_t job_secret[KEYEX_JOB_SECRET_L
 }
 
 keyex_status_t keyex_derive_bootstrap_key(const uint8_t job_secret[KEYEX_JOB_SECRET_LEN],
+                                          const void *job_id, size_t job_id_len,
                                           uint8_t key[KEYEX_SECRET_LEN])
 {
     static const char label[] = "ucx-crypt v2 bootstrap";
-    uint8_t prk[KEYEX_SECRET_LEN];
+    uint8_t prk[KEYEX_SECRET_LEN], info[sizeof(label) + KEYEX_JOB_ID_MAX];
+    size_t info_len = sizeof(label) - 1;
     keyex_status_t status;
 
+    if (job_id_len > KEYEX_JOB_ID_MAX) {
+        return KEYEX_ERR_PARAM;
+    }
+    memcpy(info, label, info_len);
+    if (job_id_len > 0) {
+        info[info_len++] = 0; /* the label ends: no job id makes another's */
+        memcpy(info + info_len, job_id, job_id_len);
+        info_len += job_id_len;
+    }
     status = keyex_team_prk(job_secret, prk);
     if (status == KEYEX_OK) {
-        status = keyex_hkdf_expand(prk, (const uint8_t*)label,
-                                   sizeof(label) - 1, key, KEYEX_SECRET_LEN);
+        status = keyex_hkdf_expand(prk, info, info_len, key, KEYEX_SECRET_LEN);
     }
     OPENSSL_cleanse(prk, sizeof(prk));
     return status;

@@ -9,6 +9,8 @@
  *           MACs with the job secret's key (as a rank holding the secret
  *           would), so the checks behind the MAC run: a team is made only
  *           from a message of rank 1 of a team of two with our key size.
+ * The second round (the confirmations) gets rank 1's as an honest rank 1
+ * that received the same two messages would send it.
  */
 #include "fuzz_common.h"
 
@@ -18,15 +20,31 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 typedef struct {
-    const uint8_t *peer;  /* rank 1's message */
+    const uint8_t      *peer;  /* rank 1's message */
+    const uint8_t      *mac_key;
+    int                round;
+    crypt_coll_hello_t hellos[2];
 } fuzz_oob_t;
 
 static int fuzz_oob_allgather(void *ctx, const void *sbuf, void *rbuf, size_t len)
 {
     fuzz_oob_t *o = ctx;
+    crypt_coll_confirm_input_t input;
 
     memcpy(rbuf, sbuf, len);
-    memcpy((uint8_t*)rbuf + len, o->peer, len);
+    if (o->round++ == 0) {
+        memcpy((uint8_t*)rbuf + len, o->peer, len);
+        memcpy(o->hellos, rbuf, sizeof(o->hellos));
+        return 0;
+    }
+    /* rank 1's confirmation of the same two messages (crypt_coll_wire.h) */
+    memcpy(input.label, CRYPT_COLL_CONFIRM_LABEL, sizeof(input.label));
+    input.rank = htole32(1);
+    if ((keyex_hash(o->hellos, sizeof(o->hellos), input.transcript) != KEYEX_OK) ||
+        (keyex_mac(o->mac_key, &input, sizeof(input), (uint8_t*)rbuf + len) !=
+         KEYEX_OK)) {
+        abort();
+    }
     return 0;
 }
 
@@ -43,7 +61,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     uint32_t mode = fuzz_u32(&in);
 
     memset(&hello, 0, sizeof(hello));
-    if (keyex_derive_bootstrap_key(fuzz_job_secret, mac_key) != KEYEX_OK) {
+    if (keyex_derive_bootstrap_key(fuzz_job_secret, NULL, 0, mac_key) != KEYEX_OK) {
         abort();
     }
     if ((mode & 1) == 0) {
@@ -76,10 +94,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                     (le32toh(hello.rank) == 1) && (le32toh(hello.size) == 2) &&
                     (memchr(hello.host_id, '\0', sizeof(hello.host_id)) != NULL);
     o.peer        = (const uint8_t*)&hello;
+    o.mac_key     = mac_key;
+    o.round       = 0;
     oob.allgather = fuzz_oob_allgather;
     oob.ctx       = &o;
     oob.rank      = 0;
     oob.size      = 2;
+    oob.job_id    = NULL;
     status = crypt_coll_team_create(&team, &oob, NULL, fuzz_job_secret, 16,
                                     CRYPT_AEAD_BACKEND_OPENSSL, fuzz_sendrecv,
                                     NULL);

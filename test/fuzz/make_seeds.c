@@ -100,7 +100,7 @@ int main(int argc, char **argv)
     hello.rank    = htole32(1);
     hello.size    = htole32(2);
     snprintf(hello.host_id, sizeof(hello.host_id), "0123abcd|node-b");
-    if ((keyex_derive_bootstrap_key(fuzz_job_secret, mac_key) != KEYEX_OK) ||
+    if ((keyex_derive_bootstrap_key(fuzz_job_secret, NULL, 0, mac_key) != KEYEX_OK) ||
         (keyex_mac(mac_key, &hello, offsetof(crypt_coll_hello_t, mac), hello.mac) !=
          KEYEX_OK)) {
         return 1;

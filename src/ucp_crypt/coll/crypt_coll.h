@@ -178,18 +178,25 @@ void crypt_coll_team_cleanup(crypt_coll_team_t *team);
  * among the team's ranks, blocking, called by every rank with the same
  * length; 0 or -1. */
 typedef struct crypt_coll_oob {
-    int  (*allgather)(void *ctx, const void *sbuf, void *rbuf, size_t len);
-    void *ctx;
-    int  rank, size;
+    int        (*allgather)(void *ctx, const void *sbuf, void *rbuf, size_t len);
+    void       *ctx;
+    int        rank, size;
+    const char *job_id; /* the launcher's id of the job; NULL or "": none */
 } crypt_coll_oob_t;
 
 /* A team over the OOB's ranks. Every rank sends one bootstrap message
  * (crypt_coll_hello_t: its rank, the team size, the key size, 32 fresh
  * random bytes and its host identity) MACed under a key derived from the
- * job secret; every rank checks every message (a party without the job
- * secret can neither forge nor alter one: CRYPT_COLL_ERR_AUTH, fail
- * closed) and derives the team key from the hash of all of them (keyex.h,
- * "collective teams"). The node map is `node_of` if given, else the
+ * job secret and the job id; every rank checks every message (a party
+ * without the job secret can neither forge nor alter one), its own among
+ * them, and derives the team key from the hash of all of them (keyex.h,
+ * "collective teams"). A second round confirms the transcript: each rank
+ * sends a MAC of its rank and that hash, and checks every rank's, so that
+ * no rank makes a team unless all saw the same messages (one spliced or
+ * replayed towards some ranks only fails the team on every rank). Both
+ * rounds run on every rank whatever it found: a rank that refuses sends a
+ * confirmation that matches nothing, and no rank waits for ever. Refused:
+ * CRYPT_COLL_ERR_AUTH, on every rank (fail closed). The node map is `node_of` if given, else the
  * authenticated host identities, nodes numbered in rank order. The OOB carries nothing secret. */
 crypt_coll_status_t crypt_coll_team_create(crypt_coll_team_t *team,
                                            const crypt_coll_oob_t *oob,

@@ -283,6 +283,47 @@ static void crypt_coll_nodes_from_hellos(const crypt_coll_hello_t *hellos,
     }
 }
 
+/* Rank r's confirmation of a transcript (crypt_coll_wire.h) */
+static int crypt_coll_confirm_make(const uint8_t mac_key[KEYEX_SECRET_LEN], int r,
+                                   const uint8_t transcript[KEYEX_TRANSCRIPT_LEN],
+                                   uint8_t confirm[KEYEX_MAC_LEN])
+{
+    crypt_coll_confirm_input_t input;
+
+    memcpy(input.label, CRYPT_COLL_CONFIRM_LABEL, sizeof(input.label));
+    input.rank = htole32((uint32_t)r);
+    memcpy(input.transcript, transcript, sizeof(input.transcript));
+    return keyex_mac(mac_key, &input, sizeof(input), confirm) == KEYEX_OK;
+}
+
+/* The first round's verdict on what this rank received: every message
+ * MACed, its fields right, its own message back as it sent it */
+static int crypt_coll_hellos_valid(const crypt_coll_hello_t *hellos,
+                                   const crypt_coll_hello_t *mine, int rank,
+                                   int size, unsigned key_len,
+                                   const uint8_t mac_key[KEYEX_SECRET_LEN])
+{
+    int r;
+
+    for (r = 0; r < size; ++r) {
+        if (!crypt_coll_hello_valid(&hellos[r], r, size, key_len, mac_key)) {
+            fprintf(stderr, "ucx-crypt: the collective bootstrap message of "
+                    "rank %d failed authentication (another job secret, key "
+                    "size or job, or altered on the way): no team\n", r);
+            return 0;
+        }
+    }
+    /* a whole earlier transcript replayed to this rank brings back an old
+     * message of its own: the old team key and nonces again */
+    if (crypt_memcmp_ct(&hellos[rank], mine, sizeof(*mine)) != 0) {
+        fprintf(stderr, "ucx-crypt: rank %d's own collective bootstrap message "
+                "came back as another (an earlier team's, replayed): no "
+                "team\n", rank);
+        return 0;
+    }
+    return 1;
+}
+
 crypt_coll_status_t crypt_coll_team_create(crypt_coll_team_t *team,
                                            const crypt_coll_oob_t *oob,
                                            const int *node_of,
@@ -292,21 +333,25 @@ crypt_coll_status_t crypt_coll_team_create(crypt_coll_team_t *team,
                                            crypt_coll_sendrecv_t sendrecv,
                                            void *ctx)
 {
-    const int size = oob->size;
+    const int size      = oob->size;
+    const char *job_id  = (oob->job_id != NULL) ? oob->job_id : "";
     crypt_coll_status_t status = CRYPT_COLL_ERR_PARAM;
     uint8_t mac_key[KEYEX_SECRET_LEN], team_id[CRYPT_COLL_TEAM_ID_LEN];
+    uint8_t confirm[KEYEX_MAC_LEN], (*confirms)[KEYEX_MAC_LEN] = NULL;
     crypt_coll_hello_t mine, *hellos;
-    int *nodes = NULL, r;
+    int *nodes = NULL, r, valid;
 
     memset(team, 0, sizeof(*team));
     if ((size < 1) || (size > CRYPT_COLL_MAX_RANKS) || (oob->rank < 0) ||
-        (oob->rank >= size)) {
+        (oob->rank >= size) || (strlen(job_id) > KEYEX_JOB_ID_MAX)) {
         return CRYPT_COLL_ERR_PARAM;
     }
-    hellos = calloc((size_t)size, sizeof(*hellos));
-    nodes  = malloc(sizeof(int) * (size_t)size);
-    if ((hellos == NULL) || (nodes == NULL) ||
-        (keyex_derive_bootstrap_key(job_secret, mac_key) != KEYEX_OK) ||
+    hellos   = calloc((size_t)size, sizeof(*hellos));
+    confirms = calloc((size_t)size, sizeof(*confirms));
+    nodes    = malloc(sizeof(int) * (size_t)size);
+    if ((hellos == NULL) || (confirms == NULL) || (nodes == NULL) ||
+        (keyex_derive_bootstrap_key(job_secret, job_id, strlen(job_id),
+                                    mac_key) != KEYEX_OK) ||
         !crypt_coll_hello_make(&mine, oob->rank, size, key_len, mac_key)) {
         goto out;
     }
@@ -314,23 +359,39 @@ crypt_coll_status_t crypt_coll_team_create(crypt_coll_team_t *team,
         status = CRYPT_COLL_ERR_IO;
         goto out;
     }
-    /* every rank's message, MACed under the job secret, before anything in
-     * it is used: a party without the secret changes nothing here */
-    for (r = 0; r < size; ++r) {
-        if (!crypt_coll_hello_valid(&hellos[r], r, size, key_len, mac_key)) {
-            fprintf(stderr, "ucx-crypt: the collective bootstrap message of "
-                    "rank %d failed authentication (another job secret or "
-                    "key size, or altered on the way): no team\n", r);
-            status = CRYPT_COLL_ERR_AUTH;
+    /* every rank's message, MACed under the job secret and job id, before
+     * anything in it is used: a party without the secret changes nothing */
+    valid = crypt_coll_hellos_valid(hellos, &mine, oob->rank, size, key_len,
+                                    mac_key) &&
+            (keyex_hash(hellos, sizeof(*hellos) * (size_t)size, team_id) ==
+             KEYEX_OK) &&
+            crypt_coll_confirm_make(mac_key, oob->rank, team_id, confirm);
+    if (!valid) {
+        memset(confirm, 0, sizeof(confirm)); /* matches no rank's MAC */
+    }
+    /* the second round, on every rank: did all see the same messages? */
+    if (oob->allgather(oob->ctx, confirm, confirms, sizeof(confirm)) != 0) {
+        status = CRYPT_COLL_ERR_IO;
+        goto out;
+    }
+    status = CRYPT_COLL_ERR_AUTH;
+    for (r = 0; valid && (r < size); ++r) {
+        if (!crypt_coll_confirm_make(mac_key, r, team_id, confirm)) {
+            status = CRYPT_COLL_ERR_PARAM;
+            goto out;
+        }
+        if (!keyex_mac_equal(confirm, confirms[r])) {
+            fprintf(stderr, "ucx-crypt: rank %d saw other collective bootstrap "
+                    "messages than rank %d (one altered, spliced or replayed "
+                    "on the way, or refused there): no team\n", r, oob->rank);
             goto out;
         }
     }
-    /* the team key from every rank's contribution: the transcript's hash */
-    if (keyex_hash(hellos, sizeof(*hellos) * (size_t)size, team_id) !=
-        KEYEX_OK) {
+    if (!valid) {
         goto out;
     }
 
+    /* the team key from every rank's contribution: the transcript's hash */
     if (node_of == NULL) {
         crypt_coll_nodes_from_hellos(hellos, size, nodes);
         node_of = nodes;
@@ -339,6 +400,8 @@ crypt_coll_status_t crypt_coll_team_create(crypt_coll_team_t *team,
                                   team_id, key_len, backend, sendrecv, ctx);
 out:
     crypt_wipe(mac_key, sizeof(mac_key));
+    crypt_wipe(confirm, sizeof(confirm));
+    free(confirms);
     free(nodes);
     free(hellos);
     return status;

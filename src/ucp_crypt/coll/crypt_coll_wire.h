@@ -77,6 +77,21 @@ typedef struct crypt_coll_hello {
     uint8_t  mac[KEYEX_MAC_LEN];
 } __attribute__((packed)) crypt_coll_hello_t;
 
+/*
+ * Bootstrap confirmation, the second round: rank r sends the HMAC-SHA256,
+ * under the bootstrap key, of crypt_coll_confirm_input_t: a label, r and
+ * the hash of every rank's message as r received them (the team id). The
+ * rank in it stops a confirmation being copied from one slot to another;
+ * the label keeps it apart from a bootstrap message's MAC.
+ */
+#define CRYPT_COLL_CONFIRM_LABEL "ucx-crypt confirm"
+
+typedef struct crypt_coll_confirm_input {
+    char     label[sizeof(CRYPT_COLL_CONFIRM_LABEL) - 1];
+    uint32_t rank;           /* LE32 */
+    uint8_t  transcript[KEYEX_TRANSCRIPT_LEN];
+} __attribute__((packed)) crypt_coll_confirm_input_t;
+
 typedef struct crypt_coll_aad {
     uint64_t collective;     /* little endian, from here on */
     uint32_t owner;
@@ -93,12 +108,19 @@ typedef struct crypt_coll_aad {
 #define CRYPT_COLL_OWNER_NODE(_node)      (0x20000000u | (unsigned)(_node))
 #define CRYPT_COLL_OWNER_MERGED(_round)   (0x40000000u | (unsigned)(_round))
 
-_Static_assert(sizeof(crypt_coll_frame_hdr_t) == CRYPT_COLL_FRAME_HDR,
+#ifdef __cplusplus /* (the tests read these layouts too) */
+#define CRYPT_COLL_WIRE_ASSERT static_assert
+#else
+#define CRYPT_COLL_WIRE_ASSERT _Static_assert
+#endif
+CRYPT_COLL_WIRE_ASSERT(sizeof(crypt_coll_frame_hdr_t) == CRYPT_COLL_FRAME_HDR,
                "frame header layout");
-_Static_assert((int)CRYPT_COLL_FRAME_HDR == (int)CRYPT_AEAD_NONCE_LEN,
+CRYPT_COLL_WIRE_ASSERT((int)CRYPT_COLL_FRAME_HDR == (int)CRYPT_AEAD_NONCE_LEN,
                "the frame header is the GCM nonce");
-_Static_assert(sizeof(crypt_coll_aad_t) == 28, "frame associated data layout");
-_Static_assert(sizeof(crypt_coll_hello_t) == CRYPT_COLL_HELLO_LEN,
-               "bootstrap message layout");
+CRYPT_COLL_WIRE_ASSERT(sizeof(crypt_coll_aad_t) == 28, "frame associated data layout");
+CRYPT_COLL_WIRE_ASSERT(sizeof(crypt_coll_hello_t) == CRYPT_COLL_HELLO_LEN,
+                       "bootstrap message layout");
+CRYPT_COLL_WIRE_ASSERT(sizeof(crypt_coll_confirm_input_t) == 17 + 4 + 32,
+                       "bootstrap confirmation layout");
 
 #endif

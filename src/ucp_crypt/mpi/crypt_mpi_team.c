@@ -145,10 +145,12 @@ static void crypt_mpi_emulated_nodes(MPI_Comm comm, int size, int *node_of)
  * (plaintext too: MPI_Win_allocate_shared, MPI_Win_free, MPI_Finalize is
  * enough), and Open MPI's osc ucx has no shared windows. A random token
  * written by the first rank and read back by the others proves that they
- * share it (a hand-made node map could join ranks of two hosts). HS1/HS2
- * only where every rank of the team has its node's segment: the choice of
- * algorithm must be the same on every rank. */
-static void crypt_mpi_node_shm(crypt_mpi_team_t *t)
+ * share it (a hand-made node map could join ranks of two hosts): `proven`
+ * gets each rank's answer, and a rank without one becomes a node of its
+ * own (crypt_mpi_unproven_apart). HS1/HS2 only where every rank of the
+ * team has its node's segment: the choice of algorithm must be the same on
+ * every rank. Returns 1 when every rank proved it. */
+static int crypt_mpi_node_shm(crypt_mpi_team_t *t, int *proven)
 {
     size_t size = crypt_coll_node_shm_size(t->team.size, CRYPT_COLL_HS_DEFAULT_MAX);
     struct {
@@ -156,7 +158,7 @@ static void crypt_mpi_node_shm(crypt_mpi_team_t *t)
         uint8_t token[16];
     } id;
     void *base = MAP_FAILED;
-    int node_rank, ok = 0, all = 0, fd = -1;
+    int node_rank, ok = 0, all, fd = -1, r;
 
     PMPI_Comm_rank(t->node_comm, &node_rank);
     memset(&id, 0, sizeof(id));
@@ -201,7 +203,10 @@ static void crypt_mpi_node_shm(crypt_mpi_team_t *t)
     if ((node_rank == 0) && (id.name[0] != '\0')) {
         shm_unlink(id.name);
     }
-    PMPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, t->comm);
+    PMPI_Allgather(&ok, 1, MPI_INT, proven, 1, MPI_INT, t->comm);
+    for (r = 0, all = 1; r < t->team.size; ++r) {
+        all &= proven[r];
+    }
     if (base != MAP_FAILED) {
         t->shm      = base;
         t->shm_size = size;
@@ -209,17 +214,99 @@ static void crypt_mpi_node_shm(crypt_mpi_team_t *t)
     if (all) {
         crypt_coll_team_set_node_shm(&t->team, base, size);
     }
+    return all;
+}
+
+/* The node map with every rank that could not show it shares its node's
+ * memory (crypt_mpi_node_shm) on a node of its own, renumbered in rank
+ * order; 0 where that changes nothing (such ranks were alone already). A
+ * node map that joins ranks of two hosts (UCX_CRYPT_COLL_NODES by hand,
+ * or host identities that lie) would otherwise let the algorithms send
+ * blocks in clear between those hosts, as inside a node. */
+static int crypt_mpi_unproven_apart(const crypt_mpi_team_t *t, const int *proven,
+                                    int *node_of)
+{
+    const int size = t->team.size;
+    int r, q, next = 0, changed = 0, *key = malloc(sizeof(int) * (size_t)size);
+
+    if (key == NULL) {
+        return -1;
+    }
+    for (r = 0; r < size; ++r) {
+        /* a rank apart keeps a key no node number has: -1 - r */
+        key[r] = proven[r] ? t->team.node_of[r] : -1 - r;
+        for (q = 0; !proven[r] && (q < size); ++q) {
+            changed |= (q != r) && (t->team.node_of[q] == t->team.node_of[r]);
+        }
+    }
+    for (r = 0; r < size; ++r) {
+        node_of[r] = -1;
+        for (q = 0; (q < r) && (node_of[r] < 0); ++q) {
+            if (key[q] == key[r]) {
+                node_of[r] = node_of[q];
+            }
+        }
+        if (node_of[r] < 0) {
+            node_of[r] = next++;
+        }
+    }
+    free(key);
+    return changed;
+}
+
+/* The core's bootstrap of t's team on `node_of` (NULL: host identities),
+ * then its node communicator; the job ends with the reason on failure */
+static void crypt_mpi_team_bootstrap(crypt_mpi_team_t *t, MPI_Comm comm,
+                                     const crypt_coll_oob_t *oob,
+                                     const int *node_of, const uint8_t *secret,
+                                     unsigned key_len)
+{
+    crypt_coll_status_t status;
+
+    status = crypt_coll_team_create(&t->team, oob, node_of, secret, key_len,
+                                    CRYPT_AEAD_BACKEND_AUTO, crypt_mpi_sendrecv, t);
+    if (status == CRYPT_COLL_ERR_AUTH) {
+        crypt_mpi_die(comm, "the collectives' bootstrap failed authentication: "
+                      "every rank needs the same UCX_CRYPT_KEY_FILE and "
+                      "UCX_CRYPT_KEY_BITS and to be of the same job, and the "
+                      "bootstrap traffic was not altered");
+    } else if (status != CRYPT_COLL_OK) {
+        crypt_mpi_die(comm, "cannot set up the collective keys");
+    }
+    crypt_coll_team_set_nb(&t->team, &crypt_mpi_nb_ops);
+    t->queue_tail = &t->queue;
+    PMPI_Comm_split(t->comm, t->team.node_of[oob->rank], oob->rank, &t->node_comm);
+}
+
+/* The launcher's identity of this job, bound into the collectives'
+ * bootstrap key (keyex_derive_bootstrap_key): PMIx's namespace (Open MPI,
+ * PMIx launchers), else Slurm's job and step; "" where the launcher names
+ * none (MPICH's Hydra). Every rank of a team must see the same: a
+ * communicator that spans two jobs (MPI_Comm_spawn, then
+ * MPI_Intercomm_merge) fails its bootstrap. */
+static const char *crypt_mpi_job_id(char *buf, size_t max)
+{
+    const char *ns    = getenv("PMIX_NAMESPACE");
+    const char *job   = getenv("SLURM_JOB_ID");
+    const char *step  = getenv("SLURM_STEP_ID");
+
+    buf[0] = '\0';
+    if ((ns != NULL) && (ns[0] != '\0')) {
+        snprintf(buf, max, "pmix:%s", ns);
+    } else if ((job != NULL) && (job[0] != '\0')) {
+        snprintf(buf, max, "slurm:%s.%s", job, (step != NULL) ? step : "");
+    }
+    return buf;
 }
 
 crypt_mpi_team_t *crypt_mpi_team(MPI_Comm comm)
 {
     const crypt_mpi_config_t *config = crypt_mpi_config(comm);
-    crypt_coll_status_t status;
     crypt_coll_oob_t oob;
     uint8_t *secret;
-    int rank, size, found, *node_of = NULL;
+    int rank, size, found, *node_of = NULL, *proven;
     crypt_mpi_team_t *t;
-    char error[256];
+    char error[256], job_id[KEYEX_JOB_ID_MAX + 1];
 
     if (crypt_mpi_keyval == MPI_KEYVAL_INVALID) {
         PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, crypt_mpi_team_free,
@@ -270,6 +357,7 @@ crypt_mpi_team_t *crypt_mpi_team(MPI_Comm comm)
     oob.ctx       = t;
     oob.rank      = rank;
     oob.size      = size;
+    oob.job_id    = crypt_mpi_job_id(job_id, sizeof(job_id));
     /* the job secret lives in secure memory (not dumped, wiped on free)
      * from here to the free below, and no path between them leaves without
      * freeing it */
@@ -282,26 +370,41 @@ crypt_mpi_team_t *crypt_mpi_team(MPI_Comm comm)
         keyex_secure_free(secret, KEYEX_JOB_SECRET_LEN);
         crypt_mpi_die(comm, error);
     }
-    status = crypt_coll_team_create(&t->team, &oob, node_of, secret,
-                                    config->key_len, CRYPT_AEAD_BACKEND_AUTO,
-                                    crypt_mpi_sendrecv, t);
-    keyex_secure_free(secret, KEYEX_JOB_SECRET_LEN);
-    if (status == CRYPT_COLL_ERR_AUTH) {
-        crypt_mpi_die(comm, "the collectives' bootstrap failed authentication: "
-                      "every rank needs the same UCX_CRYPT_KEY_FILE and "
-                      "UCX_CRYPT_KEY_BITS, and the bootstrap traffic was not "
-                      "altered");
-    } else if (status != CRYPT_COLL_OK) {
-        crypt_mpi_die(comm, "cannot set up the collective keys");
-    }
+    crypt_mpi_team_bootstrap(t, comm, &oob, node_of, secret, config->key_len);
     free(node_of);
-    crypt_coll_team_set_nb(&t->team, &crypt_mpi_nb_ops);
-    t->queue_tail = &t->queue;
-    PMPI_Comm_split(t->comm, t->team.node_of[rank], rank, &t->node_comm);
+
+    /* every rank that shares a node proves it shares its memory, or is a
+     * node of its own (one more bootstrap, on the new node map) */
+    proven  = malloc(sizeof(int) * (size_t)size);
+    node_of = malloc(sizeof(int) * (size_t)size);
+    if ((proven == NULL) || (node_of == NULL)) {
+        keyex_secure_free(secret, KEYEX_JOB_SECRET_LEN);
+        crypt_mpi_die(comm, "out of memory");
+    }
+    if (!crypt_mpi_node_shm(t, proven) &&
+        (crypt_mpi_unproven_apart(t, proven, node_of) != 0)) {
+        if (!proven[rank]) {
+            fprintf(stderr, "ucx-crypt: rank %d cannot show that it shares its "
+                    "node's memory (another host, or no shared memory there): "
+                    "it is a node of its own for the collectives\n", rank);
+        }
+        crypt_coll_team_cleanup(&t->team);
+        PMPI_Comm_free(&t->node_comm);
+        if (t->shm != NULL) {
+            munmap(t->shm, t->shm_size);
+            t->shm = NULL;
+        }
+        crypt_mpi_team_bootstrap(t, comm, &oob, node_of, secret, config->key_len);
+    }
+    keyex_secure_free(secret, KEYEX_JOB_SECRET_LEN);
+    free(proven);
+    free(node_of);
+    if (config->verbose) {
+        fprintf(stderr, "ucx-crypt: team of %d ranks on %d nodes, rank %d on "
+                "node %d\n", size, t->team.num_nodes, rank, t->team.node_of[rank]);
+    }
     memcpy(&t->lane_team, t->team.id, sizeof(t->lane_team));
     crypt_mpi_lane_setup(t, comm);
-
-    crypt_mpi_node_shm(t);
     t->user_comm     = comm;
     t->next          = crypt_mpi_teams;
     crypt_mpi_teams = t;

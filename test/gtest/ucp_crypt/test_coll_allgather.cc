@@ -12,8 +12,11 @@
 #include <gtest/gtest.h>
 
 #include "ucp_crypt/coll/crypt_coll.h"
+#include "ucp_crypt/coll/crypt_coll_wire.h"
+#include "keyex/keyex.h"
 #include "common/test_util.h"
 
+#include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -25,6 +28,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -275,30 +279,74 @@ enum bootstrap_attack_t {
     BOOTSTRAP_HONEST,
     BOOTSTRAP_ALTER_HOST,   /* rank 1's host identity rewritten on the way */
     BOOTSTRAP_OTHER_SECRET, /* rank 1 holds another job secret */
-    BOOTSTRAP_REPLAY        /* rank 2's message of an earlier team replayed */
+    BOOTSTRAP_REPLAY,       /* rank 2's message of an earlier team replayed */
+    BOOTSTRAP_SPLICE_HOST,  /* rank 0 gets rank 2's message of an earlier
+                               team on another host: rank 2 would move off
+                               rank 0's node in rank 0's map only */
+    BOOTSTRAP_REPLAY_ALL,   /* rank 1 gets an earlier team's whole
+                               transcript, its own message included: the
+                               old key and nonces again */
+    BOOTSTRAP_OTHER_JOB     /* rank 1 is of another job (same secret) */
 };
 bootstrap_attack_t bootstrap_attack = BOOTSTRAP_HONEST;
 
 struct attacked_oob_ctx {
     oob_ctx              oob;
-    std::vector<uint8_t> recorded; /* rank 2's message of the first team */
-    int                  teams;
+    std::vector<uint8_t> recorded; /* of the first team: rank 2's message,
+                                      or rank 1's whole transcript */
+    int                  calls;
+    const uint8_t        *secret;
 };
+
+/* Rank 2's message of an earlier team, sent from another host: what a
+ * recording of the same job (same secret, no job id) holds */
+std::vector<uint8_t> message_from_another_host(const uint8_t *secret, int p)
+{
+    crypt_coll_hello_t hello = {};
+    uint8_t mac_key[KEYEX_SECRET_LEN];
+    hello.version = CRYPT_COLL_HELLO_VERSION;
+    hello.key_len = 16;
+    hello.rank    = htole32(2);
+    hello.size    = htole32((uint32_t)p);
+    memset(hello.random, 0x5a, sizeof(hello.random));
+    snprintf(hello.host_id, sizeof(hello.host_id), "another-boot-id|host-b");
+    EXPECT_EQ(keyex_derive_bootstrap_key(secret, NULL, 0, mac_key), KEYEX_OK);
+    EXPECT_EQ(keyex_mac(mac_key, &hello, offsetof(crypt_coll_hello_t, mac), hello.mac),
+              KEYEX_OK);
+    const uint8_t *bytes = reinterpret_cast<const uint8_t*>(&hello);
+    return std::vector<uint8_t>(bytes, bytes + sizeof(hello));
+}
 
 int attacked_oob_allgather(void *ctx, const void *sbuf, void *rbuf, size_t len)
 {
     attacked_oob_ctx *a = static_cast<attacked_oob_ctx*>(ctx);
     uint8_t *slots = static_cast<uint8_t*>(rbuf);
     if (harness_oob_allgather(&a->oob, sbuf, rbuf, len) != 0) return -1;
-    ++a->teams;
+    /* the bootstrap messages are the first round (calls 1, 3: two teams) */
+    const bool hellos = (len == sizeof(crypt_coll_hello_t));
+    const int team    = hellos ? ++a->calls : a->calls;
+    if (!hellos) {
+        return 0; /* the confirmations pass untouched */
+    }
     if ((bootstrap_attack == BOOTSTRAP_ALTER_HOST) && (a->oob.rank != 1)) {
         slots[len + 60] ^= 0x01; /* a byte of rank 1's host identity */
     }
     if (bootstrap_attack == BOOTSTRAP_REPLAY) {
-        if (a->teams == 1) {
+        if (team == 1) {
             a->recorded.assign(slots + 2 * len, slots + 3 * len);
         } else if (a->oob.rank != 2) {
             memcpy(slots + 2 * len, a->recorded.data(), len);
+        }
+    }
+    if ((bootstrap_attack == BOOTSTRAP_SPLICE_HOST) && (a->oob.rank == 0)) {
+        auto other = message_from_another_host(a->secret, a->oob.p);
+        memcpy(slots + 2 * len, other.data(), len);
+    }
+    if ((bootstrap_attack == BOOTSTRAP_REPLAY_ALL) && (a->oob.rank == 1)) {
+        if (team == 1) {
+            a->recorded.assign(slots, slots + (size_t)a->oob.p * len);
+        } else {
+            memcpy(slots, a->recorded.data(), a->recorded.size());
         }
     }
     return 0;
@@ -307,35 +355,37 @@ int attacked_oob_allgather(void *ctx, const void *sbuf, void *rbuf, size_t len)
 void run_oob(int rank, int p, const uint8_t *secret, pipes &io, rank_result *res)
 {
     oob_ctx o = {&io, rank, p};
-    crypt_coll_oob_t oob = {harness_oob_allgather, &o, rank, p};
+    crypt_coll_oob_t oob = {harness_oob_allgather, &o, rank, p, nullptr};
     crypt_coll_team_t t;
     char error[128];
 
     if (bootstrap_attack != BOOTSTRAP_HONEST) {
-        attacked_oob_ctx a = {o, {}, 0};
+        attacked_oob_ctx a = {o, {}, 0, secret};
         std::vector<int> two_nodes(p); /* so that frames cross nodes */
         crypt_coll_node_map(p, 2, CRYPT_COLL_MAP_BLOCK, two_nodes.data());
+        /* the splice moves a rank between nodes: the host identities
+         * decide them there */
+        const int *node_of = (bootstrap_attack == BOOTSTRAP_SPLICE_HOST) ?
+                             nullptr : two_nodes.data();
         uint8_t other[32];
         memcpy(other, secret, sizeof(other));
         other[0] ^= (bootstrap_attack == BOOTSTRAP_OTHER_SECRET) && (rank == 1);
-        oob = {attacked_oob_allgather, &a, rank, p};
-        if (bootstrap_attack == BOOTSTRAP_REPLAY) {
+        const char *job = ((bootstrap_attack == BOOTSTRAP_OTHER_JOB) && (rank == 1)) ?
+                          "pmix:job-b" : "pmix:job-a";
+        oob = {attacked_oob_allgather, &a, rank, p,
+               (bootstrap_attack == BOOTSTRAP_OTHER_JOB) ? job : nullptr};
+        if ((bootstrap_attack == BOOTSTRAP_REPLAY) ||
+            (bootstrap_attack == BOOTSTRAP_REPLAY_ALL)) {
             /* the first team, whose messages the adversary records */
-            res->oob_env_ok = crypt_coll_team_create(&t, &oob, two_nodes.data(), other, 16,
+            res->oob_env_ok = crypt_coll_team_create(&t, &oob, node_of, other, 16,
                                                      CRYPT_AEAD_BACKEND_OPENSSL,
                                                      harness_sendrecv, &io);
             if (res->oob_env_ok == CRYPT_COLL_OK) crypt_coll_team_cleanup(&t);
         }
-        res->oob_host_ok = crypt_coll_team_create(&t, &oob, two_nodes.data(), other, 16,
+        res->oob_host_ok = crypt_coll_team_create(&t, &oob, node_of, other, 16,
                                                   CRYPT_AEAD_BACKEND_OPENSSL,
                                                   harness_sendrecv, &io);
         if (res->oob_host_ok == CRYPT_COLL_OK) {
-            if (bootstrap_attack == BOOTSTRAP_REPLAY) {
-                /* every rank is still there: the collective runs */
-                std::vector<uint8_t> mine(64, (uint8_t)rank), all(64 * p);
-                res->oob_host_nodes = crypt_coll_allgather(&t, CRYPT_ALLGATHER_C_RING,
-                                                           mine.data(), all.data(), 64);
-            }
             crypt_coll_team_cleanup(&t);
         }
         return;
@@ -352,6 +402,7 @@ void run_oob(int rank, int p, const uint8_t *secret, pipes &io, rank_result *res
         res->oob_env_ok = oob_team_works(t, rank, p);
         crypt_coll_team_cleanup(&t);
     }
+    oob.job_id = "pmix:honest"; /* the same launcher's job id on every rank */
     if (crypt_coll_team_create(&t, &oob, nullptr, secret, 32, CRYPT_AEAD_BACKEND_OPENSSL,
                                harness_sendrecv, &io) == CRYPT_COLL_OK) {
         res->oob_host_nodes = t.num_nodes;
@@ -1061,23 +1112,25 @@ TEST(crypt_coll_team_create, bootstrap_through_an_out_of_band_allgather)
     }
 }
 
-/* The bootstrap under attack, by a party without the job secret on the
- * out-of-band all-gather: an altered or foreign message is refused before
- * anything in it is used (no team: fail closed); a replayed message of an
- * earlier team passes its MAC, but the team key depends on every rank's
- * fresh contribution, so the ranks that took the replay derive another key
- * than the rank whose message it was, and the first collective fails on
- * every rank, with no data, instead of running under an old key. */
+/* The bootstrap under attack, on the out-of-band all-gather: an altered
+ * or foreign message (another job secret, another job) is refused before
+ * anything in it is used; a replayed or spliced message of an earlier team
+ * passes its MAC, but the ranks that took it saw other messages than the
+ * rest, and the second round (every rank's MAC of its rank and what it
+ * saw) tells them all; a rank given a whole old transcript finds its own
+ * message replaced. No rank makes a team: no old key, no node map that
+ * differs between ranks, no frame in clear. */
 class crypt_coll_bootstrap_attack_test : public ::testing::TestWithParam<int> {
 };
 
 std::string bootstrap_attack_name(const ::testing::TestParamInfo<int> &info)
 {
-    const char *names[] = {"honest", "altered_host", "other_secret", "replay"};
+    const char *names[] = {"honest", "altered_host", "other_secret", "replay",
+                           "splice_host", "replay_all", "other_job"};
     return names[info.param];
 }
 
-TEST_P(crypt_coll_bootstrap_attack_test, refused_or_no_collective_succeeds)
+TEST_P(crypt_coll_bootstrap_attack_test, refused_on_every_rank)
 {
     const int p = 4;
     std::vector<int> node_of = {0, 0, 1, 1};
@@ -1088,28 +1141,21 @@ TEST_P(crypt_coll_bootstrap_attack_test, refused_or_no_collective_succeeds)
     for (int r = 0; r < p; ++r) {
         SCOPED_TRACE("rank " + std::to_string(r));
         ASSERT_TRUE(res[r].done);
-        switch (attack) {
-        case BOOTSTRAP_ALTER_HOST:
-            if (r != 1) {
-                EXPECT_EQ(res[r].oob_host_ok, CRYPT_COLL_ERR_AUTH);
-            }
-            break;
-        case BOOTSTRAP_OTHER_SECRET:
-            EXPECT_EQ(res[r].oob_host_ok, CRYPT_COLL_ERR_AUTH);
-            break;
-        default:
+        if ((attack == BOOTSTRAP_REPLAY) || (attack == BOOTSTRAP_REPLAY_ALL)) {
             EXPECT_EQ(res[r].oob_env_ok, CRYPT_COLL_OK) << "the first team";
-            EXPECT_EQ(res[r].oob_host_ok, CRYPT_COLL_OK) << "a valid old MAC";
-            EXPECT_EQ(res[r].oob_host_nodes, CRYPT_COLL_ERR_AUTH)
-                    << "the replay must not make a working team";
         }
+        EXPECT_EQ(res[r].oob_host_ok, CRYPT_COLL_ERR_AUTH)
+                << "a rank made a team from what some ranks did not see";
     }
 }
 
 INSTANTIATE_TEST_SUITE_P(attacks, crypt_coll_bootstrap_attack_test,
                          ::testing::Values((int)BOOTSTRAP_ALTER_HOST,
                                            (int)BOOTSTRAP_OTHER_SECRET,
-                                           (int)BOOTSTRAP_REPLAY),
+                                           (int)BOOTSTRAP_REPLAY,
+                                           (int)BOOTSTRAP_SPLICE_HOST,
+                                           (int)BOOTSTRAP_REPLAY_ALL,
+                                           (int)BOOTSTRAP_OTHER_JOB),
                          bootstrap_attack_name);
 
 /* Every algorithm on AES-256 team keys that move to a new epoch every two

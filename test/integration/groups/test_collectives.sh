@@ -46,6 +46,8 @@ test_collectives() {
     abort_verdict allgather_forged_frame_aborts_job_with_reason $? "$work/agc-forged.log" \
         "COLLECTIVES OK" "failed authentication"
 
+    test_node_apart
+
     test_collective_lane
     test_coll_component
 
@@ -263,6 +265,49 @@ test_coll_component() {
         record openmpi_coll_component_stands_aside_without_job_secret pass
     else
         record openmpi_coll_component_stands_aside_without_job_secret fail "rc=$rc; $(tail -2 "$log")"
+    fi
+}
+
+# ---- a node map that joins two hosts -------------------------------------------
+# UCX_CRYPT_COLL_NODES puts ranks 0 and 1 on one node, but rank 1 has a
+# /dev/shm of its own (another mount namespace: another host, as far as
+# shared memory goes), so it cannot show that it shares node 0's memory:
+# it must become a node of its own, its blocks sealed to and from it,
+# while the same map without the split-off rank stays as given (the
+# control). The MPI library itself uses no shared memory here
+# (MPIR_CVAR_NOLOCAL, UCX tcp): only the adapter's node segment is tested.
+test_node_apart() {
+    cat >"$work/apart.sh" <<'EOS'
+#!/bin/sh
+exec unshare --mount --propagation private \
+    sh -c 'mount -t tmpfs none /dev/shm && exec "$@"' sh "$@"
+EOS
+    chmod +x "$work/apart.sh"
+    local e=(env LD_PRELOAD="$runtime_first$prefix/lib/libucxcrypt_pmpi_mpich.so"
+             UCX_CRYPT_KEY_FILE="$work/job.key" UCX_CRYPT_COLL_VERBOSE=y
+             UCX_CRYPT_COLL_NODES=2:block UCX_CRYPT_COLL_TUNE=allgather:c-ring
+             MPIR_CVAR_NOLOCAL=1 UCX_TLS=tcp,self UCX_NET_DEVICES=lo)
+    local how log rc
+    for how in together apart; do
+        log="$work/node-$how.log"
+        local second=("${e[@]}" "$work/agc_mpich")
+        [ "$how" = apart ] && second=("${e[@]}" "$work/apart.sh" "$work/agc_mpich")
+        timeout 120 mpiexec.mpich -n 1 "${e[@]}" "$work/agc_mpich" : \
+            -n 1 "${second[@]}" : -n 2 "${e[@]}" "$work/agc_mpich" >"$log" 2>&1
+        rc=$?
+        [ $rc -eq 0 ] && [ "$(grep -c '^COLLECTIVES OK' "$log")" = 4 ] || rc=1
+        eval "rc_$how=$rc"
+    done
+    if [ "$rc_together" = 0 ] && grep -q "team of 4 ranks on 2 nodes, rank 1 on node 0" \
+           "$work/node-together.log" &&
+       [ "$rc_apart" = 0 ] && grep -q "team of 4 ranks on 3 nodes, rank 1 on node 1" \
+           "$work/node-apart.log" &&
+       grep -q "rank 1 cannot show that it shares its node's memory" "$work/node-apart.log" &&
+       ! grep "ucx-crypt: allgather" "$work/node-apart.log" | grep -vq "plaintext across nodes 0$"; then
+        record rank_without_its_nodes_memory_is_a_node_of_its_own pass
+    else
+        record rank_without_its_nodes_memory_is_a_node_of_its_own fail \
+            "rc $rc_together/$rc_apart; $(grep -h "team of 4\|cannot show" "$work"/node-*.log | sort -u | tr '\n' ' ')"
     fi
 }
 
