@@ -125,23 +125,31 @@ typedef struct uct_crypt_md {
     ucs_list_link_t   regions;        /* uct_crypt_memh_t */
 } uct_crypt_md_t;
 
-/* Memory handle: the inner md's handle for the same region. */
+/* Memory handle: the inner md's handle for the same region, and its
+ * token (uct_crypt_format.h, "region tokens"): random, never 0, packed in
+ * the region's remote key, so that a peer reaches only memory whose key it
+ * was handed. */
 typedef struct uct_crypt_memh {
     uct_mem_h         inner;
     ucs_list_link_t   list;           /* in the md's regions */
     uintptr_t         address;
     size_t            length;
+    uint64_t          token;
 } uct_crypt_memh_t;
 
 ucs_status_t uct_crypt_md_pack_rkey(uct_crypt_md_t *md, uct_crypt_memh_t *memh,
                                     void *rkey_buffer);
 
-/* Is [address, address + length) inside one registered region? */
-int uct_crypt_md_registered(uct_crypt_md_t *md, uint64_t address, uint64_t length);
+/* Is [address, address + length) inside the registered region whose
+ * remote key carries `token`? (0 names no region) */
+int uct_crypt_md_exposed(uct_crypt_md_t *md, uint64_t token, uint64_t address,
+                         uint64_t length);
 
-/* Remote key: the inner component's key (rkey buffer = name || inner). */
+/* Remote key: the inner component's key and the region's token (rkey
+ * buffer = name || token LE64 || inner key, uct_crypt_format.h). */
 typedef struct uct_crypt_rkey {
     uct_component_h   component;
+    uint64_t          token;
     uct_rkey_bundle_t inner;
 } uct_crypt_rkey_t;
 

@@ -71,6 +71,7 @@ struct uct_crypt_bulk_op {
     size_t                length;
     uint64_t              remote_addr;
     uct_rkey_t            inner_rkey;
+    uint64_t              token;       /* the target region's (remote key) */
     uct_completion_t      *comp;
     uint64_t              put_id;
     uint16_t              generation;  /* bulk key generation it is sealed under */
@@ -205,7 +206,8 @@ void uct_crypt_bulk_tx_fence(uct_crypt_bulk_tx_t *tx);
 /* One bulk put of a contiguous span (put_zcopy, and the answer to a get) */
 ucs_status_t uct_crypt_bulk_put(uct_crypt_ep_t *ep, const void *src,
                                 size_t length, uint64_t remote_addr,
-                                uct_rkey_t inner_rkey, uct_completion_t *comp);
+                                const uct_crypt_rkey_t *rkey,
+                                uct_completion_t *comp);
 ucs_status_t uct_crypt_bulk_check_iov(uct_crypt_ep_t *ep, const uct_iov_t *iov,
                                       size_t iovcnt);
 

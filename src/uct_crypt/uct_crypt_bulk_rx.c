@@ -186,14 +186,16 @@ static void uct_crypt_bulk_open_segment(uct_crypt_iface_t *iface,
         uct_crypt_record_reject(iface, flow, UCT_CRYPT_FAIL_AUTH);
         return;
     }
-    /* only memory this process registered, or the destination of a get we
-     * asked this peer for, is opened (or zeroed, when the open fails): an
-     * authenticated peer cannot aim us elsewhere */
-    if (!uct_crypt_md_registered(ucs_derived_of(iface->super.md, uct_crypt_md_t),
-                                 address, length) &&
+    /* only the registered region whose remote key the put was given (its
+     * token), or the destination of a get we asked this peer for, is
+     * opened (or zeroed, when the open fails): an authenticated peer cannot
+     * aim us at memory it was not handed */
+    if (!uct_crypt_md_exposed(ucs_derived_of(iface->super.md, uct_crypt_md_t),
+                              le64toh(announce->token), address, length) &&
         !uct_crypt_bulk_get_window(iface, flow->peer_public, address, length)) {
         ucs_error("crypt: " uct_crypt_log_peer_fmt " announced %" PRIu64
-                  " bytes at 0x%" PRIx64 ", outside registered memory",
+                  " bytes at 0x%" PRIx64 ", outside the registered region its "
+                  "remote key names",
                   uct_crypt_log_peer_arg(flow->peer_public, flow->flow_id),
                   length, address);
         uct_crypt_record_reject(iface, flow, UCT_CRYPT_FAIL_MALFORMED);

@@ -63,6 +63,7 @@ static void uct_crypt_bulk_announce(crypt_bulk_segment_t *announce,
     announce->put_id     = htole64(op->put_id);
     announce->address    = htole64(op->remote_addr + seg->offset);
     announce->length     = htole64(seg->length);
+    announce->token      = htole64(op->token);
     if (with_tag) {
         memcpy(announce->tag, seg->tag, sizeof(announce->tag));
     }
@@ -468,7 +469,7 @@ void uct_crypt_bulk_tx_fence(uct_crypt_bulk_tx_t *tx)
 /* One bulk put of a contiguous span (put_zcopy, and the answer to a get) */
 ucs_status_t uct_crypt_bulk_put(uct_crypt_ep_t *ep, const void *src,
                                 size_t length, uint64_t remote_addr,
-                                uct_rkey_t inner_rkey,
+                                const uct_crypt_rkey_t *rkey,
                                 uct_completion_t *comp)
 {
     uct_crypt_bulk_tx_t *tx;
@@ -484,7 +485,8 @@ ucs_status_t uct_crypt_bulk_put(uct_crypt_ep_t *ep, const void *src,
     op->src          = src;
     op->length       = length;
     op->remote_addr  = remote_addr;
-    op->inner_rkey   = inner_rkey;
+    op->inner_rkey   = rkey->inner.rkey;
+    op->token        = rkey->token;
     op->comp         = comp;
     op->put_id       = tx->next_put_id++;
     op->num_segments = tx->bulk->naive ? 1 :
@@ -529,5 +531,5 @@ ucs_status_t uct_crypt_ep_put_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
         return status;
     }
     return uct_crypt_bulk_put(ep, iov[0].buffer, iov[0].length, remote_addr,
-                              ((uct_crypt_rkey_t*)rkey)->inner.rkey, comp);
+                              (const uct_crypt_rkey_t*)rkey, comp);
 }

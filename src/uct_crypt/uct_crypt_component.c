@@ -108,9 +108,12 @@ static ucs_status_t uct_crypt_rkey_unpack(uct_component_t *component,
         return UCS_ERR_NO_MEMORY;
     }
     rkey->component = inner;
+    memcpy(&rkey->token, UCS_PTR_BYTE_OFFSET(rkey_buffer, CRYPT_BULK_RKEY_NAME_LEN),
+           sizeof(rkey->token));
+    rkey->token     = le64toh(rkey->token);
     status = uct_crypt_inner_rkey_unpack(rkey->component,
                                          UCS_PTR_BYTE_OFFSET(rkey_buffer,
-                                                             UCT_COMPONENT_NAME_MAX),
+                                                             CRYPT_BULK_RKEY_MIN_LEN),
                                          &rkey->inner);
     if (status != UCS_OK) {
         ucs_free(rkey);
@@ -149,6 +152,10 @@ static ucs_status_t uct_crypt_rkey_compare(uct_component_t *component,
     if (rkey1->component != rkey2->component) {
         *result = ((uintptr_t)rkey1->component < (uintptr_t)rkey2->component) ?
                   -1 : 1;
+        return UCS_OK;
+    }
+    if (rkey1->token != rkey2->token) {
+        *result = (rkey1->token < rkey2->token) ? -1 : 1;
         return UCS_OK;
     }
     if ((rkey1->inner.rkey == UCT_INVALID_RKEY) ||

@@ -63,7 +63,7 @@
 #include <string.h>
 
 enum {
-    CRYPT_WIRE_VERSION    = 6,
+    CRYPT_WIRE_VERSION    = 7,
 
     CRYPT_RECORD_DATA     = 1,
     CRYPT_RECORD_HELLO    = 2,
@@ -86,9 +86,12 @@ enum {
     CRYPT_CONTROL_GET_REQ = 3,     /* seal a range of yours and put it here */
     CRYPT_CONTROL_GET_DONE = 4,    /* the put answering a GET_REQ was opened */
 
-    /* a GET_REQ's packed remote key: at least the inner component's name
-     * (UCT_COMPONENT_NAME_MAX bytes, uct_crypt_md.c), then its key */
-    CRYPT_BULK_RKEY_MIN_LEN = 16
+    /* a packed remote key (uct_crypt_md.c; a GET_REQ carries one): the
+     * inner component's name (UCT_COMPONENT_NAME_MAX bytes), the region's
+     * token (LE64), then the inner's own key */
+    CRYPT_BULK_RKEY_NAME_LEN  = 16,
+    CRYPT_BULK_RKEY_TOKEN_LEN = 8,
+    CRYPT_BULK_RKEY_MIN_LEN   = CRYPT_BULK_RKEY_NAME_LEN + CRYPT_BULK_RKEY_TOKEN_LEN
 };
 
 typedef struct crypt_record_hdr {
@@ -137,17 +140,31 @@ typedef struct crypt_ep_addr {
  * crypt_bulk_aad_t. The index and flag stop reordering, dropping and
  * truncation inside a put; the put id in the nonce and AAD stops splicing
  * between puts; the address and length in the AAD stop moving a segment.
+ *
+ * Region tokens: every region registered with crypt's md has a random
+ * 64-bit token, packed in its remote key. A SEGMENT names the token of the
+ * remote key its put was given, a GET_REQ the token of the memory it
+ * reads, and the target opens or serves only inside the region of that
+ * token: a peer reaches the memory whose remote key it was handed, not
+ * whatever else this process registered (a capability, as an RDMA rkey is
+ * one). A put answering our own get names our buffer's token (0 where the
+ * buffer was not registered) and is taken inside that get's window.
  */
 /*
- * SEGMENT control record payload (48 bytes):
+ * SEGMENT control record payload (56 bytes):
  *
  *   0      1      2          4          8                16
  *   +------+------+----------+----------+----------------+
  *   | kind | last | gen LE16 | idx LE32 | put id (LE64)  |
  *   +------+------+----------+----------+----------------+
- *   | address (LE64)  | length (LE64)  | GCM tag (16)    |
- *   +-----------------+----------------+-----------------+
- *   16                24               32               48
+ *   16               24               32               40
+ *   +----------------+----------------+----------------+
+ *   | address (LE64) | length (LE64)  | token (LE64)   |
+ *   +----------------+----------------+----------------+
+ *   40                                56
+ *   +---------------------------------+
+ *   | GCM tag (16)                    |
+ *   +---------------------------------+
  */
 typedef struct crypt_bulk_segment {
     uint8_t  kind;           /* CRYPT_CONTROL_SEGMENT */
@@ -157,6 +174,7 @@ typedef struct crypt_bulk_segment {
     uint64_t put_id;         /* per sending flow, from 0, no gaps */
     uint64_t address;        /* target virtual address of this segment */
     uint64_t length;         /* bytes of this segment */
+    uint64_t token;          /* the target region's, from the remote key */
     uint8_t  tag[CRYPT_AEAD_TAG_LEN];
 } __attribute__((packed)) crypt_bulk_segment_t;
 
@@ -186,6 +204,7 @@ typedef struct crypt_bulk_get_req {
     uint32_t rkey_length;    /* bytes of packed remote key that follow */
     uint64_t get_id;         /* per sending flow, from 0, no gaps */
     uint64_t remote_addr;    /* the target's memory to read */
+    uint64_t remote_token;   /* its region's token, from the remote key */
     uint64_t local_addr;     /* the initiator's buffer */
     uint64_t length;
     /* the initiator's packed remote key for local_addr follows */
@@ -401,10 +420,10 @@ CRYPT_WIRE_ASSERT(sizeof(crypt_iface_addr_t) == 7 + KEYEX_PUBLIC_KEY_LEN,
                "iface address layout");
 CRYPT_WIRE_ASSERT(sizeof(crypt_ep_addr_t) == KEYEX_PUBLIC_KEY_LEN,
                "ep address layout");
-CRYPT_WIRE_ASSERT(sizeof(crypt_bulk_segment_t) == 32 + CRYPT_AEAD_TAG_LEN,
+CRYPT_WIRE_ASSERT(sizeof(crypt_bulk_segment_t) == 40 + CRYPT_AEAD_TAG_LEN,
                "bulk SEGMENT layout");
 CRYPT_WIRE_ASSERT(sizeof(crypt_bulk_ack_t) == 24, "bulk ACK/GET_DONE layout");
-CRYPT_WIRE_ASSERT(sizeof(crypt_bulk_get_req_t) == 40, "bulk GET_REQ layout");
+CRYPT_WIRE_ASSERT(sizeof(crypt_bulk_get_req_t) == 48, "bulk GET_REQ layout");
 CRYPT_WIRE_ASSERT(sizeof(crypt_bulk_aad_t) == 32, "bulk associated data layout");
 CRYPT_WIRE_ASSERT(sizeof(crypt_lane_chunk_hdr_t) == 24, "lane chunk layout");
 CRYPT_WIRE_ASSERT(sizeof(crypt_cm_frame_hdr_t) == CRYPT_CM_FRAME_HDR_LEN,

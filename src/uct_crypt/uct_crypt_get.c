@@ -2,8 +2,9 @@
 /*
  * Bulk get over crypt: a GET_REQ record asks the peer to seal the range and
  * put it into our buffer (uct_crypt_format.h). The target serves it only from
- * memory it registered; the initiator opens the answer only inside the
- * window of a get it asked for, and completes the get on GET_DONE.
+ * the registered region whose remote key the initiator names (its token);
+ * the initiator opens the answer only inside the window of a get it asked
+ * for, and completes the get on GET_DONE.
  */
 #include "uct_crypt/uct_crypt_bulk.h"
 
@@ -24,7 +25,7 @@ ucs_status_t uct_crypt_ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
     size_t rkey_len;
     uint8_t *request;
 
-    (void)rkey; /* the peer reads its own memory; it checks the range */
+    /* the peer reads its own memory, inside the region of rkey's token */
     if (status != UCS_OK) {
         return status;
     }
@@ -51,6 +52,7 @@ ucs_status_t uct_crypt_ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
     req.rkey_length = htole32((uint32_t)rkey_len);
     req.get_id      = htole64(tx->next_get_id);
     req.remote_addr = htole64(remote_addr);
+    req.remote_token = htole64(((const uct_crypt_rkey_t*)rkey)->token);
     req.local_addr  = htole64((uintptr_t)iov[0].buffer);
     req.length      = htole64(iov[0].length);
     memcpy(request, &req, sizeof(req));
@@ -112,8 +114,9 @@ static void uct_crypt_bulk_served(uct_completion_t *self)
 }
 
 /* A peer's GET_REQ, in an authenticated, in-sequence record: seal the
- * range and put it to the peer, if the range is memory we registered (a
- * get may not read anything else, whatever the peer's key says). */
+ * range and put it to the peer, if the range lies in the region whose
+ * remote key the peer was handed (the token in the request): a get may
+ * not read anything else. */
 void uct_crypt_bulk_serve_get(uct_crypt_iface_t *iface,
                               uct_crypt_rx_flow_t *flow,
                               const uint8_t *payload, size_t length)
@@ -121,25 +124,28 @@ void uct_crypt_bulk_serve_get(uct_crypt_iface_t *iface,
     uct_crypt_md_t *md = ucs_derived_of(iface->super.md, uct_crypt_md_t);
     uct_crypt_bulk_serve_t *serve = NULL;
     crypt_bulk_get_req_t req;
-    uint64_t get_id, remote_addr, local_addr, get_length;
+    uint64_t get_id, remote_addr, local_addr, get_length, token;
     uct_crypt_ep_t *ep;
     ucs_status_t status;
 
     memcpy(&req, payload, sizeof(req));
     get_id      = le64toh(req.get_id);
     remote_addr = le64toh(req.remote_addr);
+    token       = le64toh(req.remote_token);
     local_addr  = le64toh(req.local_addr);
     get_length  = le64toh(req.length);
-    /* its lengths checked (uct_crypt_bulk_control_kind): in order? */
-    UCS_STATIC_ASSERT(CRYPT_BULK_RKEY_MIN_LEN == UCT_COMPONENT_NAME_MAX);
-    if ((get_id != flow->bulk_next_get) || (iface->bulk == NULL)) {
+    /* its lengths checked (uct_crypt_bulk_control_kind): in order, and
+     * a remote key of the size ours have (the same inner component packs
+     * it), so that unpacking it reads nothing past the record? */
+    if ((get_id != flow->bulk_next_get) || (iface->bulk == NULL) ||
+        (length - sizeof(req) != iface->bulk->rkey_packed_size)) {
         goto reject;
     }
-    if (!uct_crypt_md_registered(md, remote_addr, get_length)) {
+    if (!uct_crypt_md_exposed(md, token, remote_addr, get_length)) {
         ucs_error("crypt: " uct_crypt_log_peer_fmt " asked to read %" PRIu64
-                  " bytes at 0x%" PRIx64 ", outside registered memory",
-                  uct_crypt_log_peer_arg(flow->peer_public, flow->flow_id),
-                  get_length, remote_addr);
+                  " bytes at 0x%" PRIx64 ", outside the registered region its "
+                  "remote key names", uct_crypt_log_peer_arg(flow->peer_public,
+                  flow->flow_id), get_length, remote_addr);
         goto reject;
     }
     ++flow->bulk_next_get;
@@ -167,7 +173,7 @@ void uct_crypt_bulk_serve_get(uct_crypt_iface_t *iface,
     serve->done.put_id  = htole64(get_id);
     status = uct_crypt_bulk_put(ep, (const void*)(uintptr_t)remote_addr,
                                 get_length, local_addr,
-                                ((uct_crypt_rkey_t*)serve->rkey.rkey)->inner.rkey,
+                                (const uct_crypt_rkey_t*)serve->rkey.rkey,
                                 &serve->comp);
     if (status == UCS_INPROGRESS) {
         return;

@@ -3,8 +3,9 @@
  * crypt memory domains. A crypt md wraps one (inner md, inner tl) pair; its
  * name is the inner md's name, followed by "/tl" when that differs from the
  * md's name. Registration goes through to the inner md, and the md keeps a
- * list of what this process registered: a peer's bulk segment or get may
- * touch only memory in it (uct_crypt_bulk_rx.c, uct_crypt_get.c).
+ * list of what this process registered, each region with a random token
+ * that its remote key carries: a peer's bulk segment or get may touch only
+ * the region whose key it was handed (uct_crypt_bulk_rx.c, uct_crypt_get.c).
  */
 #include "uct_crypt/uct_crypt.h"
 #include "uct_crypt/uct_crypt_bulk_input.h"
@@ -64,7 +65,7 @@ static ucs_status_t uct_crypt_md_query(uct_md_h tl_md, uct_crypt_md_attr_t *attr
     UCT_CRYPT_MD_CAP(attr, access_mem_types) = UCS_BIT(UCS_MEMORY_TYPE_HOST);
     UCT_CRYPT_MD_CAP(attr, detect_mem_types) = 0;
     UCT_CRYPT_MD_CAP(attr, max_alloc)        = 0;
-    attr->rkey_packed_size                  += UCT_COMPONENT_NAME_MAX;
+    attr->rkey_packed_size                  += CRYPT_BULK_RKEY_MIN_LEN;
     return UCS_OK;
 }
 
@@ -83,6 +84,15 @@ static ucs_status_t uct_crypt_mem_reg_flags(uct_md_h tl_md, void *address,
     memh->inner   = UCT_MEM_HANDLE_NULL;
     memh->address = (uintptr_t)address;
     memh->length  = length;
+    /* a capability: unguessable (secret randomness), never 0 */
+    do {
+        if (!crypt_random_secret(&memh->token, sizeof(memh->token))) {
+            ucs_error("crypt: cannot register memory: no randomness for its "
+                      "remote key%s", crypt_local_failure_take());
+            ucs_free(memh);
+            return UCS_ERR_NO_RESOURCE;
+        }
+    } while (memh->token == 0);
     if (md->inner_reg) {
         status = uct_md_mem_reg(md->inner_md, address, length, flags,
                                 &memh->inner);
@@ -98,17 +108,19 @@ static ucs_status_t uct_crypt_mem_reg_flags(uct_md_h tl_md, void *address,
     return UCS_OK;
 }
 
-int uct_crypt_md_registered(uct_crypt_md_t *md, uint64_t address, uint64_t length)
+int uct_crypt_md_exposed(uct_crypt_md_t *md, uint64_t token, uint64_t address,
+                         uint64_t length)
 {
     uct_crypt_memh_t *memh;
     int found = 0;
 
     pthread_mutex_lock(&md->regions_lock);
     ucs_list_for_each(memh, &md->regions, list) {
-        if (uct_crypt_range_within(address, length, memh->address, memh->length)) {
-            found = 1;
-            break;
-        }
+        /* every region's token is compared, in constant time: how long
+         * this takes says nothing of which bytes matched */
+        found |= (crypt_memcmp_ct(&memh->token, &token, sizeof(token)) == 0) &
+                 uct_crypt_range_within(address, length, memh->address,
+                                        memh->length);
     }
     pthread_mutex_unlock(&md->regions_lock);
     return found;
@@ -133,22 +145,26 @@ static ucs_status_t uct_crypt_mem_dereg(uct_md_h tl_md,
 
 /* The packed remote key: the inner component's name, then the inner's key
  * (none where the inner needs none, or for a get's unregistered buffer on
- * such an inner: memh may be NULL there) */
+ * such an inner: memh may be NULL there, and the token is 0) */
 ucs_status_t uct_crypt_md_pack_rkey(uct_crypt_md_t *md, uct_crypt_memh_t *memh,
                                     void *rkey_buffer)
 {
+    uint64_t token = htole64((memh != NULL) ? memh->token : 0);
     uct_component_attr_t attr;
 
+    UCS_STATIC_ASSERT(CRYPT_BULK_RKEY_NAME_LEN == UCT_COMPONENT_NAME_MAX);
     attr.field_mask = UCT_COMPONENT_ATTR_FIELD_NAME;
     uct_component_query(md->inner_component, &attr);
     memset(rkey_buffer, 0, UCT_COMPONENT_NAME_MAX);
     ucs_strncpy_zero(rkey_buffer, attr.name, UCT_COMPONENT_NAME_MAX);
+    memcpy(UCS_PTR_BYTE_OFFSET(rkey_buffer, CRYPT_BULK_RKEY_NAME_LEN), &token,
+           sizeof(token));
     if ((memh == NULL) || (memh->inner == UCT_MEM_HANDLE_NULL)) {
         return UCS_OK; /* the inner needs no key (tcp) */
     }
     return uct_md_mkey_pack(md->inner_md, memh->inner,
                             UCS_PTR_BYTE_OFFSET(rkey_buffer,
-                                                UCT_COMPONENT_NAME_MAX));
+                                                CRYPT_BULK_RKEY_MIN_LEN));
 }
 
 #if UCT_CRYPT_HAVE_MD_OPS_V2

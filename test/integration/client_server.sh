@@ -75,13 +75,15 @@ cs_port() {
 
 test_client_server() {
     # what ucx_info shows: the connection manager and its knobs
-    local info
+    local info knobs
     info=$(env LD_PRELOAD="$preload" UCX_TLS=crypt UCX_CRYPT_TLS=tcp \
            UCX_CRYPT_KEY_FILE="$work/job.key" ucx_info -d 2>&1)
+    # (read whole, not piped into grep -q: under pipefail, grep leaving at
+    # its first match made ucx_info's SIGPIPE the pipeline's status)
+    knobs=$(env LD_PRELOAD="$preload" UCX_TLS=crypt UCX_CRYPT_TLS=tcp ucx_info -c -f 2>&1)
     if grep -q "Connection manager: crypt" <<<"$info" &&
        ! grep -q "Connection manager: tcp" <<<"$info" &&
-       env LD_PRELOAD="$preload" UCX_TLS=crypt UCX_CRYPT_TLS=tcp ucx_info -c -f 2>&1 |
-           grep -q "UCX_CRYPT_CM_PRIV_DATA_LEN"; then
+       grep -q "UCX_CRYPT_CM_PRIV_DATA_LEN" <<<"$knobs"; then
         record cs_ucx_info_shows_the_connection_manager_and_its_knobs pass
     else
         record cs_ucx_info_shows_the_connection_manager_and_its_knobs fail \

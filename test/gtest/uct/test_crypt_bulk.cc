@@ -346,6 +346,91 @@ protected:
                 << "opened outside registered memory";
     }
 
+    /* What a peer handed the remote key of one region at b may reach
+     * there: that region only, whatever else b registered (region tokens,
+     * uct_crypt_format.h). Each way of reaching further is refused at b
+     * (the flow fails, MALFORMED) and moves no byte. */
+    enum reach_t {
+        REACH_PUT_INTO_ANOTHER_REGION, /* A's key, B's address */
+        REACH_GET_FROM_ANOTHER_REGION, /* A's key, B's address */
+        REACH_PUT_WITH_A_GUESSED_KEY   /* A's address, A's key one bit off */
+    };
+
+    void check_reach(reach_t how)
+    {
+        settings_t settings = {{"BULK_SEGMENT", "4k"}, {"BULK_THREADS", "0"}};
+        open_pair(settings, settings);
+        uint64_t before = failures(UCT_CRYPT_FAIL_MALFORMED);
+        put_op &op = new_op();
+        region other; /* B: registered at b, its key never handed out */
+        reg(b, op.dst, 8192);
+        reg(b, other, 8192);
+        std::fill(other.buffer.begin(), other.buffer.end(), 0x5a);
+        reg(a, op.src, 8192);
+        auto payload = make_payload(11, 8192);
+        std::copy(payload.begin(), payload.end(), op.src.buffer.begin());
+
+        uct_md_attr_t attr;
+        ASSERT_EQ(uct_md_query(b.md, &attr), UCS_OK);
+        std::vector<uint8_t> packed(attr.rkey_packed_size);
+        ASSERT_EQ(uct_md_mkey_pack(b.md, op.dst.memh, packed.data()), UCS_OK);
+        if (how == REACH_PUT_WITH_A_GUESSED_KEY) {
+            packed[CRYPT_BULK_RKEY_NAME_LEN] ^= 0x01; /* the token's first byte */
+        }
+        ASSERT_EQ(uct_rkey_unpack(component, packed.data(), &op.rkey), UCS_OK);
+        const uint64_t target = (how == REACH_PUT_WITH_A_GUESSED_KEY) ?
+                                (uint64_t)op.dst.buffer.data() :
+                                (uint64_t)other.buffer.data();
+        op.len               = 8192;
+        op.comp.op           = &op;
+        op.comp.super.func   = put_done;
+        op.comp.super.count  = 1;
+        op.comp.super.status = UCS_OK;
+        uct_iov_t iov = {};
+        iov.buffer = op.src.buffer.data(); /* a get's destination: zeroed */
+        iov.length = 8192;
+        iov.memh   = op.src.memh;
+        iov.count  = 1;
+        ucs_status_t status;
+        if (how == REACH_GET_FROM_ANOTHER_REGION) {
+            std::fill(op.src.buffer.begin(), op.src.buffer.end(), 0);
+            send_retrying([&] {
+                return status = uct_ep_get_zcopy(ab, &iov, 1, target, op.rkey.rkey,
+                                                 &op.comp.super);
+            });
+        } else {
+            send_retrying([&] {
+                return status = uct_ep_put_zcopy(ab, &iov, 1, target, op.rkey.rkey,
+                                                 &op.comp.super);
+            });
+        }
+        ASSERT_EQ(status, UCS_INPROGRESS);
+        progress_until([&] { return !b.failed_eps.empty(); });
+        for (int i = 0; i < 10000; ++i) {
+            uct_worker_progress(worker);
+        }
+        EXPECT_EQ(failures(UCT_CRYPT_FAIL_MALFORMED), before + 1);
+        EXPECT_FALSE(op.comp.done && (op.comp.status == UCS_OK))
+                << "an operation b refused completed successfully";
+        /* never opened there. Over a UCX inner the ciphertext itself was
+         * put by the inner, whose own key guards where it may write (an
+         * HCA refuses an rkey outside its region; the tcp standing in for
+         * rc here does not); on crypt's own wire nothing is written */
+        std::vector<uint8_t> b_bytes(other.buffer.begin(), other.buffer.begin() + 8192);
+        std::vector<uint8_t> a_bytes(op.dst.buffer.begin(), op.dst.buffer.begin() + 8192);
+        EXPECT_NE(b_bytes, payload) << "opened in B, whose key was never handed out";
+        EXPECT_NE(a_bytes, payload) << "opened in A under a key it does not have";
+        if (base_settings.empty()) {
+            EXPECT_EQ(b_bytes, std::vector<uint8_t>(8192, 0x5a)) << "B was written";
+            EXPECT_EQ(a_bytes, std::vector<uint8_t>(8192, 0)) << "A was written";
+        }
+        if (how == REACH_GET_FROM_ANOTHER_REGION) {
+            EXPECT_EQ(std::vector<uint8_t>(op.src.buffer.begin(), op.src.buffer.end()),
+                      std::vector<uint8_t>(op.src.buffer.size(), 0))
+                    << "B's bytes were served for A's key";
+        }
+    }
+
     void check_sizes(const settings_t &settings)
     {
         open_pair(settings, settings);
@@ -614,6 +699,25 @@ TEST_F(uct_crypt_bulk_test, put_outside_registered_memory_refused)
     check_put_outside_registered();
 }
 
+/* A peer reaches only the region whose remote key it was handed: a put or
+ * a get at another registered region under that key, or a put under a
+ * guessed key, is refused at the target and moves nothing (before region
+ * tokens, any registered memory was open to every key holder) */
+TEST_F(uct_crypt_bulk_test, put_into_another_region_than_its_key_refused)
+{
+    check_reach(REACH_PUT_INTO_ANOTHER_REGION);
+}
+
+TEST_F(uct_crypt_bulk_test, get_from_another_region_than_its_key_refused)
+{
+    check_reach(REACH_GET_FROM_ANOTHER_REGION);
+}
+
+TEST_F(uct_crypt_bulk_test, put_under_a_guessed_key_refused)
+{
+    check_reach(REACH_PUT_WITH_A_GUESSED_KEY);
+}
+
 /* A progress thread asleep on the iface's event fd (ucp_worker_wait) is
  * woken when a pool thread has sealed a segment: nothing else happens on
  * the wire before progress sends it, so the wake-up is the pool's. */
@@ -746,6 +850,22 @@ class uct_crypt_wire_bulk_test : public uct_crypt_bulk_test {
 protected:
     uct_crypt_wire_bulk_test() { base_settings.clear(); }
 };
+
+/* the same on crypt's own wire (segments as frames, the same records) */
+TEST_F(uct_crypt_wire_bulk_test, put_into_another_region_than_its_key_refused)
+{
+    check_reach(REACH_PUT_INTO_ANOTHER_REGION);
+}
+
+TEST_F(uct_crypt_wire_bulk_test, get_from_another_region_than_its_key_refused)
+{
+    check_reach(REACH_GET_FROM_ANOTHER_REGION);
+}
+
+TEST_F(uct_crypt_wire_bulk_test, put_under_a_guessed_key_refused)
+{
+    check_reach(REACH_PUT_WITH_A_GUESSED_KEY);
+}
 
 TEST_F(uct_crypt_wire_bulk_test, a_fence_posted_from_behind_a_fence_holds_the_sends_after_it)
 {

@@ -165,6 +165,7 @@ TEST(crypt_bulk_control, malformed_records_are_refused)
     EXPECT_EQ(kind(get_req_record(24, 23, 0x1000, 0x2000, 4096)), 0) << "key cut short";
     EXPECT_EQ(kind(get_req_record(24, 25, 0x1000, 0x2000, 4096)), 0) << "bytes after the key";
     EXPECT_EQ(kind(get_req_record(15, 15, 0x1000, 0x2000, 4096)), 0) << "no component name";
+    EXPECT_EQ(kind(get_req_record(23, 23, 0x1000, 0x2000, 4096)), 0) << "no region token";
     EXPECT_EQ(kind(get_req_record(UINT32_MAX, 24, 0x1000, 0x2000, 4096)), 0);
     EXPECT_EQ(kind(get_req_record(24, 24, UINT64_MAX, 0x2000, 4096)), 0) << "remote wraps";
     EXPECT_EQ(kind(get_req_record(24, 24, 0x1000, UINT64_MAX, 4096)), 0) << "local wraps";
