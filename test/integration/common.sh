@@ -35,6 +35,10 @@ plugin_dir="$prefix/lib/ucx-crypt/plugins"  # UCX_PLUGIN_PATH (1.22+)
 sanitizer_runtime=$(ldd "$plugin" 2>/dev/null | awk '/lib[at]san\.so/ {print $3}')
 runtime_first="${sanitizer_runtime:+$sanitizer_runtime:}" # before any preload of ours
 preload="$runtime_first$plugin"
+# the wire version of the source under test, for attacker.py
+CRYPT_WIRE_VERSION=$(sed -n 's/^ *CRYPT_WIRE_VERSION *= *\([0-9]*\),.*/\1/p' \
+                     "$it_dir/../../src/uct_crypt/uct_crypt_format.h")
+export CRYPT_WIRE_VERSION
 case "$sanitizer_runtime" in
 *libasan*)
     # Leaks are checked in our own programs (the gtests, test_leaks); the
