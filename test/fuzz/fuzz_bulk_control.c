@@ -56,17 +56,20 @@ static int fuzz_model_kind(const uint8_t *p, size_t n)
         return 0;
     }
     switch (p[0]) {
-    case 1: /* SEGMENT: kind, last, gen(2), idx(4), put id(8), addr(8), len(8), tag(16) */
-        return ((n == 48) && (p[1] <= 1) &&
+    case 1: /* SEGMENT: kind, last, gen(2), idx(4), put id(8), addr(8), len(8),
+             * token(8), tag(16) */
+        return ((n == 56) && (p[1] <= 1) &&
                 fuzz_extent(fuzz_le(p + 16, 8), fuzz_le(p + 24, 8))) ? 1 : 0;
     case 2: /* ACK and GET_DONE: kind, 7 zero bytes, flow id, id */
     case 4:
         return ((n == 24) && fuzz_zero(p + 1, 7)) ? p[0] : 0;
-    case 3: /* GET_REQ: kind, 3 zero, rkey len(4), get id, remote, local, len, rkey */
-        return ((n >= 40) && fuzz_zero(p + 1, 3) && (fuzz_le(p + 4, 4) >= 16) &&
-                ((fuzz_u128)n == 40 + (fuzz_u128)fuzz_le(p + 4, 4)) &&
-                fuzz_extent(fuzz_le(p + 16, 8), fuzz_le(p + 32, 8)) &&
-                fuzz_extent(fuzz_le(p + 24, 8), fuzz_le(p + 32, 8))) ? 3 : 0;
+    case 3: /* GET_REQ: kind, 3 zero, rkey len(4), get id, remote, remote
+             * token, local, len, then the rkey: component name (16) and
+             * region token (8) at least */
+        return ((n >= 48) && fuzz_zero(p + 1, 3) && (fuzz_le(p + 4, 4) >= 24) &&
+                ((fuzz_u128)n == 48 + (fuzz_u128)fuzz_le(p + 4, 4)) &&
+                fuzz_extent(fuzz_le(p + 16, 8), fuzz_le(p + 40, 8)) &&
+                fuzz_extent(fuzz_le(p + 32, 8), fuzz_le(p + 40, 8))) ? 3 : 0;
     default:
         return 0;
     }
