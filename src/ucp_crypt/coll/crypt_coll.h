@@ -133,7 +133,11 @@ typedef struct crypt_coll_team {
     uint8_t               *node_shm;    /* shared by the node's ranks */
     size_t                node_shm_size;
     uint8_t               id[CRYPT_COLL_TEAM_ID_LEN]; /* the bootstrap
-                                           transcript's hash (not secret) */
+                                           transcript's hash: an input of
+                                           the team key, never sent */
+    uint64_t              public_id;    /* names the team where others see it
+                                           (the lane's headers): a one-way
+                                           function of `id` */
     const crypt_coll_nb_ops_t *nb;      /* NULL: blocking pipes only */
     struct crypt_coll_task *task;       /* the task in flight, if any */
     /* a finished task's stack, kept for the next task (crypt_coll_task.c) */
@@ -206,6 +210,11 @@ crypt_coll_status_t crypt_coll_team_create(crypt_coll_team_t *team,
                                            crypt_aead_backend_t backend,
                                            crypt_coll_sendrecv_t sendrecv,
                                            void *ctx);
+
+/* The name a team shows where others see it (the collective lane's
+ * headers): one-way from the transcript's hash, which stays secret */
+int crypt_coll_team_public_id(const uint8_t team_id[CRYPT_COLL_TEAM_ID_LEN],
+                              uint64_t *public_id);
 
 /* A memory segment shared by the team's ranks on this node (the same for
  * all of them), for HS1/HS2: at least crypt_coll_node_shm_size(p, m) bytes

@@ -74,6 +74,28 @@ int crypt_coll_node_map_parse(const char *value, int size, int *node_of,
 
 /* ---- team and its keys ------------------------------------------------------- */
 
+/* The team's public name: the first 8 bytes of SHA-256 over a label and
+ * the transcript's hash. The transcript stays an input of the team key
+ * that nobody sees (it crosses only inside the MPI library's traffic,
+ * sealed by crypt where the plugin is loaded), so a recording plus a job
+ * secret stolen later does not give the team key; the name shows nothing
+ * of it (FIPS 180-4 preimage resistance). */
+int crypt_coll_team_public_id(const uint8_t team_id[CRYPT_COLL_TEAM_ID_LEN],
+                              uint64_t *public_id)
+{
+    static const char label[] = "ucx-crypt team name";
+    uint8_t input[sizeof(label) - 1 + CRYPT_COLL_TEAM_ID_LEN];
+    uint8_t hash[KEYEX_TRANSCRIPT_LEN];
+    int ok;
+
+    memcpy(input, label, sizeof(label) - 1);
+    memcpy(input + sizeof(label) - 1, team_id, CRYPT_COLL_TEAM_ID_LEN);
+    ok = (keyex_hash(input, sizeof(input), hash) == KEYEX_OK);
+    memcpy(public_id, hash, sizeof(*public_id));
+    crypt_wipe(input, sizeof(input));
+    return ok ? 0 : -1;
+}
+
 crypt_coll_status_t crypt_coll_team_init(crypt_coll_team_t *team, int rank,
                                          int size, const int *node_of,
                                          const uint8_t job_secret[KEYEX_JOB_SECRET_LEN],
@@ -110,6 +132,9 @@ crypt_coll_status_t crypt_coll_team_init(crypt_coll_team_t *team, int rank,
     team->backend   = backend;
     memcpy(team->id, team_id, CRYPT_COLL_TEAM_ID_LEN);
     crypt_coll_team_set_epoch_limit(team, 0);
+    if (crypt_coll_team_public_id(team_id, &team->public_id) != 0) {
+        goto err;
+    }
 
     /* a group key (every node opens what any node sealed), derived in
      * src/keyex from the job secret and the bootstrap transcript */
@@ -238,8 +263,10 @@ static int crypt_coll_hello_make(crypt_coll_hello_t *hello, int rank, int size,
     hello->rank    = htole32((uint32_t)rank);
     hello->size    = htole32((uint32_t)size);
     crypt_coll_host_id(hello->host_id);
-    /* fresh from the CSPRNG: no two teams share a transcript */
-    return crypt_random_public(hello->random, sizeof(hello->random)) &&
+    /* fresh from the CSPRNG: no two teams share a transcript, and (sent
+     * only inside the MPI library's traffic) it is a secret input of the
+     * team key: the secret generator */
+    return crypt_random_secret(hello->random, sizeof(hello->random)) &&
            (keyex_mac(mac_key, hello, offsetof(crypt_coll_hello_t, mac),
                       hello->mac) == KEYEX_OK);
 }

@@ -403,7 +403,7 @@ crypt_mpi_team_t *crypt_mpi_team(MPI_Comm comm)
         fprintf(stderr, "ucx-crypt: team of %d ranks on %d nodes, rank %d on "
                 "node %d\n", size, t->team.num_nodes, rank, t->team.node_of[rank]);
     }
-    memcpy(&t->lane_team, t->team.id, sizeof(t->lane_team));
+    t->lane_team = t->team.public_id;
     crypt_mpi_lane_setup(t, comm);
     t->user_comm     = comm;
     t->next          = crypt_mpi_teams;

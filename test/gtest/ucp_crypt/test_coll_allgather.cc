@@ -1059,6 +1059,35 @@ int self_oob_allgather(void *, const void *sbuf, void *rbuf, size_t len)
     return 0;
 }
 
+/* The team's name where others see it (the collective lane's headers) is
+ * SHA-256 of a label and the transcript's hash, never bytes of that hash:
+ * the transcript is an input of the team key that crosses only inside the
+ * MPI library's traffic, so a recording of the lane plus a job secret
+ * stolen later must not give it (issue 29 item 5) */
+TEST(crypt_coll_team_create, the_public_name_shows_nothing_of_the_key_input)
+{
+    uint8_t secret[32];
+    for (size_t i = 0; i < sizeof(secret); ++i) secret[i] = (uint8_t)(i * 11 + 5);
+    crypt_coll_oob_t oob = {self_oob_allgather, nullptr, 0, 1, nullptr};
+    crypt_coll_team_t t;
+    ASSERT_EQ(crypt_coll_team_create(&t, &oob, nullptr, secret, 16,
+                                     CRYPT_AEAD_BACKEND_OPENSSL, harness_sendrecv,
+                                     nullptr), CRYPT_COLL_OK);
+    const char label[] = "ucx-crypt team name";
+    std::vector<uint8_t> input(label, label + sizeof(label) - 1);
+    input.insert(input.end(), t.id, t.id + CRYPT_COLL_TEAM_ID_LEN);
+    uint8_t hash[KEYEX_TRANSCRIPT_LEN];
+    ASSERT_EQ(keyex_hash(input.data(), input.size(), hash), KEYEX_OK);
+    uint64_t expected;
+    memcpy(&expected, hash, sizeof(expected));
+    EXPECT_EQ(t.public_id, expected);
+    for (size_t at = 0; at + sizeof(uint64_t) <= CRYPT_COLL_TEAM_ID_LEN; ++at) {
+        EXPECT_NE(memcmp(&t.public_id, t.id + at, sizeof(uint64_t)), 0)
+                << "the name is bytes of the key input, at " << at;
+    }
+    crypt_coll_team_cleanup(&t);
+}
+
 TEST(crypt_coll_team_create, create_destroy_cycles_keep_memory_flat)
 {
     if (test_util::under_sanitizer()) {
