@@ -112,6 +112,10 @@ typedef struct uct_crypt_iface_config {
     uct_crypt_keepalive_t keepalive;
 } uct_crypt_iface_config_t;
 
+/* What this process registered, by region token */
+typedef struct uct_crypt_memh uct_crypt_memh_t;
+KHASH_MAP_INIT_INT64(uct_crypt_regions, uct_crypt_memh_t*);
+
 /* A crypt md wraps one (inner md, inner tl) pair. */
 typedef struct uct_crypt_md {
     uct_md_t          super;
@@ -120,22 +124,24 @@ typedef struct uct_crypt_md {
     char              inner_tl[UCT_TL_NAME_MAX];
     int               inner_reg;      /* the inner md registers memory */
     unsigned          roles;          /* UCT_CRYPT_ROLE_* of the inner */
-    /* what this process registered: a peer's get may read only there */
+    /* what this process registered, by token: a peer's put or get reaches
+     * only the region whose token its remote key carries. (A map, not a
+     * list to scan: with a killed rendezvous sender UCP keeps thousands
+     * of registrations of one buffer, and every GET searched them.) */
     pthread_mutex_t   regions_lock;
-    ucs_list_link_t   regions;        /* uct_crypt_memh_t */
+    khash_t(uct_crypt_regions) regions;
 } uct_crypt_md_t;
 
 /* Memory handle: the inner md's handle for the same region, and its
  * token (uct_crypt_format.h, "region tokens"): random, never 0, packed in
  * the region's remote key, so that a peer reaches only memory whose key it
  * was handed. */
-typedef struct uct_crypt_memh {
+struct uct_crypt_memh {
     uct_mem_h         inner;
-    ucs_list_link_t   list;           /* in the md's regions */
     uintptr_t         address;
     size_t            length;
-    uint64_t          token;
-} uct_crypt_memh_t;
+    uint64_t          token;          /* its key in the md's regions */
+};
 
 ucs_status_t uct_crypt_md_pack_rkey(uct_crypt_md_t *md, uct_crypt_memh_t *memh,
                                     void *rkey_buffer);

@@ -28,6 +28,7 @@ static void uct_crypt_md_close(uct_md_h tl_md)
     uct_crypt_md_t *md = ucs_derived_of(tl_md, uct_crypt_md_t);
 
     uct_md_close(md->inner_md);
+    kh_destroy_inplace(uct_crypt_regions, &md->regions);
     pthread_mutex_destroy(&md->regions_lock);
     ucs_free(md);
 }
@@ -76,6 +77,8 @@ static ucs_status_t uct_crypt_mem_reg_flags(uct_md_h tl_md, void *address,
     uct_crypt_md_t *md = ucs_derived_of(tl_md, uct_crypt_md_t);
     uct_crypt_memh_t *memh;
     ucs_status_t status;
+    khiter_t it = 0;
+    int ret;
 
     memh = ucs_malloc(sizeof(*memh), "crypt memh");
     if (memh == NULL) {
@@ -84,15 +87,6 @@ static ucs_status_t uct_crypt_mem_reg_flags(uct_md_h tl_md, void *address,
     memh->inner   = UCT_MEM_HANDLE_NULL;
     memh->address = (uintptr_t)address;
     memh->length  = length;
-    /* a capability: unguessable (secret randomness), never 0 */
-    do {
-        if (!crypt_random_secret(&memh->token, sizeof(memh->token))) {
-            ucs_error("crypt: cannot register memory: no randomness for its "
-                      "remote key%s", crypt_local_failure_take());
-            ucs_free(memh);
-            return UCS_ERR_NO_RESOURCE;
-        }
-    } while (memh->token == 0);
     if (md->inner_reg) {
         status = uct_md_mem_reg(md->inner_md, address, length, flags,
                                 &memh->inner);
@@ -101,9 +95,33 @@ static ucs_status_t uct_crypt_mem_reg_flags(uct_md_h tl_md, void *address,
             return status;
         }
     }
+    /* a capability: unguessable (secret randomness), never 0, unique in
+     * this md (a repeat of 64 random bits is drawn again) */
     pthread_mutex_lock(&md->regions_lock);
-    ucs_list_add_tail(&md->regions, &memh->list);
+    do {
+        if (!crypt_random_secret(&memh->token, sizeof(memh->token))) {
+            ucs_error("crypt: cannot register memory: no randomness for its "
+                      "remote key%s", crypt_local_failure_take());
+            ret = -1;
+            break;
+        }
+        ret = 0;
+        if (memh->token != 0) {
+            /* ret: -1 out of memory, 0 the token was there, else added */
+            it = kh_put(uct_crypt_regions, &md->regions, memh->token, &ret);
+        }
+    } while (ret == 0);
+    if (ret > 0) {
+        kh_value(&md->regions, it) = memh;
+    }
     pthread_mutex_unlock(&md->regions_lock);
+    if (ret < 0) {
+        if (memh->inner != UCT_MEM_HANDLE_NULL) {
+            uct_md_mem_dereg(md->inner_md, memh->inner);
+        }
+        ucs_free(memh);
+        return UCS_ERR_NO_RESOURCE;
+    }
     *memh_p = memh;
     return UCS_OK;
 }
@@ -111,17 +129,18 @@ static ucs_status_t uct_crypt_mem_reg_flags(uct_md_h tl_md, void *address,
 int uct_crypt_md_exposed(uct_crypt_md_t *md, uint64_t token, uint64_t address,
                          uint64_t length)
 {
-    uct_crypt_memh_t *memh;
-    int found = 0;
+    khiter_t it;
+    int found;
 
+    /* A wrong guess fails the guesser's flow (the caller rejects it), so
+     * probing tokens costs a handshake each; the map's lookup time says
+     * at most whether some token shares a bucket with the guess. */
     pthread_mutex_lock(&md->regions_lock);
-    ucs_list_for_each(memh, &md->regions, list) {
-        /* every region's token is compared, in constant time: how long
-         * this takes says nothing of which bytes matched */
-        found |= (crypt_memcmp_ct(&memh->token, &token, sizeof(token)) == 0) &
-                 uct_crypt_range_within(address, length, memh->address,
-                                        memh->length);
-    }
+    it    = kh_get(uct_crypt_regions, &md->regions, token);
+    found = (token != 0) && (it != kh_end(&md->regions)) &&
+            uct_crypt_range_within(address, length,
+                                   kh_value(&md->regions, it)->address,
+                                   kh_value(&md->regions, it)->length);
     pthread_mutex_unlock(&md->regions_lock);
     return found;
 }
@@ -133,8 +152,13 @@ static ucs_status_t uct_crypt_mem_dereg(uct_md_h tl_md,
     uct_crypt_memh_t *memh = params->memh;
     ucs_status_t status    = UCS_OK;
 
+    khiter_t it;
+
     pthread_mutex_lock(&md->regions_lock);
-    ucs_list_del(&memh->list);
+    it = kh_get(uct_crypt_regions, &md->regions, memh->token);
+    if (it != kh_end(&md->regions)) {
+        kh_del(uct_crypt_regions, &md->regions, it);
+    }
     pthread_mutex_unlock(&md->regions_lock);
     if (memh->inner != UCT_MEM_HANDLE_NULL) {
         status = uct_md_mem_dereg(md->inner_md, memh->inner);
@@ -276,7 +300,7 @@ ucs_status_t uct_crypt_md_open(uct_component_t *component,
     md->super.ops       = &uct_crypt_md_ops;
     md->super.component = &uct_crypt_component;
     pthread_mutex_init(&md->regions_lock, NULL);
-    ucs_list_head_init(&md->regions);
+    kh_init_inplace(uct_crypt_regions, &md->regions);
 
     arg.wanted = md_name;
     arg.md     = md;
@@ -285,6 +309,7 @@ ucs_status_t uct_crypt_md_open(uct_component_t *component,
     if (arg.status != UCS_OK) {
         ucs_error("crypt: cannot open inner memory domain for '%s': %s",
                   md_name, ucs_status_string(arg.status));
+        kh_destroy_inplace(uct_crypt_regions, &md->regions);
         pthread_mutex_destroy(&md->regions_lock);
         ucs_free(md);
         return arg.status;

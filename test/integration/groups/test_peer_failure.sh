@@ -89,11 +89,18 @@ busy_peer_run() {
         >"$work/$label.s.log" 2>&1 &
     local srv=$!
     wait_listening ucxc-h1 "$port"
+    # (60000 x 64 KiB: about 2 s of plain tcp here; the receiver stops as
+    # soon as the sender's table header says the transfer began: 20000
+    # after a fixed 0.5 s let the plain control finish first, now and then)
     on_host ucxc-h2 ucxc-v2 "${envs[@]}" timeout 120 \
-        ucx_perftest 10.77.0.1 -p "$port" -t tag_bw -s 65536 -n 20000 \
+        ucx_perftest 10.77.0.1 -p "$port" -t tag_bw -s 65536 -n 60000 \
         >"$work/$label.c.log" 2>&1 &
     local cli=$!
-    sleep 0.5
+    for _ in $(seq 200); do
+        grep -q "Stage" "$work/$label.c.log" 2>/dev/null && break
+        kill -0 "$cli" 2>/dev/null || break
+        sleep 0.05
+    done
     local prog; prog=$(program_pid "$srv")
     kill -STOP "$prog"
     # (the sender still running: the stop came in the middle of it)
