@@ -2,10 +2,11 @@
 /*
  * crypt memory domains. A crypt md wraps one (inner md, inner tl) pair; its
  * name is the inner md's name, followed by "/tl" when that differs from the
- * md's name. Registration goes through to the inner md, and the md keeps a
- * list of what this process registered, each region with a random token
- * that its remote key carries: a peer's bulk segment or get may touch only
- * the region whose key it was handed (uct_crypt_bulk_rx.c, uct_crypt_get.c).
+ * md's name. Registration goes through to the inner md, and the md keeps
+ * what this process registered in a map by each region's random token,
+ * which its remote key carries: a peer's bulk segment or get may touch
+ * only the region whose key it was handed (uct_crypt_bulk_rx.c,
+ * uct_crypt_get.c).
  */
 #include "uct_crypt/uct_crypt.h"
 #include "uct_crypt/uct_crypt_bulk_input.h"
