@@ -39,14 +39,17 @@ crypt_aead_backend_t crypt_aead_backend_resolve(crypt_aead_backend_t backend)
 #endif
 }
 
+const char *crypt_aead_backend_names[CRYPT_AEAD_BACKEND_LAST + 1] = {
+    [CRYPT_AEAD_BACKEND_AUTO]     = "auto",
+    [CRYPT_AEAD_BACKEND_IPSEC_MB] = "ipsec-mb",
+    [CRYPT_AEAD_BACKEND_OPENSSL]  = "openssl",
+    [CRYPT_AEAD_BACKEND_LAST]     = NULL
+};
+
 const char *crypt_aead_backend_name(crypt_aead_backend_t backend)
 {
-    switch (backend) {
-    case CRYPT_AEAD_BACKEND_AUTO:     return "auto";
-    case CRYPT_AEAD_BACKEND_IPSEC_MB: return "ipsec-mb";
-    case CRYPT_AEAD_BACKEND_OPENSSL:  return "openssl";
-    default:                          return "unknown";
-    }
+    return ((unsigned)backend < CRYPT_AEAD_BACKEND_LAST) ?
+           crypt_aead_backend_names[backend] : "unknown";
 }
 
 crypt_aead_backend_t crypt_aead_backend_from_name(const char *name)

@@ -132,7 +132,9 @@ int crypt_fallible_fail(crypt_fallible_t kind, const void *site);
  * thread-safe. Returns CRYPT_AEAD_ERR_PARAM if the backend is not built in. */
 crypt_aead_status_t crypt_aead_init(crypt_aead_backend_t backend);
 
-/* AUTO resolved to a concrete backend, and names for logs. */
+/* AUTO resolved to a concrete backend, and names for logs. The names, in
+ * crypt_aead_backend_t's order and NULL-terminated (a UCX enum's table). */
+extern const char *crypt_aead_backend_names[CRYPT_AEAD_BACKEND_LAST + 1];
 crypt_aead_backend_t crypt_aead_backend_resolve(crypt_aead_backend_t backend);
 const char *crypt_aead_backend_name(crypt_aead_backend_t backend);
 /* Parse "auto", "ipsec-mb", "openssl"; returns CRYPT_AEAD_BACKEND_LAST if

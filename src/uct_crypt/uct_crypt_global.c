@@ -23,14 +23,6 @@ static const char *uct_crypt_abort_on_ep_failure_names[] = {
     [UCT_CRYPT_ABORT_LAST]      = NULL
 };
 
-/* crypt_aead_backend_name's, in crypt_aead_backend_t's order */
-static const char *uct_crypt_backend_names[] = {
-    [CRYPT_AEAD_BACKEND_AUTO]     = "auto",
-    [CRYPT_AEAD_BACKEND_IPSEC_MB] = "ipsec-mb",
-    [CRYPT_AEAD_BACKEND_OPENSSL]  = "openssl",
-    [CRYPT_AEAD_BACKEND_LAST]     = NULL
-};
-
 ucs_config_field_t uct_crypt_global_config_table[] = {
     {"ENABLE", "y",
      "Encrypt network traffic. With 'n' the shim stays out of the way and says\n"
@@ -61,7 +53,7 @@ ucs_config_field_t uct_crypt_global_config_table[] = {
     {"BACKEND", "auto",
      "AES-GCM implementation: auto (ipsec-mb if built in), ipsec-mb, openssl.",
      ucs_offsetof(uct_crypt_global_config_t, backend),
-     UCS_CONFIG_TYPE_ENUM(uct_crypt_backend_names)},
+     UCS_CONFIG_TYPE_ENUM(crypt_aead_backend_names)},
 
     {"STATS", "n",
      "Print the record counters (sealed, opened, failures by reason) at exit.",
