@@ -266,7 +266,7 @@ ucs_config_field_t uct_crypt_keepalive_config_table[] = {
 
     {"KEEPCNT", "3",
      "Keepalive probes left unanswered before the connection fails, as\n"
-     "UCX_TCP_KEEPCNT. \"inf\" disables keepalive.",
+     "UCX_TCP_KEEPCNT (1 to 127; auto: 3). \"inf\" disables keepalive.",
      ucs_offsetof(uct_crypt_keepalive_t, cnt), UCS_CONFIG_TYPE_ULUNITS},
 
     {"KEEPINTVL", "2s",
@@ -280,15 +280,29 @@ ucs_config_field_t uct_crypt_keepalive_config_table[] = {
     {NULL}
 };
 
-double uct_crypt_keepalive_seconds(const uct_crypt_keepalive_t *keepalive)
+/* The probes the kernel is told to send, which the timer's bound counts
+ * too: KEEPCNT within what the kernel takes (1 to INT8_MAX, as tcp_ep.c),
+ * 3 where "auto" (a number is needed for the bound: "auto" must not turn
+ * keepalive off unseen); 0 where keepalive is off */
+static int uct_crypt_keepalive_count(const uct_crypt_keepalive_t *keepalive)
 {
     if ((keepalive->idle == UCS_TIME_INFINITY) ||
         (keepalive->intvl == UCS_TIME_INFINITY) ||
-        (keepalive->cnt == UCS_ULUNITS_INF) || (keepalive->cnt == UCS_ULUNITS_AUTO)) {
+        (keepalive->cnt == UCS_ULUNITS_INF)) {
         return 0;
     }
-    return ucs_time_to_sec(keepalive->idle) +
-           (keepalive->cnt * ucs_time_to_sec(keepalive->intvl));
+    if (keepalive->cnt == UCS_ULUNITS_AUTO) {
+        return 3;
+    }
+    return (int)ucs_min(ucs_max(keepalive->cnt, 1), INT8_MAX);
+}
+
+double uct_crypt_keepalive_seconds(const uct_crypt_keepalive_t *keepalive)
+{
+    int cnt = uct_crypt_keepalive_count(keepalive);
+
+    return (cnt == 0) ? 0 : ucs_time_to_sec(keepalive->idle) +
+                            (cnt * ucs_time_to_sec(keepalive->intvl));
 }
 
 /* whole seconds, at least one: what the kernel takes (a time read as
@@ -300,10 +314,10 @@ static int uct_crypt_sock_keepalive_sec(ucs_time_t time)
 
 void uct_crypt_sock_set_options(int fd, const uct_crypt_keepalive_t *keepalive)
 {
-    int one = 1, idle, intvl, cnt;
+    int one = 1, idle, intvl, cnt = uct_crypt_keepalive_count(keepalive);
 
     (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    if (uct_crypt_keepalive_seconds(keepalive) == 0) {
+    if (cnt == 0) {
         return;
     }
     /* The peer's kernel answers probes whether or not its process reads,
@@ -319,7 +333,6 @@ void uct_crypt_sock_set_options(int fd, const uct_crypt_keepalive_t *keepalive)
      * small frames and are idle otherwise. */
     idle  = uct_crypt_sock_keepalive_sec(keepalive->idle);
     intvl = uct_crypt_sock_keepalive_sec(keepalive->intvl);
-    cnt   = (int)ucs_min(ucs_max(keepalive->cnt, 1), INT8_MAX); /* as tcp_ep.c */
     (void)setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
     (void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
     (void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl));

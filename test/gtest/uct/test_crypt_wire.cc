@@ -62,6 +62,7 @@ TEST_F(uct_crypt_wire_test, keepalive_knobs_of_the_iface_reach_its_sockets)
     const std::vector<expected> cases = {
         {{}, 1, 4, 3, 2},
         {{{"KEEPIDLE", "7s"}, {"KEEPCNT", "5"}, {"KEEPINTVL", "3s"}}, 1, 7, 5, 3},
+        {{{"KEEPCNT", "auto"}}, 1, 4, 3, 2}, /* never off unseen */
         {{{"KEEPIDLE", "inf"}}, 0, 0, 0, 0}
     };
     for (const auto &c : cases) {
