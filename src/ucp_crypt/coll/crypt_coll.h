@@ -200,8 +200,11 @@ typedef struct crypt_coll_oob {
  * replayed towards some ranks only fails the team on every rank). Both
  * rounds run on every rank whatever it found: a rank that refuses sends a
  * confirmation that matches nothing, and no rank waits for ever. Refused:
- * CRYPT_COLL_ERR_AUTH, on every rank (fail closed). The node map is `node_of` if given, else the
- * authenticated host identities, nodes numbered in rank order. The OOB carries nothing secret. */
+ * CRYPT_COLL_ERR_AUTH, on every rank (fail closed). The node map is
+ * `node_of` if given, else the authenticated host identities, nodes
+ * numbered in rank order. What the OOB carries is an input of the team
+ * key: an OOB sealed by crypt keeps a recording closed to a job secret
+ * stolen later; an OOB in the clear leaves the key to the job secret. */
 crypt_coll_status_t crypt_coll_team_create(crypt_coll_team_t *team,
                                            const crypt_coll_oob_t *oob,
                                            const int *node_of,
