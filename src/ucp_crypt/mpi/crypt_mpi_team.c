@@ -219,19 +219,17 @@ static int crypt_mpi_node_shm(crypt_mpi_team_t *t, int *proven)
 
 /* The node map with every rank that could not show it shares its node's
  * memory (crypt_mpi_node_shm) on a node of its own, renumbered in rank
- * order; 0 where that changes nothing (such ranks were alone already). A
+ * order (`key`: the caller's scratch, one int a rank); 0 where that
+ * changes nothing (such ranks were alone already). A
  * node map that joins ranks of two hosts (UCX_CRYPT_COLL_NODES by hand,
  * or host identities that lie) would otherwise let the algorithms send
  * blocks in clear between those hosts, as inside a node. */
 static int crypt_mpi_unproven_apart(const crypt_mpi_team_t *t, const int *proven,
-                                    int *node_of)
+                                    int *key, int *node_of)
 {
     const int size = t->team.size;
-    int r, q, next = 0, changed = 0, *key = malloc(sizeof(int) * (size_t)size);
+    int r, q, next = 0, changed = 0;
 
-    if (key == NULL) {
-        return -1;
-    }
     for (r = 0; r < size; ++r) {
         /* a rank apart keeps a key no node number has: -1 - r */
         key[r] = proven[r] ? t->team.node_of[r] : -1 - r;
@@ -250,7 +248,6 @@ static int crypt_mpi_unproven_apart(const crypt_mpi_team_t *t, const int *proven
             node_of[r] = next++;
         }
     }
-    free(key);
     return changed;
 }
 
@@ -375,14 +372,17 @@ crypt_mpi_team_t *crypt_mpi_team(MPI_Comm comm)
 
     /* every rank that shares a node proves it shares its memory, or is a
      * node of its own (one more bootstrap, on the new node map) */
-    proven  = malloc(sizeof(int) * (size_t)size);
-    node_of = malloc(sizeof(int) * (size_t)size);
-    if ((proven == NULL) || (node_of == NULL)) {
+    /* (one allocation, checked before the first collective of the proof:
+     * nothing after it can fail on one rank only and leave the others
+     * waiting in a bootstrap it did not join) */
+    proven = malloc(3 * sizeof(int) * (size_t)size);
+    if (proven == NULL) {
         keyex_secure_free(secret, KEYEX_JOB_SECRET_LEN);
         crypt_mpi_die(comm, "out of memory");
     }
+    node_of = proven + size;
     if (!crypt_mpi_node_shm(t, proven) &&
-        (crypt_mpi_unproven_apart(t, proven, node_of) != 0)) {
+        crypt_mpi_unproven_apart(t, proven, node_of + size, node_of)) {
         if (!proven[rank]) {
             fprintf(stderr, "ucx-crypt: rank %d cannot show that it shares its "
                     "node's memory (another host, or no shared memory there): "
@@ -398,7 +398,6 @@ crypt_mpi_team_t *crypt_mpi_team(MPI_Comm comm)
     }
     keyex_secure_free(secret, KEYEX_JOB_SECRET_LEN);
     free(proven);
-    free(node_of);
     if (config->verbose) {
         fprintf(stderr, "ucx-crypt: team of %d ranks on %d nodes, rank %d on "
                 "node %d\n", size, t->team.num_nodes, rank, t->team.node_of[rank]);
