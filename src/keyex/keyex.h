@@ -216,6 +216,7 @@ const char *keyex_purpose_name(keyex_purpose_t purpose);
  *                               transcript, 32)
  *   epoch[e]      = HKDF-Expand(team, "ucx-crypt v1 epoch" || be32(e), 32)
  *   key[e]        = HKDF-Expand(epoch[e], "ucx-crypt v1 key", 16|32)
+ *   lane          = HKDF-Expand(team, "ucx-crypt v1 lane", 16|32)
  *
  * An epoch's key is derived from the team secret directly (not by a
  * ratchet), so any epoch costs one HKDF whatever its number: ranks move
@@ -253,6 +254,10 @@ keyex_status_t keyex_derive_team_keys(const uint8_t job_secret[KEYEX_JOB_SECRET_
 /* The keys of `epoch` of a team (generation = epoch) */
 keyex_status_t keyex_derive_epoch_keys(const keyex_traffic_keys_t *team,
                                        uint32_t epoch, keyex_traffic_keys_t *keys);
+/* The key of the team's collective lane chunks (16 or 32 bytes, as the
+ * team's): lane = HKDF-Expand(team, "ucx-crypt v1 lane", key_len) */
+keyex_status_t keyex_derive_lane_key(const keyex_traffic_keys_t *team,
+                                     uint8_t key[KEYEX_SECRET_LEN]);
 /* HMAC-SHA256 of `len` bytes under a 32-byte key */
 keyex_status_t keyex_mac(const uint8_t key[KEYEX_SECRET_LEN], const void *data,
                          size_t len, uint8_t mac[KEYEX_MAC_LEN]);

@@ -427,6 +427,15 @@ keyex_status_t keyex_derive_epoch_keys(const keyex_traffic_keys_t *team,
                                 epoch, keys);
 }
 
+keyex_status_t keyex_derive_lane_key(const keyex_traffic_keys_t *team,
+                                     uint8_t key[KEYEX_SECRET_LEN])
+{
+    /* its own HKDF output (RFC 5869 section 3.2, info as the context):
+     * the lane's GMAC nonces (src, dst, sequence) never meet the frames'
+     * nonces under one key */
+    return keyex_expand_label(team->secret, "lane", key, team->key_len);
+}
+
 keyex_status_t keyex_mac(const uint8_t key[KEYEX_SECRET_LEN], const void *data,
                          size_t len, uint8_t mac[KEYEX_MAC_LEN])
 {

@@ -38,6 +38,21 @@ typedef enum {
     UCT_CRYPT_ABORT_LAST
 } uct_crypt_abort_on_ep_failure_t;
 
+#if UCX_CRYPT_FAULT_INJECTION
+/* TESTING ONLY (UCX_CRYPT_LANE_FAULT, uct_crypt_lane.c): next to its first
+ * chunk the collective lane sends one more, as an attacker on the network
+ * would */
+typedef enum {
+    UCT_CRYPT_LANE_FAULT_NONE,
+    UCT_CRYPT_LANE_FAULT_FORGED_BYTES,  /* a copy, a bit flipped, ahead of it */
+    UCT_CRYPT_LANE_FAULT_FORGED_HEADER, /* a copy of another length, ahead */
+    UCT_CRYPT_LANE_FAULT_STRANGER,      /* one under a key not the team's */
+    UCT_CRYPT_LANE_FAULT_REPLAY,        /* the chunk again, behind it */
+    UCT_CRYPT_LANE_FAULT_LAST
+} uct_crypt_lane_fault_t;
+extern const char *uct_crypt_lane_fault_names[];
+#endif
+
 /* Process-wide configuration (UCX_CRYPT_*), read once. */
 typedef struct uct_crypt_global_config {
     int                   enable;
@@ -58,10 +73,12 @@ typedef struct uct_crypt_global_config {
     int                   coll_verbose;
 #if UCX_CRYPT_FAULT_INJECTION
     char                  *coll_fault;
+    int                   lane_fault;  /* uct_crypt_lane_fault_t */
 #endif
     char                  *coll_lane;
 #if UCX_CRYPT_FAULT_INJECTION
     int                   emulate_connect_to_ep; /* tests: crypt as rc */
+    int                   lane_ucx_tcp;          /* tests: UCX tcp as ud */
     double                test_seal_bandwidth;   /* tests: bytes/s, 0: measure */
 #endif
 } uct_crypt_global_config_t;

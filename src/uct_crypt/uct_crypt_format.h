@@ -63,7 +63,7 @@
 #include <string.h>
 
 enum {
-    CRYPT_WIRE_VERSION    = 7,
+    CRYPT_WIRE_VERSION    = 8,
 
     CRYPT_RECORD_DATA     = 1,
     CRYPT_RECORD_HELLO    = 2,
@@ -221,30 +221,39 @@ typedef struct crypt_bulk_aad {
 /*
  * Collective lane chunk (uct_crypt_lane.c; the contract is
  * api/uct_crypt_lane.h). A lane message (sealed collective frames, opened
- * and authenticated by the collective layer, not here) goes as am_bcopy
- * chunks on AM id UCT_CRYPT_LANE_AM_ID of the lane's own inner iface, each
- * behind this header (24 bytes):
+ * by the collective layer, not here) goes as am_bcopy chunks on AM id
+ * UCT_CRYPT_LANE_AM_ID of the lane's own inner iface, each behind this
+ * header (40 bytes) and followed by a tag (16 bytes):
  *
- *   0                8          12         16               24
- *   +----------------+----------+----------+----------------+
- *   | team (LE64)    | src rank | flags    | total length   |
- *   |                | (LE32)   | (LE32)   | (LE64)         |
- *   +----------------+----------+----------+----------------+
+ *   0             8          12         16            24            32       36
+ *   +-------------+----------+----------+-------------+-------------+--------+--------+
+ *   | team (LE64) | src rank | dst rank | sequence    | total       | flags  | zero   |
+ *   |             | (LE32)   | (LE32)   | (LE64)      | length LE64 | (LE32) | (LE32) |
+ *   +-------------+----------+----------+-------------+-------------+--------+--------+
+ *   | chunk bytes ...                                       | tag (16)                |
+ *   +-------------------------------------------------------+-------------------------+
  *
  * flags: CRYPT_LANE_CHUNK_FIRST on a message's first chunk, _LAST on its
- * last; total is the whole message's length, repeated in every chunk.
+ * last; total is the whole message's length, repeated in every chunk;
+ * sequence counts the chunks of (team, src -> dst) from 0. The tag is
+ * AES-GCM's with nothing to encrypt (GMAC) under the team's lane key, over
+ * header and chunk bytes as associated data (uct_crypt_lane_rx.h).
  */
 enum {
     UCT_CRYPT_LANE_AM_ID   = 0,
     CRYPT_LANE_CHUNK_FIRST = 1,
-    CRYPT_LANE_CHUNK_LAST  = 2
+    CRYPT_LANE_CHUNK_LAST  = 2,
+    CRYPT_LANE_CHUNK_TAG_LEN = 16
 };
 
 typedef struct crypt_lane_chunk_hdr {
     uint64_t team;
     uint32_t src_rank;
-    uint32_t flags;
+    uint32_t dst_rank;
+    uint64_t sequence;
     uint64_t total;
+    uint32_t flags;
+    uint32_t zero;
 } __attribute__((packed)) crypt_lane_chunk_hdr_t;
 
 /*
@@ -425,7 +434,7 @@ CRYPT_WIRE_ASSERT(sizeof(crypt_bulk_segment_t) == 40 + CRYPT_AEAD_TAG_LEN,
 CRYPT_WIRE_ASSERT(sizeof(crypt_bulk_ack_t) == 24, "bulk ACK/GET_DONE layout");
 CRYPT_WIRE_ASSERT(sizeof(crypt_bulk_get_req_t) == 48, "bulk GET_REQ layout");
 CRYPT_WIRE_ASSERT(sizeof(crypt_bulk_aad_t) == 32, "bulk associated data layout");
-CRYPT_WIRE_ASSERT(sizeof(crypt_lane_chunk_hdr_t) == 24, "lane chunk layout");
+CRYPT_WIRE_ASSERT(sizeof(crypt_lane_chunk_hdr_t) == 40, "lane chunk layout");
 CRYPT_WIRE_ASSERT(sizeof(crypt_cm_frame_hdr_t) == CRYPT_CM_FRAME_HDR_LEN,
                "cm frame header layout");
 

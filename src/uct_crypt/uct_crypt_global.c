@@ -103,6 +103,14 @@ ucs_config_field_t uct_crypt_global_config_table[] = {
      "TESTING ONLY (MPI adapter, test builds): this rank forges its first frame\n"
      "to another node. Empty or none: no forgery.",
      ucs_offsetof(uct_crypt_global_config_t, coll_fault), UCS_CONFIG_TYPE_STRING},
+
+    {"LANE_FAULT", "none",
+     "TESTING ONLY (test builds): next to its first chunk the collective lane\n"
+     "sends one more, as an attacker on the network would: a copy with a bit\n"
+     "flipped (forged_bytes) or another length (forged_header) ahead of it, one\n"
+     "under a key not the team's (stranger), or the chunk again (replay).",
+     ucs_offsetof(uct_crypt_global_config_t, lane_fault),
+     UCS_CONFIG_TYPE_ENUM(uct_crypt_lane_fault_names)},
 #endif
 
 #if UCX_CRYPT_FAULT_INJECTION
@@ -112,6 +120,13 @@ ucs_config_field_t uct_crypt_global_config_table[] = {
      "(crypt_aux) over the same inner, as it does rc through ud.",
      ucs_offsetof(uct_crypt_global_config_t, emulate_connect_to_ep),
      UCS_CONFIG_TYPE_BOOL},
+
+    {"LANE_UCX_TCP", "n",
+     "TESTING ONLY (test builds): the collective lane opens UCX's tcp transport\n"
+     "where it would open crypt's own wire, standing in for ud and dc (no\n"
+     "handshake: anyone may send to it). For the lane's UCT gtests: in a job,\n"
+     "UCX tcp needs both sides' progress to connect, which ud and dc do not.",
+     ucs_offsetof(uct_crypt_global_config_t, lane_ucx_tcp), UCS_CONFIG_TYPE_BOOL},
 
     {"TEST_SEAL_BANDWIDTH", "0",
      "TESTING ONLY (test builds): how many bytes a second one core seals, as\n"

@@ -7,23 +7,34 @@
  * is the only place that can open them; it opens one iface for the lane on
  * the first selected inner transport that connects to a remote iface and
  * has am_bcopy with synchronous callbacks (tcp, ud, dc). A message goes as
- * am_bcopy chunks of that iface, each behind a small header (team, sending
- * rank, first/last, total length: crypt_lane_chunk_hdr_t, uct_crypt_format.h). The receiver writes a message
- * straight into the buffer the collective posted for it (a receive that
- * found nothing yet: one copy less, no allocation); otherwise it
- * reassembles per (team, rank) and keeps complete messages until the
- * collective asks.
+ * am_bcopy chunks of that iface, each behind a small header (team, source
+ * and destination rank, sequence, first/last, total length) and followed
+ * by a tag under the team's lane key (crypt_lane_chunk_hdr_t,
+ * uct_crypt_format.h; uct_crypt_lane_rx.h). The receiver checks the tag
+ * before anything else, then writes a message straight into the buffer
+ * the collective posted for it (a receive that found nothing yet: one
+ * copy less, no allocation); otherwise it reassembles per (team, rank) and
+ * keeps complete messages until the collective asks.
  *
  * Why the lane is not a second UCP context: UCP would put its own protocol
  * on the wire in plaintext (wireup, rendezvous with remote addresses and
  * keys), which an active attacker could rewrite. Here nothing crosses but
  * chunk headers and frames, the lane never registers memory nor exposes a
  * remote key, and the only thing it does with a chunk is append it to a
- * bounded buffer. The chunk header itself is not sealed: on crypt's own
- * wire it arrives only on a connection whose peer proved the job secret
- * and its key, and a stream is bound to that peer; anywhere, a forged one
- * can only make a receive fail or deliver bytes that the collective layer
- * then refuses to open.
+ * bounded buffer.
+ *
+ * Why every chunk carries a tag, though its frames are sealed already: on
+ * ud and dc anyone who can address the lane's iface can send to it, and
+ * on crypt's own wire anyone who reads a TCP stream can inject into it
+ * (the wire authenticates its records, not the lane's frames). Without a
+ * tag a stranger's chunk naming a live (team, rank) failed that stream,
+ * and with it the collective and the job. With it, only a rank of the
+ * team can make a chunk that is taken, and only once (the sequence); a
+ * stranger's is dropped and counted (`counters`). The cost is GHASH over
+ * the collective's bytes once more on each side, at about twice the speed
+ * of the sealing itself (test/perf/crypt_engine_bench, lane_tag). The
+ * bytes are in the tag, not only the header: an injector who read a
+ * chunk's header could otherwise race a copy with other bytes ahead of it.
  */
 #include "uct_crypt/uct_crypt.h"
 #include "uct_crypt/uct_crypt_lane_rx.h"
@@ -56,10 +67,22 @@ typedef struct uct_crypt_lane_peer {
     /* the message being sent */
     const uint8_t        *buf;
     size_t               len, offset;
-    crypt_lane_chunk_hdr_t hdr;
+    uint64_t             team;
+    uint32_t             dst_rank;
     int                  busy;
     int                  used;     /* anything was ever sent to it */
 } uct_crypt_lane_peer_t;
+
+#if UCX_CRYPT_FAULT_INJECTION
+const char *uct_crypt_lane_fault_names[] = {
+    [UCT_CRYPT_LANE_FAULT_NONE]          = "none",
+    [UCT_CRYPT_LANE_FAULT_FORGED_BYTES]  = "forged_bytes",
+    [UCT_CRYPT_LANE_FAULT_FORGED_HEADER] = "forged_header",
+    [UCT_CRYPT_LANE_FAULT_STRANGER]      = "stranger",
+    [UCT_CRYPT_LANE_FAULT_REPLAY]        = "replay",
+    [UCT_CRYPT_LANE_FAULT_LAST]          = NULL
+};
+#endif
 
 struct uct_crypt_lane {
     ucs_async_context_t     *async;
@@ -73,8 +96,16 @@ struct uct_crypt_lane {
     char                    dev_name[UCT_DEVICE_NAME_MAX];
     uct_crypt_lane_peer_t   *peers;
     int                     num_peers;
-    uct_crypt_lane_rx_t     rx;        /* what arrives (uct_crypt_lane_rx.h) */
+    uct_crypt_lane_rx_t     rx;        /* teams, keys, what arrives
+                                          (uct_crypt_lane_rx.h) */
     uint64_t                bytes_sent;
+#if UCX_CRYPT_FAULT_INJECTION
+    uct_crypt_lane_fault_t  fault;
+    uct_crypt_lane_peer_t   *fault_peer;      /* where they go */
+    uint8_t                 *fault_chunks[2]; /* to send before anything */
+    size_t                  fault_lengths[2];
+    unsigned                fault_queued, fault_sent;
+#endif
 };
 
 /* ---- receiving ------------------------------------------------------------ */
@@ -83,7 +114,8 @@ static void uct_crypt_lane_rx_log(uint64_t team, uint32_t src_rank,
                                   int stream_failed, const char *why)
 {
     if (src_rank == UCT_CRYPT_LANE_RX_NO_RANK) {
-        ucs_error("crypt lane: dropped a chunk: %s", why);
+        ucs_error("crypt lane: dropped a chunk (team %016" PRIx64 "): %s",
+                  team, why);
     } else {
         ucs_error("crypt lane: %s of rank %u (team %016" PRIx64 "): %s",
                   stream_failed ? "dropping the stream" : "dropped a chunk",
@@ -117,6 +149,18 @@ static const uint8_t *uct_crypt_lane_peer_key(uct_crypt_lane_t *lane, int peer)
            lane->peers[peer].peer_static : NULL;
 }
 
+static int uct_crypt_lane_team_add(uct_crypt_lane_t *lane, uint64_t team,
+                                   uint32_t rank, uint32_t size,
+                                   const uint8_t *key, size_t key_len)
+{
+    return uct_crypt_lane_rx_team_add(&lane->rx, team, rank, size, key, key_len);
+}
+
+static void uct_crypt_lane_team_remove(uct_crypt_lane_t *lane, uint64_t team)
+{
+    uct_crypt_lane_rx_team_remove(&lane->rx, team);
+}
+
 static int uct_crypt_lane_recv(uct_crypt_lane_t *lane, int peer, uint64_t team,
                                uint32_t src_rank, void *buf, size_t len)
 {
@@ -139,43 +183,182 @@ static void uct_crypt_lane_recv_cancel(uct_crypt_lane_t *lane, uint64_t team,
 /* ---- sending -------------------------------------------------------------- */
 
 typedef struct {
+    uct_crypt_lane_t      *lane;
     uct_crypt_lane_peer_t *peer;
     size_t                chunk;
+    const char            *why;  /* set: sealing failed */
 } uct_crypt_lane_pack_arg_t;
 
+/* The chunk's bytes, then its header and tag around them. A chunk that
+ * could not be sealed goes as zeros (am_bcopy cannot be called off once
+ * it packs), which the peer drops; the caller fails the peer. */
 static size_t uct_crypt_lane_pack(void *dest, void *arg)
 {
     uct_crypt_lane_pack_arg_t *a = arg;
+    uct_crypt_lane_peer_t *peer  = a->peer;
+    uint8_t *chunk               = dest;
+    size_t length = sizeof(crypt_lane_chunk_hdr_t) + a->chunk +
+                    CRYPT_LANE_CHUNK_TAG_LEN;
+    uint32_t flags = ((peer->offset == 0) ? CRYPT_LANE_CHUNK_FIRST : 0) |
+                     ((peer->offset + a->chunk == peer->len) ?
+                      CRYPT_LANE_CHUNK_LAST : 0);
 
-    memcpy(dest, &a->peer->hdr, sizeof(a->peer->hdr));
     if (a->chunk > 0) { /* an empty message may have no buffer */
-        memcpy(UCS_PTR_BYTE_OFFSET(dest, sizeof(a->peer->hdr)),
-               a->peer->buf + a->peer->offset, a->chunk);
+        memcpy(chunk + sizeof(crypt_lane_chunk_hdr_t),
+               peer->buf + peer->offset, a->chunk);
     }
-    return sizeof(a->peer->hdr) + a->chunk;
+    if (uct_crypt_lane_chunk_seal(&a->lane->rx, peer->team, peer->dst_rank,
+                                  flags, peer->len, chunk, a->chunk,
+                                  &a->why) != 0) {
+        memset(chunk, 0, length);
+    }
+    return length;
 }
+
+#if UCX_CRYPT_FAULT_INJECTION
+static size_t uct_crypt_lane_pack_copy(void *dest, void *arg)
+{
+    uct_crypt_lane_t *lane = arg;
+    unsigned i             = lane->fault_sent;
+
+    memcpy(dest, lane->fault_chunks[i], lane->fault_lengths[i]);
+    return lane->fault_lengths[i];
+}
+
+/* The lane's first chunk, sealed into a copy, and the attacker's chunk
+ * next to it, queued to go before anything else; 0 where there is
+ * nothing to do (the chunk then goes as usual) */
+static int uct_crypt_lane_fault_queue(uct_crypt_lane_t *lane,
+                                      uct_crypt_lane_pack_arg_t *arg)
+{
+    size_t length = sizeof(crypt_lane_chunk_hdr_t) + arg->chunk +
+                    CRYPT_LANE_CHUNK_TAG_LEN;
+    uint8_t *real, *forged;
+    crypt_lane_chunk_hdr_t hdr;
+    uint8_t key[32];
+
+    if ((lane->fault == UCT_CRYPT_LANE_FAULT_NONE) || (lane->fault_queued > 0)) {
+        return 0;
+    }
+    real   = ucs_malloc(length, "lane fault");
+    forged = ucs_malloc(length, "lane fault");
+    ucs_assert_always((real != NULL) && (forged != NULL));
+    uct_crypt_lane_pack(real, arg);
+    ucs_assert_always(arg->why == NULL);
+    lane->bytes_sent += arg->chunk;
+    memcpy(forged, real, length);
+    switch (lane->fault) {
+    case UCT_CRYPT_LANE_FAULT_FORGED_BYTES:
+        forged[length - CRYPT_LANE_CHUNK_TAG_LEN - 1] ^= 1;
+        break;
+    case UCT_CRYPT_LANE_FAULT_FORGED_HEADER:
+        memcpy(&hdr, forged, sizeof(hdr));
+        hdr.total = htole64(le64toh(hdr.total) + 1);
+        memcpy(forged, &hdr, sizeof(hdr));
+        break;
+    case UCT_CRYPT_LANE_FAULT_STRANGER: {
+        /* a key holder of no team of ours: its own team under its key,
+         * named as ours */
+        uct_crypt_lane_rx_t stranger;
+        const char *why;
+
+        uct_crypt_lane_rx_init(&stranger, 0, 0, 0, lane->rx.backend,
+                               uct_crypt_lane_rx_log);
+        memset(key, 0x5a, sizeof(key));
+        memcpy(&hdr, real, sizeof(hdr));
+        ucs_assert_always(uct_crypt_lane_rx_team_add(
+                &stranger, le64toh(hdr.team), le32toh(hdr.src_rank),
+                ucs_max(le32toh(hdr.src_rank), le32toh(hdr.dst_rank)) + 1,
+                key, sizeof(key)) == 0);
+        ucs_assert_always(uct_crypt_lane_chunk_seal(
+                &stranger, le64toh(hdr.team), le32toh(hdr.dst_rank),
+                le32toh(hdr.flags), le64toh(hdr.total), forged, arg->chunk,
+                &why) == 0);
+        uct_crypt_lane_rx_cleanup(&stranger);
+        break;
+    }
+    default:
+        break;
+    }
+    ucs_warn("crypt lane: TESTING: '%s' next to the first chunk",
+             uct_crypt_lane_fault_names[lane->fault]);
+    if (lane->fault == UCT_CRYPT_LANE_FAULT_REPLAY) {
+        memcpy(forged, real, length);
+        lane->fault_chunks[0] = real;
+        lane->fault_chunks[1] = forged;
+    } else {
+        lane->fault_chunks[0] = forged;
+        lane->fault_chunks[1] = real;
+    }
+    lane->fault_lengths[0] = lane->fault_lengths[1] = length;
+    lane->fault_queued     = 2;
+    lane->fault_peer       = arg->peer;
+    return 1;
+}
+
+/* 1 while what the fault queued for `peer` has not all left */
+static int uct_crypt_lane_fault_pending(uct_crypt_lane_t *lane,
+                                        uct_crypt_lane_peer_t *peer)
+{
+    return (peer == lane->fault_peer) && (lane->fault_sent < lane->fault_queued);
+}
+
+/* what the fault queued goes first: 0 once it all left */
+static int uct_crypt_lane_fault_push(uct_crypt_lane_t *lane,
+                                     uct_crypt_lane_peer_t *peer)
+{
+    ssize_t packed;
+
+    while (uct_crypt_lane_fault_pending(lane, peer) && !peer->failed) {
+        packed = uct_ep_am_bcopy(peer->ep, UCT_CRYPT_LANE_AM_ID,
+                                 uct_crypt_lane_pack_copy, lane, 0);
+        if (packed < 0) {
+            peer->failed = (packed != UCS_ERR_NO_RESOURCE);
+            return 1;
+        }
+        ucs_free(lane->fault_chunks[lane->fault_sent]);
+        lane->fault_chunks[lane->fault_sent++] = NULL;
+    }
+    return 0;
+}
+#endif
 
 /* hand as many chunks to the transport as it takes now */
 static void uct_crypt_lane_push(uct_crypt_lane_t *lane, uct_crypt_lane_peer_t *peer)
 {
-    size_t max_chunk = lane->attr.cap.am.max_bcopy - sizeof(peer->hdr);
+    size_t max_chunk = lane->attr.cap.am.max_bcopy -
+                       sizeof(crypt_lane_chunk_hdr_t) - CRYPT_LANE_CHUNK_TAG_LEN;
     uct_crypt_lane_pack_arg_t arg;
     ssize_t packed;
 
+#if UCX_CRYPT_FAULT_INJECTION
+    if (uct_crypt_lane_fault_push(lane, peer)) {
+        return;
+    }
+#endif
     while (peer->busy && !peer->failed) {
+        arg.lane  = lane;
         arg.peer  = peer;
         arg.chunk = ucs_min(max_chunk, peer->len - peer->offset);
-        peer->hdr.flags = htole32(((peer->offset == 0) ?
-                                   CRYPT_LANE_CHUNK_FIRST : 0) |
-                                  ((peer->offset + arg.chunk == peer->len) ?
-                                   CRYPT_LANE_CHUNK_LAST : 0));
+        arg.why   = NULL;
+#if UCX_CRYPT_FAULT_INJECTION
+        if (uct_crypt_lane_fault_queue(lane, &arg)) {
+            peer->offset += arg.chunk; /* it is in the queue */
+            peer->busy    = (peer->offset != peer->len);
+            if (uct_crypt_lane_fault_push(lane, peer)) {
+                return;
+            }
+            continue;
+        }
+#endif
         packed = uct_ep_am_bcopy(peer->ep, UCT_CRYPT_LANE_AM_ID,
                                  uct_crypt_lane_pack, &arg, 0);
         if (packed == UCS_ERR_NO_RESOURCE) {
             return;
         }
-        if (packed < 0) {
+        if ((packed < 0) || (arg.why != NULL)) {
             ucs_error("crypt lane: send to a peer failed: %s",
+                      (arg.why != NULL) ? arg.why :
                       ucs_status_string((ucs_status_t)packed));
             peer->failed = 1;
             return;
@@ -189,7 +372,7 @@ static void uct_crypt_lane_push(uct_crypt_lane_t *lane, uct_crypt_lane_peer_t *p
 }
 
 static int uct_crypt_lane_send(uct_crypt_lane_t *lane, int peer_index, uint64_t team,
-                               uint32_t src_rank, const void *buf, size_t len,
+                               uint32_t dst_rank, const void *buf, size_t len,
                                size_t min_frame)
 {
     uct_crypt_lane_peer_t *peer;
@@ -206,14 +389,19 @@ static int uct_crypt_lane_send(uct_crypt_lane_t *lane, int peer_index, uint64_t 
                   "frame, or the peer is busy or failed)", len);
         return -1;
     }
-    peer->buf          = buf;
-    peer->len          = len;
-    peer->offset       = 0;
-    peer->hdr.team     = htole64(team);
-    peer->hdr.src_rank = htole32(src_rank);
-    peer->hdr.total    = htole64(len);
-    peer->busy         = 1;
-    peer->used         = 1;
+    if (!uct_crypt_lane_rx_may_send(&lane->rx, team, dst_rank)) {
+        ucs_error("crypt lane: refusing a message of team %016" PRIx64 " to "
+                  "rank %u: not a team of this process, or no other rank of "
+                  "it", team, dst_rank);
+        return -1;
+    }
+    peer->buf      = buf;
+    peer->len      = len;
+    peer->offset   = 0;
+    peer->team     = team;
+    peer->dst_rank = dst_rank;
+    peer->busy     = 1;
+    peer->used     = 1;
     uct_crypt_lane_push(lane, peer);
     return peer->failed ? -1 : 0;
 }
@@ -236,6 +424,11 @@ static int uct_crypt_lane_send_idle(uct_crypt_lane_t *lane, int peer_index)
     if (peer->busy) {
         return 0;
     }
+#if UCX_CRYPT_FAULT_INJECTION
+    if (uct_crypt_lane_fault_pending(lane, peer)) {
+        return 0;
+    }
+#endif
     if (!peer->used) {
         return 1;
     }
@@ -426,6 +619,11 @@ static ucs_status_t uct_crypt_lane_open_iface(uct_crypt_lane_t *lane, const char
     params.err_handler_arg      = lane;
     params.err_handler_flags    = 0;
     lane->own_wire = !strcmp(tl, "tcp");
+#if UCX_CRYPT_FAULT_INJECTION
+    /* tests: UCX's own tcp transport stands in for ud and dc (anyone who
+     * reaches the iface may send to it) */
+    lane->own_wire = lane->own_wire && !uct_crypt_global.lane_ucx_tcp;
+#endif
     if (lane->own_wire) {
         /* Ethernet: crypt's own wire, as for the records (wire/wire.h):
          * UCX's tcp transport would open a port that acts on unauthenticated
@@ -465,7 +663,8 @@ static ucs_status_t uct_crypt_lane_open_iface(uct_crypt_lane_t *lane, const char
     }
     if ((uct_iface_query(lane->iface, &lane->attr) != UCS_OK) ||
         ((lane->attr.cap.flags & need) != need) ||
-        (lane->attr.cap.am.max_bcopy <= 2 * sizeof(crypt_lane_chunk_hdr_t)) ||
+        (lane->attr.cap.am.max_bcopy <= 2 * sizeof(crypt_lane_chunk_hdr_t) +
+                                        CRYPT_LANE_CHUNK_TAG_LEN) ||
         (2 + lane->attr.device_addr_len + lane->attr.iface_addr_len >
          UCT_CRYPT_LANE_ADDR_MAX) ||
         (uct_iface_set_am_handler(lane->iface, UCT_CRYPT_LANE_AM_ID,
@@ -535,7 +734,12 @@ static uct_crypt_lane_t *uct_crypt_lane_open(char *error, size_t error_len)
     }
     uct_crypt_lane_rx_init(&lane->rx, UCT_CRYPT_LANE_MSG_MAX,
                            UCT_CRYPT_LANE_BUFFER_MAX, UCT_CRYPT_LANE_MAX_STREAMS,
+                           crypt_aead_backend_resolve(
+                                   (crypt_aead_backend_t)uct_crypt_global.backend),
                            uct_crypt_lane_rx_log);
+#if UCX_CRYPT_FAULT_INJECTION
+    lane->fault = (uct_crypt_lane_fault_t)uct_crypt_global.lane_fault;
+#endif
     if ((ucs_async_context_create(UCS_ASYNC_MODE_THREAD_SPINLOCK,
                                   &lane->async) != UCS_OK) ||
         (uct_worker_create(lane->async, UCS_THREAD_MODE_SINGLE,
@@ -587,6 +791,10 @@ static void uct_crypt_lane_close(uct_crypt_lane_t *lane)
     }
     ucs_free(lane->peers);
     uct_crypt_lane_rx_cleanup(&lane->rx);
+#if UCX_CRYPT_FAULT_INJECTION
+    ucs_free(lane->fault_chunks[0]);
+    ucs_free(lane->fault_chunks[1]);
+#endif
     if (lane->iface != NULL) {
         uct_iface_close(lane->iface);
     }
@@ -604,10 +812,11 @@ static void uct_crypt_lane_close(uct_crypt_lane_t *lane)
 }
 
 static void uct_crypt_lane_counters(uct_crypt_lane_t *lane, uint64_t *sent,
-                                    uint64_t *received)
+                                    uint64_t *received, uint64_t *refused)
 {
     *sent     = lane->bytes_sent;
     *received = lane->rx.bytes_received;
+    *refused  = lane->rx.chunks_refused;
 }
 
 /* Found by front ends with dlsym (crypt_lane.h) */
@@ -618,6 +827,8 @@ const uct_crypt_lane_ops_t uct_crypt_coll_lane_ops = {
     .close     = uct_crypt_lane_close,
     .address   = uct_crypt_lane_address,
     .connect   = uct_crypt_lane_connect,
+    .team_add  = uct_crypt_lane_team_add,
+    .team_remove = uct_crypt_lane_team_remove,
     .send      = uct_crypt_lane_send,
     .send_idle = uct_crypt_lane_send_idle,
     .recv      = uct_crypt_lane_recv,

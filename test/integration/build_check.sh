@@ -153,7 +153,7 @@ hook_strings() { # lib...
 # what ucx_info documents of crypt's knobs, with the plugin of PREFIX loaded
 fault_knobs() { # prefix
     LD_PRELOAD="$1/lib/libuct_crypt.so" ucx_info -c -f 2>/dev/null |
-        grep -cE '^UCX_CRYPT_(FAULT|COLL_FAULT|EMULATE_CONNECT_TO_EP|INNER_UCX_TCP|WIRE_PORT|WIRE_ADVERTISE_PORT)'
+        grep -cE '^UCX_CRYPT_(FAULT|COLL_FAULT|LANE_FAULT|LANE_UCX_TCP|EMULATE_CONNECT_TO_EP|INNER_UCX_TCP|WIRE_PORT|WIRE_ADVERTISE_PORT)'
 }
 
 check_test_hooks() {

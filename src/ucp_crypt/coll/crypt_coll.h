@@ -219,6 +219,12 @@ crypt_coll_status_t crypt_coll_team_create(crypt_coll_team_t *team,
 int crypt_coll_team_public_id(const uint8_t team_id[CRYPT_COLL_TEAM_ID_LEN],
                               uint64_t *public_id);
 
+/* The key that authenticates the team's chunks on the collective lane
+ * (keyex_derive_lane_key): `key_len` bytes into `key`, which the caller
+ * keeps in secure memory and wipes. 0 or -1. */
+int crypt_coll_team_lane_key(const crypt_coll_team_t *team,
+                             uint8_t key[KEYEX_SECRET_LEN], unsigned *key_len);
+
 /* A memory segment shared by the team's ranks on this node (the same for
  * all of them), for HS1/HS2: at least crypt_coll_node_shm_size(p, m) bytes
  * for messages of up to m bytes. Without one, HS1/HS2 return

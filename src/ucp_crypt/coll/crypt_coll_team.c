@@ -153,6 +153,17 @@ err:
     return CRYPT_COLL_ERR_PARAM;
 }
 
+int crypt_coll_team_lane_key(const crypt_coll_team_t *team,
+                             uint8_t key[KEYEX_SECRET_LEN], unsigned *key_len)
+{
+    if ((team->epoch0 == NULL) ||
+        (keyex_derive_lane_key(team->epoch0, key) != KEYEX_OK)) {
+        return -1;
+    }
+    *key_len = team->epoch0->key_len;
+    return 0;
+}
+
 void crypt_coll_team_set_epoch_limit(crypt_coll_team_t *team, uint64_t records)
 {
     /* Every rank seals under the same key with a nonce of its own, so the

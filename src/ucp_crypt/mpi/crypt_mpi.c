@@ -94,7 +94,7 @@ static void crypt_mpi_verbose(const crypt_mpi_call_t *c)
     const crypt_mpi_team_t *t = c->t;
     const crypt_coll_args_t *a = &c->args;
     const char *i = c->nonblocking ? "i" : "";
-    uint64_t lane_sent = 0, lane_received = 0;
+    uint64_t lane_sent = 0, lane_received = 0, lane_refused = 0;
     char what[64];
 
     if (!crypt_mpi_config(c->comm)->verbose) {
@@ -121,12 +121,12 @@ static void crypt_mpi_verbose(const crypt_mpi_call_t *c)
         break;
     }
     if (t->lane_peer != NULL) {
-        crypt_mpi_lane_counters(&lane_sent, &lane_received);
+        crypt_mpi_lane_counters(&lane_sent, &lane_received, &lane_refused);
     }
-    fprintf(stderr, "ucx-crypt: %s on the %s lane (sent there so far %llu): "
-            "sealed %llu opened %llu plaintext across nodes %llu\n", what,
-            (t->lane_peer != NULL) ? "collective" : "MPI",
-            (unsigned long long)lane_sent,
+    fprintf(stderr, "ucx-crypt: %s on the %s lane (sent there so far %llu, "
+            "chunks refused %llu): sealed %llu opened %llu plaintext across "
+            "nodes %llu\n", what, (t->lane_peer != NULL) ? "collective" : "MPI",
+            (unsigned long long)lane_sent, (unsigned long long)lane_refused,
             (unsigned long long)t->team.counters.bytes_sealed,
             (unsigned long long)t->team.counters.bytes_opened,
             (unsigned long long)t->team.counters.inter_node_plaintext_bytes);

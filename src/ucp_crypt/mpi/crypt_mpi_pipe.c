@@ -59,7 +59,7 @@ static void crypt_mpi_xfer_send(crypt_mpi_team_t *t, crypt_mpi_xfer_t *x)
             return; /* busy with another team's message */
         }
         if ((r < 0) ||
-            (lane->send(crypt_mpi_lane, peer, t->lane_team, (uint32_t)t->team.rank,
+            (lane->send(crypt_mpi_lane, peer, t->lane_team, (uint32_t)x->dst,
                         x->sbuf, x->slen, CRYPT_COLL_FRAME_OVERHEAD) != 0)) {
             x->failed = 1;
             return;
@@ -222,9 +222,27 @@ static uct_crypt_lane_t *crypt_mpi_lane_get(MPI_Comm comm)
     return crypt_mpi_lane;
 }
 
+/* The team on the lane with its key (crypt_coll_team_lane_key): 1, or 0
+ * where it cannot be */
+static int crypt_mpi_lane_team_add(crypt_mpi_team_t *t)
+{
+    uint8_t *key = keyex_secure_alloc(KEYEX_SECRET_LEN);
+    unsigned key_len;
+    int ok;
+
+    ok = (key != NULL) && (crypt_coll_team_lane_key(&t->team, key, &key_len) == 0) &&
+         (crypt_mpi_lane_ops->team_add(crypt_mpi_lane, t->lane_team,
+                                       (uint32_t)t->team.rank,
+                                       (uint32_t)t->team.size, key, key_len) == 0);
+    keyex_secure_free(key, KEYEX_SECRET_LEN);
+    return ok;
+}
+
 /* Every rank of the team on the lane, or none: a frame sent on the lane
  * must be received from it. Peers on the same node are never on it. The
- * lane's addresses are opaque here: each rank sends its length with it. */
+ * lane's addresses are opaque here: each rank sends its length with it.
+ * Every rank adds the team to its lane before the all-reduce that ends
+ * this, so no chunk of the team reaches a lane that does not know it. */
 typedef struct {
     uint32_t len;
     uint8_t  addr[UCT_CRYPT_LANE_ADDR_MAX];
@@ -259,21 +277,34 @@ void crypt_mpi_lane_setup(crypt_mpi_team_t *t, MPI_Comm comm)
                 ok = ok && (t->lane_peer[r] >= 0);
             }
         }
+        t->lane_added = ok && crypt_mpi_lane_team_add(t);
+        ok            = t->lane_added;
         PMPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, t->comm);
     }
     if (!all) {
+        crypt_mpi_lane_team_remove(t);
         free(t->lane_peer);
         t->lane_peer = NULL;
     }
     free(addrs);
 }
 
-void crypt_mpi_lane_counters(uint64_t *sent, uint64_t *received)
+void crypt_mpi_lane_team_remove(crypt_mpi_team_t *t)
+{
+    if (t->lane_added) {
+        crypt_mpi_lane_ops->team_remove(crypt_mpi_lane, t->lane_team);
+        t->lane_added = 0;
+    }
+}
+
+void crypt_mpi_lane_counters(uint64_t *sent, uint64_t *received,
+                             uint64_t *refused)
 {
     *sent     = 0;
     *received = 0;
+    *refused  = 0;
     if (crypt_mpi_lane != NULL) {
-        crypt_mpi_lane_ops->counters(crypt_mpi_lane, sent, received);
+        crypt_mpi_lane_ops->counters(crypt_mpi_lane, sent, received, refused);
     }
 }
 

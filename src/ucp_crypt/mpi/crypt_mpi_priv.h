@@ -32,6 +32,7 @@ typedef struct crypt_mpi_team {
     int               tamper;     /* TESTING ONLY: UCX_CRYPT_COLL_FAULT */
     int               *lane_peer; /* per rank on another node; NULL: no lane */
     uint64_t          lane_team;  /* tells this team's messages apart */
+    int               lane_added; /* the lane knows the team and its key */
     crypt_mpi_request_t *queue;   /* nonblocking calls, in post order */
     crypt_mpi_request_t **queue_tail;
     crypt_coll_team_t team;
@@ -86,7 +87,10 @@ int crypt_mpi_sendrecv(void *ctx, int dst, const void *sbuf, size_t slen,
 /* Every rank of the team on the lane, or none */
 void crypt_mpi_lane_setup(crypt_mpi_team_t *t, MPI_Comm comm);
 /* what the process's lane sent and received so far (0 without one) */
-void crypt_mpi_lane_counters(uint64_t *sent, uint64_t *received);
+void crypt_mpi_lane_counters(uint64_t *sent, uint64_t *received,
+                             uint64_t *refused);
+/* the team off the lane (its key and streams), where it was on it */
+void crypt_mpi_lane_team_remove(crypt_mpi_team_t *t);
 void crypt_mpi_lane_close(void);
 
 /* crypt_mpi.c */

@@ -56,6 +56,7 @@ static int crypt_mpi_team_free(MPI_Comm comm, int keyval, void *attr, void *extr
             break;
         }
     }
+    crypt_mpi_lane_team_remove(t);
     crypt_coll_team_cleanup(&t->team);
     free(t->lane_peer);
     if (t->shm != NULL) {

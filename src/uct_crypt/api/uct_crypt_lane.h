@@ -19,12 +19,14 @@
  * encrypt), send frames through the MPI library as before.
  *
  * What the lane accepts is narrow on purpose: whole messages of sealed
- * collective frames (at least one frame's overhead, or nothing), to a peer
- * on another node, tagged with a team id and the sending rank. Every byte it
- * delivers is still unauthenticated: the collective layer opens the frames
- * (crypt_coll_open checks key, nonce, sealer and position) and a message the
- * lane could not reassemble fails the receive. One thread per lane (the
- * caller's), like the collectives.
+ * collective frames (at least one frame's overhead, or nothing), to a rank
+ * of a team the caller added, on another node. Each chunk carries a tag
+ * under the team's lane key (crypt_coll_team_lane_key), so the lane takes
+ * only what a rank of that team sent to this one, once and in order, and
+ * drops the rest (counted); the collective layer still opens the frames
+ * (crypt_coll_open checks key, nonce, sealer and position), and a message
+ * the lane could not reassemble fails the receive. One thread per lane
+ * (the caller's), like the collectives.
  */
 #ifndef UCT_CRYPT_LANE_H
 #define UCT_CRYPT_LANE_H
@@ -37,7 +39,7 @@ extern "C" {
 #endif
 
 #define UCT_CRYPT_LANE_OPS_SYMBOL  "uct_crypt_coll_lane_ops"
-#define UCT_CRYPT_LANE_OPS_VERSION 2u
+#define UCT_CRYPT_LANE_OPS_VERSION 3u
 
 enum {
     UCT_CRYPT_LANE_ADDR_MAX = 128   /* a lane address, as exchanged */
@@ -60,10 +62,23 @@ typedef struct uct_crypt_lane_ops {
      * error. */
     int    (*connect)(uct_crypt_lane_t *lane, const void *addr, size_t len);
 
-    /* Start sending one message (`len` is 0 or at least min_frame bytes;
-     * `buf` stays the caller's until send_idle says 1). One message per
-     * peer at a time. 0 or -1. */
-    int (*send)(uct_crypt_lane_t *lane, int peer, uint64_t team, uint32_t src_rank,
+    /* A team on the lane: its id (the same on every rank, shown on the
+     * network), this process's rank in it, its size (at most 2^24) and
+     * the key of its chunks' tags (16 or 32 bytes; the lane expands it and
+     * keeps nothing of `key`: the caller wipes it). Every rank adds the
+     * team before any rank sends on it (the MPI adapter adds it before the
+     * collective that ends the team's set-up). 0, or -1: an id the lane
+     * has already, a bad size, no memory, the cipher refused the key. */
+    int  (*team_add)(uct_crypt_lane_t *lane, uint64_t team, uint32_t rank,
+                     uint32_t size, const uint8_t *key, size_t key_len);
+    /* The team is gone: its key, its streams and what they hold with it */
+    void (*team_remove)(uct_crypt_lane_t *lane, uint64_t team);
+
+    /* Start sending one message of `team` from this process's rank to
+     * `dst_rank`, at `peer` (`len` is 0 or at least min_frame bytes; `buf`
+     * stays the caller's until send_idle says 1). One message per peer at
+     * a time. 0 or -1. */
+    int (*send)(uct_crypt_lane_t *lane, int peer, uint64_t team, uint32_t dst_rank,
                 const void *buf, size_t len, size_t min_frame);
     /* 1: the message to `peer` has left the process (the transport
      * flushed it locally: nothing of it waits for this process's
@@ -82,8 +97,11 @@ typedef struct uct_crypt_lane_ops {
     void (*recv_cancel)(uct_crypt_lane_t *lane, uint64_t team, uint32_t src_rank);
     void (*progress)(uct_crypt_lane_t *lane);
 
-    /* Bytes this lane sent and received (tests: the frames took the lane). */
-    void (*counters)(uct_crypt_lane_t *lane, uint64_t *sent, uint64_t *received);
+    /* Bytes this lane sent and received (tests: the frames took the lane),
+     * and the chunks it dropped: a tag that failed, a team or rank not
+     * ours, a chunk seen before (what strangers sent). */
+    void (*counters)(uct_crypt_lane_t *lane, uint64_t *sent, uint64_t *received,
+                     uint64_t *refused);
 } uct_crypt_lane_ops_t;
 
 #ifdef __cplusplus

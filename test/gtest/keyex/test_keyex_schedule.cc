@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 #include <openssl/crypto.h>
 #include <set>
+#include <vector>
 #include <sys/mman.h>
 
 using test_util::bytes;
@@ -231,4 +232,32 @@ TEST(keyex_team, epoch_keys_distinct_per_epoch_and_reproducible)
     ASSERT_EQ(keyex_derive_team_keys(secret, transcript, 16, &team), KEYEX_OK);
     ASSERT_EQ(keyex_derive_epoch_keys(&team, 7, &a), KEYEX_OK);
     EXPECT_NE(0, memcmp(a.key, c.key, 16)) << "another transcript, another key";
+}
+
+/* The key of a team's lane chunks: the same on every rank, the team's key
+ * size, none of the frames' keys, another per team */
+TEST(keyex_team, lane_key_is_its_own_and_per_team)
+{
+    const uint8_t secret[KEYEX_JOB_SECRET_LEN] = {1, 2, 3};
+    const uint8_t transcript[KEYEX_TRANSCRIPT_LEN] = {9}, other[KEYEX_TRANSCRIPT_LEN] = {8};
+    uint8_t lane[KEYEX_SECRET_LEN], again[KEYEX_SECRET_LEN], theirs[KEYEX_SECRET_LEN];
+    keyex_traffic_keys_t team, epoch;
+
+    for (unsigned key_len : {16u, 32u}) {
+        memset(lane, 0, sizeof(lane));
+        ASSERT_EQ(keyex_derive_team_keys(secret, transcript, key_len, &team), KEYEX_OK);
+        ASSERT_EQ(keyex_derive_lane_key(&team, lane), KEYEX_OK);
+        ASSERT_EQ(keyex_derive_lane_key(&team, again), KEYEX_OK);
+        EXPECT_EQ(0, memcmp(lane, again, key_len)) << "reproducible";
+        EXPECT_EQ(std::vector<uint8_t>(lane + key_len, lane + sizeof(lane)),
+                  std::vector<uint8_t>(sizeof(lane) - key_len, 0)) << "the team's size";
+        for (uint32_t e : {0u, 1u}) {
+            ASSERT_EQ(keyex_derive_epoch_keys(&team, e, &epoch), KEYEX_OK);
+            EXPECT_NE(0, memcmp(lane, epoch.key, key_len)) << "an epoch's key";
+        }
+        EXPECT_NE(0, memcmp(lane, team.key, key_len)) << "the team key";
+        ASSERT_EQ(keyex_derive_team_keys(secret, other, key_len, &team), KEYEX_OK);
+        ASSERT_EQ(keyex_derive_lane_key(&team, theirs), KEYEX_OK);
+        EXPECT_NE(0, memcmp(lane, theirs, key_len)) << "another team, another key";
+    }
 }

@@ -195,37 +195,58 @@ void lane_log(uint64_t team, uint32_t src_rank, int stream_failed, const char *w
     lane_failures.push_back(std::string(stream_failed ? "stream failed: " : "chunk: ") + why);
 }
 
-std::vector<uint8_t> chunk(uint64_t team, uint32_t rank, uint32_t flags,
-                           uint64_t total, const std::string &body)
-{
-    crypt_lane_chunk_hdr_t hdr;
-    hdr.team     = htole64(team);
-    hdr.src_rank = htole32(rank);
-    hdr.flags    = htole32(flags);
-    hdr.total    = htole64(total);
-    std::vector<uint8_t> v(sizeof(hdr) + body.size());
-    memcpy(v.data(), &hdr, sizeof(hdr));
-    memcpy(v.data() + sizeof(hdr), body.data(), body.size());
-    return v;
-}
+const uint8_t lane_key[32] = {0x1a, 0x2b, 0x3c};
 
+/* The receiver is rank 0 of every team here (8 ranks, key lane_key);
+ * senders[rank] seals what that rank sends, each team added on first
+ * use. */
 class crypt_lane_rx : public ::testing::Test {
 protected:
     void SetUp() override
     {
         lane_failures.clear();
-        uct_crypt_lane_rx_init(&rx, 64, 100, 4, lane_log);
+        ASSERT_EQ(crypt_aead_init(CRYPT_AEAD_BACKEND_OPENSSL), CRYPT_AEAD_OK);
+        uct_crypt_lane_rx_init(&rx, 64, 100, 4, CRYPT_AEAD_BACKEND_OPENSSL, lane_log);
+        for (auto &s : senders) {
+            uct_crypt_lane_rx_init(&s, 64, 100, 4, CRYPT_AEAD_BACKEND_OPENSSL, lane_log);
+        }
     }
     void TearDown() override
     {
         uct_crypt_lane_rx_cleanup(&rx);
+        for (auto &s : senders) {
+            uct_crypt_lane_rx_cleanup(&s);
+        }
+    }
+    void team(uint64_t id, const uint8_t *key = lane_key)
+    {
+        if (uct_crypt_lane_rx_team_add(&rx, id, 0, size, lane_key, 32) == 0) {
+            for (uint32_t r = 0; r < size; ++r) {
+                uct_crypt_lane_rx_team_add(&senders[r], id, r, size, key, 32);
+            }
+        }
+    }
+    /* what rank `rank` of team `id` sends to rank 0: header, body, tag */
+    std::vector<uint8_t> chunk(uint64_t id, uint32_t rank, uint32_t flags,
+                               uint64_t total, const std::string &body)
+    {
+        team(id);
+        std::vector<uint8_t> v(sizeof(crypt_lane_chunk_hdr_t) + body.size() +
+                               CRYPT_LANE_CHUNK_TAG_LEN);
+        memcpy(v.data() + sizeof(crypt_lane_chunk_hdr_t), body.data(), body.size());
+        const char *why = nullptr;
+        EXPECT_EQ(uct_crypt_lane_chunk_seal(&senders[rank], id, 0, flags, total,
+                                            v.data(), body.size(), &why), 0) << why;
+        return v;
     }
     void feed(const std::vector<uint8_t> &c, const uint8_t *from = nullptr)
     {
         uct_crypt_lane_rx_chunk(&rx, c.data(), c.size(), from);
         EXPECT_EQ(uct_crypt_lane_rx_held(&rx), rx.buffered);
     }
+    static const uint32_t size = 8;
     uct_crypt_lane_rx_t rx;
+    uct_crypt_lane_rx_t senders[size];
 };
 
 } // namespace
@@ -245,15 +266,16 @@ TEST_F(crypt_lane_rx, chunks_reassembled_before_and_into_a_posted_receive)
     ASSERT_EQ(uct_crypt_lane_rx_recv(&rx, 7, 1, nullptr, buf2, 5), 1);
     EXPECT_EQ(std::string(buf2, 5), "abcde");
     EXPECT_TRUE(lane_failures.empty());
+    EXPECT_EQ(rx.chunks_refused, 0u);
 }
 
 TEST_F(crypt_lane_rx, a_bad_chunk_fails_its_stream_only)
 {
     const uint32_t F = CRYPT_LANE_CHUNK_FIRST, L = CRYPT_LANE_CHUNK_LAST;
     char buf[4];
-    feed(chunk(1, 0, F, 4, "ab"));
-    feed(chunk(1, 0, L, 4, "cde")); /* beyond its message */
-    EXPECT_EQ(uct_crypt_lane_rx_recv(&rx, 1, 0, nullptr, buf, 4), -1);
+    feed(chunk(1, 2, F, 4, "ab"));
+    feed(chunk(1, 2, L, 4, "cde")); /* beyond its message */
+    EXPECT_EQ(uct_crypt_lane_rx_recv(&rx, 1, 2, nullptr, buf, 4), -1);
     EXPECT_EQ(rx.buffered, 0u) << "a failed stream holds nothing";
     feed(chunk(1, 1, F | L, 4, "wxyz"));
     EXPECT_EQ(uct_crypt_lane_rx_recv(&rx, 1, 1, nullptr, buf, 4), 1);
@@ -262,23 +284,25 @@ TEST_F(crypt_lane_rx, a_bad_chunk_fails_its_stream_only)
 }
 
 /* a chunk too short to name its stream fails none, and says so */
-TEST_F(crypt_lane_rx, a_chunk_shorter_than_its_header_names_no_stream)
+TEST_F(crypt_lane_rx, a_chunk_shorter_than_its_header_and_tag_names_no_stream)
 {
-    feed(std::vector<uint8_t>(sizeof(crypt_lane_chunk_hdr_t) - 1, 0));
+    feed(std::vector<uint8_t>(sizeof(crypt_lane_chunk_hdr_t) +
+                              CRYPT_LANE_CHUNK_TAG_LEN - 1, 0));
     ASSERT_EQ(lane_failures.size(), 1u);
-    EXPECT_EQ(lane_failures[0], "chunk: shorter than its header");
+    EXPECT_EQ(lane_failures[0], "chunk: shorter than its header and tag");
     EXPECT_EQ(rx.num_streams, 0u);
+    EXPECT_EQ(rx.chunks_refused, 1u);
 }
 
 TEST_F(crypt_lane_rx, bounds_on_messages_held_and_streams)
 {
     const uint32_t FL = CRYPT_LANE_CHUNK_FIRST | CRYPT_LANE_CHUNK_LAST;
-    feed(chunk(1, 0, FL, 65, std::string(65, 'm'))); /* above one message */
-    feed(chunk(1, 1, FL, 60, std::string(60, 'a')));
-    feed(chunk(1, 2, FL, 60, std::string(60, 'b'))); /* 120 held > 100 */
+    feed(chunk(1, 1, FL, 65, std::string(65, 'm'))); /* above one message */
+    feed(chunk(1, 2, FL, 60, std::string(60, 'a')));
+    feed(chunk(1, 3, FL, 60, std::string(60, 'b'))); /* 120 held > 100 */
     EXPECT_EQ(rx.buffered, 60u);
-    feed(chunk(1, 3, FL, 1, "c"));
-    feed(chunk(1, 4, FL, 1, "d")); /* a fifth stream */
+    feed(chunk(1, 4, FL, 1, "c"));
+    feed(chunk(1, 5, FL, 1, "d")); /* a fifth stream */
     EXPECT_EQ(rx.num_streams, 4u);
     ASSERT_EQ(lane_failures.size(), 3u);
     EXPECT_EQ(lane_failures[0], "stream failed: message longer than the lane allows");
@@ -291,13 +315,118 @@ TEST_F(crypt_lane_rx, a_stream_is_bound_to_the_peer_it_came_from)
     const uint32_t FL = CRYPT_LANE_CHUNK_FIRST | CRYPT_LANE_CHUNK_LAST;
     const uint8_t a[KEYEX_PUBLIC_KEY_LEN] = {1}, b[KEYEX_PUBLIC_KEY_LEN] = {2};
     char buf[1];
-    feed(chunk(3, 0, FL, 1, "x"), a);
-    feed(chunk(3, 0, FL, 1, "y"), b);
-    EXPECT_EQ(uct_crypt_lane_rx_recv(&rx, 3, 0, a, buf, 1), -1);
-    feed(chunk(3, 1, FL, 1, "z"), a);
-    EXPECT_EQ(uct_crypt_lane_rx_recv(&rx, 3, 1, b, buf, 1), -1)
+    feed(chunk(3, 1, FL, 1, "x"), a);
+    feed(chunk(3, 1, FL, 1, "y"), b);
+    EXPECT_EQ(uct_crypt_lane_rx_recv(&rx, 3, 1, a, buf, 1), -1);
+    feed(chunk(3, 2, FL, 1, "z"), a);
+    EXPECT_EQ(uct_crypt_lane_rx_recv(&rx, 3, 2, b, buf, 1), -1)
         << "received as if from another peer";
     EXPECT_EQ(lane_failures.size(), 2u);
+}
+
+/* What nobody of the team sent, or sent to another rank, or sent before,
+ * is dropped and counted: no stream is made, failed or written, and the
+ * honest message that follows arrives whole (issue 29 item 4) */
+TEST_F(crypt_lane_rx, what_no_rank_of_the_team_sent_to_us_is_dropped_and_counted)
+{
+    const uint32_t FL = CRYPT_LANE_CHUNK_FIRST | CRYPT_LANE_CHUNK_LAST;
+    char buf[4] = {};
+    auto honest = chunk(5, 3, FL, 4, "abcd");
+    std::vector<std::vector<uint8_t>> forged;
+    for (size_t byte : {size_t(0), size_t(12), size_t(16), size_t(24),
+                        size_t(32), sizeof(crypt_lane_chunk_hdr_t),
+                        honest.size() - 1}) {
+        forged.push_back(honest);
+        forged.back()[byte] ^= 1; /* team, dst, sequence, total, flags, body, tag */
+    }
+    /* a key holder of no team of ours: the same team id under its key */
+    uct_crypt_lane_rx_t stranger;
+    uct_crypt_lane_rx_init(&stranger, 64, 100, 4, CRYPT_AEAD_BACKEND_OPENSSL, lane_log);
+    const uint8_t other_key[32] = {0x77};
+    ASSERT_EQ(uct_crypt_lane_rx_team_add(&stranger, 5, 3, size, other_key, 32), 0);
+    std::vector<uint8_t> theirs(honest.size());
+    memcpy(theirs.data() + sizeof(crypt_lane_chunk_hdr_t), "abcd", 4);
+    const char *why;
+    ASSERT_EQ(uct_crypt_lane_chunk_seal(&stranger, 5, 0, FL, 4, theirs.data(), 4, &why), 0);
+    uct_crypt_lane_rx_cleanup(&stranger);
+    forged.push_back(theirs);
+    /* a chunk of a team we are not in, and one of ours to another rank */
+    uct_crypt_lane_rx_t elsewhere;
+    uct_crypt_lane_rx_init(&elsewhere, 64, 100, 4, CRYPT_AEAD_BACKEND_OPENSSL, lane_log);
+    ASSERT_EQ(uct_crypt_lane_rx_team_add(&elsewhere, 6, 3, size, lane_key, 32), 0);
+    ASSERT_EQ(uct_crypt_lane_rx_team_add(&elsewhere, 5, 3, size, lane_key, 32), 0);
+    for (uint64_t t : {6, 5}) {
+        std::vector<uint8_t> c(honest.size());
+        ASSERT_EQ(uct_crypt_lane_chunk_seal(&elsewhere, t, t == 6 ? 0 : 4, FL, 4,
+                                            c.data(), 4, &why), 0);
+        forged.push_back(c);
+    }
+    uct_crypt_lane_rx_cleanup(&elsewhere);
+
+    for (auto &f : forged) {
+        feed(f);
+    }
+    EXPECT_EQ(rx.chunks_refused, forged.size());
+    EXPECT_EQ(rx.num_streams, 0u) << "a stranger made a stream";
+    EXPECT_EQ(rx.bytes_received, 0u);
+    feed(honest);
+    ASSERT_EQ(uct_crypt_lane_rx_recv(&rx, 5, 3, nullptr, buf, 4), 1);
+    EXPECT_EQ(std::string(buf, 4), "abcd");
+    feed(honest); /* again: a replay */
+    EXPECT_EQ(rx.chunks_refused, forged.size() + 1);
+    EXPECT_EQ(rx.buffered, 0u) << "a replay was kept";
+    for (auto &f : lane_failures) {
+        EXPECT_EQ(f.rfind("chunk: ", 0), 0u) << "a stream failed: " << f;
+    }
+    /* logged at the 1st, 2nd, 4th, 8th refusal: a flood does not flood
+     * the log */
+    EXPECT_EQ(lane_failures.size(), 4u);
+}
+
+/* An authentic chunk after a gap shows that chunks were lost (by the
+ * network, or by someone on it): the stream cannot go on and fails */
+TEST_F(crypt_lane_rx, a_chunk_after_lost_ones_fails_the_stream)
+{
+    const uint32_t F = CRYPT_LANE_CHUNK_FIRST, L = CRYPT_LANE_CHUNK_LAST;
+    char buf[4];
+    feed(chunk(2, 1, F, 4, "ab"));
+    chunk(2, 1, 0, 4, "c"); /* sealed, never delivered */
+    feed(chunk(2, 1, L, 4, "d"));
+    EXPECT_EQ(uct_crypt_lane_rx_recv(&rx, 2, 1, nullptr, buf, 4), -1);
+    ASSERT_EQ(lane_failures.size(), 1u);
+    EXPECT_EQ(lane_failures[0], "stream failed: chunks before it were lost");
+}
+
+/* A team removed takes its streams and what they hold with it; its
+ * chunks are then a stranger's */
+TEST_F(crypt_lane_rx, a_team_removed_frees_its_streams)
+{
+    const uint32_t FL = CRYPT_LANE_CHUNK_FIRST | CRYPT_LANE_CHUNK_LAST;
+    feed(chunk(4, 1, FL, 10, "0123456789"));
+    feed(chunk(4, 2, FL, 3, "abc"));
+    auto late = chunk(4, 1, FL, 1, "x");
+    EXPECT_EQ(rx.num_streams, 2u);
+    EXPECT_EQ(rx.buffered, 13u);
+    uct_crypt_lane_rx_team_remove(&rx, 4);
+    EXPECT_EQ(rx.num_streams, 0u);
+    EXPECT_EQ(rx.buffered, 0u);
+    feed(late);
+    EXPECT_EQ(rx.chunks_refused, 1u);
+    char buf[1];
+    EXPECT_EQ(uct_crypt_lane_rx_recv(&rx, 4, 1, nullptr, buf, 1), -1);
+}
+
+TEST_F(crypt_lane_rx, teams_the_nonce_cannot_hold_are_refused)
+{
+    uct_crypt_lane_rx_t lane;
+    uct_crypt_lane_rx_init(&lane, 64, 100, 4, CRYPT_AEAD_BACKEND_OPENSSL, lane_log);
+    EXPECT_EQ(uct_crypt_lane_rx_team_add(&lane, 1, 0, 0, lane_key, 32), -1);
+    EXPECT_EQ(uct_crypt_lane_rx_team_add(&lane, 1, 2, 2, lane_key, 32), -1);
+    EXPECT_EQ(uct_crypt_lane_rx_team_add(&lane, 1, 0, (1u << 24) + 1, lane_key, 32), -1);
+    EXPECT_EQ(uct_crypt_lane_rx_team_add(&lane, 1, 0, 2, lane_key, 32), 0);
+    EXPECT_EQ(uct_crypt_lane_rx_team_add(&lane, 1, 0, 2, lane_key, 32), -1)
+            << "one id, two teams";
+    uct_crypt_lane_rx_cleanup(&lane);
 }
 
 /* ---- the own wire's frames (wire/wire_frame.c) ----------------------- */

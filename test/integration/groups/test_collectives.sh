@@ -121,6 +121,8 @@ test_collective_lane() {
     abort_verdict collective_lane_forged_frame_aborts_job_with_reason $? \
         "$work/lane-forged.log" "COLLECTIVES OK" "failed authentication" "no collective lane"
 
+    test_lane_strangers
+
     # MPICH over the crypt transport (the launcher's preload plus the adapter)
     timeout 120 mpiexec.mpich -n 2 env LD_PRELOAD="$preload:$prefix/lib/libucxcrypt_pmpi_mpich.so" \
         UCX_TLS=crypt UCX_CRYPT_TLS=tcp UCX_NET_DEVICES=lo UCX_CRYPT_KEY_FILE="$work/job.key" \
@@ -167,6 +169,40 @@ test_collective_lane() {
     fi
 }
 
+# ---- what an attacker on the network sends to the lane ---------------------
+# Every rank's lane sends one chunk more next to its first, as an attacker
+# who reads the network and injects would (UCX_CRYPT_LANE_FAULT, test
+# builds): a copy with a bit flipped or another length raced ahead of it,
+# one under a key not the team's, or the chunk again. The collectives must
+# all verify, no stream fail, and the lanes count what they dropped. On
+# crypt's own wire; the lane over UCX's tcp transport (standing in for ud
+# and dc) meets the same chunks in the UCT gtests (quickstart.sh runs
+# them under UCX_CRYPT_LANE_UCX_TCP=y): in a job it cannot stand in, as a
+# rank that left a collective no longer progresses the lane and UCX tcp,
+# unlike ud and dc, needs both sides' progress to connect.
+test_lane_strangers() {
+    local kind log rc
+    for kind in forged_bytes forged_header stranger replay; do
+        log="$work/lane-$kind.log"
+        timeout 120 mpiexec.mpich -n 4 env \
+            LD_PRELOAD="$preload:$prefix/lib/libucxcrypt_pmpi_mpich.so" \
+            UCX_TLS=crypt UCX_CRYPT_TLS=tcp UCX_NET_DEVICES=lo \
+            UCX_CRYPT_KEY_FILE="$work/job.key" UCX_CRYPT_COLL_NODES=2:block \
+            UCX_CRYPT_COLL_TUNE=allgather:c-ring UCX_CRYPT_COLL_VERBOSE=y \
+            UCX_CRYPT_LANE_FAULT=$kind "$work/agc_mpich" >"$log" 2>&1
+        rc=$?
+        if [ $rc -eq 0 ] && [ "$(grep -c '^COLLECTIVES OK' "$log")" = 4 ] &&
+           grep -q "TESTING: '$kind' next to the first chunk" "$log" &&
+           grep -q "on the collective lane (sent there so far [0-9]*, chunks refused [1-9]" "$log" &&
+           ! grep -q "dropping the stream" "$log"; then
+            record "lane_${kind}_chunks_dropped_collectives_verified" pass
+        else
+            record "lane_${kind}_chunks_dropped_collectives_verified" fail \
+                "rc=$rc; $(grep -m3 'crypt lane\|COLLECTIVES\|refused' "$log")"
+        fi
+    done
+}
+
 # ---- Open MPI's coll component, loaded by the site configuration alone -----
 test_coll_component() {
     local coll_env=(-x UCX_TLS=crypt,tcp,self -x UCX_NET_DEVICES=lo
@@ -178,8 +214,8 @@ test_coll_component() {
     if [ $rc -eq 0 ] && [ "$(grep -c '^COLLECTIVES OK' "$log")" = 4 ] &&
        grep -q "by c-ring on the collective lane" "$log" &&
        grep -q "by o-rd2 on the collective lane" "$log" &&
-       grep -q "allgatherv on the collective lane (sent there so far [0-9]*): sealed [1-9]" "$log" &&
-       grep -q "alltoallv on the collective lane (sent there so far [0-9]*): sealed [1-9]" "$log" &&
+       grep -q "allgatherv on the collective lane (sent there so far [0-9]*, chunks refused 0): sealed [1-9]" "$log" &&
+       grep -q "alltoallv on the collective lane (sent there so far [0-9]*, chunks refused 0): sealed [1-9]" "$log" &&
        ! grep "plaintext across nodes" "$log" | grep -vq "plaintext across nodes 0$"; then
         record openmpi_coll_component_collectives_verified pass
     else
