@@ -103,7 +103,7 @@ struct uct_crypt_lane {
     uct_crypt_lane_fault_t  fault;
     uct_crypt_lane_peer_t   *fault_peer;      /* where they go */
     uint8_t                 *fault_chunks[2]; /* to send before anything */
-    size_t                  fault_lengths[2];
+    size_t                  fault_length;     /* of each */
     unsigned                fault_queued, fault_sent;
 #endif
 };
@@ -111,15 +111,24 @@ struct uct_crypt_lane {
 /* ---- receiving ------------------------------------------------------------ */
 
 static void uct_crypt_lane_rx_log(uint64_t team, uint32_t src_rank,
-                                  int stream_failed, const char *why)
+                                  uct_crypt_lane_rx_event_t event,
+                                  const char *why)
 {
-    if (src_rank == UCT_CRYPT_LANE_RX_NO_RANK) {
-        ucs_error("crypt lane: dropped a chunk (team %016" PRIx64 "): %s",
-                  team, why);
-    } else {
+    static uint64_t refused;
+    uint64_t n;
+
+    if (event != UCT_CRYPT_LANE_RX_REFUSED) {
         ucs_error("crypt lane: %s of rank %u (team %016" PRIx64 "): %s",
-                  stream_failed ? "dropping the stream" : "dropped a chunk",
-                  src_rank, team, why);
+                  (event == UCT_CRYPT_LANE_RX_FAILED) ? "dropping the stream" :
+                  "dropped a chunk", src_rank, team, why);
+        return;
+    }
+    /* a stranger's: as the wire's and the connection manager's refusals
+     * (the rank it claims is not shown: nothing proved it) */
+    n = __atomic_add_fetch(&refused, 1, __ATOMIC_RELAXED);
+    if (uct_crypt_outsider_logged(n)) {
+        ucs_warn("crypt lane: refused a chunk (team %016" PRIx64 "): %s (%"
+                 PRIu64 " refused so far; the collectives go on)", team, why, n);
     }
 }
 
@@ -221,8 +230,8 @@ static size_t uct_crypt_lane_pack_copy(void *dest, void *arg)
     uct_crypt_lane_t *lane = arg;
     unsigned i             = lane->fault_sent;
 
-    memcpy(dest, lane->fault_chunks[i], lane->fault_lengths[i]);
-    return lane->fault_lengths[i];
+    memcpy(dest, lane->fault_chunks[i], lane->fault_length);
+    return lane->fault_length;
 }
 
 /* The lane's first chunk, sealed into a copy, and the attacker's chunk
@@ -290,9 +299,9 @@ static int uct_crypt_lane_fault_queue(uct_crypt_lane_t *lane,
         lane->fault_chunks[0] = forged;
         lane->fault_chunks[1] = real;
     }
-    lane->fault_lengths[0] = lane->fault_lengths[1] = length;
-    lane->fault_queued     = 2;
-    lane->fault_peer       = arg->peer;
+    lane->fault_length = length;
+    lane->fault_queued = 2;
+    lane->fault_peer   = arg->peer;
     return 1;
 }
 

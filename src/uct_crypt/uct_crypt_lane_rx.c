@@ -207,12 +207,17 @@ static void uct_crypt_lane_nonce(uint8_t nonce[CRYPT_AEAD_NONCE_LEN],
     }
 }
 
+/* a team of ours and another of its ranks */
+static int uct_crypt_lane_team_sends_to(const uct_crypt_lane_team_t *t,
+                                        uint32_t dst_rank)
+{
+    return (t != NULL) && (dst_rank < t->size) && (dst_rank != t->rank);
+}
+
 int uct_crypt_lane_rx_may_send(const uct_crypt_lane_rx_t *rx, uint64_t team,
                                uint32_t dst_rank)
 {
-    const uct_crypt_lane_team_t *t = uct_crypt_lane_rx_team(rx, team);
-
-    return (t != NULL) && (dst_rank < t->size) && (dst_rank != t->rank);
+    return uct_crypt_lane_team_sends_to(uct_crypt_lane_rx_team(rx, team), dst_rank);
 }
 
 int uct_crypt_lane_chunk_seal(uct_crypt_lane_rx_t *rx, uint64_t team,
@@ -224,7 +229,7 @@ int uct_crypt_lane_chunk_seal(uct_crypt_lane_rx_t *rx, uint64_t team,
     crypt_lane_chunk_hdr_t hdr;
     uint64_t sequence;
 
-    if (!uct_crypt_lane_rx_may_send(rx, team, dst_rank)) {
+    if (!uct_crypt_lane_team_sends_to(t, dst_rank)) {
         *why = "no such team or rank on the lane";
         return -1;
     }
@@ -256,30 +261,42 @@ int uct_crypt_lane_chunk_seal(uct_crypt_lane_rx_t *rx, uint64_t team,
 /* ---- receiving -------------------------------------------------------------- */
 
 /* a chunk nobody authenticated, not for us, or seen before: dropped and
- * counted; logged at powers of two */
+ * counted */
 static void uct_crypt_lane_rx_refuse(uct_crypt_lane_rx_t *rx, uint64_t team,
                                      uint32_t src_rank, const char *why)
 {
     ++rx->chunks_refused;
-    if ((rx->chunks_refused & (rx->chunks_refused - 1)) == 0) {
-        rx->log(team, src_rank, 0, why);
-    }
+    rx->log(team, src_rank, UCT_CRYPT_LANE_RX_REFUSED, why);
 }
 
+/* the stream of `src_rank` in team `t` (NULL: none, or no such team) */
+static uct_crypt_lane_stream_t *
+uct_crypt_lane_stream_find(const uct_crypt_lane_team_t *t, uint32_t src_rank)
+{
+    khiter_t it;
+
+    if (t == NULL) {
+        return NULL;
+    }
+    it = kh_get(uct_crypt_lane_streams, &t->streams, src_rank);
+    return (it == kh_end(&t->streams)) ? NULL : kh_value(&t->streams, it);
+}
+
+/* ... or a new one, within the bound */
 static uct_crypt_lane_stream_t *
 uct_crypt_lane_rx_stream(uct_crypt_lane_rx_t *rx, uct_crypt_lane_team_t *t,
                          uint32_t src_rank)
 {
-    uct_crypt_lane_stream_t *s;
+    uct_crypt_lane_stream_t *s = uct_crypt_lane_stream_find(t, src_rank);
     khiter_t it;
     int ret;
 
-    it = kh_get(uct_crypt_lane_streams, &t->streams, src_rank);
-    if (it != kh_end(&t->streams)) {
-        return kh_value(&t->streams, it);
+    if (s != NULL) {
+        return s;
     }
     if (rx->num_streams >= rx->max_streams) {
-        rx->log(t->id, src_rank, 0, "too many streams already");
+        rx->log(t->id, src_rank, UCT_CRYPT_LANE_RX_DROPPED,
+                "too many streams already");
         return NULL;
     }
     s = calloc(1, sizeof(*s));
@@ -300,7 +317,7 @@ static void uct_crypt_lane_rx_fail(uct_crypt_lane_rx_t *rx, uint64_t team,
                                    uint32_t src_rank,
                                    uct_crypt_lane_stream_t *s, const char *why)
 {
-    rx->log(team, src_rank, 1, why);
+    rx->log(team, src_rank, UCT_CRYPT_LANE_RX_FAILED, why);
     s->failed = 1;
     /* nor is anything it holds ever delivered: its memory goes back to the
      * bound, for the other streams */
@@ -372,8 +389,7 @@ uct_crypt_lane_rx_authentic(uct_crypt_lane_rx_t *rx, const uint8_t *data,
     size_t signed_len;
 
     if (length < sizeof(*hdr) + CRYPT_LANE_CHUNK_TAG_LEN) {
-        uct_crypt_lane_rx_refuse(rx, 0, UCT_CRYPT_LANE_RX_NO_RANK,
-                                 "shorter than its header and tag");
+        uct_crypt_lane_rx_refuse(rx, 0, 0, "shorter than its header and tag");
         return NULL;
     }
     memcpy(hdr, data, sizeof(*hdr));
@@ -386,14 +402,14 @@ uct_crypt_lane_rx_authentic(uct_crypt_lane_rx_t *rx, const uint8_t *data,
     hdr->flags    = le32toh(hdr->flags);
     t = uct_crypt_lane_rx_team(rx, hdr->team);
     if (t == NULL) {
-        uct_crypt_lane_rx_refuse(rx, hdr->team, UCT_CRYPT_LANE_RX_NO_RANK,
+        uct_crypt_lane_rx_refuse(rx, hdr->team, hdr->src_rank,
                                  "a team this process is not in");
         return NULL;
     }
     if ((hdr->dst_rank != t->rank) || (hdr->src_rank >= t->size) ||
         (hdr->src_rank == t->rank) ||
         (hdr->sequence >= UCT_CRYPT_LANE_SEQUENCE_END)) {
-        uct_crypt_lane_rx_refuse(rx, hdr->team, UCT_CRYPT_LANE_RX_NO_RANK,
+        uct_crypt_lane_rx_refuse(rx, hdr->team, hdr->src_rank,
                                  "not from another rank to this one");
         return NULL;
     }
@@ -559,16 +575,12 @@ int uct_crypt_lane_rx_recv(uct_crypt_lane_rx_t *rx, uint64_t team,
 void uct_crypt_lane_rx_cancel(uct_crypt_lane_rx_t *rx, uint64_t team,
                               uint32_t src_rank)
 {
-    uct_crypt_lane_team_t *t = uct_crypt_lane_rx_team(rx, team);
-    khiter_t it;
-    uct_crypt_lane_stream_t *s;
+    uct_crypt_lane_stream_t *s =
+            uct_crypt_lane_stream_find(uct_crypt_lane_rx_team(rx, team), src_rank);
 
-    if ((t == NULL) ||
-        ((it = kh_get(uct_crypt_lane_streams, &t->streams, src_rank)) ==
-         kh_end(&t->streams))) {
+    if (s == NULL) {
         return;
     }
-    s = kh_value(&t->streams, it);
     if (s->direct || s->direct_done) {
         /* part or all of a message went to the abandoned buffer: the
          * stream cannot go on in order */

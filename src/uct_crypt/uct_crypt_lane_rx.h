@@ -39,14 +39,21 @@ enum {
     UCT_CRYPT_LANE_TEAM_MAX_RANKS = 1 << 24  /* the nonce's rank fields */
 };
 
-/* A chunk was refused, and with `stream_failed` its stream failed: for
- * the caller's log (never with message contents). Refusals of chunks
- * nobody authenticated come at the 1st, 2nd, 4th, 8th ... (a stranger
- * cannot flood the log), with src_rank UCT_CRYPT_LANE_RX_NO_RANK where
- * the chunk named no stream we know. */
-#define UCT_CRYPT_LANE_RX_NO_RANK UINT32_MAX
+/* What the caller's log is told (never message contents) */
+typedef enum {
+    /* a chunk no rank of the team sent to this one, or one seen before:
+     * a stranger's doing, dropped and counted (src_rank as the chunk
+     * claims it, unproven; the caller limits how often it logs these) */
+    UCT_CRYPT_LANE_RX_REFUSED,
+    /* an authentic chunk the lane could not keep (too many streams) */
+    UCT_CRYPT_LANE_RX_DROPPED,
+    /* the stream of (team, src_rank) failed */
+    UCT_CRYPT_LANE_RX_FAILED
+} uct_crypt_lane_rx_event_t;
+
 typedef void (*uct_crypt_lane_rx_log_t)(uint64_t team, uint32_t src_rank,
-                                        int stream_failed, const char *why);
+                                        uct_crypt_lane_rx_event_t event,
+                                        const char *why);
 
 typedef struct uct_crypt_lane_rx {
     /* bounds a peer cannot push past: one message, all messages held for

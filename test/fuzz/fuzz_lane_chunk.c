@@ -49,7 +49,7 @@ static uct_crypt_lane_rx_t fuzz_senders[FUZZ_SENDERS];
 static uint8_t fuzz_last[FUZZ_CHUNK_MAX];
 static size_t fuzz_last_len;
 
-static void fuzz_log(uint64_t team, uint32_t src_rank, int stream_failed,
+static void fuzz_log(uint64_t team, uint32_t src_rank, uct_crypt_lane_rx_event_t event,
                      const char *why)
 {
     if (fuzz_honest) {

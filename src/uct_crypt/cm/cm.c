@@ -57,8 +57,7 @@ void uct_crypt_cm_refused(uct_crypt_cm_ep_t *ep, const char *why)
     uint64_t n = __atomic_add_fetch(&count, 1, __ATOMIC_RELAXED);
 
     UCT_CRYPT_STAT_ADD(cm_refused, 1);
-    /* the first few, then every power of two: a flood cannot fill the log */
-    if ((n <= 4) || !(n & (n - 1))) {
+    if (uct_crypt_outsider_logged(n)) {
         ucs_warn("crypt: connection manager refused a connection from %s: %s "
                  "(%" PRIu64 " refused so far; the listener goes on)",
                  ep->peer_name, why, n);

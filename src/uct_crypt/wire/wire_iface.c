@@ -47,8 +47,7 @@ void uct_crypt_sock_outsider(uct_crypt_sock_iface_t *iface,
     uint64_t n = __atomic_add_fetch(&count, 1, __ATOMIC_RELAXED);
 
     UCT_CRYPT_STAT_ADD(wire_refused, 1);
-    /* the first few, then every power of two: a flood cannot fill the log */
-    if ((n <= 4) || !(n & (n - 1))) {
+    if (uct_crypt_outsider_logged(n)) {
         ucs_log(level, "crypt: refused a connection from %s: %s (%" PRIu64
                 " refused so far; the job goes on)", conn->peer_name, what, n);
     }

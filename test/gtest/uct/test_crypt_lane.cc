@@ -431,7 +431,7 @@ TEST_F(uct_crypt_lane_test, refuses_what_cannot_be_a_sealed_frame)
 /* A team's message to a rank the lane cannot tag for (no such team, x's
  * own rank, past the team) is refused before anything leaves, and the
  * peer stays usable */
-TEST_F(uct_crypt_lane_test, a_message_to_no_rank_of_a_known_team_fails_the_peer)
+TEST_F(uct_crypt_lane_test, a_message_to_no_rank_of_a_known_team_is_refused_before_it_leaves)
 {
     auto msg = make_payload(3, 1000);
     join(40, 0);
