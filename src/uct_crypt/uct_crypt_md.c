@@ -152,7 +152,6 @@ static ucs_status_t uct_crypt_mem_dereg(uct_md_h tl_md,
     uct_crypt_md_t *md     = ucs_derived_of(tl_md, uct_crypt_md_t);
     uct_crypt_memh_t *memh = params->memh;
     ucs_status_t status    = UCS_OK;
-
     khiter_t it;
 
     pthread_mutex_lock(&md->regions_lock);
