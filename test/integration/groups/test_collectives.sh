@@ -311,7 +311,11 @@ test_coll_component() {
 # it must become a node of its own, its blocks sealed to and from it,
 # while the same map without the split-off rank stays as given (the
 # control). The MPI library itself uses no shared memory here
-# (MPIR_CVAR_NOLOCAL, UCX tcp): only the adapter's node segment is tested.
+# (MPIR_CVAR_NOLOCAL, crypt over tcp): only the adapter's node segment is
+# tested. (Not plain UCX tcp: Debian's MPICH 4.0.2 over UCX 1.13.1 tcp
+# hangs in MPI_Finalize now and then, without ucx-crypt too: 7 of 20 runs
+# of this program with MPIR_CVAR_NOLOCAL, 2 of 20 without; 0 of 20 over
+# crypt.)
 test_node_apart() {
     cat >"$work/apart.sh" <<'EOS'
 #!/bin/sh
@@ -319,10 +323,10 @@ exec unshare --mount --propagation private \
     sh -c 'mount -t tmpfs none /dev/shm && exec "$@"' sh "$@"
 EOS
     chmod +x "$work/apart.sh"
-    local e=(env LD_PRELOAD="$runtime_first$prefix/lib/libucxcrypt_pmpi_mpich.so"
+    local e=(env LD_PRELOAD="$preload:$prefix/lib/libucxcrypt_pmpi_mpich.so"
              UCX_CRYPT_KEY_FILE="$work/job.key" UCX_CRYPT_COLL_VERBOSE=y
              UCX_CRYPT_COLL_NODES=2:block UCX_CRYPT_COLL_TUNE=allgather:c-ring
-             MPIR_CVAR_NOLOCAL=1 UCX_TLS=tcp,self UCX_NET_DEVICES=lo)
+             MPIR_CVAR_NOLOCAL=1 UCX_TLS=crypt UCX_CRYPT_TLS=tcp UCX_NET_DEVICES=lo)
     local how log rc
     for how in together apart; do
         log="$work/node-$how.log"
