@@ -156,6 +156,10 @@ check_start() {
     # dc (no handshake: its chunks' tags are all that keeps strangers out)
     run_gtest uct_lane_ucx_inner env UCX_CRYPT_LANE_UCX_TCP=y \
         "$obj_test/test/gtest/gtest_uct" --gtest_filter="uct_crypt_lane*"
+    # both listeners under load: every handshake goes through a cookie reply
+    # (UCX_CRYPT_HANDSHAKE_RATE=0), and a replay gets one instead of a DH
+    run_gtest uct_under_load env UCX_CRYPT_HANDSHAKE_RATE=0 \
+        "$obj_test/test/gtest/gtest_uct" --gtest_filter="uct_crypt_wire*:uct_crypt_cm*"
     log "test: the product build (layering, the wire's door, exports, no test hooks)"
     "$top/test/integration/build_check.sh" "$top" "$prefix" "$prefix_test" "$results"
 }

@@ -203,6 +203,136 @@ static keyex_status_t keyex_noise_mac1_check(const uint8_t key[KEYEX_SECRET_LEN]
            KEYEX_OK : KEYEX_ERR_AUTH;
 }
 
+/* ---- cookies (noise.h; WireGuard whitepaper §5.3, §5.4.7) ------------------- */
+
+keyex_status_t keyex_noise_cookie_key(const uint8_t *job_secret,
+                                      const uint8_t *receiver_static,
+                                      uint8_t key[KEYEX_SECRET_LEN])
+{
+    static const char label[]    = "ucx-crypt cookie";
+    static const char cm_label[] = "ucx-crypt cm cookie";
+    uint8_t buf[sizeof(cm_label) - 1 + KEYEX_JOB_SECRET_LEN + KEYEX_PUBLIC_KEY_LEN];
+    size_t len;
+    keyex_status_t status;
+
+    /* the labels differ, and so do the two inputs' lengths */
+    if (receiver_static != NULL) {
+        memcpy(buf, label, sizeof(label) - 1);
+        len = sizeof(label) - 1;
+    } else {
+        memcpy(buf, cm_label, sizeof(cm_label) - 1);
+        len = sizeof(cm_label) - 1;
+    }
+    memcpy(buf + len, (job_secret != NULL) ? job_secret : keyex_noise_no_secret,
+           KEYEX_JOB_SECRET_LEN);
+    len += KEYEX_JOB_SECRET_LEN;
+    if (receiver_static != NULL) {
+        memcpy(buf + len, receiver_static, KEYEX_PUBLIC_KEY_LEN);
+        len += KEYEX_PUBLIC_KEY_LEN;
+    }
+    status = keyex_hash(buf, len, key);
+    OPENSSL_cleanse(buf, sizeof(buf));
+    return status;
+}
+
+/* HMAC-SHA256(key, label || a || b)[0..16): mac2 and the reply's MAC, each
+ * under its own label (the two never take the same input) */
+static keyex_status_t keyex_noise_cookie_mac(const uint8_t key[KEYEX_SECRET_LEN],
+                                             const char *label,
+                                             const void *a, size_t a_len,
+                                             const void *b, size_t b_len,
+                                             uint8_t out[KEYEX_NOISE_MAC1_LEN])
+{
+    uint8_t buf[16 + KEYEX_NOISE_COOKIE_LEN + sizeof(keyex_noise_init_msg_t)];
+    uint8_t mac[KEYEX_MAC_LEN];
+    size_t label_len = strlen(label);
+    keyex_status_t status;
+
+    if (label_len + a_len + b_len > sizeof(buf)) {
+        return KEYEX_ERR_PARAM;
+    }
+    memcpy(buf, label, label_len);
+    memcpy(buf + label_len, a, a_len);
+    memcpy(buf + label_len + a_len, b, b_len);
+    status = keyex_mac(key, buf, label_len + a_len + b_len, mac);
+    memcpy(out, mac, KEYEX_NOISE_MAC1_LEN);
+    OPENSSL_cleanse(mac, sizeof(mac));
+    return status;
+}
+
+keyex_status_t keyex_noise_mac2_set(const uint8_t cookie_key[KEYEX_SECRET_LEN],
+                                    const uint8_t cookie[KEYEX_NOISE_COOKIE_LEN],
+                                    void *msg, size_t len)
+{
+    if (len < KEYEX_NOISE_MAC1_LEN) {
+        return KEYEX_ERR_PARAM;
+    }
+    return keyex_noise_cookie_mac(cookie_key, "mac2", cookie,
+                                  KEYEX_NOISE_COOKIE_LEN, msg,
+                                  len - KEYEX_NOISE_MAC1_LEN,
+                                  (uint8_t*)msg + len - KEYEX_NOISE_MAC1_LEN);
+}
+
+keyex_status_t keyex_noise_mac2_check(const uint8_t cookie_key[KEYEX_SECRET_LEN],
+                                      const uint8_t cookie[KEYEX_NOISE_COOKIE_LEN],
+                                      const void *msg, size_t len)
+{
+    uint8_t expected[KEYEX_NOISE_MAC1_LEN];
+    keyex_status_t status;
+
+    if (len < KEYEX_NOISE_MAC1_LEN) {
+        return KEYEX_ERR_PARAM;
+    }
+    status = keyex_noise_cookie_mac(cookie_key, "mac2", cookie,
+                                    KEYEX_NOISE_COOKIE_LEN, msg,
+                                    len - KEYEX_NOISE_MAC1_LEN, expected);
+    if (status != KEYEX_OK) {
+        return status;
+    }
+    return (CRYPTO_memcmp(expected, (const uint8_t*)msg + len - KEYEX_NOISE_MAC1_LEN,
+                          KEYEX_NOISE_MAC1_LEN) == 0) ? KEYEX_OK : KEYEX_ERR_AUTH;
+}
+
+keyex_status_t keyex_noise_cookie_reply_create(const uint8_t cookie_key[KEYEX_SECRET_LEN],
+                                               const uint8_t cookie[KEYEX_NOISE_COOKIE_LEN],
+                                               const uint8_t answered[KEYEX_NOISE_MAC1_LEN],
+                                               keyex_noise_cookie_msg_t *msg)
+{
+    memset(msg, 0, sizeof(*msg));
+    msg->type    = KEYEX_NOISE_COOKIE_TYPE;
+    msg->version = KEYEX_NOISE_VERSION;
+    memcpy(msg->cookie, cookie, KEYEX_NOISE_COOKIE_LEN);
+    return keyex_noise_cookie_mac(cookie_key, "cookie reply", msg,
+                                  offsetof(keyex_noise_cookie_msg_t, mac),
+                                  answered, KEYEX_NOISE_MAC1_LEN, msg->mac);
+}
+
+keyex_status_t keyex_noise_cookie_reply_consume(const uint8_t cookie_key[KEYEX_SECRET_LEN],
+                                                const uint8_t answered[KEYEX_NOISE_MAC1_LEN],
+                                                const keyex_noise_cookie_msg_t *msg,
+                                                uint8_t cookie[KEYEX_NOISE_COOKIE_LEN])
+{
+    uint8_t expected[KEYEX_NOISE_MAC1_LEN];
+    keyex_status_t status;
+
+    if ((msg->type != KEYEX_NOISE_COOKIE_TYPE) ||
+        (msg->version != KEYEX_NOISE_VERSION) || (msg->reserved[0] != 0) ||
+        (msg->reserved[1] != 0)) {
+        return KEYEX_ERR_AUTH;
+    }
+    status = keyex_noise_cookie_mac(cookie_key, "cookie reply", msg,
+                                    offsetof(keyex_noise_cookie_msg_t, mac),
+                                    answered, KEYEX_NOISE_MAC1_LEN, expected);
+    if (status != KEYEX_OK) {
+        return status;
+    }
+    if (CRYPTO_memcmp(expected, msg->mac, KEYEX_NOISE_MAC1_LEN) != 0) {
+        return KEYEX_ERR_AUTH;
+    }
+    memcpy(cookie, msg->cookie, KEYEX_NOISE_COOKIE_LEN);
+    return KEYEX_OK;
+}
+
 /* §5.2 InitializeSymmetric(protocol name of exactly HASHLEN bytes) and
  * the psk for `label`: the job secret through its own HKDF, never the
  * secret itself (RFC 5869 §3.1: extract first when the input is used for
@@ -540,8 +670,8 @@ keyex_status_t keyex_noise_response_consume(keyex_noise_t *hs,
 static const char keyex_noise_cm_protocol[] = "Noise_NNpsk0_25519_AESGCM_SHA256";
 /* (the label and the version: the cm's own keys are always 256-bit, and it
  * has one user) */
-static const char keyex_noise_cm_prologue[] = "ucx-crypt cm\x01";
-_Static_assert(KEYEX_NOISE_VERSION == 1, "the cm prologue names the version");
+static const char keyex_noise_cm_prologue[] = "ucx-crypt cm\x02";
+_Static_assert(KEYEX_NOISE_VERSION == 2, "the cm prologue names the version");
 
 _Static_assert(sizeof(keyex_noise_cm_protocol) - 1 == KEYEX_SECRET_LEN,
                "cm protocol name is HASHLEN bytes");
@@ -581,11 +711,12 @@ static keyex_status_t keyex_noise_cm_open_empty(keyex_noise_t *hs,
 }
 
 keyex_status_t keyex_noise_cm_init_create(keyex_noise_t *hs,
-                                          keyex_noise_cm_msg_t *msg)
+                                          keyex_noise_cm_init_msg_t *init)
 {
+    keyex_noise_cm_msg_t *msg = &init->msg;
     keyex_status_t status;
 
-    memset(msg, 0, sizeof(*msg));
+    memset(init, 0, sizeof(*init));
     msg->type    = KEYEX_NOISE_CM_INIT_TYPE;
     msg->version = KEYEX_NOISE_VERSION;
     /* -> psk */
@@ -601,8 +732,9 @@ keyex_status_t keyex_noise_cm_init_create(keyex_noise_t *hs,
 }
 
 keyex_status_t keyex_noise_cm_init_consume(keyex_noise_t *hs,
-                                           const keyex_noise_cm_msg_t *msg)
+                                           const keyex_noise_cm_init_msg_t *init)
 {
+    const keyex_noise_cm_msg_t *msg = &init->msg;
     keyex_status_t status;
 
     if (!keyex_noise_cm_header_ok(msg, KEYEX_NOISE_CM_INIT_TYPE)) {

@@ -63,6 +63,7 @@ typedef struct uct_crypt_global_config {
     int                   backend;        /* crypt_aead_backend_t */
     int                   stats;
     unsigned long         rekey_records;  /* 0: keyex default */
+    unsigned long         handshake_rate; /* UCS_ULUNITS_INF: no cookies */
     int                   abort_on_ep_failure; /* resolved: never AUTO */
     int                   abort_in_mpi_rank;   /* ... because AUTO found one */
     /* read by the collectives' MPI adapter (src/ucp_crypt/mpi), never
@@ -335,6 +336,13 @@ extern uct_tl_t uct_crypt_tl;
 extern uct_tl_t uct_crypt_aux_tl;
 #define UCT_CRYPT_AUX_NAME UCT_CRYPT_TLS_AUX_NAME  /* uct_crypt_tls_words.h */
 extern uct_crypt_global_config_t uct_crypt_global;
+
+/* UCX_CRYPT_HANDSHAKE_RATE as the listeners take it (wire/wire_admit.h):
+ * a listener spends at most a second's worth of DHs on a replay flood
+ * before it is under load; 1000 is some 15% of a core for X25519 (a
+ * replayed initiation cost the own wire about 160 us of DHs: issue 29) */
+#define UCT_CRYPT_HANDSHAKE_RATE_AUTO 1000.0
+double uct_crypt_handshake_rate(void);
 extern uint8_t *uct_crypt_job_secret;  /* NULL: none configured */
 
 

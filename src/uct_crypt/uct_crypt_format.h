@@ -63,7 +63,7 @@
 #include <string.h>
 
 enum {
-    CRYPT_WIRE_VERSION    = 8,
+    CRYPT_WIRE_VERSION    = 9, /* 9: the handshakes carry mac2 (cookies) */
 
     CRYPT_RECORD_DATA     = 1,
     CRYPT_RECORD_HELLO    = 2,
@@ -338,8 +338,13 @@ typedef struct crypt_sock_frame_hdr {
  * a TCP connection of its own from the client to the server's listener:
  *
  *   client                                   server
- *   keyex_noise_cm_msg_t initiation  ----->  (52 bytes, tag checked)
+ *   keyex_noise_cm_init_msg_t initiation ->  (68 bytes, tag checked)
  *                                    <-----  keyex_noise_cm_msg_t response
+ *                                            (under load: a cookie reply,
+ *                                            then a new initiation with
+ *                                            mac2; before it closes a
+ *                                            connection unanswered, the
+ *                                            server says why in 4 bytes)
  *   CONNECT {device address, UCP's private data}  ----->  conn_request
  *                                    <-----  ACCEPT {device address, data}
  *                                            or REJECT {}

@@ -9,12 +9,23 @@
 
 #include <ucs/datastruct/string_buffer.h>
 #include <ucs/sys/string.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 uct_crypt_global_config_t uct_crypt_global;
 uint8_t *uct_crypt_job_secret;
+
+double uct_crypt_handshake_rate(void)
+{
+    if (uct_crypt_global.handshake_rate == UCS_ULUNITS_INF) {
+        return HUGE_VAL;
+    } else if (uct_crypt_global.handshake_rate == UCS_ULUNITS_AUTO) {
+        return UCT_CRYPT_HANDSHAKE_RATE_AUTO;
+    }
+    return (double)uct_crypt_global.handshake_rate;
+}
 
 static const char *uct_crypt_abort_on_ep_failure_names[] = {
     [UCT_CRYPT_ABORT_AUTO]      = "auto",
@@ -72,6 +83,17 @@ ucs_config_field_t uct_crypt_global_config_table[] = {
      "             PMIX_RANK set by the launcher), 'unhandled' elsewhere.",
      ucs_offsetof(uct_crypt_global_config_t, abort_on_ep_failure),
      UCS_CONFIG_TYPE_ENUM(uct_crypt_abort_on_ep_failure_names)},
+
+    {"HANDSHAKE_RATE", "1000",
+     "First messages a second that each of crypt's listeners (its own wire and\n"
+     "its connection manager) answers with a Diffie-Hellman. Past that, and for\n"
+     "a second after one went to a replayed message, a listener is under load:\n"
+     "it answers a first message with a cookie, which only a holder of the job\n"
+     "secret can use, and takes the DH when the initiator sends its first\n"
+     "message again with it (one more round trip), as WireGuard does. So a\n"
+     "replayed first message costs no DH. 0: always ask; inf: never; auto: 1000.",
+     ucs_offsetof(uct_crypt_global_config_t, handshake_rate),
+     UCS_CONFIG_TYPE_ULUNITS},
 
     {"REKEY_RECORDS", "0",
      "Update a flow's key after this many records, and its bulk key after\n"
@@ -213,10 +235,12 @@ void uct_crypt_stats_print(void)
                               ", redirects expired %" PRIu64
                               ", cm: refused %" PRIu64 ", handshakes %" PRIu64
                               ", replays refused %" PRIu64 ", stranger DH %"
-                              PRIu64 "\n", s.wire_refused, s.wire_handshakes,
+                              PRIu64 ", cookie replies %" PRIu64 "\n",
+                              s.wire_refused, s.wire_handshakes,
                               s.wire_failed, s.wire_shared,
                               s.wire_redirects_expired, s.cm_refused,
-                              s.cm_handshakes, s.replays_refused, s.stranger_dh);
+                              s.cm_handshakes, s.replays_refused, s.stranger_dh,
+                              s.cookies_sent);
     /* one write: ranks of one job share stderr, lines must not interleave */
     if (write(STDERR_FILENO, ucs_string_buffer_cstr(&line),
               ucs_string_buffer_length(&line)) < 0) {

@@ -616,7 +616,8 @@ static UCS_CLASS_INIT_FUNC(uct_crypt_iface_t, uct_md_h tl_md, uct_worker_h worke
             .conn_ended      = uct_crypt_wire_conn_ended,
             .conn_ended_arg  = self,
             .sndbuf          = UCS_MEMUNITS_AUTO,
-            .rcvbuf          = UCS_MEMUNITS_AUTO
+            .rcvbuf          = UCS_MEMUNITS_AUTO,
+            .handshake_rate  = uct_crypt_handshake_rate()
         };
         if (self->role == UCT_CRYPT_ROLE_DATA) {
             const uct_crypt_iface_config_t *config =

@@ -645,7 +645,8 @@ static ucs_status_t uct_crypt_lane_open_iface(uct_crypt_lane_t *lane, const char
             .peer_failed     = uct_crypt_lane_peer_failed,
             .peer_failed_arg = lane,
             .sndbuf          = UCS_MEMUNITS_AUTO,
-            .rcvbuf          = UCS_MEMUNITS_AUTO
+            .rcvbuf          = UCS_MEMUNITS_AUTO,
+            .handshake_rate  = uct_crypt_handshake_rate()
         };
         /* the crypt iface's keepalive knobs (UCX_CRYPT_KEEP*): the lane
          * is the same wire to the same hosts */

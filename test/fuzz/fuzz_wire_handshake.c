@@ -5,6 +5,8 @@
  * test job secret):
  *   raw (mode bit 0 clear): the bytes as an initiation, checked and
  *     consumed the way the responder does (mac1 first): must be refused;
+ *     as its mac2 under a cookie, and as a cookie reply to it (what an
+ *     initiator under load reads): refused too;
  *   structure-aware (bit 0 set): an honest initiation with the input XORed
  *     over it and, with bit 1, its mac1 computed again over the result (so
  *     the code behind mac1 is reached): it must be refused unless nothing
@@ -18,6 +20,7 @@
 
 #include <openssl/crypto.h>
 #include <stdlib.h>
+#include <string.h>
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -57,6 +60,26 @@ static void fuzz_remac(void *msg, size_t mac_offset, const uint8_t *receiver)
     memcpy((uint8_t*)msg + mac_offset, mac, KEYEX_NOISE_MAC1_LEN);
 }
 
+/* A stranger's bytes as mac2 and as a cookie reply: neither passes */
+static void fuzz_stranger_cookies(const keyex_noise_init_msg_t *init,
+                                  const uint8_t *data, size_t size)
+{
+    static const uint8_t cookie[KEYEX_NOISE_COOKIE_LEN] = {7};
+    uint8_t key[KEYEX_SECRET_LEN], got[KEYEX_NOISE_COOKIE_LEN];
+    keyex_noise_cookie_msg_t reply = {0};
+
+    if (keyex_noise_cookie_key(fuzz_job_secret, fuzz_rsp.public_key, key) != KEYEX_OK) {
+        abort();
+    }
+    if (keyex_noise_mac2_check(key, cookie, init, sizeof(*init)) == KEYEX_OK) {
+        abort(); /* a stranger's bytes made a valid mac2 */
+    }
+    memcpy(&reply, data, (size < sizeof(reply)) ? size : sizeof(reply));
+    if (keyex_noise_cookie_reply_consume(key, init->mac1, &reply, got) == KEYEX_OK) {
+        abort(); /* a stranger's bytes made a cookie reply */
+    }
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     keyex_noise_t *ini, *rsp;
@@ -92,6 +115,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             (keyex_noise_init_consume(rsp, &fuzz_rsp, &init, got_ts) == KEYEX_OK)) {
             abort(); /* a stranger's bytes passed mac1 */
         }
+        fuzz_stranger_cookies(&init, in.data, in.size);
         goto out;
     }
 
@@ -105,7 +129,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         fuzz_remac(&init, offsetof(keyex_noise_init_msg_t, mac1), fuzz_rsp.public_key);
     }
     init_ok = (keyex_noise_init_consume(rsp, &fuzz_rsp, &init, got_ts) == KEYEX_OK);
-    if (init_ok != !CRYPTO_memcmp(&init, &orig, sizeof(init))) {
+    /* (mac2 is the listener's, with its cookies) */
+    if (init_ok != !CRYPTO_memcmp(&init, &orig, offsetof(keyex_noise_init_msg_t, mac2))) {
         abort(); /* a changed initiation passed, or the honest one did not */
     }
     if (!init_ok) {

@@ -118,14 +118,15 @@ int main(int argc, char **argv)
         /* fuzz_cm: the honest handshake unchanged (mode 1), then with a
          * CONNECT of a 17-byte device address and 40 bytes of private data
          * (mode 3: the body length byte is a third of the body) */
-        uint8_t cm[1 + 2 * 52 + 1 + 58] = {1};
+        /* (68: the first message with mac2; 52: the response) */
+        uint8_t cm[1 + 68 + 52 + 1 + 58] = {1};
         size_t i;
 
-        seed(argv[1], "fuzz_cm", 0, cm, 1 + 2 * 52, "", 0);
-        cm[0]           = 3;
-        cm[1 + 2 * 52]  = 58 / 3 + 1; /* (n * 3) % 769 = 57: near the body */
-        cm[2 + 2 * 52]  = 17;
-        for (i = 3 + 2 * 52; i < sizeof(cm); ++i) {
+        seed(argv[1], "fuzz_cm", 0, cm, 1 + 68 + 52, "", 0);
+        cm[0]               = 3;
+        cm[1 + 68 + 52]     = 58 / 3 + 1; /* (n * 3) % 769 = 57: near the body */
+        cm[2 + 68 + 52]     = 17;
+        for (i = 3 + 68 + 52; i < sizeof(cm); ++i) {
             cm[i] = (uint8_t)i;
         }
         seed(argv[1], "fuzz_cm", 1, cm, sizeof(cm), "", 0);

@@ -156,11 +156,12 @@ test_client_server_many() {
     done
 }
 
-# cs_refused NAME LABEL "CLIENT ENV": a client that is not of this job
-# fails with a clear error, leaves nothing on the wire, and the server
+# cs_refused NAME LABEL "CLIENT ENV" [TOLD]: a client that is not of this
+# job fails with a clear error (with TOLD, a pattern its log must hold:
+# what the server told it), leaves nothing on the wire, and the server
 # goes on to serve an honest client
 cs_refused() {
-    local name=$1 label=$2 port; port=$(cs_port)
+    local name=$1 label=$2 told=${4:-} port; port=$(cs_port)
     local -a cenv
     read -r -a cenv <<<"$3"
     capture_start "$label"
@@ -182,6 +183,7 @@ cs_refused() {
     if [ "$bad" != 0 ] && [ "$good" = 0 ] && [ "$src" = 0 ] && [ "$markers" = 0 ] &&
        ! grep -q "^DATA OK" "$work/$label.bad.log" &&
        grep -q "^DATA OK" "$work/$label.c.log" &&
+       { [ -z "$told" ] || grep -q "$told" "$work/$label.bad.log"; } &&
        grep -q "connection manager refused a connection from 10.77.0.2" "$work/$label.s.log"; then
         record "$name" pass
     else
@@ -193,12 +195,14 @@ cs_refused() {
 test_client_server_outsiders() {
     cs_refused cs_client_without_job_secret_refused_server_serves_on cs-nosecret \
         "LD_PRELOAD=$preload UCX_TLS=crypt UCX_CRYPT_TLS=tcp UCX_CRYPT_UNAUTHENTICATED=y UCX_WARN_UNUSED_ENV_VARS=n"
+    # told what happened: another job secret, in the server's own word
     cs_refused cs_client_of_another_job_refused_server_serves_on cs-otherjob \
-        "LD_PRELOAD=$preload UCX_TLS=crypt UCX_CRYPT_TLS=tcp UCX_CRYPT_KEY_FILE=$work/other.key UCX_WARN_UNUSED_ENV_VARS=n"
+        "LD_PRELOAD=$preload UCX_TLS=crypt UCX_CRYPT_TLS=tcp UCX_CRYPT_KEY_FILE=$work/other.key UCX_WARN_UNUSED_ENV_VARS=n" \
+        "cannot connect to 10.77.0.1.*the server refused the handshake: it holds another job secret"
     cs_refused cs_plaintext_client_refused_server_serves_on cs-plainclient "${cs_plain[*]}"
 
     # a crypt client against a plaintext UCX server: the client stops
-    # with a reason within the handshake timeout; only the 52-byte
+    # with a reason within the handshake timeout; only the 68-byte
     # handshake left it (no private data, no marker)
     local res
     res=$(cs_pair cs-plainserver "${cs_plain[*]}" "${cs_crypt[*]}" -- -c 10.77.0.1 -s 1000 -n 1)

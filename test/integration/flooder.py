@@ -15,7 +15,8 @@ during the flood is flooded too) at once:
     byte for byte: a replayed handshake initiation.
 It prints, per port, what it did and what the victim did: how many held
 connections the victim closed, how many replays it answered with a
-handshake response (it did the handshake's DH), with a cookie reply, or
+handshake response (it did the handshake's DH), with a cookie reply, with
+a refusal word (a crypt connection manager says why it closes), or
 closed. The verdict is the caller's.
 """
 import os
@@ -39,7 +40,7 @@ class Port:
         self.held = set()
         self.counts = dict(held_closed=0, connect_failed=0, garbage=0,
                            replays=0, replays_answered=0, replays_cookie=0,
-                           replays_closed=0)
+                           replays_refused_word=0, replays_closed=0)
 
 
 FIRST_ERROR = []
@@ -183,9 +184,13 @@ def main():
                     data = b""
                 if kind == "replay":
                     # a handshake response (types 2 and 4: the victim did
-                    # the DH) or anything else it sent (a cookie reply)
-                    t.counts["replays_answered" if data and data[0] in (2, 4) else
-                             "replays_cookie" if data else "replays_closed"] += 1
+                    # the DH), a cookie reply (5), a refusal word (6:
+                    # src/keyex/noise.h), or nothing
+                    first = data[0] if data else None
+                    t.counts["replays_answered" if first in (2, 4) else
+                             "replays_cookie" if first == 5 else
+                             "replays_refused_word" if first == 6 else
+                             "replays_closed"] += 1
                 sel.unregister(s)
                 del fresh[s]
                 s.close()
@@ -196,7 +201,8 @@ def main():
               f"{c['held_closed']} held ones closed by the victim, "
               f"{c['garbage']} garbage, {c['replays']} replays "
               f"({c['replays_answered']} answered by a handshake response, "
-              f"{c['replays_cookie']} by a cookie, {c['replays_closed']} closed), "
+              f"{c['replays_cookie']} by a cookie, {c['replays_refused_word']} by a "
+              f"refusal word, {c['replays_closed']} closed), "
               f"{c['connect_failed']} connections failed")
     total = sum(t.counts["garbage"] + t.counts["replays"] + t.counts["held_closed"]
                 for t in targets)

@@ -5,7 +5,7 @@
     relay.py LISTEN_HOST LISTEN_PORT TARGET_HOST TARGET_PORT MODE AFTER
 
 Forwards the first connection it accepts to TARGET, both ways. Once AFTER
-bytes went from the client to the target (past the 128-byte handshake
+bytes went from the client to the target (past the 144-byte handshake
 initiation and a few records), MODE applies to that direction once:
   flip       one bit of the next chunk
   truncate   the rest is never sent; both sides are closed
@@ -27,7 +27,7 @@ import socket
 import struct
 import sys
 
-HANDSHAKE = 128   # the initiation (src/keyex/noise.h)
+HANDSHAKE = 144   # the initiation (src/keyex/noise.h)
 FRAME_HDR = 8     # crypt_sock_frame_hdr_t (uct_crypt_format.h)
 
 

@@ -66,6 +66,9 @@ typedef struct uct_crypt_stats {
      * listener remembers: the cost strangers put on this process) */
     uint64_t replays_refused;
     uint64_t stranger_dh;
+    /* both listeners, under load: first messages answered with a cookie
+     * reply instead of a Diffie-Hellman (src/uct_crypt/wire/wire_admit.h) */
+    uint64_t cookies_sent;
 } uct_crypt_stats_t;
 
 /* Sum over every crypt iface of the process, open or closed. */

@@ -51,6 +51,19 @@ ucs_config_field_t uct_crypt_cm_config_table[] = {
     {NULL}
 };
 
+void uct_crypt_cm_ep_tell_refusal(uct_crypt_cm_ep_t *ep)
+{
+    keyex_noise_refusal_msg_t msg = {KEYEX_NOISE_REFUSAL_TYPE,
+                                     KEYEX_NOISE_VERSION, ep->refusal, 0};
+
+    /* best effort: 4 bytes into a socket that holds nothing of ours yet
+     * (nothing before the handshake's answer), never waiting */
+    if ((ep->refusal != 0) && (ep->fd >= 0) &&
+        (ep->state & UCT_CRYPT_CM_EP_SERVER) && !(ep->state & UCT_CRYPT_CM_EP_KEYS)) {
+        (void)!send(ep->fd, &msg, sizeof(msg), MSG_DONTWAIT | MSG_NOSIGNAL);
+    }
+}
+
 void uct_crypt_cm_refused(uct_crypt_cm_ep_t *ep, const char *why)
 {
     static uint64_t count;
@@ -294,6 +307,8 @@ static UCS_CLASS_INIT_FUNC(uct_crypt_cm_t, uct_component_h component,
     self->room_fd           = -1;
     self->start             = NULL;
     self->scratch           = NULL;
+    self->cookie_key        = NULL;
+    memset(&self->cookies, 0, sizeof(self->cookies));
     self->admit_sources     = NULL;
     self->admit_silent      = NULL;
 

@@ -8,7 +8,7 @@
  * unlike it, nothing a peer sends is acted on before it is authenticated:
  *
  * - A connection starts with Noise_NNpsk0 (src/keyex/noise.h): the
- *   server reads exactly the 52-byte initiation and checks its tag (the
+ *   server reads exactly the 68-byte initiation and checks its tag (the
  *   psk from the job secret, no DH) before anything else; a stranger's
  *   connection is closed there, counted and logged rate-limited, and the
  *   listener goes on. Until then a connection holds no handshake state
@@ -17,10 +17,14 @@
  *   _HANDSHAKE_TIMEOUT); when they are all taken, what waits on them is
  *   read first, then one of the silent ones goes (of the source address
  *   that holds the most, the oldest: wire/wire_admit.h). A first message
- *   whose ephemeral was seen before is a replay, refused before the DH. A
- *   connection whose first message passed is never evicted by one that
- *   did not; those waiting for their CONNECT are bounded by the same
- *   number among themselves.
+ *   whose ephemeral was seen before is a replay, refused before the DH;
+ *   under load (UCX_CRYPT_HANDSHAKE_RATE) one without a valid mac2 gets a
+ *   cookie reply instead of the DH (wire/wire_admit.h). A connection whose
+ *   first message passed is never evicted by one that did not; those
+ *   waiting for their CONNECT are bounded by the same number among
+ *   themselves. A connection the server ends before the handshake is done
+ *   hears why first (keyex_noise_refusal_msg_t), so that an honest client
+ *   can tell its user.
  * - UCP's private data (its worker and lane addresses) and the device
  *   address each side hands UCP travel only in frames sealed under the
  *   handshake's transport keys (uct_crypt_format.h). The server's
@@ -70,6 +74,8 @@ typedef struct uct_crypt_cm {
                                          request went up: one async handler
                                          for all (uct_crypt_cm_room_handler) */
     uct_crypt_seen_t seen;            /* ephemerals of first messages taken */
+    uct_crypt_cookies_t cookies;      /* under load (wire/wire_admit.h) */
+    uint8_t         *cookie_key;      /* secure: of first messages' mac2 */
     ucs_list_link_t eps;              /* every ep of this cm, oldest first */
     int             timer_id;        /* -1: no handshake under way */
     ucs_time_t      timer_interval;
@@ -120,6 +126,15 @@ typedef struct uct_crypt_cm_ep {
     char                    peer_name[UCS_SOCKADDR_STRING_LEN];
     struct sockaddr_storage peer_addr;  /* server: the client's */
     char                    dev_name[UCT_DEVICE_NAME_MAX];
+    uint8_t                 init_tag[CRYPT_AEAD_TAG_LEN]; /* client: of the
+                                             first message sent, what a
+                                             cookie reply answers */
+    unsigned                cookie_rounds; /* cookie replies sent (server)
+                                              or taken (client) */
+    uint8_t                 refusal;     /* KEYEX_NOISE_REFUSED_*: server:
+                                            what to tell the client when it
+                                            ends; client: what the server
+                                            said (0: nothing) */
 } uct_crypt_cm_ep_t;
 
 
@@ -160,6 +175,9 @@ UCS_CLASS_DECLARE_NEW_FUNC(uct_crypt_cm_listener_t, uct_listener_t, uct_cm_h,
 UCS_CLASS_DECLARE_DELETE_FUNC(uct_crypt_cm_listener_t, uct_listener_t);
 
 /* cm.c */
+/* Server, a connection ending before its handshake was done: tell the
+ * client why (keyex_noise_refusal_msg_t), if ep->refusal says */
+void uct_crypt_cm_ep_tell_refusal(uct_crypt_cm_ep_t *ep);
 void uct_crypt_cm_refused(uct_crypt_cm_ep_t *ep, const char *why);
 ucs_status_t uct_crypt_cm_device(uct_crypt_cm_t *cm, int fd,
                                  char dev_name[UCT_DEVICE_NAME_MAX],
@@ -168,6 +186,10 @@ ucs_status_t uct_crypt_cm_timer_arm(uct_crypt_cm_t *cm);
 
 /* cm_handshake.c */
 size_t uct_crypt_cm_frame_max(const uct_crypt_cm_t *cm);
+/* Client: make and queue the first message of a new handshake in ep->hs,
+ * with mac2 under `cookie` (NULL: none yet) */
+ucs_status_t uct_crypt_cm_client_first_message(uct_crypt_cm_ep_t *ep,
+                                               const uint8_t *cookie);
 ucs_status_t uct_crypt_cm_ep_queue(uct_crypt_cm_ep_t *ep,
                                    const void *data, size_t len);
 ucs_status_t uct_crypt_cm_ep_queue_frame(uct_crypt_cm_ep_t *ep,
@@ -181,7 +203,7 @@ ucs_status_t uct_crypt_cm_ep_queue_addresses(uct_crypt_cm_ep_t *ep,
 ucs_status_t uct_crypt_cm_ep_queue_packed(uct_crypt_cm_ep_t *ep,
                                           uint8_t type);
 ucs_status_t uct_crypt_cm_server_handshake(uct_crypt_cm_ep_t *ep,
-                                           const keyex_noise_cm_msg_t *in);
+                                           const keyex_noise_cm_init_msg_t *in);
 void uct_crypt_cm_ep_handler(int fd, ucs_event_set_types_t events,
                              void *arg);
 

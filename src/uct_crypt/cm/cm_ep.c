@@ -76,6 +76,27 @@ void uct_crypt_cm_ep_invoke_resolve(uct_crypt_cm_ep_t *ep,
     }
 }
 
+/* Client: what ended a connection before its handshake was done, in the
+ * words of what the server said (keyex_noise_refusal_msg_t: in clear, not
+ * authenticated; it only picks the words) */
+static const char *uct_crypt_cm_client_refusal(const uct_crypt_cm_ep_t *ep)
+{
+    switch (ep->refusal) {
+    case KEYEX_NOISE_REFUSED_AUTH:
+        return "the server refused the handshake: it holds another job "
+               "secret (compare UCX_CRYPT_KEY_FILE on both sides)";
+    case KEYEX_NOISE_REFUSED_BUSY:
+        return "the server closed the connection unanswered: all its slots "
+               "for connections still in their handshake were taken (a flood "
+               "of connections at the server? UCX_CRYPT_CM_MAX_HALF_OPEN "
+               "there); try again";
+    case KEYEX_NOISE_REFUSED_LOCAL:
+        return "the server failed to answer (its log says why)";
+    default:
+        return NULL;
+    }
+}
+
 /* The connection is over for `status`: tell the user what tcp_sockcm
  * tells it in the same state, or, for a connection of ours, just end it.
  * The caller returns right after: the ep may be gone. */
@@ -90,6 +111,7 @@ void uct_crypt_cm_ep_fail(uct_crypt_cm_ep_t *ep, ucs_status_t status,
         if (!(ep->state & UCT_CRYPT_CM_EP_REJECTING) && !said) {
             uct_crypt_cm_refused(ep, why);
         }
+        uct_crypt_cm_ep_tell_refusal(ep);
         UCS_CLASS_DELETE_FUNC_NAME(uct_crypt_cm_ep_t)(&ep->super.super.super);
         return;
     }
@@ -123,11 +145,16 @@ void uct_crypt_cm_ep_fail(uct_crypt_cm_ep_t *ep, ucs_status_t status,
             /* a listener that does not speak crypt's handshake under this
              * job's secret (a configuration to fix), or one that failed:
              * from here the two look alike, so both are named */
-            ucs_error("crypt: connection manager: cannot connect to %s: %s, "
-                      "before the handshake was done: a server of another job "
-                      "secret (compare UCX_CRYPT_KEY_FILE), not a crypt "
-                      "server, or one that could not answer (its log says "
-                      "why)", ep->peer_name, why);
+            /* a crypt server says why it refused; one that says nothing
+             * is not crypt's (or of another version), or went away */
+            ucs_error("crypt: connection manager: cannot connect to %s: %s%s",
+                      ep->peer_name,
+                      (uct_crypt_cm_client_refusal(ep) != NULL) ?
+                      uct_crypt_cm_client_refusal(ep) : why,
+                      (uct_crypt_cm_client_refusal(ep) != NULL) ? "" :
+                      ", before the handshake was done, with no word from the "
+                      "server: not a crypt server (or one of another "
+                      "version), or one that went away");
         } else {
             uct_cm_peer_error(&uct_crypt_cm_ep_cm(ep)->super,
                               "crypt: connection manager: connection to %s "
@@ -209,6 +236,9 @@ void uct_crypt_cm_ep_fail_local(uct_crypt_cm_ep_t *ep, const char *doing)
               (ep->state & UCT_CRYPT_CM_EP_SERVER) ? "from" : "to",
               ep->peer_name, doing, crypt_local_failure_take());
     ep->state |= UCT_CRYPT_CM_EP_LOCAL_FAILURE;
+    if (ep->state & UCT_CRYPT_CM_EP_SERVER) {
+        ep->refusal = KEYEX_NOISE_REFUSED_LOCAL;
+    }
     uct_crypt_cm_ep_fail(ep, UCS_ERR_IO_ERROR, doing);
 }
 
@@ -219,19 +249,16 @@ void uct_crypt_cm_ep_fail_local(uct_crypt_cm_ep_t *ep, const char *doing)
  * uct_crypt_cm_server_handshake) */
 static ucs_status_t uct_crypt_cm_ep_start_handshake(uct_crypt_cm_ep_t *ep)
 {
-    keyex_noise_cm_msg_t msg;
-
     ep->hs = keyex_secure_alloc(sizeof(*ep->hs));
     if ((ep->hs == NULL) ||
-        (keyex_noise_cm_start(ep->hs, uct_crypt_job_secret) != KEYEX_OK) ||
-        (keyex_noise_cm_init_create(ep->hs, &msg) != KEYEX_OK)) {
+        (uct_crypt_cm_client_first_message(ep, NULL) != UCS_OK)) {
         /* the ep's creation fails with it: the user is told so */
         ucs_error("crypt: connection manager: connection to %s: cannot "
                   "start the handshake%s", ep->peer_name,
                   crypt_local_failure_take());
         return (ep->hs == NULL) ? UCS_ERR_NO_MEMORY : UCS_ERR_IO_ERROR;
     }
-    return uct_crypt_cm_ep_queue(ep, &msg, sizeof(msg));
+    return UCS_OK;
 }
 
 static ucs_status_t uct_crypt_cm_client_init(uct_crypt_cm_ep_t *ep,
@@ -315,6 +342,9 @@ static UCS_CLASS_INIT_FUNC(uct_crypt_cm_ep_t, const uct_ep_params_t *params)
     self->rx_have  = 0;
     self->tx_len   = self->tx_sent = 0;
     self->tx_count = self->rx_count = 0;
+    self->cookie_rounds = 0;
+    self->refusal       = 0;
+    memset(self->init_tag, 0, sizeof(self->init_tag));
     self->deadline = ucs_get_time() + cm->handshake_timeout;
     memset(&self->tx_key, 0, sizeof(self->tx_key));
     memset(&self->rx_key, 0, sizeof(self->rx_key));
@@ -360,6 +390,8 @@ static UCS_CLASS_CLEANUP_FUNC(uct_crypt_cm_ep_t)
              * replay, or an honest client that went away */
             --cm->proven;
             UCT_CRYPT_STAT_ADD(stranger_dh, 1);
+            uct_crypt_cookies_stranger(&cm->cookies,
+                                       ucs_time_to_sec(ucs_get_time()));
         } else {
             --cm->half_open;
         }

@@ -185,14 +185,103 @@ static ucs_status_t uct_crypt_cm_client_resolve(uct_crypt_cm_ep_t *ep)
     return status;
 }
 
+ucs_status_t uct_crypt_cm_client_first_message(uct_crypt_cm_ep_t *ep,
+                                               const uint8_t *cookie)
+{
+    uint8_t cookie_key[KEYEX_SECRET_LEN];
+    keyex_noise_cm_init_msg_t msg;
+    keyex_status_t kstatus;
+
+    kstatus = keyex_noise_cm_start(ep->hs, uct_crypt_job_secret);
+    if (kstatus == KEYEX_OK) {
+        kstatus = keyex_noise_cm_init_create(ep->hs, &msg);
+    }
+    if ((kstatus == KEYEX_OK) && (cookie != NULL)) {
+        kstatus = keyex_noise_cookie_key(uct_crypt_job_secret, NULL, cookie_key);
+        if (kstatus == KEYEX_OK) {
+            kstatus = keyex_noise_mac2_set(cookie_key, cookie, &msg, sizeof(msg));
+        }
+        crypt_wipe(cookie_key, sizeof(cookie_key));
+    }
+    if (kstatus != KEYEX_OK) {
+        return UCS_ERR_IO_ERROR;
+    }
+    memcpy(ep->init_tag, msg.msg.tag, sizeof(ep->init_tag));
+    return uct_crypt_cm_ep_queue(ep, &msg, sizeof(msg));
+}
+
+/* Client: the server is under load and asks for a cookie (wire/wire_admit.h):
+ * a new handshake, its first message with mac2 */
+static ucs_status_t uct_crypt_cm_client_cookie(uct_crypt_cm_ep_t *ep,
+                                               const keyex_noise_cookie_msg_t *in)
+{
+    uint8_t cookie_key[KEYEX_SECRET_LEN], cookie[KEYEX_NOISE_COOKIE_LEN];
+    keyex_status_t kstatus;
+    ucs_status_t status;
+
+    if (ep->cookie_rounds++ >= UCT_CRYPT_COOKIE_ROUNDS) {
+        uct_crypt_cm_ep_fail(ep, UCS_ERR_UNREACHABLE, "the server asked for a "
+                             "cookie again after it had one");
+        return UCS_ERR_CANCELED;
+    }
+    kstatus = keyex_noise_cookie_key(uct_crypt_job_secret, NULL, cookie_key);
+    if (kstatus == KEYEX_OK) {
+        kstatus = keyex_noise_cookie_reply_consume(cookie_key, ep->init_tag, in,
+                                                   cookie);
+    }
+    crypt_wipe(cookie_key, sizeof(cookie_key));
+    if (kstatus == KEYEX_ERR_AUTH) {
+        return UCS_ERR_UNREACHABLE; /* the caller says why */
+    } else if (kstatus != KEYEX_OK) {
+        uct_crypt_cm_ep_fail_local(ep, "cannot read the server's cookie reply");
+        return UCS_ERR_CANCELED;
+    }
+    keyex_noise_cleanup(ep->hs);
+    status = uct_crypt_cm_client_first_message(ep, cookie);
+    crypt_wipe(cookie, sizeof(cookie));
+    if (status != UCS_OK) {
+        uct_crypt_cm_ep_fail_local(ep, "cannot start the handshake again");
+        return UCS_ERR_CANCELED;
+    }
+    return UCS_OK;
+}
+
+/* Server, under load: a cookie reply instead of the DH. The connection
+ * stays half-open for the client's next first message. */
+static ucs_status_t uct_crypt_cm_server_cookie(uct_crypt_cm_ep_t *ep,
+                                               const keyex_noise_cm_init_msg_t *in,
+                                               double now)
+{
+    uct_crypt_cm_t *cm = uct_crypt_cm_ep_cm(ep);
+    uint8_t cookie[KEYEX_NOISE_COOKIE_LEN];
+    keyex_noise_cookie_msg_t reply;
+
+    if (ep->cookie_rounds >= UCT_CRYPT_COOKIE_ROUNDS) {
+        uct_crypt_cm_ep_fail(ep, UCS_ERR_REJECTED, "its first message still "
+                             "had no valid mac2 after a cookie reply");
+        return UCS_ERR_CANCELED;
+    }
+    crypt_local_failure_set(NULL);
+    if ((uct_crypt_cookies_make(&cm->cookies, now, &ep->peer_addr, cookie) != 0) ||
+        (keyex_noise_cookie_reply_create(cm->cookie_key, cookie, in->msg.tag,
+                                         &reply) != KEYEX_OK)) {
+        uct_crypt_cm_ep_fail_local(ep, "cannot make a cookie reply");
+        return UCS_ERR_CANCELED;
+    }
+    ++ep->cookie_rounds;
+    UCT_CRYPT_STAT_ADD(cookies_sent, 1);
+    return uct_crypt_cm_ep_queue(ep, &reply, sizeof(reply));
+}
+
 /* Server: a connection's first message. Its tag is checked in the cm's
  * scratch state (two HKDFs and an AES-GCM open, no DH, nothing allocated
  * for the sender), its ephemeral against the ones taken before; only then
  * does the connection get handshake state of its own, and the DH. */
 ucs_status_t uct_crypt_cm_server_handshake(uct_crypt_cm_ep_t *ep,
-                                           const keyex_noise_cm_msg_t *in)
+                                           const keyex_noise_cm_init_msg_t *in)
 {
     uct_crypt_cm_t *cm = uct_crypt_cm_ep_cm(ep);
+    double now         = ucs_time_to_sec(ucs_get_time());
     keyex_noise_transport_t keys;
     keyex_noise_cm_msg_t out;
     keyex_status_t kstatus;
@@ -203,6 +292,7 @@ ucs_status_t uct_crypt_cm_server_handshake(uct_crypt_cm_ep_t *ep,
     kstatus = keyex_noise_cm_init_consume(cm->scratch, in);
     if (kstatus == KEYEX_ERR_AUTH) {
         keyex_noise_cleanup(cm->scratch);
+        ep->refusal = KEYEX_NOISE_REFUSED_AUTH;
         uct_crypt_cm_ep_fail(ep, UCS_ERR_REJECTED, "its first message did "
                              "not authenticate (not a crypt client of this "
                              "job: no job secret, another job's, or not crypt)");
@@ -212,7 +302,7 @@ ucs_status_t uct_crypt_cm_server_handshake(uct_crypt_cm_ep_t *ep,
         uct_crypt_cm_ep_fail_local(ep, "cannot check the handshake's first message");
         return UCS_ERR_CANCELED;
     }
-    switch (uct_crypt_seen_check(&cm->seen, in->ephemeral)) {
+    switch (uct_crypt_seen_check(&cm->seen, in->msg.ephemeral)) {
     case UCT_CRYPT_SEEN_NEW:
         break;
     case UCT_CRYPT_SEEN_AGAIN:
@@ -224,6 +314,22 @@ ucs_status_t uct_crypt_cm_server_handshake(uct_crypt_cm_ep_t *ep,
     default:
         keyex_noise_cleanup(cm->scratch);
         uct_crypt_cm_ep_fail_local(ep, "no memory for the replay check");
+        return UCS_ERR_CANCELED;
+    }
+    /* under load, a DH only for who holds the job secret at this address */
+    switch (uct_crypt_cookies_mac2_valid(&cm->cookies, now, &ep->peer_addr,
+                                         cm->cookie_key, in, sizeof(*in))) {
+    case 1:
+        break;
+    case 0:
+        if (!uct_crypt_cookies_dh_allowed(&cm->cookies, now)) {
+            keyex_noise_cleanup(cm->scratch);
+            return uct_crypt_cm_server_cookie(ep, in, now);
+        }
+        break;
+    default:
+        keyex_noise_cleanup(cm->scratch);
+        uct_crypt_cm_ep_fail_local(ep, "cannot check the first message's mac2");
         return UCS_ERR_CANCELED;
     }
 
@@ -256,7 +362,17 @@ static ucs_status_t uct_crypt_cm_ep_handshake(uct_crypt_cm_ep_t *ep)
     keyex_status_t kstatus;
 
     if (ep->state & UCT_CRYPT_CM_EP_SERVER) {
-        return uct_crypt_cm_server_handshake(ep, in);
+        return uct_crypt_cm_server_handshake(ep,
+                                             (const keyex_noise_cm_init_msg_t*)
+                                             ep->rx_buf);
+    }
+    if (in->type == KEYEX_NOISE_COOKIE_TYPE) {
+        return uct_crypt_cm_client_cookie(ep, (const keyex_noise_cookie_msg_t*)
+                                              ep->rx_buf);
+    } else if (in->type == KEYEX_NOISE_REFUSAL_TYPE) {
+        /* the server's word before it closes (the caller says it) */
+        ep->refusal = ((const keyex_noise_refusal_msg_t*)ep->rx_buf)->reason;
+        return UCS_ERR_UNREACHABLE;
     }
 
     kstatus = keyex_noise_cm_response_consume(ep->hs, in, &keys);
@@ -410,7 +526,17 @@ static size_t uct_crypt_cm_ep_rx_need(const uct_crypt_cm_ep_t *ep)
     const crypt_cm_frame_hdr_t *hdr = (const crypt_cm_frame_hdr_t*)ep->rx_buf;
 
     if (!(ep->state & UCT_CRYPT_CM_EP_KEYS)) {
-        return sizeof(keyex_noise_cm_msg_t);
+        if (ep->state & UCT_CRYPT_CM_EP_SERVER) {
+            return sizeof(keyex_noise_cm_init_msg_t);
+        }
+        /* client: the response, or a cookie reply (its first byte says) */
+        if (ep->rx_have == 0) {
+            return 1;
+        }
+        return (ep->rx_buf[0] == KEYEX_NOISE_COOKIE_TYPE) ?
+               sizeof(keyex_noise_cookie_msg_t) :
+               (ep->rx_buf[0] == KEYEX_NOISE_REFUSAL_TYPE) ?
+               sizeof(keyex_noise_refusal_msg_t) : sizeof(keyex_noise_cm_msg_t);
     }
     if (ep->rx_have < sizeof(*hdr)) {
         return sizeof(*hdr);
@@ -446,8 +572,10 @@ static ucs_status_t uct_crypt_cm_ep_recv(uct_crypt_cm_ep_t *ep, const char **why
             return uct_crypt_cm_errno_status(errno);
         }
         ep->rx_have += n;
-        if (ep->rx_have < need) {
-            continue;
+        if ((ep->rx_have < need) ||
+            (!(ep->state & UCT_CRYPT_CM_EP_KEYS) &&
+             (ep->rx_have < uct_crypt_cm_ep_rx_need(ep)))) {
+            continue; /* (a client's first byte said how much more) */
         }
 
         if (!(ep->state & UCT_CRYPT_CM_EP_KEYS)) {

@@ -95,6 +95,8 @@ static void uct_crypt_cm_listener_make_room(uct_crypt_cm_t *cm)
             uct_crypt_cm_refused(ep, "half-open connections all taken; a silent "
                                  "one of the address that held the most was "
                                  "closed (UCX_CRYPT_CM_MAX_HALF_OPEN)");
+            ep->refusal = KEYEX_NOISE_REFUSED_BUSY;
+            uct_crypt_cm_ep_tell_refusal(ep);
             UCS_CLASS_DELETE_FUNC_NAME(uct_crypt_cm_ep_t)(&ep->super.super.super);
         }
     }
@@ -183,6 +185,9 @@ void uct_crypt_cm_server_cleanup(uct_crypt_cm_t *cm)
             *state[i] = NULL;
         }
     }
+    keyex_secure_free(cm->cookie_key, KEYEX_SECRET_LEN);
+    cm->cookie_key = NULL;
+    uct_crypt_cookies_cleanup(&cm->cookies);
     ucs_free(cm->admit_sources);
     ucs_free(cm->admit_silent);
     cm->admit_sources = NULL;
@@ -203,9 +208,15 @@ static ucs_status_t uct_crypt_cm_server_init(uct_crypt_cm_t *cm)
                                        sizeof(*cm->admit_sources), "crypt cm");
         cm->admit_silent  = ucs_calloc(cm->max_half_open,
                                        sizeof(*cm->admit_silent), "crypt cm");
+        cm->cookie_key    = keyex_secure_alloc(KEYEX_SECRET_LEN);
+        uct_crypt_cookies_init(&cm->cookies, uct_crypt_handshake_rate(),
+                               ucs_time_to_sec(ucs_get_time()));
         if ((cm->start == NULL) || (cm->scratch == NULL) ||
             (cm->admit_sources == NULL) || (cm->admit_silent == NULL) ||
-            (keyex_noise_cm_start(cm->start, uct_crypt_job_secret) != KEYEX_OK)) {
+            (cm->cookie_key == NULL) ||
+            (keyex_noise_cm_start(cm->start, uct_crypt_job_secret) != KEYEX_OK) ||
+            (keyex_noise_cookie_key(uct_crypt_job_secret, NULL,
+                                    cm->cookie_key) != KEYEX_OK)) {
             ucs_error("crypt: connection manager: cannot listen: no memory "
                       "for its handshake state%s", crypt_local_failure_take());
             uct_crypt_cm_server_cleanup(cm);

@@ -18,10 +18,12 @@
  * them is read first, then one of the silent ones goes: of the source
  * address that holds the most, the oldest, wire/wire_admit.h; every one
  * goes at a deadline, which a timer in the epoll set enforces whether or
- * not anything else wakes the process), read at most one 128-byte
+ * not anything else wakes the process), read at most one 144-byte
  * initiation into a fixed buffer and check its size, type and mac1 (a
  * keyed hash: no DH, no allocation), and refuse it, still before any DH,
- * if its ephemeral key was seen before (a replay). Nothing else. Once an initiation passes, the
+ * if its ephemeral key was seen before (a replay), or, under load, answer
+ * it with a cookie reply (two keyed hashes: wire/wire_admit.h). Nothing
+ * else. Once an initiation passes, the
  * connection belongs to the job-secret holder whose static key the
  * handshake proved; its frames are length-checked against a constant before
  * a byte is read into place, and each is a crypt record whose tag the
@@ -88,6 +90,8 @@ typedef struct uct_crypt_sock_params {
     uint16_t                        advertise_port; /* 0: the listening one */
     size_t                          sndbuf;         /* UCS_MEMUNITS_AUTO: */
     size_t                          rcvbuf;         /* the kernel's */
+    double                          handshake_rate; /* DHs a second before
+                                                       cookies (wire_admit.h) */
 } uct_crypt_sock_params_t;
 
 

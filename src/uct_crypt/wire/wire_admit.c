@@ -4,6 +4,8 @@
  */
 #include "uct_crypt/wire/wire_admit.h"
 
+#include "aead/aead.h"
+
 #include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
@@ -123,4 +125,142 @@ size_t uct_crypt_admit_victim(const struct sockaddr_storage *const *sources,
         }
     }
     return victim;
+}
+
+/* ---- cookies under load ------------------------------------------------------ */
+
+void uct_crypt_cookies_init(uct_crypt_cookies_t *cookies, double rate,
+                            double now)
+{
+    memset(cookies, 0, sizeof(*cookies));
+    cookies->rate      = rate;
+    cookies->tokens    = rate;
+    cookies->tokens_at = now;
+}
+
+int uct_crypt_cookies_dh_allowed(uct_crypt_cookies_t *cookies, double now)
+{
+    if (now > cookies->tokens_at) {
+        cookies->tokens += (now - cookies->tokens_at) * cookies->rate;
+        if (cookies->tokens > cookies->rate) {
+            cookies->tokens = cookies->rate; /* one second's worth */
+        }
+        cookies->tokens_at = now;
+    }
+    if ((now < cookies->calm_at) || (cookies->tokens < 1.0)) {
+        return 0;
+    }
+    cookies->tokens -= 1.0;
+    return 1;
+}
+
+void uct_crypt_cookies_stranger(uct_crypt_cookies_t *cookies, double now)
+{
+    cookies->tokens  = 0;
+    cookies->calm_at = now + UCT_CRYPT_UNDER_LOAD_AFTER;
+}
+
+/* The secret of now (a new one every COOKIE_SECRET_AGE; the one before it
+ * still checks the cookies it gave) */
+static int uct_crypt_cookies_secret(uct_crypt_cookies_t *cookies, double now)
+{
+    if (cookies->secrets == NULL) {
+        cookies->secrets = keyex_secure_alloc(2 * KEYEX_SECRET_LEN);
+        if ((cookies->secrets == NULL) ||
+            !crypt_random_secret(cookies->secrets, 2 * KEYEX_SECRET_LEN)) {
+            uct_crypt_cookies_cleanup(cookies);
+            return -1;
+        }
+        cookies->secret_at = now;
+    } else if (now - cookies->secret_at >= UCT_CRYPT_COOKIE_SECRET_AGE) {
+        memcpy(cookies->secrets + KEYEX_SECRET_LEN, cookies->secrets,
+               KEYEX_SECRET_LEN);
+        if (!crypt_random_secret(cookies->secrets, KEYEX_SECRET_LEN)) {
+            return -1;
+        }
+        cookies->secret_at = now;
+    }
+    return 0;
+}
+
+/* HMAC-SHA256(secret, family || address || port)[0..16) */
+static int uct_crypt_cookie_of(const uint8_t *secret,
+                               const struct sockaddr_storage *from,
+                               uint8_t cookie[KEYEX_NOISE_COOKIE_LEN])
+{
+    uint8_t buf[1 + sizeof(struct in6_addr) + sizeof(uint16_t)];
+    uint8_t mac[KEYEX_MAC_LEN];
+    size_t len = 1;
+    int ok;
+
+    buf[0] = (uint8_t)from->ss_family;
+    if (from->ss_family == AF_INET) {
+        const struct sockaddr_in *in = (const struct sockaddr_in*)from;
+        memcpy(buf + len, &in->sin_addr, sizeof(in->sin_addr));
+        len += sizeof(in->sin_addr);
+        memcpy(buf + len, &in->sin_port, sizeof(in->sin_port));
+        len += sizeof(in->sin_port);
+    } else if (from->ss_family == AF_INET6) {
+        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6*)from;
+        memcpy(buf + len, &in6->sin6_addr, sizeof(in6->sin6_addr));
+        len += sizeof(in6->sin6_addr);
+        memcpy(buf + len, &in6->sin6_port, sizeof(in6->sin6_port));
+        len += sizeof(in6->sin6_port);
+    }
+    ok = (keyex_mac(secret, buf, len, mac) == KEYEX_OK);
+    memcpy(cookie, mac, KEYEX_NOISE_COOKIE_LEN);
+    crypt_wipe(mac, sizeof(mac));
+    return ok ? 0 : -1;
+}
+
+int uct_crypt_cookies_make(uct_crypt_cookies_t *cookies, double now,
+                           const struct sockaddr_storage *from,
+                           uint8_t cookie[KEYEX_NOISE_COOKIE_LEN])
+{
+    if (uct_crypt_cookies_secret(cookies, now) != 0) {
+        return -1;
+    }
+    return uct_crypt_cookie_of(cookies->secrets, from, cookie);
+}
+
+int uct_crypt_cookies_mac2_valid(uct_crypt_cookies_t *cookies, double now,
+                                 const struct sockaddr_storage *from,
+                                 const uint8_t cookie_key[KEYEX_SECRET_LEN],
+                                 const void *msg, size_t len)
+{
+    static const uint8_t none[KEYEX_NOISE_MAC1_LEN];
+    uint8_t cookie[KEYEX_NOISE_COOKIE_LEN];
+    keyex_status_t status;
+    int i;
+
+    /* no cookie was given, or the message says it has none */
+    if ((cookies->secrets == NULL) ||
+        !memcmp((const uint8_t*)msg + len - KEYEX_NOISE_MAC1_LEN, none,
+                sizeof(none))) {
+        return 0;
+    }
+    if (uct_crypt_cookies_secret(cookies, now) != 0) {
+        return -1;
+    }
+    for (i = 0; i < 2; ++i) {
+        if (uct_crypt_cookie_of(cookies->secrets + i * KEYEX_SECRET_LEN, from,
+                                cookie) != 0) {
+            return -1;
+        }
+        status = keyex_noise_mac2_check(cookie_key, cookie, msg, len);
+        if (status == KEYEX_OK) {
+            return 1;
+        } else if (status != KEYEX_ERR_AUTH) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+void uct_crypt_cookies_cleanup(uct_crypt_cookies_t *cookies)
+{
+    if (cookies->secrets != NULL) {
+        keyex_secure_free(cookies->secrets, 2 * KEYEX_SECRET_LEN);
+        cookies->secrets = NULL;
+    }
 }

@@ -27,9 +27,27 @@
  * comes back to the DH, where the own wire's timestamp check refuses it
  * and the connection manager's answer is useless without the ephemeral's
  * secret.
+ *
+ * Cookies under load (WireGuard whitepaper §5.3). A listener spends up to
+ * `rate` DHs a second on first messages that passed their MAC (a bucket
+ * that holds one second of them). Past that, or for a second after a DH
+ * went to a stranger (a replay the set above forgot, found out by its
+ * timestamp or by a client that never went on), it is under load, as
+ * WireGuard's receive path stays under load for a second after its
+ * handshake queue was full (the Linux driver's receive.c): a first
+ * message then needs a valid mac2 before the DH. Whoever has none gets a
+ * cookie reply (src/keyex/noise.h); the cookie is an HMAC of the
+ * connection's source address and port under a random secret changed
+ * every two minutes (WireGuard's COOKIE_SECRET_MAX_AGE), so the listener
+ * keeps nothing per cookie it gives. A replayer gets its cookie too, but
+ * cannot make mac2 without the job secret: its replay costs no DH. Over
+ * TCP the address is proven by the connection itself; the port binds the
+ * cookie to this connection, where the initiator answers it.
  */
 #ifndef UCT_CRYPT_ADMIT_H
 #define UCT_CRYPT_ADMIT_H
+
+#include "keyex/noise.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -72,6 +90,51 @@ void uct_crypt_seen_cleanup(uct_crypt_seen_t *seen);
  * oldest one. */
 size_t uct_crypt_admit_victim(const struct sockaddr_storage *const *sources,
                               size_t count);
+
+enum {
+    UCT_CRYPT_COOKIE_SECRET_AGE = 120, /* s: WireGuard's COOKIE_SECRET_MAX_AGE */
+    UCT_CRYPT_UNDER_LOAD_AFTER  = 1,   /* s: under load after a stranger's DH */
+    UCT_CRYPT_COOKIE_ROUNDS     = 2    /* cookie replies per connection: an
+                                          honest initiator needs one */
+};
+
+typedef struct uct_crypt_cookies {
+    double  rate;            /* DHs a second before cookies (0: always) */
+    double  tokens;          /* DHs that may go now, up to `rate` */
+    double  tokens_at;       /* when `tokens` was last brought up to date */
+    double  calm_at;         /* under load until then */
+    uint8_t *secrets;        /* current and previous secret (secure memory,
+                                made at the first cookie) */
+    double  secret_at;       /* when the current one was made */
+} uct_crypt_cookies_t;
+
+/* `rate`: DHs a second before cookies are asked; 0 asks always */
+void uct_crypt_cookies_init(uct_crypt_cookies_t *cookies, double rate,
+                            double now);
+
+/* A first message passed its MAC, and its mac2 did not: may it have a DH
+ * now (1, and one DH is spent), or is the listener under load (0: answer
+ * with a cookie reply)? */
+int uct_crypt_cookies_dh_allowed(uct_crypt_cookies_t *cookies, double now);
+
+/* A DH went to a stranger: under load for the next second */
+void uct_crypt_cookies_stranger(uct_crypt_cookies_t *cookies, double now);
+
+/* The cookie of a connection from `from`. 0 on success; -1 when the
+ * secret cannot be made (memory, randomness: crypt_local_failure says) */
+int uct_crypt_cookies_make(uct_crypt_cookies_t *cookies, double now,
+                           const struct sockaddr_storage *from,
+                           uint8_t cookie[KEYEX_NOISE_COOKIE_LEN]);
+
+/* Is the mac2 of the first message `msg` (`len` bytes, mac2 last) valid
+ * for a cookie this listener gave `from` lately? 1 yes, 0 no, -1 a local
+ * failure. */
+int uct_crypt_cookies_mac2_valid(uct_crypt_cookies_t *cookies, double now,
+                                 const struct sockaddr_storage *from,
+                                 const uint8_t cookie_key[KEYEX_SECRET_LEN],
+                                 const void *msg, size_t len);
+
+void uct_crypt_cookies_cleanup(uct_crypt_cookies_t *cookies);
 
 #ifdef __cplusplus
 }

@@ -627,7 +627,11 @@ static int uct_crypt_sock_conn_parse(uct_crypt_sock_conn_t *conn)
             need = sizeof(keyex_noise_init_msg_t);
             break;
         case UCT_CRYPT_SOCK_INIT_SENT:
-            need = sizeof(keyex_noise_response_msg_t);
+            /* the response, or a cookie reply (its type says) */
+            need = ((conn->rx_len > offset) &&
+                    (conn->rx_buf[offset] == KEYEX_NOISE_COOKIE_TYPE)) ?
+                   sizeof(keyex_noise_cookie_msg_t) :
+                   sizeof(keyex_noise_response_msg_t);
             break;
         case UCT_CRYPT_SOCK_ESTABLISHED:
             need = CRYPT_SOCK_FRAME_HDR_LEN;
@@ -649,10 +653,15 @@ static int uct_crypt_sock_conn_parse(uct_crypt_sock_conn_t *conn)
             continue;
         }
         if (conn->state == UCT_CRYPT_SOCK_INIT_SENT) {
-            if (!uct_crypt_sock_conn_accept_response(conn)) {
+            memmove(conn->rx_buf, conn->rx_buf + offset, conn->rx_len - offset);
+            conn->rx_len -= offset;
+            offset = 0;
+            if (!((need == sizeof(keyex_noise_cookie_msg_t)) ?
+                  uct_crypt_sock_conn_accept_cookie(conn) :
+                  uct_crypt_sock_conn_accept_response(conn))) {
                 return 0;
             }
-            offset += need;
+            offset = need;
             continue;
         }
 
@@ -715,7 +724,7 @@ static void uct_crypt_sock_conn_read(uct_crypt_sock_conn_t *conn)
             return;
         }
         /* during the handshake, read no more than its message: nothing a
-         * stranger sends beyond 128 bytes is read at all */
+         * stranger sends beyond 144 bytes is read at all */
         room = (conn->state == UCT_CRYPT_SOCK_WAIT_INIT) ?
                sizeof(keyex_noise_init_msg_t) - conn->rx_len :
                uct_crypt_sock_conn_rx_room(conn);
@@ -793,7 +802,7 @@ void uct_crypt_sock_conn_handle(uct_crypt_sock_conn_t *conn, unsigned events)
             uct_crypt_sock_conn_fail(conn, strerror(err ? err : errno));
             return;
         }
-        if (uct_crypt_sock_conn_make_init(conn) != UCS_OK) {
+        if (uct_crypt_sock_conn_make_init(conn, NULL) != UCS_OK) {
             uct_crypt_sock_conn_fail_local(conn, "cannot make the handshake "
                                                  "initiation");
             return;

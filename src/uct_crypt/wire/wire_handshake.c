@@ -12,6 +12,7 @@
 #include <ucs/time/time.h>
 #include <errno.h>
 #include <poll.h>
+#include <sys/epoll.h>
 #include <unistd.h>
 
 static ucs_status_t uct_crypt_sock_conn_keys(uct_crypt_sock_conn_t *conn,
@@ -38,10 +39,13 @@ static ucs_status_t uct_crypt_sock_conn_keys(uct_crypt_sock_conn_t *conn,
  * one that waited in the peer's full listen backlog (a SYN retried a
  * second later) arrived behind a hundred newer ones of the same key and
  * was refused as stale (wire/wire_replay.h). */
-ucs_status_t uct_crypt_sock_conn_make_init(uct_crypt_sock_conn_t *conn)
+ucs_status_t uct_crypt_sock_conn_make_init(uct_crypt_sock_conn_t *conn,
+                                           const uint8_t *cookie)
 {
     uint8_t timestamp[KEYEX_NOISE_TIMESTAMP_LEN];
+    uint8_t cookie_key[KEYEX_SECRET_LEN];
     keyex_noise_init_msg_t *msg;
+    keyex_status_t kstatus;
 
     msg = uct_crypt_sock_conn_tx_reserve(conn, 0);
     if (msg == NULL) {
@@ -49,11 +53,21 @@ ucs_status_t uct_crypt_sock_conn_make_init(uct_crypt_sock_conn_t *conn)
     }
     msg = (keyex_noise_init_msg_t*)conn->tx_buf;
     keyex_noise_timestamp_now(timestamp);
-    if (keyex_noise_init_create(conn->hs, conn->iface->keypair,
-                                conn->iface->job_secret, conn->peer_static,
-                                timestamp, msg) != KEYEX_OK) {
+    kstatus = keyex_noise_init_create(conn->hs, conn->iface->keypair,
+                                      conn->iface->job_secret, conn->peer_static,
+                                      timestamp, msg);
+    if ((kstatus == KEYEX_OK) && (cookie != NULL)) {
+        kstatus = keyex_noise_cookie_key(conn->iface->job_secret,
+                                         conn->peer_static, cookie_key);
+        if (kstatus == KEYEX_OK) {
+            kstatus = keyex_noise_mac2_set(cookie_key, cookie, msg, sizeof(*msg));
+        }
+        crypt_wipe(cookie_key, sizeof(cookie_key));
+    }
+    if (kstatus != KEYEX_OK) {
         return UCS_ERR_INVALID_PARAM;
     }
+    memcpy(conn->init_mac1, msg->mac1, sizeof(conn->init_mac1));
     conn->tx_head   = 0;
     conn->tx_len    = sizeof(*msg);
     conn->init_left = sizeof(*msg);
@@ -81,7 +95,7 @@ ucs_status_t uct_crypt_sock_conn_start(uct_crypt_sock_conn_t *conn)
     if ((poll(&pfd, 1, 0) != 1) || (pfd.revents != POLLOUT)) {
         return UCS_OK;
     }
-    status = uct_crypt_sock_conn_make_init(conn);
+    status = uct_crypt_sock_conn_make_init(conn, NULL);
     if (status != UCS_OK) {
         return status;
     }
@@ -94,7 +108,46 @@ ucs_status_t uct_crypt_sock_conn_start(uct_crypt_sock_conn_t *conn)
     return UCS_OK;
 }
 
-/* Responder: the first 128 bytes. Returns 0 when the connection is gone. */
+/* Responder, under load: answer an initiation without a valid mac2 with
+ * a cookie reply instead of the DHs (wire/wire_admit.h). The initiator
+ * sends a new initiation on this connection; one that still has none
+ * after UCT_CRYPT_COOKIE_ROUNDS replies is a stranger's. Returns 0 when
+ * the connection is gone. */
+static int uct_crypt_sock_conn_send_cookie(uct_crypt_sock_conn_t *conn,
+                                           const keyex_noise_init_msg_t *init,
+                                           double now)
+{
+    uct_crypt_sock_iface_t *iface = conn->iface;
+    uint8_t cookie[KEYEX_NOISE_COOKIE_LEN];
+    keyex_noise_cookie_msg_t reply;
+    ssize_t sent;
+
+    if (conn->cookie_rounds >= UCT_CRYPT_COOKIE_ROUNDS) {
+        uct_crypt_sock_conn_fail(conn, "handshake initiation still without a "
+                                       "valid mac2 after a cookie reply");
+        return 0;
+    }
+    crypt_local_failure_set(NULL);
+    if ((uct_crypt_cookies_make(&iface->cookies, now, &conn->peer_addr,
+                                cookie) != 0) ||
+        (keyex_noise_cookie_reply_create(iface->cookie_key, cookie, init->mac1,
+                                         &reply) != KEYEX_OK)) {
+        uct_crypt_sock_conn_fail_local(conn, "cannot make a cookie reply");
+        return 0;
+    }
+    /* 36 bytes into an empty socket buffer, as the response below */
+    sent = send(conn->fd, &reply, sizeof(reply), MSG_NOSIGNAL);
+    if (sent != (ssize_t)sizeof(reply)) {
+        uct_crypt_sock_conn_fail(conn, "cannot send a cookie reply");
+        return 0;
+    }
+    ++conn->cookie_rounds;
+    UCT_CRYPT_STAT_ADD(cookies_sent, 1);
+    return 1;
+}
+
+/* Responder: the first 144 bytes (again after a cookie reply). Returns 0
+ * when the connection is gone. */
 int uct_crypt_sock_conn_accept_init(uct_crypt_sock_conn_t *conn)
 {
     uct_crypt_sock_iface_t *iface = conn->iface;
@@ -104,6 +157,7 @@ int uct_crypt_sock_conn_accept_init(uct_crypt_sock_conn_t *conn)
     uint8_t ts[KEYEX_NOISE_TIMESTAMP_LEN];
     uct_crypt_sock_conn_t *waiting;
     keyex_status_t kstatus;
+    double now = ucs_time_to_sec(ucs_get_time());
     uint8_t flags;
     ssize_t sent;
     int ok;
@@ -133,6 +187,20 @@ int uct_crypt_sock_conn_accept_init(uct_crypt_sock_conn_t *conn)
         uct_crypt_sock_conn_fail_local(conn, "no memory for the replay check");
         return 0;
     }
+    /* under load, a DH only for who holds the job secret at this address */
+    switch (uct_crypt_cookies_mac2_valid(&iface->cookies, now, &conn->peer_addr,
+                                         iface->cookie_key, &init, sizeof(init))) {
+    case 1:
+        break;
+    case 0:
+        if (!uct_crypt_cookies_dh_allowed(&iface->cookies, now)) {
+            return uct_crypt_sock_conn_send_cookie(conn, &init, now);
+        }
+        break;
+    default:
+        uct_crypt_sock_conn_fail_local(conn, "cannot check the initiation's mac2");
+        return 0;
+    }
     if (uct_crypt_sock_conn_start_hs(conn, iface) != UCS_OK) {
         uct_crypt_sock_conn_fail_local(conn, "cannot start the handshake");
         return 0;
@@ -140,6 +208,7 @@ int uct_crypt_sock_conn_accept_init(uct_crypt_sock_conn_t *conn)
     kstatus = keyex_noise_init_consume(conn->hs, iface->keypair, &init, ts);
     if (kstatus == KEYEX_ERR_AUTH) {
         UCT_CRYPT_STAT_ADD(stranger_dh, 1);
+        uct_crypt_cookies_stranger(&iface->cookies, now);
         uct_crypt_sock_conn_fail(conn, "handshake initiation did not decrypt");
         return 0;
     } else if (kstatus != KEYEX_OK) {
@@ -158,11 +227,13 @@ int uct_crypt_sock_conn_accept_init(uct_crypt_sock_conn_t *conn)
          * initiator opens another (a debug line: UCX's tests fail on a
          * warning, and honest jobs see it) */
         UCT_CRYPT_STAT_ADD(stranger_dh, 1);
+        uct_crypt_cookies_stranger(&iface->cookies, now);
         uct_crypt_sock_conn_refuse(conn, "stale handshake initiation",
                                    UCS_LOG_LEVEL_DEBUG);
         return 0;
     default:
         UCT_CRYPT_STAT_ADD(stranger_dh, 1);
+        uct_crypt_cookies_stranger(&iface->cookies, now);
         uct_crypt_sock_conn_fail(conn, "replayed handshake initiation");
         return 0;
     }
@@ -216,7 +287,64 @@ int uct_crypt_sock_conn_accept_init(uct_crypt_sock_conn_t *conn)
     return 1;
 }
 
-/* Initiator: the 68-byte response */
+/* Initiator: a cookie reply instead of the response (the responder is
+ * under load, wire/wire_admit.h): a new initiation, with mac2, on this
+ * connection. Returns 0 when the connection is gone. */
+int uct_crypt_sock_conn_accept_cookie(uct_crypt_sock_conn_t *conn)
+{
+    uint8_t cookie_key[KEYEX_SECRET_LEN], cookie[KEYEX_NOISE_COOKIE_LEN];
+    keyex_noise_cookie_msg_t reply;
+    keyex_status_t kstatus;
+    ssize_t sent;
+
+    memcpy(&reply, conn->rx_buf, sizeof(reply));
+    if (conn->cookie_rounds >= UCT_CRYPT_COOKIE_ROUNDS) {
+        uct_crypt_sock_conn_fail(conn, "the peer asked for a cookie again "
+                                       "after it had one");
+        return 0;
+    }
+    kstatus = keyex_noise_cookie_key(conn->iface->job_secret, conn->peer_static,
+                                     cookie_key);
+    if (kstatus == KEYEX_OK) {
+        kstatus = keyex_noise_cookie_reply_consume(cookie_key, conn->init_mac1,
+                                                   &reply, cookie);
+    }
+    crypt_wipe(cookie_key, sizeof(cookie_key));
+    if (kstatus == KEYEX_ERR_AUTH) {
+        uct_crypt_sock_conn_fail(conn, "cookie reply refused (the peer does "
+                                       "not hold the job secret)");
+        return 0;
+    } else if (kstatus != KEYEX_OK) {
+        uct_crypt_sock_conn_fail_local(conn, "cannot read the cookie reply");
+        return 0;
+    }
+    ++conn->cookie_rounds;
+    /* a new handshake (Noise: a new ephemeral), its initiation with mac2 */
+    ucs_assert(conn->tx_len == 0);
+    keyex_noise_cleanup(conn->hs);
+    if ((keyex_noise_start(conn->hs, conn->iface->keypair,
+                           conn->iface->job_secret, &conn->iface->context) !=
+         KEYEX_OK) ||
+        (uct_crypt_sock_conn_make_init(conn, cookie) != UCS_OK)) {
+        crypt_wipe(cookie, sizeof(cookie));
+        uct_crypt_sock_conn_fail_local(conn, "cannot make the handshake "
+                                             "initiation");
+        return 0;
+    }
+    crypt_wipe(cookie, sizeof(cookie));
+    sent = send(conn->fd, conn->tx_buf, conn->init_left, MSG_NOSIGNAL);
+    if (sent > 0) {
+        conn->init_left -= sent;
+        conn->tx_head   += sent;
+        conn->tx_len    -= sent;
+    }
+    if (conn->tx_len > 0) {
+        uct_crypt_sock_conn_set_events(conn, EPOLLIN | EPOLLOUT);
+    }
+    return 1;
+}
+
+/* Initiator: the 69-byte response */
 int uct_crypt_sock_conn_accept_response(uct_crypt_sock_conn_t *conn)
 {
     keyex_noise_response_msg_t resp;

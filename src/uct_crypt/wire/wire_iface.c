@@ -637,6 +637,8 @@ static UCS_CLASS_INIT_FUNC(uct_crypt_sock_iface_t, uct_md_h md,
     self->job_secret      = sock_params->job_secret;
     self->context         = sock_params->context;
     self->mac1_key        = NULL;
+    self->cookie_key      = NULL;
+    memset(&self->cookies, 0, sizeof(self->cookies));
     self->keepalive       = sock_params->keepalive;
     self->keepalive_s     = uct_crypt_keepalive_seconds(&sock_params->keepalive);
     self->sndbuf          = sock_params->sndbuf;
@@ -681,6 +683,17 @@ static UCS_CLASS_INIT_FUNC(uct_crypt_sock_iface_t, uct_md_h md,
         status = UCS_ERR_NO_RESOURCE;
         goto err;
     }
+    self->cookie_key = keyex_secure_alloc(KEYEX_SECRET_LEN);
+    if ((self->cookie_key == NULL) ||
+        (keyex_noise_cookie_key(self->job_secret, self->keypair->public_key,
+                                self->cookie_key) != KEYEX_OK)) {
+        ucs_error("crypt: cannot make the wire's cookie key on %s%s",
+                  sock_params->dev_name, crypt_local_failure_take());
+        status = UCS_ERR_NO_RESOURCE;
+        goto err;
+    }
+    uct_crypt_cookies_init(&self->cookies, sock_params->handshake_rate,
+                           ucs_time_to_sec(ucs_get_time()));
 
     status = uct_crypt_sock_dev_sockaddr(sock_params->dev_name, &self->addr);
     if (status != UCS_OK) {
@@ -739,9 +752,9 @@ err:
     if (self->epfd >= 0) {
         close(self->epfd);
     }
-    if (self->mac1_key != NULL) {
-        keyex_secure_free(self->mac1_key, KEYEX_SECRET_LEN);
-    }
+    keyex_secure_free(self->mac1_key, KEYEX_SECRET_LEN);
+    keyex_secure_free(self->cookie_key, KEYEX_SECRET_LEN);
+    uct_crypt_cookies_cleanup(&self->cookies);
     return status;
 }
 
@@ -805,6 +818,8 @@ static UCS_CLASS_CLEANUP_FUNC(uct_crypt_sock_iface_t)
     close(self->timer_fd);
     close(self->epfd);
     keyex_secure_free(self->mac1_key, KEYEX_SECRET_LEN);
+    keyex_secure_free(self->cookie_key, KEYEX_SECRET_LEN);
+    uct_crypt_cookies_cleanup(&self->cookies);
     uct_crypt_replay_cleanup(&self->replay);
     uct_crypt_seen_cleanup(&self->seen);
     ucs_free(self->ended); /* (the layer above frees the rest at its close) */

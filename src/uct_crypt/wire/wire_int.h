@@ -130,6 +130,11 @@ struct uct_crypt_sock_conn {
     int                      redirect_opening; /* ... and it was still being
                                                   opened: held to the deadline */
     size_t                   init_left;    /* initiation bytes not sent yet */
+    uint8_t                  init_mac1[KEYEX_NOISE_MAC1_LEN]; /* of the last
+                                              initiation sent: what a cookie
+                                              reply answers */
+    unsigned                 cookie_rounds;/* cookie replies sent (responder)
+                                              or taken (initiator) */
     uint64_t                 tx_records, tx_records_told;
 };
 
@@ -150,6 +155,8 @@ struct uct_crypt_sock_iface {
     keyex_noise_context_t           context;
     uint8_t                         *mac1_key; /* of initiations to us:
                                                   secure memory */
+    uint8_t                         *cookie_key; /* of their mac2: secure */
+    uct_crypt_cookies_t             cookies;  /* under load (wire_admit.h) */
     uct_crypt_keepalive_t           keepalive;
     double                          keepalive_s; /* 0: off */
     size_t                          sndbuf, rcvbuf; /* sockets' buffers */
@@ -253,12 +260,15 @@ void uct_crypt_sock_conn_fail_local(uct_crypt_sock_conn_t *conn,
 ucs_status_t uct_crypt_sock_conn_start_hs(uct_crypt_sock_conn_t *conn,
                                           uct_crypt_sock_iface_t *iface);
 
-/* wire_handshake.c: the initiation made (initiator, connected); the
- * responder's first 128 bytes and the initiator's 68-byte answer taken
- * (0: the connection is gone) */
-ucs_status_t uct_crypt_sock_conn_make_init(uct_crypt_sock_conn_t *conn);
+/* wire_handshake.c: the initiation made (initiator, connected), with mac2
+ * under `cookie` (NULL: none yet); the responder's 144 bytes and the
+ * initiator's 69-byte answer or 36-byte cookie reply taken (0: the
+ * connection is gone) */
+ucs_status_t uct_crypt_sock_conn_make_init(uct_crypt_sock_conn_t *conn,
+                                           const uint8_t *cookie);
 int uct_crypt_sock_conn_accept_init(uct_crypt_sock_conn_t *conn);
 int uct_crypt_sock_conn_accept_response(uct_crypt_sock_conn_t *conn);
+int uct_crypt_sock_conn_accept_cookie(uct_crypt_sock_conn_t *conn);
 void uct_crypt_sock_conn_redirects(uct_crypt_sock_iface_t *iface);
 /* The deadline of a connection waiting for its peer's (redirect) passed */
 void uct_crypt_sock_conn_redirect_expired(uct_crypt_sock_conn_t *conn);

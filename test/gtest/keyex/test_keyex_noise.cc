@@ -129,7 +129,8 @@ TEST_F(keyex_noise_test, another_role_or_key_size_is_refused_at_the_handshake) {
 
 TEST_F(keyex_noise_test, every_changed_byte_of_the_initiation_is_refused) {
     initiate(job_a, job_a);
-    for (size_t i = 0; i < sizeof(init); ++i) {
+    /* (mac2, the last 16 bytes, is the caller's: keyex_noise_cookie_test) */
+    for (size_t i = 0; i < offsetof(keyex_noise_init_msg_t, mac2); ++i) {
         keyex_noise_init_msg_t bad = init;
         keyex_noise_t fresh;
         ((uint8_t*)&bad)[i] ^= 0x20;
@@ -177,7 +178,8 @@ TEST(keyex_noise, timestamps_strictly_increase) {
 class keyex_noise_cm_test : public ::testing::Test {
 protected:
     keyex_noise_t cli{}, srv{};
-    keyex_noise_cm_msg_t init, resp;
+    keyex_noise_cm_init_msg_t init;
+    keyex_noise_cm_msg_t resp;
     keyex_noise_transport_t ckeys, skeys;
 
     ~keyex_noise_cm_test() { keyex_noise_cleanup(&cli); keyex_noise_cleanup(&srv); }
@@ -230,8 +232,9 @@ TEST_F(keyex_noise_cm_test, another_job_secret_or_none_is_refused_at_the_initiat
 
 TEST_F(keyex_noise_cm_test, every_changed_byte_of_the_initiation_is_refused) {
     initiate(job_a, job_a);
-    for (size_t i = 0; i < sizeof(init); ++i) {
-        keyex_noise_cm_msg_t bad = init;
+    /* (mac2, the last 16 bytes, is the caller's: cookies, below) */
+    for (size_t i = 0; i < sizeof(init.msg); ++i) {
+        keyex_noise_cm_init_msg_t bad = init;
         keyex_noise_t fresh;
         ((uint8_t*)&bad)[i] ^= 0x20;
         ASSERT_EQ(KEYEX_OK, keyex_noise_cm_start(&fresh, job_a));
@@ -275,9 +278,104 @@ TEST_F(keyex_noise_cm_test, a_wire_initiation_is_not_a_cm_initiation) {
     /* the two handshakes share primitives, not keys: each has its own
      * protocol name, prologue and psk label */
     initiate(job_a, job_a);
-    keyex_noise_cm_msg_t forged = init;
-    forged.type = KEYEX_NOISE_INIT_TYPE;
+    keyex_noise_cm_init_msg_t forged = init;
+    forged.msg.type = KEYEX_NOISE_INIT_TYPE;
     EXPECT_EQ(KEYEX_ERR_AUTH, keyex_noise_cm_init_consume(&srv, &forged));
+}
+
+/* Cookies (noise.h, WireGuard whitepaper §5.3): only a job-secret holder
+ * makes a cookie reply the initiator takes, or a mac2 the responder takes;
+ * both are bound to what they answer and to the receiver. */
+class keyex_noise_cookie_test : public ::testing::Test {
+protected:
+    uint8_t job_a[KEYEX_JOB_SECRET_LEN], job_b[KEYEX_JOB_SECRET_LEN];
+    uint8_t rs[KEYEX_PUBLIC_KEY_LEN], other_rs[KEYEX_PUBLIC_KEY_LEN];
+    uint8_t cookie[KEYEX_NOISE_COOKIE_LEN], answered[KEYEX_NOISE_MAC1_LEN];
+
+    void SetUp() override
+    {
+        memset(job_a, 0xa1, sizeof(job_a));
+        memset(job_b, 0xb2, sizeof(job_b));
+        memset(rs, 0x11, sizeof(rs));
+        memset(other_rs, 0x12, sizeof(other_rs));
+        memset(cookie, 0xc0, sizeof(cookie));
+        memset(answered, 0x3a, sizeof(answered));
+    }
+
+    std::vector<uint8_t> key(const uint8_t *job, const uint8_t *receiver)
+    {
+        std::vector<uint8_t> k(KEYEX_SECRET_LEN);
+        EXPECT_EQ(KEYEX_OK, keyex_noise_cookie_key(job, receiver, k.data()));
+        return k;
+    }
+};
+
+TEST_F(keyex_noise_cookie_test, a_cookie_reply_is_taken_only_from_a_job_secret_holder) {
+    auto k = key(job_a, rs);
+    keyex_noise_cookie_msg_t reply;
+    uint8_t got[KEYEX_NOISE_COOKIE_LEN] = {};
+
+    ASSERT_EQ(KEYEX_OK, keyex_noise_cookie_reply_create(k.data(), cookie, answered, &reply));
+    EXPECT_EQ(KEYEX_NOISE_COOKIE_TYPE, reply.type);
+    EXPECT_EQ(KEYEX_OK, keyex_noise_cookie_reply_consume(k.data(), answered, &reply, got));
+    EXPECT_EQ(0, memcmp(got, cookie, sizeof(got)));
+
+    /* another job's, another receiver's (or the cm's) key, another message */
+    EXPECT_EQ(KEYEX_ERR_AUTH, keyex_noise_cookie_reply_consume(key(job_b, rs).data(),
+                                                               answered, &reply, got));
+    EXPECT_EQ(KEYEX_ERR_AUTH, keyex_noise_cookie_reply_consume(key(job_a, other_rs).data(),
+                                                               answered, &reply, got));
+    EXPECT_EQ(KEYEX_ERR_AUTH, keyex_noise_cookie_reply_consume(key(job_a, NULL).data(),
+                                                               answered, &reply, got));
+    uint8_t other[KEYEX_NOISE_MAC1_LEN];
+    memcpy(other, answered, sizeof(other));
+    other[0] ^= 1;
+    EXPECT_EQ(KEYEX_ERR_AUTH, keyex_noise_cookie_reply_consume(k.data(), other, &reply, got));
+    for (size_t i = 0; i < sizeof(reply); ++i) {
+        keyex_noise_cookie_msg_t bad = reply;
+        ((uint8_t*)&bad)[i] ^= 0x04;
+        EXPECT_EQ(KEYEX_ERR_AUTH, keyex_noise_cookie_reply_consume(k.data(), answered, &bad, got))
+                << "byte " << i;
+    }
+}
+
+TEST_F(keyex_noise_cookie_test, mac2_is_bound_to_the_cookie_the_message_and_the_job_secret) {
+    auto k = key(job_a, rs);
+    uint8_t msg[sizeof(keyex_noise_init_msg_t)];
+
+    for (size_t i = 0; i < sizeof(msg); ++i) {
+        msg[i] = (uint8_t)(i * 7);
+    }
+    ASSERT_EQ(KEYEX_OK, keyex_noise_mac2_set(k.data(), cookie, msg, sizeof(msg)));
+    EXPECT_EQ(KEYEX_OK, keyex_noise_mac2_check(k.data(), cookie, msg, sizeof(msg)));
+
+    /* who knows the cookie but not the job secret (a replayer that got the
+     * cookie reply to its own connection) cannot make it */
+    EXPECT_EQ(KEYEX_ERR_AUTH, keyex_noise_mac2_check(key(job_b, rs).data(), cookie,
+                                                     msg, sizeof(msg)));
+    uint8_t other_cookie[KEYEX_NOISE_COOKIE_LEN];
+    memcpy(other_cookie, cookie, sizeof(other_cookie));
+    other_cookie[5] ^= 1;
+    EXPECT_EQ(KEYEX_ERR_AUTH, keyex_noise_mac2_check(k.data(), other_cookie, msg,
+                                                     sizeof(msg)));
+    for (size_t i = 0; i < sizeof(msg); ++i) {
+        uint8_t bad[sizeof(msg)];
+        memcpy(bad, msg, sizeof(msg));
+        bad[i] ^= 0x80;
+        EXPECT_EQ(KEYEX_ERR_AUTH, keyex_noise_mac2_check(k.data(), cookie, bad, sizeof(bad)))
+                << "byte " << i;
+    }
+}
+
+TEST_F(keyex_noise_cookie_test, the_wire_and_the_cm_have_cookie_keys_of_their_own) {
+    auto wire = key(job_a, rs), cm = key(job_a, NULL);
+    uint8_t mac1_key[KEYEX_SECRET_LEN];
+
+    EXPECT_NE(wire, cm);
+    EXPECT_NE(wire, key(job_a, other_rs));
+    EXPECT_NE(cm, key(job_b, NULL));
+    ASSERT_EQ(KEYEX_OK, keyex_noise_mac1_key(job_a, rs, mac1_key));
+    EXPECT_NE(0, memcmp(mac1_key, wire.data(), KEYEX_SECRET_LEN));
 }
 
 } // namespace

@@ -1055,3 +1055,123 @@ TEST(crypt_admit_victim, the_address_that_holds_the_most_loses_its_oldest)
     EXPECT_EQ(victim(addresses({"10.0.0.3", "10.0.0.3", "10.0.0.3"})), 0u);
 }
 }
+
+/* ---- cookies under load (wire/wire_admit.h) ---------------------------------- */
+
+namespace {
+
+class crypt_admit_cookies : public ::testing::Test {
+protected:
+    void SetUp() override
+    {
+        memset(job, 0x5c, sizeof(job));
+        memset(own_static, 0x21, sizeof(own_static));
+        ASSERT_EQ(KEYEX_OK, keyex_noise_cookie_key(job, own_static, key));
+        from = addresses({"10.0.0.2", "10.0.0.3"});
+        for (size_t i = 0; i < sizeof(msg); ++i) {
+            msg[i] = (uint8_t)(i * 13 + 1);
+        }
+    }
+    void TearDown() override
+    {
+        uct_crypt_cookies_cleanup(&cookies);
+    }
+    /* the initiator: mac2 under the cookie the listener gave `to` */
+    void answer(const sockaddr_storage &to, double now, const uint8_t *with_key)
+    {
+        uint8_t cookie[KEYEX_NOISE_COOKIE_LEN];
+        ASSERT_EQ(0, uct_crypt_cookies_make(&cookies, now, &to, cookie));
+        ASSERT_EQ(KEYEX_OK, keyex_noise_mac2_set(with_key, cookie, msg, sizeof(msg)));
+    }
+    int valid(const sockaddr_storage &from_addr, double now)
+    {
+        return uct_crypt_cookies_mac2_valid(&cookies, now, &from_addr, key,
+                                            msg, sizeof(msg));
+    }
+
+    uct_crypt_cookies_t cookies = {};
+    uint8_t job[KEYEX_JOB_SECRET_LEN], own_static[KEYEX_PUBLIC_KEY_LEN];
+    uint8_t key[KEYEX_SECRET_LEN];
+    uint8_t msg[sizeof(keyex_noise_init_msg_t)];
+    std::vector<sockaddr_storage> from;
+};
+
+} // namespace
+
+/* `rate` DHs a second, one second's worth at once; then under load until
+ * the bucket refills */
+TEST_F(crypt_admit_cookies, dhs_past_the_rate_wait_for_a_cookie)
+{
+    uct_crypt_cookies_init(&cookies, 3, 100.0);
+    EXPECT_EQ(1, uct_crypt_cookies_dh_allowed(&cookies, 100.0));
+    EXPECT_EQ(1, uct_crypt_cookies_dh_allowed(&cookies, 100.0));
+    EXPECT_EQ(1, uct_crypt_cookies_dh_allowed(&cookies, 100.0));
+    EXPECT_EQ(0, uct_crypt_cookies_dh_allowed(&cookies, 100.0));
+    EXPECT_EQ(0, uct_crypt_cookies_dh_allowed(&cookies, 100.1));
+    EXPECT_EQ(1, uct_crypt_cookies_dh_allowed(&cookies, 100.5));
+    /* a long quiet gives one second's worth, not more */
+    int allowed = 0;
+    for (int i = 0; i < 10; ++i) {
+        allowed += uct_crypt_cookies_dh_allowed(&cookies, 200.0);
+    }
+    EXPECT_EQ(3, allowed);
+
+    uct_crypt_cookies_init(&cookies, 0, 0.0);
+    EXPECT_EQ(0, uct_crypt_cookies_dh_allowed(&cookies, 0.0)) << "0: always a cookie";
+    EXPECT_EQ(0, uct_crypt_cookies_dh_allowed(&cookies, 1e6));
+    uct_crypt_cookies_init(&cookies, HUGE_VAL, 0.0);
+    for (int i = 0; i < 100000; ++i) {
+        ASSERT_EQ(1, uct_crypt_cookies_dh_allowed(&cookies, 1.0 + i * 1e-9)) << "inf: never";
+    }
+}
+
+/* A DH that went to a stranger (a replay found out after it) puts the
+ * listener under load for a second, whatever the rate */
+TEST_F(crypt_admit_cookies, a_stranger_s_dh_puts_the_listener_under_load_for_a_second)
+{
+    uct_crypt_cookies_init(&cookies, 1000, 10.0);
+    EXPECT_EQ(1, uct_crypt_cookies_dh_allowed(&cookies, 10.0));
+    uct_crypt_cookies_stranger(&cookies, 10.0);
+    EXPECT_EQ(0, uct_crypt_cookies_dh_allowed(&cookies, 10.0));
+    EXPECT_EQ(0, uct_crypt_cookies_dh_allowed(&cookies, 10.9));
+    EXPECT_EQ(1, uct_crypt_cookies_dh_allowed(&cookies, 11.1));
+    uct_crypt_cookies_init(&cookies, HUGE_VAL, 10.0);
+    uct_crypt_cookies_stranger(&cookies, 10.0);
+    EXPECT_EQ(0, uct_crypt_cookies_dh_allowed(&cookies, 10.5)) << "also with no rate limit";
+    EXPECT_EQ(1, uct_crypt_cookies_dh_allowed(&cookies, 11.5));
+}
+
+/* mac2 counts only for the address and port the cookie was given to, only
+ * from a job-secret holder, and only while the listener's secret is that
+ * of now or the one before (two minutes each) */
+TEST_F(crypt_admit_cookies, mac2_counts_for_its_connection_and_two_minutes)
+{
+    uct_crypt_cookies_init(&cookies, 0, 0.0);
+    EXPECT_EQ(0, valid(from[0], 1.0)) << "no cookie given yet";
+
+    answer(from[0], 1.0, key);
+    EXPECT_EQ(1, valid(from[0], 1.0));
+    EXPECT_EQ(0, valid(from[1], 1.0)) << "another address";
+    sockaddr_storage other_port = from[0];
+    ((sockaddr_in*)&other_port)->sin_port = htons(1);
+    EXPECT_EQ(0, valid(other_port, 1.0)) << "another connection of the same host";
+
+    /* the cookie, but not the job secret: a replayer that read its reply */
+    uint8_t stranger_key[KEYEX_SECRET_LEN];
+    uint8_t other_job[KEYEX_JOB_SECRET_LEN];
+    memset(other_job, 0x77, sizeof(other_job));
+    ASSERT_EQ(KEYEX_OK, keyex_noise_cookie_key(other_job, own_static, stranger_key));
+    answer(from[0], 1.0, stranger_key);
+    EXPECT_EQ(0, valid(from[0], 1.0));
+
+    /* 16 zero bytes: no cookie */
+    answer(from[0], 1.0, key);
+    memset(msg + sizeof(msg) - KEYEX_NOISE_MAC1_LEN, 0, KEYEX_NOISE_MAC1_LEN);
+    EXPECT_EQ(0, valid(from[0], 1.0));
+
+    answer(from[0], 1.0, key);
+    EXPECT_EQ(1, valid(from[0], 1.0 + UCT_CRYPT_COOKIE_SECRET_AGE + 1))
+            << "made just before the secret changed";
+    EXPECT_EQ(0, valid(from[0], 1.0 + 2 * UCT_CRYPT_COOKIE_SECRET_AGE + 2))
+            << "two secrets later";
+}
