@@ -172,6 +172,12 @@ static int uct_crypt_cookies_secret(uct_crypt_cookies_t *cookies, double now)
             return -1;
         }
         cookies->secret_at = now;
+    } else if (now - cookies->secret_at >= 2 * UCT_CRYPT_COOKIE_SECRET_AGE) {
+        /* both too old: no cookie of either is good any more */
+        if (!crypt_random_secret(cookies->secrets, 2 * KEYEX_SECRET_LEN)) {
+            return -1;
+        }
+        cookies->secret_at = now;
     } else if (now - cookies->secret_at >= UCT_CRYPT_COOKIE_SECRET_AGE) {
         memcpy(cookies->secrets + KEYEX_SECRET_LEN, cookies->secrets,
                KEYEX_SECRET_LEN);

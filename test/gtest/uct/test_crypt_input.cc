@@ -1174,4 +1174,9 @@ TEST_F(crypt_admit_cookies, mac2_counts_for_its_connection_and_two_minutes)
             << "made just before the secret changed";
     EXPECT_EQ(0, valid(from[0], 1.0 + 2 * UCT_CRYPT_COOKIE_SECRET_AGE + 2))
             << "two secrets later";
+
+    /* the same with nothing asked in between: still two secrets later */
+    answer(from[0], 1000.0, key);
+    EXPECT_EQ(0, valid(from[0], 1000.0 + 2 * UCT_CRYPT_COOKIE_SECRET_AGE + 2))
+            << "a cookie of four minutes ago";
 }
