@@ -175,7 +175,7 @@ do_check() {
     log "test: strangers flood both listeners (1000 held connections, garbage, replays) while an honest pair runs"
     "$top/test/integration/stranger_flood.sh" "$obj" "$prefix" "$results" || true
     log "test: a server's memory after client upon client"
-    "$top/test/integration/server_memory.sh" "$obj" "$prefix" "$results" || true
+    "$top/test/integration/server_memory.sh" "$obj" "$prefix" "$results" "$prefix_test" || true
     log "test: as users run it (stock programs, UCX's defaults, two hosts, the release build, plain tcp beside it)"
     "$top/test/integration/transparency.sh" "$obj" "$prefix" "$results" || true
     log "test: UCX's own test suite on crypt, tcp beside it (UCT suites, a UCP selection)"

@@ -84,11 +84,19 @@ typedef struct uct_crypt_global_config {
 #endif
 } uct_crypt_global_config_t;
 
+/* Flows an iface receives at once (uct_crypt_keys.c): in all, and from
+ * one peer key (both roles: UCX_CRYPT_RX_FLOWS*, UCX_CRYPT_AUX_RX_FLOWS*) */
+typedef struct uct_crypt_rx_limits {
+    unsigned           flows;
+    unsigned           flows_per_peer;
+} uct_crypt_rx_limits_t;
+
 /* The auxiliary tl's iface options: the base ones only (no bulk engine,
  * no tamper hook) */
 typedef struct uct_crypt_aux_iface_config {
     uct_iface_config_t    super;
     uct_crypt_keepalive_t keepalive; /* crypt's own wire beneath */
+    uct_crypt_rx_limits_t rx_limits;
 } uct_crypt_aux_iface_config_t;
 
 typedef struct uct_crypt_md_config {
@@ -128,6 +136,7 @@ typedef struct uct_crypt_iface_config {
     size_t             sndbuf;          /* UCS_MEMUNITS_AUTO: the kernel's */
     size_t             rcvbuf;
     uct_crypt_keepalive_t keepalive;
+    uct_crypt_rx_limits_t rx_limits;
 } uct_crypt_iface_config_t;
 
 /* What this process registered, by region token */
@@ -190,6 +199,7 @@ typedef enum {
     UCT_CRYPT_FAULT_DROP,
     UCT_CRYPT_FAULT_INJECT,
     UCT_CRYPT_FAULT_FORGE_HELLO,  /* a stranger's HELLO naming our own key */
+    UCT_CRYPT_FAULT_REPLAY_ENDED, /* a flow's HELLO again after its FLOW_END */
     /* on one bulk segment (UCX_CRYPT_FAULT_AFTER counts segments) */
     UCT_CRYPT_FAULT_BULK_FLIP_CIPHERTEXT, /* a bit of the ciphertext put */
     UCT_CRYPT_FAULT_BULK_FLIP_TAG,        /* a bit of the announced tag */
@@ -211,6 +221,8 @@ typedef struct uct_crypt_fault_state {
     unsigned long     bulk_segments_sent;
     uint8_t           *held_record;       /* replay/reorder */
     size_t            held_length;
+    uint8_t           *hello_copy;        /* replay_ended */
+    size_t            hello_length;
 } uct_crypt_fault_state_t;
 #endif
 
@@ -225,14 +237,29 @@ typedef struct uct_crypt_tx_flow {
     crypt_aead_key_t     aead;
 } uct_crypt_tx_flow_t;
 
+/* What an iface knows of one peer key: its eps to it, the flows it
+ * receives from it (uct_crypt_keys.c) */
+typedef struct uct_crypt_peer {
+    uint64_t             id;              /* the key's first 8 bytes */
+    unsigned             eps;
+    unsigned             num_flows;
+    ucs_list_link_t      flows;           /* uct_crypt_rx_flow_t */
+} uct_crypt_peer_t;
+
 /* Receiving half of a flow, found by flow id. */
 typedef struct uct_crypt_rx_flow {
     uint64_t             flow_id;
     uint64_t             next_sequence;
     int                  failed;
     uint8_t              peer_public[KEYEX_PUBLIC_KEY_LEN];
+    uct_crypt_peer_t     *peer;
+    ucs_list_link_t      peer_list;       /* in peer->flows */
+    /* NULL while the flow sleeps (no ep of ours to its peer is left); it
+     * wakes at `generation` when a record comes */
     keyex_traffic_keys_t *keys;
     crypt_aead_key_t     aead;
+    uint32_t             generation;      /* the record key's, asleep */
+    uint32_t             bulk_generation; /* the bulk key's, always */
     /* bulk puts received on this flow (derived on first use) */
     keyex_traffic_keys_t *bulk_keys;
     crypt_aead_key_t     bulk_aead;
@@ -248,6 +275,14 @@ typedef struct uct_crypt_rx_flow {
 } uct_crypt_rx_flow_t;
 
 KHASH_MAP_INIT_INT64(uct_crypt_rx_flows, uct_crypt_rx_flow_t*);
+/* ids of flows their sender ended (FLOW_END): replays of them refused */
+KHASH_SET_INIT_INT64(uct_crypt_flow_ids);
+KHASH_MAP_INIT_INT64(uct_crypt_peers, uct_crypt_peer_t*);
+
+/* The most flow ids an iface remembers as ended: 16 bytes each, 16 MiB in
+ * all. Past it a FLOW_END is not taken: the flow stays, and counts
+ * towards the bound of live flows, until the iface closes. */
+#define UCT_CRYPT_ENDED_FLOWS_MAX (1u << 20)
 
 typedef struct uct_crypt_iface uct_crypt_iface_t;
 typedef struct uct_crypt_ep uct_crypt_ep_t;
@@ -275,7 +310,15 @@ struct uct_crypt_iface {
     uint8_t                   *scratch;       /* records for am_short */
     size_t                    scratch_len;
     khash_t(uct_crypt_rx_flows) rx_flows;
+    khash_t(uct_crypt_flow_ids) ended_flows;
+    khash_t(uct_crypt_peers)  peers;
+    unsigned                  rx_flows_max;   /* UCX_CRYPT_RX_FLOWS */
+    unsigned                  rx_flows_per_peer;
     ucs_list_link_t           eps;            /* uct_crypt_ep_t */
+    /* inner eps of destroyed crypt eps, kept until their FLOW_END left
+     * (uct_crypt_ep.c) */
+    ucs_list_link_t           closing;
+    uct_worker_cb_id_t        closing_cb_id;
     keyex_traffic_keys_t      *trial_keys;    /* receiver's next generation */
     uct_worker_cb_id_t        fail_cb_id;
     int                       fail_pending;
@@ -481,6 +524,7 @@ ucs_status_t uct_crypt_bulk_event_arm(uct_crypt_iface_t *iface);
 /* An ep of the iface has bulk work outstanding (a put, a get until its
  * GET_DONE, a flush, a fence): uct_iface_flush is not done */
 int uct_crypt_bulk_iface_busy(uct_crypt_iface_t *iface);
+int uct_crypt_bulk_ep_idle(uct_crypt_ep_t *ep);
 /* ep going away or failed: wait for its jobs, complete its puts with status */
 void uct_crypt_bulk_ep_cancel(uct_crypt_ep_t *ep, ucs_status_t status);
 void uct_crypt_bulk_control(uct_crypt_iface_t *iface, uct_crypt_rx_flow_t *flow,
@@ -514,7 +558,26 @@ uct_crypt_rx_flow_t *
 uct_crypt_rx_flow_create(uct_crypt_iface_t *iface, uint64_t flow_id,
                          const uint8_t sender_public[KEYEX_PUBLIC_KEY_LEN]);
 void uct_crypt_rx_flow_free(uct_crypt_rx_flow_t *flow);
+void uct_crypt_rx_flows_init(uct_crypt_iface_t *iface,
+                             const uct_crypt_rx_limits_t *limits);
+ucs_status_t uct_crypt_rx_flow_add(uct_crypt_iface_t *iface,
+                                   uct_crypt_rx_flow_t *flow);
+void uct_crypt_rx_flow_end(uct_crypt_iface_t *iface, uct_crypt_rx_flow_t *flow);
+ucs_status_t uct_crypt_rx_flow_wake(uct_crypt_iface_t *iface,
+                                    uct_crypt_rx_flow_t *flow);
+void uct_crypt_rx_flow_woken_in_vain(uct_crypt_rx_flow_t *flow);
+/* our eps to a peer key, counted: when the last goes, its flows sleep */
+ucs_status_t uct_crypt_peer_ep_add(uct_crypt_iface_t *iface,
+                                   const uint8_t *peer_public);
+void uct_crypt_peer_ep_remove(uct_crypt_iface_t *iface,
+                              const uint8_t *peer_public);
+int uct_crypt_rx_flow_was_ended(uct_crypt_iface_t *iface, uint64_t flow_id);
+void uct_crypt_rx_flows_conn_ended(uct_crypt_iface_t *iface, uint64_t conn_id);
 void uct_crypt_rx_flows_cleanup(uct_crypt_iface_t *iface);
+/* inner eps kept after their crypt ep went, until its FLOW_END left
+ * (uct_crypt_ep.c): destroyed when the iface closes */
+void uct_crypt_iface_closing_cleanup(uct_crypt_iface_t *iface);
+void uct_crypt_iface_closing_free(uct_crypt_iface_t *iface);
 /* Open under the flow's keys, or under the next generation's when the
  * sender announces a key update; the update is kept only if it opens. */
 struct uct_crypt_record_in;
@@ -586,6 +649,8 @@ int uct_crypt_fault_apply(uct_crypt_iface_t *iface, uct_crypt_ep_t *ep,
  * inner's am_bcopy result */
 ssize_t uct_crypt_fault_send_raw(uct_crypt_ep_t *ep, const uint8_t *data,
                                  size_t length);
+/* The ep's FLOW_END left: replay_ended sends its HELLO behind it */
+void uct_crypt_fault_flow_ended(uct_crypt_iface_t *iface, uct_crypt_ep_t *ep);
 /* Is the bulk segment leaving now the one to tamper with? */
 int uct_crypt_bulk_fault_due(uct_crypt_iface_t *iface);
 void uct_crypt_bulk_fault_seal(uct_crypt_iface_t *iface, uint8_t *bounce,
@@ -606,6 +671,7 @@ int uct_crypt_bulk_fault_announce(uct_crypt_iface_t *iface,
 #define uct_crypt_fault_init_none(_iface)                 do {} while (0)
 #define uct_crypt_fault_cleanup(_iface)                   do {} while (0)
 #define uct_crypt_fault_apply(_iface, _ep, _rec, _l)      0
+#define uct_crypt_fault_flow_ended(_iface, _ep)           do {} while (0)
 #define uct_crypt_bulk_fault_due(_iface)                  0
 #define uct_crypt_bulk_fault_seal(_iface, _bounce, _l)    do {} while (0)
 #define uct_crypt_bulk_fault_frame_tag(_iface, _tag)      do {} while (0)

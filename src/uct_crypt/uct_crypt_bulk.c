@@ -492,6 +492,16 @@ ucs_status_t uct_crypt_bulk_ep_flush(uct_crypt_ep_t *ep, unsigned flags,
     return UCS_INPROGRESS;
 }
 
+/* Does the ep have no bulk work at all (no put, get, segment or flush)? */
+int uct_crypt_bulk_ep_idle(uct_crypt_ep_t *ep)
+{
+    uct_crypt_bulk_tx_t *tx = ep->bulk;
+
+    return (tx == NULL) ||
+           (ucs_list_is_empty(&tx->ops) && ucs_list_is_empty(&tx->gets) &&
+            ucs_list_is_empty(&tx->segments) && ucs_list_is_empty(&tx->flushes));
+}
+
 int uct_crypt_bulk_iface_busy(uct_crypt_iface_t *iface)
 {
     return (iface->bulk != NULL) && !ucs_list_is_empty(&iface->bulk->active);

@@ -38,6 +38,7 @@ int uct_crypt_bulk_control_kind(const uint8_t *payload, size_t length)
     crypt_bulk_segment_t segment;
     crypt_bulk_get_req_t get_req;
     crypt_bulk_ack_t ack;
+    crypt_flow_end_t end;
 
     if (length == 0) {
         return 0;
@@ -74,6 +75,13 @@ int uct_crypt_bulk_control_kind(const uint8_t *payload, size_t length)
                 uct_crypt_bulk_extent_ok(le64toh(get_req.local_addr),
                                          le64toh(get_req.length))) ?
                CRYPT_CONTROL_GET_REQ : 0;
+    case CRYPT_CONTROL_FLOW_END:
+        if (length != sizeof(end)) {
+            return 0;
+        }
+        memcpy(&end, payload, sizeof(end));
+        return uct_crypt_bulk_zero(end.reserved, sizeof(end.reserved)) ?
+               CRYPT_CONTROL_FLOW_END : 0;
     default:
         return 0;
     }

@@ -21,7 +21,7 @@
 #define UCT_CRYPT_BULK_PROFILE_MAX_THREADS 1024  /* what a profile may ask */
 #define UCT_CRYPT_BULK_MIN_SEGMENT         4096
 
-/* The kind of a bulk control record's payload (CRYPT_CONTROL_*) when it
+/* The kind of a control record's payload (CRYPT_CONTROL_*) when it
  * has exactly that kind's length, zero reserved bytes and every length
  * and range within bounds; 0 otherwise. The checks that need the flow's
  * state (order, keys, registered memory) are the caller's. */

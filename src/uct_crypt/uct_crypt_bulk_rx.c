@@ -302,6 +302,9 @@ void uct_crypt_bulk_control(uct_crypt_iface_t *iface, uct_crypt_rx_flow_t *flow,
     case CRYPT_CONTROL_GET_REQ:
         uct_crypt_bulk_serve_get(iface, flow, payload, length);
         break;
+    case CRYPT_CONTROL_FLOW_END:
+        uct_crypt_rx_flow_end(iface, flow); /* `flow` may be gone after it */
+        break;
     default:
         uct_crypt_record_reject(iface, flow, UCT_CRYPT_FAIL_MALFORMED);
         break;

@@ -54,6 +54,9 @@ static UCS_CLASS_INIT_FUNC(uct_crypt_ep_t, const uct_ep_params_t *params)
             /* (the wire's handshake proves this key before a record goes) */
             status = iface->inner_ops->ep_set_peer(self->inner, self->peer_public);
         }
+        if (status == UCS_OK) {
+            status = uct_crypt_peer_ep_add(iface, self->peer_public);
+        }
         if (status != UCS_OK) {
             uct_crypt_tx_flow_cleanup(&self->tx);
             uct_ep_destroy(self->inner);
@@ -64,10 +67,176 @@ static UCS_CLASS_INIT_FUNC(uct_crypt_ep_t, const uct_ep_params_t *params)
     return UCS_OK;
 }
 
+/*
+ * The end of a flow over a UCX inner (rc, ud, dc), which has no connection
+ * whose end would tell the receiver: its last record says so (FLOW_END,
+ * uct_crypt_format.h), and the receiver frees the flow's state and keys
+ * instead of keeping them until its iface closes (issue 29, item 6). The
+ * inner ep stays until that record has left (a flush, as UCP discards its
+ * own eps: ucp_worker_discard_uct_ep), or UCT_CRYPT_FLOW_END_WAIT while
+ * the inner has no room for the flush.
+ * Best effort: an ep that failed, never sent, or has bulk work still in
+ * flight sends none, and the receiver's bounds (UCX_CRYPT_RX_FLOWS) hold
+ * what is left.
+ */
+#define UCT_CRYPT_FLOW_END_WAIT 2.0 /* seconds */
+
+typedef enum {
+    UCT_CRYPT_CLOSING_FLUSH,    /* flush again: the inner had no room */
+    UCT_CRYPT_CLOSING_FLUSHING, /* the flush's completion comes */
+    UCT_CRYPT_CLOSING_DONE      /* flushed: destroy */
+} uct_crypt_closing_state_t;
+
+typedef struct {
+    uct_completion_t          comp;
+    ucs_list_link_t           list;     /* in iface->closing */
+    uct_ep_h                  inner;
+    ucs_time_t                deadline;
+    uct_crypt_closing_state_t state;
+} uct_crypt_closing_t;
+
+static void uct_crypt_closing_flushed(uct_completion_t *self)
+{
+    ucs_container_of(self, uct_crypt_closing_t, comp)->state =
+            UCT_CRYPT_CLOSING_DONE;
+}
+
+static int uct_crypt_closing_flush(uct_crypt_closing_t *closing)
+{
+    ucs_status_t status;
+
+    closing->comp.func   = uct_crypt_closing_flushed;
+    closing->comp.count  = 1;
+    closing->comp.status = UCS_OK;
+    status = uct_ep_flush(closing->inner, UCT_FLUSH_FLAG_LOCAL, &closing->comp);
+    if (status == UCS_INPROGRESS) {
+        closing->state = UCT_CRYPT_CLOSING_FLUSHING;
+    } else if ((status == UCS_ERR_NO_RESOURCE) &&
+               (ucs_get_time() < closing->deadline)) {
+        closing->state = UCT_CRYPT_CLOSING_FLUSH;
+    } else {
+        closing->state = UCT_CRYPT_CLOSING_DONE; /* flushed, failed or late */
+    }
+    return closing->state == UCT_CRYPT_CLOSING_DONE;
+}
+
+/* The inner ep goes. A flush still outstanding may complete from inside
+ * its destroy (canceled) or, on some inners, later from the inner iface:
+ * its completion lives on until the iface closes then
+ * (uct_crypt_iface_closing_free). */
+static void uct_crypt_closing_destroy(uct_crypt_closing_t *closing)
+{
+    uct_ep_destroy(closing->inner);
+    closing->inner = NULL;
+    if (closing->state != UCT_CRYPT_CLOSING_FLUSHING) {
+        ucs_list_del(&closing->list);
+        ucs_free(closing);
+    }
+}
+
+static unsigned uct_crypt_iface_closing_progress(void *arg)
+{
+    uct_crypt_iface_t *iface = arg;
+    uct_crypt_closing_t *closing, *tmp;
+    unsigned count           = 0;
+
+    ucs_list_for_each_safe(closing, tmp, &iface->closing, list) {
+        if ((closing->state == UCT_CRYPT_CLOSING_FLUSH) &&
+            !uct_crypt_closing_flush(closing)) {
+            continue; /* (uct_crypt_closing_flush: DONE once late) */
+        }
+        if (closing->state == UCT_CRYPT_CLOSING_DONE) {
+            uct_crypt_closing_destroy(closing);
+            ++count;
+        }
+    }
+    if (ucs_list_is_empty(&iface->closing)) {
+        uct_worker_progress_unregister_safe(&iface->super.worker->super,
+                                            &iface->closing_cb_id);
+    }
+    return count;
+}
+
+/* The iface closes: the inner eps still kept go now, before the inner
+ * iface. Nothing waits here for a peer: a FLOW_END that does not make it
+ * is what sleeping flows are for (uct_crypt_keys.c). */
+void uct_crypt_iface_closing_cleanup(uct_crypt_iface_t *iface)
+{
+    uct_crypt_closing_t *closing, *tmp;
+
+    uct_worker_progress_unregister_safe(&iface->super.worker->super,
+                                        &iface->closing_cb_id);
+    ucs_list_for_each_safe(closing, tmp, &iface->closing, list) {
+        if (closing->inner != NULL) {
+            uct_crypt_closing_destroy(closing);
+        }
+    }
+}
+
+/* ... and once the inner iface is closed, no completion can come */
+void uct_crypt_iface_closing_free(uct_crypt_iface_t *iface)
+{
+    uct_crypt_closing_t *closing, *tmp;
+
+    ucs_list_for_each_safe(closing, tmp, &iface->closing, list) {
+        ucs_list_del(&closing->list);
+        ucs_free(closing);
+    }
+}
+
+static int uct_crypt_ep_send_flow_end(uct_crypt_ep_t *ep,
+                                      uct_crypt_iface_t *iface)
+{
+    crypt_flow_end_t end;
+
+    if ((iface->inner_ops->flags & UCT_CRYPT_INNER_CONN_KEYS) ||
+        !ep->tx.hello_done || ep->failed || !uct_crypt_bulk_ep_idle(ep)) {
+        return 0;
+    }
+    memset(&end, 0, sizeof(end));
+    end.kind = CRYPT_CONTROL_FLOW_END;
+    return uct_crypt_ep_send_control(ep, &end, sizeof(end)) == UCS_OK;
+}
+
+/* `inner` goes once what was sent on it has left */
+static void uct_crypt_ep_close_inner(uct_crypt_iface_t *iface, uct_ep_h inner)
+{
+    uct_crypt_closing_t *closing = ucs_malloc(sizeof(*closing),
+                                              "crypt closing ep");
+
+    if (closing == NULL) {
+        uct_ep_destroy(inner);
+        return;
+    }
+    closing->inner    = inner;
+    closing->deadline = ucs_get_time() +
+                        ucs_time_from_sec(UCT_CRYPT_FLOW_END_WAIT);
+    ucs_list_add_tail(&iface->closing, &closing->list);
+    if (uct_crypt_closing_flush(closing)) {
+        uct_crypt_closing_destroy(closing);
+        return;
+    }
+    uct_worker_progress_register_safe(&iface->super.worker->super,
+                                      uct_crypt_iface_closing_progress, iface,
+                                      0, &iface->closing_cb_id);
+}
+
 static UCS_CLASS_CLEANUP_FUNC(uct_crypt_ep_t)
 {
+    uct_crypt_iface_t *iface = ucs_derived_of(self->super.super.iface,
+                                              uct_crypt_iface_t);
+
     ucs_list_del(&self->list);
-    uct_ep_destroy(self->inner);
+    if (uct_crypt_ep_send_flow_end(self, iface)) {
+        uct_crypt_fault_flow_ended(iface, self);
+        /* (no bulk work in flight: nothing of the inner's refers to us) */
+        uct_crypt_ep_close_inner(iface, self->inner);
+    } else {
+        uct_ep_destroy(self->inner);
+    }
+    if (self->peer_known) {
+        uct_crypt_peer_ep_remove(iface, self->peer_public);
+    }
     /* after the inner: no put completion can reach a freed segment */
     uct_crypt_bulk_ep_cancel(self, UCS_ERR_CANCELED);
     uct_crypt_tx_flow_cleanup(&self->tx);
@@ -97,9 +266,17 @@ ucs_status_t uct_crypt_ep_connect_to_ep(uct_ep_h tl_ep,
     const crypt_ep_addr_t *crypt_addr = (const crypt_ep_addr_t*)ep_addr;
     ucs_status_t status;
 
+    if (ep->peer_known) {
+        return UCS_ERR_ALREADY_EXISTS; /* (connected once, to an iface or ep) */
+    }
     memcpy(ep->peer_public, crypt_addr->public_key, KEYEX_PUBLIC_KEY_LEN);
+    status = uct_crypt_peer_ep_add(iface, ep->peer_public);
+    if (status != UCS_OK) {
+        return status;
+    }
     status = uct_crypt_tx_flow_init(iface, &ep->tx, ep->peer_public);
     if (status != UCS_OK) {
+        uct_crypt_peer_ep_remove(iface, ep->peer_public);
         return status;
     }
     ep->peer_known = 1;

@@ -28,6 +28,7 @@ void uct_crypt_fault_init(uct_crypt_iface_t *iface,
         [UCT_CRYPT_FAULT_DROP]            = "drop",
         [UCT_CRYPT_FAULT_INJECT]          = "inject",
         [UCT_CRYPT_FAULT_FORGE_HELLO]     = "forge_hello",
+        [UCT_CRYPT_FAULT_REPLAY_ENDED]    = "replay_ended",
         [UCT_CRYPT_FAULT_BULK_FLIP_CIPHERTEXT] = "bulk_flip_ciphertext",
         [UCT_CRYPT_FAULT_BULK_FLIP_TAG]   = "bulk_flip_tag",
         [UCT_CRYPT_FAULT_BULK_DROP]       = "bulk_drop",
@@ -81,6 +82,17 @@ int uct_crypt_fault_apply(uct_crypt_iface_t *iface, uct_crypt_ep_t *ep,
     size_t hdr_len = CRYPT_RECORD_HDR_LEN;
     uint8_t forged[256];
 
+    if ((iface->fault.kind == UCT_CRYPT_FAULT_REPLAY_ENDED) &&
+        (((crypt_record_hdr_t*)record)->type == CRYPT_RECORD_HELLO) &&
+        (iface->fault.hello_copy == NULL)) {
+        /* kept, to come again after the flow's end */
+        iface->fault.hello_copy = ucs_malloc(*length, "crypt fault hello");
+        if (iface->fault.hello_copy != NULL) {
+            memcpy(iface->fault.hello_copy, record, *length);
+            iface->fault.hello_length = *length;
+        }
+        return 0;
+    }
     if ((((crypt_record_hdr_t*)record)->type == CRYPT_RECORD_HELLO) ||
         (iface->fault.kind >= UCT_CRYPT_FAULT_BULK_FLIP_CIPHERTEXT)) {
         return 0; /* data records of an established flow; bulk: elsewhere */
@@ -159,6 +171,18 @@ int uct_crypt_fault_apply(uct_crypt_iface_t *iface, uct_crypt_ep_t *ep,
     }
 }
 
+void uct_crypt_fault_flow_ended(uct_crypt_iface_t *iface, uct_crypt_ep_t *ep)
+{
+    if ((iface->fault.kind != UCT_CRYPT_FAULT_REPLAY_ENDED) ||
+        (iface->fault.hello_copy == NULL)) {
+        return;
+    }
+    (void)uct_crypt_fault_send_raw(ep, iface->fault.hello_copy,
+                                   iface->fault.hello_length);
+    ucs_free(iface->fault.hello_copy);
+    iface->fault.hello_copy = NULL;
+}
+
 int uct_crypt_bulk_fault_due(uct_crypt_iface_t *iface)
 {
     return (iface->fault.kind >= UCT_CRYPT_FAULT_BULK_FLIP_CIPHERTEXT) &&
@@ -231,4 +255,6 @@ void uct_crypt_fault_cleanup(uct_crypt_iface_t *iface)
 {
     ucs_free(iface->fault.held_record);
     iface->fault.held_record = NULL;
+    ucs_free(iface->fault.hello_copy);
+    iface->fault.hello_copy = NULL;
 }

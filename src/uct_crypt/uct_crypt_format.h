@@ -63,7 +63,7 @@
 #include <string.h>
 
 enum {
-    CRYPT_WIRE_VERSION    = 9, /* 9: the handshakes carry mac2 (cookies) */
+    CRYPT_WIRE_VERSION    = 10, /* 10: a flow ends with FLOW_END */
 
     CRYPT_RECORD_DATA     = 1,
     CRYPT_RECORD_HELLO    = 2,
@@ -85,6 +85,7 @@ enum {
     CRYPT_CONTROL_ACK     = 2,     /* a bulk put was opened in full */
     CRYPT_CONTROL_GET_REQ = 3,     /* seal a range of yours and put it here */
     CRYPT_CONTROL_GET_DONE = 4,    /* the put answering a GET_REQ was opened */
+    CRYPT_CONTROL_FLOW_END = 5,    /* the sender's ep is gone: forget the flow */
 
     /* a packed remote key (uct_crypt_md.c; a GET_REQ carries one): the
      * inner component's name (UCT_COMPONENT_NAME_MAX bytes), the region's
@@ -209,6 +210,20 @@ typedef struct crypt_bulk_get_req {
     uint64_t length;
     /* the initiator's packed remote key for local_addr follows */
 } __attribute__((packed)) crypt_bulk_get_req_t;
+
+/*
+ * FLOW_END control record payload (8 bytes): kind (1) | reserved, zero (7).
+ * The last record of a flow over a UCX inner (rc, ud, dc), sent when its
+ * ep is destroyed: sealed and sequenced like any record, so only the
+ * flow's sender can end it, and only after everything it sent before. The
+ * receiver frees the flow's state and keys and remembers its id alone, so
+ * a replay of any of its records is refused (uct_crypt_keys.c). On crypt's
+ * own wire a flow ends with its connection instead.
+ */
+typedef struct crypt_flow_end {
+    uint8_t  kind;           /* CRYPT_CONTROL_FLOW_END */
+    uint8_t  reserved[7];
+} __attribute__((packed)) crypt_flow_end_t;
 
 /* GCM associated data of a bulk segment (not sent: both sides build it) */
 typedef struct crypt_bulk_aad {

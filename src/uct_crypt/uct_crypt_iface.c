@@ -18,6 +18,24 @@ static const char *uct_crypt_bulk_mode_names[] = {
     [UCT_CRYPT_BULK_MODE_LAST]  = NULL
 };
 
+static ucs_config_field_t uct_crypt_rx_limits_config_table[] = {
+    {"RX_FLOWS", "65536",
+     "Flows one crypt iface receives at once (each an endpoint of a peer that\n"
+     "sent to it; their keys take locked memory). A flow ends when its sender's\n"
+     "endpoint goes, or, on crypt's own wire, its connection. Past the bound a\n"
+     "new flow's first record is refused, counted and logged, and what its\n"
+     "sender sends on it is lost: raise it for jobs where one process hears\n"
+     "from more endpoints than this.",
+     ucs_offsetof(uct_crypt_rx_limits_t, flows), UCS_CONFIG_TYPE_UINT},
+
+    {"RX_FLOWS_PER_PEER", "4096",
+     "Flows one crypt iface receives at once from one peer key (one iface of\n"
+     "another process), within UCX_CRYPT_RX_FLOWS; refused past it in the same way.",
+     ucs_offsetof(uct_crypt_rx_limits_t, flows_per_peer), UCS_CONFIG_TYPE_UINT},
+
+    {NULL}
+};
+
 static ucs_config_field_t uct_crypt_iface_config_table[] = {
     {"", "", NULL, ucs_offsetof(uct_crypt_iface_config_t, super),
      UCS_CONFIG_TYPE_TABLE(uct_iface_config_table)},
@@ -26,7 +44,8 @@ static ucs_config_field_t uct_crypt_iface_config_table[] = {
     {"FAULT", "none",
      "TESTING ONLY: tamper with this process's own outgoing records to check\n"
      "that peers detect it: none, flip_header, flip_ciphertext, flip_tag,\n"
-     "truncate, replay, reorder, drop, inject, forge_hello (am_short records);\n"
+     "truncate, replay, reorder, drop, inject, forge_hello, replay_ended (a flow's\n"
+     "first record again after the flow ended) (am_short records);\n"
      "bulk_flip_ciphertext,\n"
      "bulk_flip_tag, bulk_drop, bulk_reorder, bulk_truncate, bulk_move,\n"
      "bulk_splice (bulk segments); bulk_frame_alone, bulk_frame_short (a\n"
@@ -73,6 +92,9 @@ static ucs_config_field_t uct_crypt_iface_config_table[] = {
 
     {"", "", NULL, ucs_offsetof(uct_crypt_iface_config_t, keepalive),
      UCS_CONFIG_TYPE_TABLE(uct_crypt_keepalive_config_table)},
+
+    {"", "", NULL, ucs_offsetof(uct_crypt_iface_config_t, rx_limits),
+     UCS_CONFIG_TYPE_TABLE(uct_crypt_rx_limits_config_table)},
 
     {"BULK", "y",
      "Offer encrypted put_zcopy and get_zcopy (the bulk engine), which give UCP\n"
@@ -556,7 +578,8 @@ static UCS_CLASS_INIT_FUNC(uct_crypt_iface_t, uct_md_h tl_md, uct_worker_h worke
     self->trial_keys   = NULL;
     self->fail_pending = 0;
     ucs_list_head_init(&self->eps);
-    kh_init_inplace(uct_crypt_rx_flows, &self->rx_flows);
+    ucs_list_head_init(&self->closing);
+    self->closing_cb_id = UCS_CALLBACKQ_ID_NULL;
     self->backend = crypt_aead_backend_resolve(
             (crypt_aead_backend_t)uct_crypt_global.backend);
     self->key_len = uct_crypt_global.key_bits / 8;
@@ -564,6 +587,11 @@ static UCS_CLASS_INIT_FUNC(uct_crypt_iface_t, uct_md_h tl_md, uct_worker_h worke
     self->role       = !strcmp(params->mode.device.tl_name, UCT_CRYPT_AUX_NAME) ?
                        UCT_CRYPT_ROLE_AUX : UCT_CRYPT_ROLE_DATA;
     self->inner_id   = uct_crypt_inner_id(md);
+    uct_crypt_rx_flows_init(self, (self->role == UCT_CRYPT_ROLE_DATA) ?
+                            &ucs_derived_of(tl_config,
+                                            uct_crypt_iface_config_t)->rx_limits :
+                            &ucs_derived_of(tl_config,
+                                            uct_crypt_aux_iface_config_t)->rx_limits);
     self->bulk       = NULL;
     if (self->role == UCT_CRYPT_ROLE_DATA) {
         uct_crypt_fault_init(self, ucs_derived_of(tl_config,
@@ -731,12 +759,13 @@ static UCS_CLASS_CLEANUP_FUNC(uct_crypt_iface_t)
     pthread_mutex_lock(&uct_crypt_open_ifaces_lock);
     ucs_list_del(&self->open_list);
     pthread_mutex_unlock(&uct_crypt_open_ifaces_lock);
+    uct_crypt_iface_closing_cleanup(self);
     uct_worker_progress_unregister_safe(&self->super.worker->super,
                                         &self->fail_cb_id);
     uct_crypt_bulk_cleanup(self);
     uct_iface_close(self->inner);
+    uct_crypt_iface_closing_free(self);
     uct_crypt_rx_flows_cleanup(self);
-    kh_destroy_inplace(uct_crypt_rx_flows, &self->rx_flows);
     keyex_keypair_cleanup(&self->keypair);
     uct_crypt_fault_cleanup(self);
     ucs_free(self->scratch);
@@ -784,6 +813,9 @@ static ucs_config_field_t uct_crypt_aux_iface_config_table[] = {
 
     {"", "", NULL, ucs_offsetof(uct_crypt_aux_iface_config_t, keepalive),
      UCS_CONFIG_TYPE_TABLE(uct_crypt_keepalive_config_table)},
+
+    {"", "", NULL, ucs_offsetof(uct_crypt_aux_iface_config_t, rx_limits),
+     UCS_CONFIG_TYPE_TABLE(uct_crypt_rx_limits_config_table)},
 
     {NULL}
 };

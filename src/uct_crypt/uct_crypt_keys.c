@@ -207,20 +207,320 @@ void uct_crypt_tx_flow_rekey_check(uct_crypt_iface_t *iface,
 
 /* ---- receiving flows ---------------------------------------------------- */
 
+/*
+ * The flows an iface receives: found by id, grouped by peer key, bounded
+ * (issue 29, item 6).
+ *
+ * A flow ends with its sender: on crypt's own wire with the connection
+ * that carries it (uct_crypt_rx_flows_conn_ended), over a UCX inner with
+ * the FLOW_END record its ep sends when destroyed (uct_crypt_rx_flow_end).
+ * Then its state and keys go; over a UCX inner its id stays behind (16
+ * bytes), since its records would open again under keys that the two
+ * static keys and the id still make: a replay of its HELLO is refused by
+ * that id. (On the own wire every connection has keys of its own: nothing
+ * of an ended connection opens again.)
+ *
+ * A FLOW_END can be lost: the peer's connection may already be gone when
+ * its ep is destroyed (a server that closed first, rc and ud pairs). So a
+ * flow over a UCX inner also sleeps when this iface's last ep to its peer
+ * goes: its keys are wiped and its locked memory freed, its state (the
+ * sequence, the key generations, the bulk counters: some 250 bytes) stays,
+ * and a record that comes after all wakes it, its keys made again from
+ * the static keys, the id and the generations. Nothing is lost by it.
+ *
+ * A new flow past either bound is refused, never an old one evicted: an
+ * established honest flow cannot be pushed out by anyone, and only a
+ * holder of the job secret can open flows at all (its HELLO must open).
+ */
+void uct_crypt_rx_flows_init(uct_crypt_iface_t *iface,
+                             const uct_crypt_rx_limits_t *limits)
+{
+    kh_init_inplace(uct_crypt_rx_flows, &iface->rx_flows);
+    kh_init_inplace(uct_crypt_flow_ids, &iface->ended_flows);
+    kh_init_inplace(uct_crypt_peers, &iface->peers);
+    iface->rx_flows_max      = limits->flows;
+    iface->rx_flows_per_peer = limits->flows_per_peer;
+}
+
+/* The table's key of a peer: the first 8 bytes of its public key (another
+ * key with the same 8 bytes takes some 2^64 X25519 to find, and would only
+ * share this bookkeeping, never a key) */
+static uint64_t uct_crypt_peer_id(const uint8_t *peer_public)
+{
+    uint64_t id;
+
+    memcpy(&id, peer_public, sizeof(id));
+    return id;
+}
+
+static uct_crypt_peer_t *uct_crypt_peer_find(uct_crypt_iface_t *iface,
+                                             const uint8_t *peer_public,
+                                             int create)
+{
+    uint64_t id = uct_crypt_peer_id(peer_public);
+    uct_crypt_peer_t *peer;
+    khiter_t iter;
+    int ret;
+
+    iter = kh_get(uct_crypt_peers, &iface->peers, id);
+    if (iter != kh_end(&iface->peers)) {
+        return kh_value(&iface->peers, iter);
+    } else if (!create) {
+        return NULL;
+    }
+    peer = ucs_calloc(1, sizeof(*peer), "crypt peer");
+    if (peer == NULL) {
+        return NULL;
+    }
+    iter = kh_put(uct_crypt_peers, &iface->peers, id, &ret);
+    if (ret < 0) {
+        ucs_free(peer);
+        return NULL;
+    }
+    peer->id = id;
+    ucs_list_head_init(&peer->flows);
+    kh_value(&iface->peers, iter) = peer;
+    return peer;
+}
+
+/* a peer with neither eps nor flows is forgotten */
+static void uct_crypt_peer_release(uct_crypt_iface_t *iface,
+                                   uct_crypt_peer_t *peer)
+{
+    if ((peer->eps == 0) && (peer->num_flows == 0)) {
+        kh_del(uct_crypt_peers, &iface->peers,
+               kh_get(uct_crypt_peers, &iface->peers, peer->id));
+        ucs_free(peer);
+    }
+}
+
+ucs_status_t uct_crypt_peer_ep_add(uct_crypt_iface_t *iface,
+                                   const uint8_t *peer_public)
+{
+    uct_crypt_peer_t *peer = uct_crypt_peer_find(iface, peer_public, 1);
+
+    if (peer == NULL) {
+        return UCS_ERR_NO_MEMORY;
+    }
+    ++peer->eps;
+    return UCS_OK;
+}
+
+/* The record keys of `flow` at its generation (a flow that wakes may have
+ * had its keys updated before it slept) */
+static ucs_status_t uct_crypt_rx_flow_key(uct_crypt_iface_t *iface,
+                                          uct_crypt_rx_flow_t *flow)
+{
+    uint32_t i;
+
+    /* (on the own wire: the connection this HELLO came on) */
+    if (uct_crypt_flow_keys(iface, flow->peer_public, iface->keypair.public_key,
+                            flow->peer_public,
+                            iface->inner_ops->rx_secret(iface->inner),
+                            flow->flow_id, KEYEX_PURPOSE_RECORD, &flow->keys,
+                            NULL) != UCS_OK) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+    for (i = 0; i < flow->generation; ++i) {
+        if (keyex_update_flow_keys(flow->keys) != KEYEX_OK) {
+            goto err;
+        }
+    }
+    if (crypt_aead_key_init(&flow->aead, iface->backend, flow->keys->key,
+                            flow->keys->key_len) != CRYPT_AEAD_OK) {
+        goto err;
+    }
+    return UCS_OK;
+
+err:
+    keyex_secure_free(flow->keys, sizeof(*flow->keys));
+    flow->keys = NULL;
+    return UCS_ERR_NO_RESOURCE;
+}
+
+/* `flow` sleeps: its keys are wiped, its state stays */
+static void uct_crypt_rx_flow_sleep(uct_crypt_rx_flow_t *flow)
+{
+    if ((flow->keys == NULL) || (flow->wire_conn != 0)) {
+        return; /* (the own wire's flows end with their connection) */
+    }
+    flow->generation = flow->keys->generation;
+    crypt_aead_key_cleanup(&flow->aead);
+    keyex_secure_free(flow->keys, sizeof(*flow->keys));
+    flow->keys = NULL;
+    uct_crypt_bulk_rx_flow_cleanup(flow); /* (bulk_generation stays) */
+    UCT_CRYPT_STAT_ADD(flows_slept, 1);
+}
+
+ucs_status_t uct_crypt_rx_flow_wake(uct_crypt_iface_t *iface,
+                                    uct_crypt_rx_flow_t *flow)
+{
+    crypt_local_failure_set(NULL);
+    if (uct_crypt_rx_flow_key(iface, flow) != UCS_OK) {
+        ucs_error("crypt: cannot make the keys of a flow from "
+                  uct_crypt_log_peer_fmt " again%s",
+                  uct_crypt_log_peer_arg(flow->peer_public, flow->flow_id),
+                  crypt_local_failure_take());
+        return UCS_ERR_NO_RESOURCE;
+    }
+    UCT_CRYPT_STAT_ADD(flows_woken, 1);
+    return UCS_OK;
+}
+
+/* A record that woke `flow` did not open: back to sleep, so that forged
+ * records cannot keep keys in memory (each costs an X25519, as a forged
+ * HELLO does) */
+void uct_crypt_rx_flow_woken_in_vain(uct_crypt_rx_flow_t *flow)
+{
+    uct_crypt_rx_flow_sleep(flow);
+}
+
+/* This iface's last ep to the peer is gone: its flows sleep */
+void uct_crypt_peer_ep_remove(uct_crypt_iface_t *iface,
+                              const uint8_t *peer_public)
+{
+    uct_crypt_peer_t *peer = uct_crypt_peer_find(iface, peer_public, 0);
+    uct_crypt_rx_flow_t *flow;
+
+    ucs_assert((peer != NULL) && (peer->eps > 0));
+    if ((peer == NULL) || (--peer->eps > 0)) {
+        return;
+    }
+    ucs_list_for_each(flow, &peer->flows, peer_list) {
+        uct_crypt_rx_flow_sleep(flow);
+    }
+    uct_crypt_peer_release(iface, peer);
+}
+
 void uct_crypt_rx_flow_free(uct_crypt_rx_flow_t *flow)
 {
     uct_crypt_bulk_rx_flow_cleanup(flow);
-    crypt_aead_key_cleanup(&flow->aead);
-    keyex_secure_free(flow->keys, sizeof(*flow->keys));
+    if (flow->keys != NULL) {
+        crypt_aead_key_cleanup(&flow->aead);
+        keyex_secure_free(flow->keys, sizeof(*flow->keys));
+    }
     ucs_free(flow);
+}
+
+/* Take `flow`, whose HELLO just opened, into the iface's flows; refused
+ * (UCS_ERR_EXCEEDS_LIMIT, said and counted) past a bound, or without
+ * memory for the tables. The caller frees a refused flow. */
+ucs_status_t uct_crypt_rx_flow_add(uct_crypt_iface_t *iface,
+                                   uct_crypt_rx_flow_t *flow)
+{
+    static uint64_t refused;
+    uct_crypt_peer_t *peer = uct_crypt_peer_find(iface, flow->peer_public, 1);
+    khiter_t iter;
+    uint64_t n;
+    int ret;
+
+    if (peer == NULL) {
+        return UCS_ERR_NO_MEMORY;
+    }
+    if ((kh_size(&iface->rx_flows) >= iface->rx_flows_max) ||
+        (peer->num_flows >= iface->rx_flows_per_peer)) {
+        n = __atomic_add_fetch(&refused, 1, __ATOMIC_RELAXED);
+        UCT_CRYPT_STAT_ADD(flows_refused, 1);
+        if (uct_crypt_outsider_logged(n)) {
+            ucs_error("crypt: refused a new flow from " uct_crypt_log_peer_fmt
+                      ": this iface receives %u flows, %u of them from that "
+                      "peer (UCX_CRYPT_RX_FLOWS=%u, UCX_CRYPT_RX_FLOWS_PER_PEER"
+                      "=%u); %s (%" PRIu64 " refused so far)",
+                      uct_crypt_log_peer_arg(flow->peer_public, flow->flow_id),
+                      (unsigned)kh_size(&iface->rx_flows), peer->num_flows,
+                      iface->rx_flows_max, iface->rx_flows_per_peer,
+                      (flow->wire_conn != 0) ?
+                      "its connection is closed" :
+                      "what that peer sends on it is lost", n);
+        }
+        uct_crypt_peer_release(iface, peer);
+        return UCS_ERR_EXCEEDS_LIMIT;
+    }
+    iter = kh_put(uct_crypt_rx_flows, &iface->rx_flows, flow->flow_id, &ret);
+    if (ret < 0) {
+        uct_crypt_peer_release(iface, peer);
+        return UCS_ERR_NO_MEMORY;
+    }
+    kh_value(&iface->rx_flows, iter) = flow;
+    ucs_list_add_tail(&peer->flows, &flow->peer_list);
+    flow->peer = peer;
+    ++peer->num_flows;
+    return UCS_OK;
+}
+
+/* The flow at `iter` is gone: its state and keys are freed */
+static void uct_crypt_rx_flow_remove(uct_crypt_iface_t *iface, khiter_t iter)
+{
+    uct_crypt_rx_flow_t *flow = kh_value(&iface->rx_flows, iter);
+
+    ucs_list_del(&flow->peer_list);
+    --flow->peer->num_flows;
+    uct_crypt_peer_release(iface, flow->peer);
+    kh_del(uct_crypt_rx_flows, &iface->rx_flows, iter);
+    uct_crypt_rx_flow_free(flow);
+}
+
+/* A FLOW_END opened on `flow`: everything its sender sent came before it */
+void uct_crypt_rx_flow_end(uct_crypt_iface_t *iface, uct_crypt_rx_flow_t *flow)
+{
+    khiter_t iter = kh_get(uct_crypt_rx_flows, &iface->rx_flows, flow->flow_id);
+    int ret;
+
+    ucs_assert(iter != kh_end(&iface->rx_flows));
+    if (flow->wire_conn != 0) {
+        return; /* (the own wire: the flow ends with its connection) */
+    }
+    /* the id first: a flow whose id cannot be kept stays (asleep), as it
+     * must not be opened again by a replay of its HELLO */
+    if (kh_size(&iface->ended_flows) < UCT_CRYPT_ENDED_FLOWS_MAX) {
+        kh_put(uct_crypt_flow_ids, &iface->ended_flows, flow->flow_id, &ret);
+    } else {
+        ret = -1;
+    }
+    if (ret < 0) {
+        ucs_diag("crypt: flow of " uct_crypt_log_peer_fmt " ended; its state "
+                 "stays until the iface closes: %u ended flows remembered",
+                 uct_crypt_log_peer_arg(flow->peer_public, flow->flow_id),
+                 (unsigned)kh_size(&iface->ended_flows));
+        uct_crypt_rx_flow_sleep(flow);
+        return;
+    }
+    UCT_CRYPT_STAT_ADD(flows_ended, 1);
+    uct_crypt_rx_flow_remove(iface, iter);
+}
+
+/* Did the sender of `flow_id` end it (FLOW_END)? Its records are refused */
+int uct_crypt_rx_flow_was_ended(uct_crypt_iface_t *iface, uint64_t flow_id)
+{
+    return kh_get(uct_crypt_flow_ids, &iface->ended_flows, flow_id) !=
+           kh_end(&iface->ended_flows);
+}
+
+/* crypt's own wire: the connection `conn_id` ended, and the flows whose
+ * HELLO came on it with it (a flow's records all take its one connection) */
+void uct_crypt_rx_flows_conn_ended(uct_crypt_iface_t *iface, uint64_t conn_id)
+{
+    khiter_t iter;
+
+    for (iter = kh_begin(&iface->rx_flows); iter != kh_end(&iface->rx_flows);
+         ++iter) {
+        if (kh_exist(&iface->rx_flows, iter) &&
+            (kh_value(&iface->rx_flows, iter)->wire_conn == conn_id)) {
+            uct_crypt_rx_flow_remove(iface, iter);
+        }
+    }
 }
 
 void uct_crypt_rx_flows_cleanup(uct_crypt_iface_t *iface)
 {
     uct_crypt_rx_flow_t *flow;
+    uct_crypt_peer_t *peer;
 
     kh_foreach_value(&iface->rx_flows, flow, uct_crypt_rx_flow_free(flow));
-    kh_clear(uct_crypt_rx_flows, &iface->rx_flows);
+    kh_foreach_value(&iface->peers, peer, ucs_free(peer));
+    kh_destroy_inplace(uct_crypt_rx_flows, &iface->rx_flows);
+    kh_destroy_inplace(uct_crypt_flow_ids, &iface->ended_flows);
+    kh_destroy_inplace(uct_crypt_peers, &iface->peers);
     if (iface->trial_keys != NULL) {
         keyex_secure_free(iface->trial_keys, sizeof(*iface->trial_keys));
         iface->trial_keys = NULL;
@@ -239,11 +539,7 @@ uct_crypt_rx_flow_create(uct_crypt_iface_t *iface, uint64_t flow_id,
     }
     flow->flow_id = flow_id;
     memcpy(flow->peer_public, sender_public, KEYEX_PUBLIC_KEY_LEN);
-    /* (on the own wire: the connection this HELLO came on) */
-    if (uct_crypt_flow_keys(iface, sender_public, iface->keypair.public_key,
-                            sender_public, iface->inner_ops->rx_secret(iface->inner),
-                            flow_id, KEYEX_PURPOSE_RECORD, &flow->keys,
-                            &flow->aead) != UCS_OK) {
+    if (uct_crypt_rx_flow_key(iface, flow) != UCS_OK) {
         ucs_free(flow);
         return NULL;
     }
@@ -301,23 +597,39 @@ crypt_aead_status_t uct_crypt_rx_flow_open(uct_crypt_iface_t *iface,
 ucs_status_t uct_crypt_bulk_rx_key(uct_crypt_iface_t *iface,
                                    uct_crypt_rx_flow_t *flow, int update)
 {
+    uint32_t i;
+
     if (!update) {
+        /* first use, or after the flow slept: at the generation it had */
         if (uct_crypt_bulk_keys(iface, flow->peer_public,
                                 iface->keypair.public_key, flow->peer_public,
                                 iface->inner_ops->rx_secret(iface->inner),
                                 flow->flow_id, &flow->bulk_keys) != UCS_OK) {
             return UCS_ERR_INVALID_PARAM;
         }
+        for (i = 0; i < flow->bulk_generation; ++i) {
+            if (keyex_update_flow_keys(flow->bulk_keys) != KEYEX_OK) {
+                goto err_free;
+            }
+        }
     } else {
         crypt_aead_key_cleanup(&flow->bulk_aead);
         if (keyex_update_flow_keys(flow->bulk_keys) != KEYEX_OK) {
-            return UCS_ERR_INVALID_PARAM;
+            goto err_free;
         }
+        flow->bulk_generation = flow->bulk_keys->generation;
     }
-    return (crypt_aead_key_init(&flow->bulk_aead, iface->backend,
-                                flow->bulk_keys->key,
-                                flow->bulk_keys->key_len) == CRYPT_AEAD_OK) ?
-           UCS_OK : UCS_ERR_INVALID_PARAM;
+    if (crypt_aead_key_init(&flow->bulk_aead, iface->backend,
+                            flow->bulk_keys->key,
+                            flow->bulk_keys->key_len) == CRYPT_AEAD_OK) {
+        return UCS_OK;
+    }
+
+err_free:
+    /* (no aead context is left: none was made, or it was cleaned up) */
+    keyex_secure_free(flow->bulk_keys, sizeof(*flow->bulk_keys));
+    flow->bulk_keys = NULL;
+    return UCS_ERR_INVALID_PARAM;
 }
 
 /* Bulk key update between puts, before the bulk key reaches its limits

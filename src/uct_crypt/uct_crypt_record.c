@@ -312,21 +312,7 @@ ucs_status_t uct_crypt_record_reject(uct_crypt_iface_t *iface,
  * from the wire's progress, outside any delivery. */
 void uct_crypt_wire_conn_ended(void *arg, uint64_t conn_id)
 {
-    uct_crypt_iface_t *iface = arg;
-    uct_crypt_rx_flow_t *flow;
-    khiter_t iter;
-
-    for (iter = kh_begin(&iface->rx_flows); iter != kh_end(&iface->rx_flows);
-         ++iter) {
-        if (!kh_exist(&iface->rx_flows, iter)) {
-            continue;
-        }
-        flow = kh_value(&iface->rx_flows, iter);
-        if (flow->wire_conn == conn_id) {
-            kh_del(uct_crypt_rx_flows, &iface->rx_flows, iter);
-            uct_crypt_rx_flow_free(flow);
-        }
-    }
+    uct_crypt_rx_flows_conn_ended(arg, conn_id);
 }
 
 /* crypt's own wire: an authenticated peer's connection ended badly */
@@ -365,7 +351,8 @@ ucs_status_t uct_crypt_record_am_handler(void *arg, void *data, size_t length,
     uct_crypt_record_in_t rec;
     khiter_t iter;
     uint8_t am_id;
-    int ret;
+    int woken                        = 0;
+    ucs_status_t status;
 
     /* Nothing in the header is acted on before the tag is checked, except
      * to find the key: the flow id (and for a HELLO the sender's key), and
@@ -381,6 +368,11 @@ ucs_status_t uct_crypt_record_am_handler(void *arg, void *data, size_t length,
         state.next_sequence = flow->next_sequence;
         state.failed        = flow->failed;
         known               = &state;
+    } else if (uct_crypt_rx_flow_was_ended(iface, rec.flow_id)) {
+        /* its sender ended it (FLOW_END): whatever comes now, its HELLO
+         * included, is a copy of what came before */
+        return uct_crypt_record_drop(iface, NULL, rec.flow_id,
+                                     UCT_CRYPT_FAIL_REPLAY);
     }
     reason = uct_crypt_record_admit(&rec, known, wire_peer);
     if (reason == UCT_CRYPT_FAIL_FLOW_FAILED) {
@@ -414,24 +406,39 @@ ucs_status_t uct_crypt_record_am_handler(void *arg, void *data, size_t length,
                                          UCT_CRYPT_FAIL_HANDSHAKE);
         }
     }
+    if (flow->keys == NULL) {
+        /* asleep: our eps to its peer are gone, and it sends after all */
+        if (uct_crypt_rx_flow_wake(iface, flow) != UCS_OK) {
+            return uct_crypt_record_reject(iface, flow,
+                                           UCT_CRYPT_FAIL_NO_RESOURCE);
+        }
+        woken = 1;
+    }
     if (uct_crypt_rx_flow_open(iface, flow, &rec) != CRYPT_AEAD_OK) {
         if (rec.sender_public != NULL) {
             /* never installed: a forged HELLO leaves no state behind, and
              * no ep of the key it names is touched */
             uct_crypt_rx_flow_free(flow);
+        } else if (woken) {
+            uct_crypt_rx_flow_woken_in_vain(flow);
         }
         return uct_crypt_record_drop(iface, NULL, rec.flow_id, UCT_CRYPT_FAIL_AUTH);
     }
 
     if (rec.sender_public != NULL) {
-        iter = kh_put(uct_crypt_rx_flows, &iface->rx_flows, rec.flow_id, &ret);
-        if (ret < 0) {
+        flow->wire_conn = iface->inner_ops->rx_conn(iface->inner);
+        status = uct_crypt_rx_flow_add(iface, flow);
+        if (status != UCS_OK) {
+            /* past a bound (said and counted there), or no memory: the
+             * flow is refused, never another evicted. On the own wire its
+             * connection closes and the peer's eps fail with the reason;
+             * over a UCX inner its records are dropped and counted. */
             uct_crypt_rx_flow_free(flow);
-            return uct_crypt_record_drop(iface, NULL, rec.flow_id,
+            return ((status == UCS_ERR_EXCEEDS_LIMIT) && (wire_peer == NULL)) ?
+                   UCS_OK :
+                   uct_crypt_record_drop(iface, NULL, rec.flow_id,
                                          UCT_CRYPT_FAIL_NO_RESOURCE);
         }
-        kh_value(&iface->rx_flows, iter) = flow;
-        flow->wire_conn = iface->inner_ops->rx_conn(iface->inner);
     }
     reason = uct_crypt_record_check_opened(&rec, flow->next_sequence);
     if (reason != UCT_CRYPT_RECORD_PASS) {

@@ -69,6 +69,15 @@ typedef struct uct_crypt_stats {
     /* both listeners, under load: first messages answered with a cookie
      * reply instead of a Diffie-Hellman (src/uct_crypt/wire/wire_admit.h) */
     uint64_t cookies_sent;
+    /* received flows over a UCX inner: ended by their sender (FLOW_END);
+     * refused at their HELLO because the iface already receives
+     * UCX_CRYPT_RX_FLOWS flows, or UCX_CRYPT_RX_FLOWS_PER_PEER from that
+     * peer's key (the own wire too); put to sleep (keys wiped) when our
+     * last ep to their peer went, and woken by a record after that */
+    uint64_t flows_ended;
+    uint64_t flows_refused;
+    uint64_t flows_slept;
+    uint64_t flows_woken;
 } uct_crypt_stats_t;
 
 /* Sum over every crypt iface of the process, open or closed. */

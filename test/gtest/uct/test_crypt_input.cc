@@ -142,6 +142,27 @@ TEST(crypt_bulk_control, honest_records_of_each_kind)
     a[0] = CRYPT_CONTROL_GET_DONE;
     EXPECT_EQ(kind(a), CRYPT_CONTROL_GET_DONE);
     EXPECT_EQ(kind(get_req_record(24, 24, 0x1000, 0x2000, 4096)), CRYPT_CONTROL_GET_REQ);
+    std::vector<uint8_t> end(sizeof(crypt_flow_end_t), 0);
+    end[0] = CRYPT_CONTROL_FLOW_END;
+    EXPECT_EQ(kind(end), CRYPT_CONTROL_FLOW_END);
+}
+
+/* A FLOW_END is 8 bytes, its kind then zeros: anything else is refused
+ * (the record's sender is authenticated; a malformed one fails its flow) */
+TEST(crypt_bulk_control, a_flow_end_is_exactly_its_kind_and_zeros)
+{
+    std::vector<uint8_t> end(sizeof(crypt_flow_end_t), 0);
+    end[0] = CRYPT_CONTROL_FLOW_END;
+    for (size_t i = 1; i < end.size(); ++i) {
+        std::vector<uint8_t> bad = end;
+        bad[i] = 1;
+        EXPECT_EQ(kind(bad), 0) << "reserved byte " << i;
+    }
+    std::vector<uint8_t> longer = end, shorter = end;
+    longer.push_back(0);
+    shorter.pop_back();
+    EXPECT_EQ(kind(longer), 0);
+    EXPECT_EQ(kind(shorter), 0);
 }
 
 TEST(crypt_bulk_control, malformed_records_are_refused)

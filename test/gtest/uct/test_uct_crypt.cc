@@ -531,3 +531,177 @@ TEST_F(uct_crypt_test, forged_hello_naming_a_peers_key_is_dropped_and_fails_noth
     progress_until([&] { return a.received.size() == 1u; });
     expect_message(a.received[0], 99, 64);
 }
+
+/* Issue 29, item 6: over a UCX inner a flow has no connection whose end
+ * would tell its receiver; its sender's ep ends it with a sealed FLOW_END
+ * record when destroyed. The receiver frees its state and keys and keeps
+ * its id alone, so the flow's first record, sent again after its end (as
+ * whoever recorded it could), opens nothing and delivers nothing. */
+TEST_F(uct_crypt_test, an_ended_flow_is_freed_and_its_replayed_hello_refused)
+{
+    open_side_with(a, {ucx_inner, {"FAULT", "replay_ended"}});
+    open_side_with(b, {ucx_inner});
+    ab = connect(a, b);
+    uint64_t ended = wire_stat(&uct_crypt_stats_t::flows_ended);
+    uint64_t replays = failures(UCT_CRYPT_FAIL_REPLAY);
+
+    for (uint64_t i = 0; i < 3; ++i) {
+        auto payload = make_payload(i, 64);
+        send_retrying([&] { return uct_ep_am_short(ab, kAmId, i, payload.data(), 64); });
+    }
+    progress_until([&] { return b.received.size() == 3u; });
+    eps.erase(std::find(eps.begin(), eps.end(), ab));
+    uct_ep_destroy(ab); /* FLOW_END, then (the hook) the HELLO again */
+    ab = nullptr;
+    progress_until([&] { return failures(UCT_CRYPT_FAIL_REPLAY) > replays; });
+    for (int i = 0; i < 10000; ++i) {
+        uct_worker_progress(worker);
+    }
+    EXPECT_EQ(wire_stat(&uct_crypt_stats_t::flows_ended), ended + 1);
+    EXPECT_EQ(failures(UCT_CRYPT_FAIL_REPLAY), replays + 1) << "the HELLO, refused";
+    ASSERT_EQ(b.received.size(), 3u) << "nothing delivered twice";
+    for (uint64_t i = 0; i < 3; ++i) {
+        expect_message(b.received[i], i, 64);
+    }
+    EXPECT_TRUE(b.failed_eps.empty());
+}
+
+/* A FLOW_END is lost where the peer's connection went first (a server
+ * that closes its side first; rc and ud pairs). So when this iface's last
+ * ep to a peer goes, the flows it receives from that peer sleep: keys
+ * wiped, state kept. A record that comes after all wakes the flow, keys
+ * made again at the generation it had: nothing is lost, bulk included. */
+TEST_F(uct_crypt_test, a_flow_sleeps_when_our_last_ep_to_its_peer_goes_and_wakes_on_a_record)
+{
+    open_side_with(a, {ucx_inner});
+    open_side_with(b, {ucx_inner});
+    ab = connect(a, b);
+    ba = connect(b, a);
+    uct_ep_h ba2 = connect(b, a);
+    uint64_t slept = wire_stat(&uct_crypt_stats_t::flows_slept);
+    uint64_t woken = wire_stat(&uct_crypt_stats_t::flows_woken);
+
+    auto payload = make_payload(1, 64);
+    send_retrying([&] { return uct_ep_am_short(ab, kAmId, 1, payload.data(), 64); });
+    progress_until([&] { return b.received.size() == 1u; });
+
+    /* one of b's two eps to a goes: b still talks to a, nothing sleeps */
+    eps.erase(std::find(eps.begin(), eps.end(), ba2));
+    uct_ep_destroy(ba2);
+    EXPECT_EQ(wire_stat(&uct_crypt_stats_t::flows_slept), slept);
+    /* the last: a's flow to b sleeps */
+    eps.erase(std::find(eps.begin(), eps.end(), ba));
+    uct_ep_destroy(ba);
+    ba = nullptr;
+    EXPECT_EQ(wire_stat(&uct_crypt_stats_t::flows_slept), slept + 1);
+
+    for (uint64_t i = 2; i < 5; ++i) {
+        auto p = make_payload(i, 64);
+        send_retrying([&] { return uct_ep_am_short(ab, kAmId, i, p.data(), 64); });
+    }
+    progress_until([&] { return b.received.size() == 4u; });
+    EXPECT_EQ(wire_stat(&uct_crypt_stats_t::flows_woken), woken + 1);
+    for (uint64_t i = 1; i < 5; ++i) {
+        expect_message(b.received[i - 1], i, 64);
+    }
+    EXPECT_TRUE(b.failed_eps.empty());
+    EXPECT_TRUE(a.failed_eps.empty());
+}
+
+/* A holder of the job secret can open flows at will (issue 29 saw 20,000
+ * HELLOs take 160 MB of locked memory): past the bound of flows from one
+ * peer key, and of flows in all, a new flow is refused, counted and said,
+ * never an established one evicted; once a flow ends there is room again. */
+TEST_F(uct_crypt_test, flows_past_the_bounds_are_refused_and_established_ones_go_on)
+{
+    open_side_with(a, {ucx_inner});
+    open_side_with(b, {ucx_inner, {"RX_FLOWS_PER_PEER", "4"}, {"RX_FLOWS", "6"}});
+    side c;
+    open_side_with(c, {ucx_inner});
+    uint64_t refused = wire_stat(&uct_crypt_stats_t::flows_refused);
+
+    std::vector<uct_ep_h> from_a, from_c;
+    for (int i = 0; i < 10; ++i) {
+        from_a.push_back(connect(a, b));
+    }
+    for (int i = 0; i < 4; ++i) {
+        from_c.push_back(connect(c, b));
+    }
+    auto payload = make_payload(7, 64);
+    for (size_t i = 0; i < from_a.size(); ++i) {
+        send_retrying([&] { return uct_ep_am_short(from_a[i], kAmId, i, payload.data(), 64); });
+    }
+    progress_until([&] { return wire_stat(&uct_crypt_stats_t::flows_refused) == refused + 6; });
+    for (size_t i = 0; i < from_c.size(); ++i) {
+        send_retrying([&] { return uct_ep_am_short(from_c[i], kAmId, 100 + i, payload.data(), 64); });
+    }
+    /* a: 4 of 10 (its peer bound); c: 2 of 4 (the iface's 6 in all) */
+    progress_until([&] { return wire_stat(&uct_crypt_stats_t::flows_refused) == refused + 8; });
+    for (int i = 0; i < 10000; ++i) {
+        uct_worker_progress(worker);
+    }
+    EXPECT_EQ(wire_stat(&uct_crypt_stats_t::flows_refused), refused + 8);
+    ASSERT_EQ(b.received.size(), 6u);
+    for (size_t i = 0; i < 4; ++i) {
+        EXPECT_EQ(b.received[i].header, i) << "the first four of a's, in order";
+    }
+    EXPECT_EQ(b.received[4].header, 100u);
+    EXPECT_EQ(b.received[5].header, 101u);
+
+    /* the established ones go on */
+    for (size_t i = 0; i < 4; ++i) {
+        send_retrying([&] { return uct_ep_am_short(from_a[i], kAmId, 200 + i, payload.data(), 64); });
+    }
+    progress_until([&] { return b.received.size() == 10u; });
+    /* one of them ends: room for a new flow of a's */
+    eps.erase(std::find(eps.begin(), eps.end(), from_a[0]));
+    uct_ep_destroy(from_a[0]);
+    uint64_t ended = wire_stat(&uct_crypt_stats_t::flows_ended);
+    progress_until([&] { return wire_stat(&uct_crypt_stats_t::flows_ended) == ended + 1; });
+    uct_ep_h again = connect(a, b);
+    send_retrying([&] { return uct_ep_am_short(again, kAmId, 300, payload.data(), 64); });
+    progress_until([&] { return b.received.size() == 11u; });
+    EXPECT_EQ(b.received[10].header, 300u);
+    EXPECT_TRUE(b.failed_eps.empty());
+    EXPECT_TRUE(a.failed_eps.empty());
+
+    for (uct_ep_h ep : from_c) {
+        eps.erase(std::find(eps.begin(), eps.end(), ep));
+        uct_ep_destroy(ep);
+    }
+    close_side(c);
+}
+
+/* On crypt's own wire a flow past the bound from one peer closes that
+ * peer's connection (its flows go with it, their memory freed) and the
+ * peer's eps fail with it, said; the iface serves others on. */
+TEST_F(uct_crypt_test, on_the_own_wire_a_flow_past_the_bound_ends_its_peers_connection)
+{
+    open_side_with(a, {});
+    open_side_with(b, {{"RX_FLOWS_PER_PEER", "4"}});
+    uint64_t refused = wire_stat(&uct_crypt_stats_t::flows_refused);
+
+    std::vector<uct_ep_h> from_a;
+    for (int i = 0; i < 6; ++i) {
+        from_a.push_back(connect(a, b));
+    }
+    auto payload = make_payload(7, 64);
+    for (size_t i = 0; i < from_a.size(); ++i) {
+        send_retrying([&] { return uct_ep_am_short(from_a[i], kAmId, i, payload.data(), 64); });
+    }
+    progress_until([&] { return !a.failed_eps.empty(); });
+    EXPECT_GE(wire_stat(&uct_crypt_stats_t::flows_refused), refused + 1);
+    EXPECT_EQ(b.received.size(), 4u) << "the four flows within the bound";
+    EXPECT_TRUE(b.failed_eps.empty());
+
+    /* another peer is served */
+    side c;
+    open_side_with(c, {});
+    uct_ep_h cb = connect(c, b);
+    send_retrying([&] { return uct_ep_am_short(cb, kAmId, 100, payload.data(), 64); });
+    progress_until([&] { return b.received.size() == 5u; });
+    EXPECT_EQ(b.received[4].header, 100u);
+    eps.erase(std::find(eps.begin(), eps.end(), cb));
+    uct_ep_destroy(cb);
+    close_side(c);
+}
