@@ -160,6 +160,10 @@ check_start() {
     # (UCX_CRYPT_HANDSHAKE_RATE=0), and a replay gets one instead of a DH
     run_gtest uct_under_load env UCX_CRYPT_HANDSHAKE_RATE=0 \
         "$obj_test/test/gtest/gtest_uct" --gtest_filter="uct_crypt_wire*:uct_crypt_cm*"
+    # flows that sleep and wake, with keys updated before they sleep (a
+    # key update every 2 records and bulk segments)
+    run_gtest uct_rekeyed_flows env UCX_CRYPT_REKEY_RECORDS=2 \
+        "$obj_test/test/gtest/gtest_uct" --gtest_filter="*flow_sleeps*:*flow_slept*:*ended_flow*"
     log "test: the product build (layering, the wire's door, exports, no test hooks)"
     "$top/test/integration/build_check.sh" "$top" "$prefix" "$prefix_test" "$results"
 }

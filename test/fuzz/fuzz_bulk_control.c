@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * The bulk engine's control records as the target reads them
+ * The control records (the bulk engine's, and a flow's end) as the target
+ * reads them
  * (src/uct_crypt/uct_crypt_bulk_input.c), against a model written here
  * from the byte diagrams of uct_crypt_format.h alone, field by field with
  * 128-bit arithmetic. They come only inside authenticated records, so
@@ -70,6 +71,8 @@ static int fuzz_model_kind(const uint8_t *p, size_t n)
                 ((fuzz_u128)n == 48 + (fuzz_u128)fuzz_le(p + 4, 4)) &&
                 fuzz_extent(fuzz_le(p + 16, 8), fuzz_le(p + 40, 8)) &&
                 fuzz_extent(fuzz_le(p + 32, 8), fuzz_le(p + 40, 8))) ? 3 : 0;
+    case 5: /* FLOW_END: kind, 7 zero bytes */
+        return ((n == 8) && fuzz_zero(p + 1, 7)) ? 5 : 0;
     default:
         return 0;
     }

@@ -203,6 +203,10 @@ int main(int argc, char **argv)
         memcpy(rec + 1, &get_req, sizeof(get_req));
         memcpy(rec + 1 + sizeof(get_req), "tcp\0\0\0\0\0\0\0\0\0\0\0\0\0rkey0123", 24);
         seed(argv[1], "fuzz_bulk_control", 3, rec, sizeof(rec), "", 0);
+        memset(rec, 0, sizeof(rec));
+        rec[1] = CRYPT_CONTROL_FLOW_END;
+        seed(argv[1], "fuzz_bulk_control", 5, rec, 1 + sizeof(crypt_flow_end_t),
+             "", 0);
         rec[0] = 1;
         seed(argv[1], "fuzz_bulk_control", 4, rec, 1, range, sizeof(range));
         /* fuzz_profile: what crypt_calibrate writes */

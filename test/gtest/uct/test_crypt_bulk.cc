@@ -1042,3 +1042,35 @@ static std::vector<bulk_fault_case> wire_faults()
 
 INSTANTIATE_TEST_SUITE_P(wire, uct_crypt_wire_bulk_tamper_test,
                          ::testing::ValuesIn(wire_faults()), bulk_fault_name);
+
+/* A flow that slept (this iface's last ep to its peer went) keeps its bulk
+ * state: the next put wakes it, the bulk key is made again at the
+ * generation it had, and the put lands whole, in place (acknowledged on
+ * the ep the target made to its peer again, as UCP's reconnect would) */
+TEST_F(uct_crypt_bulk_test, a_put_after_the_flow_slept_lands_whole)
+{
+    /* (quickstart.sh runs it again with UCX_CRYPT_REKEY_RECORDS=2: then
+     * the bulk key has been updated before the flow sleeps) */
+    const settings_t settings = {{"BULK_SEGMENT", "4k"}};
+    open_pair(settings, settings);
+    uint64_t slept = wire_stat(&uct_crypt_stats_t::flows_slept);
+    uint64_t woken = wire_stat(&uct_crypt_stats_t::flows_woken);
+    for (uint64_t seq = 1; seq <= 2; ++seq) {
+        post_put(ab, a, b, new_op(), 3 * 4096 + 5, seq);
+        progress_until([&] { return ops.back()->comp.done != 0; });
+        expect_put_delivered(*ops.back());
+    }
+
+    eps.erase(std::find(eps.begin(), eps.end(), ba));
+    uct_ep_destroy(ba);
+    ba = nullptr;
+    EXPECT_EQ(wire_stat(&uct_crypt_stats_t::flows_slept), slept + 1);
+    ba = connect(b, a); /* (a new ep wakes nothing: a record does) */
+
+    post_put(ab, a, b, new_op(), 2 * 4096 + 11, 3);
+    progress_until([&] { return ops.back()->comp.done != 0; });
+    expect_put_delivered(*ops.back());
+    EXPECT_EQ(wire_stat(&uct_crypt_stats_t::flows_woken), woken + 1);
+    EXPECT_TRUE(a.failed_eps.empty());
+    EXPECT_TRUE(b.failed_eps.empty());
+}
