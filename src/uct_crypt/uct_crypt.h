@@ -254,6 +254,7 @@ typedef struct uct_crypt_rx_flow {
     uint8_t              peer_public[KEYEX_PUBLIC_KEY_LEN];
     uct_crypt_peer_t     *peer;
     ucs_list_link_t      peer_list;       /* in peer->flows */
+    ucs_list_link_t      asleep_list;     /* in iface->asleep, while asleep */
     /* NULL while the flow sleeps (no ep of ours to its peer is left); it
      * wakes at `generation` when a record comes */
     keyex_traffic_keys_t *keys;
@@ -312,6 +313,7 @@ struct uct_crypt_iface {
     khash_t(uct_crypt_rx_flows) rx_flows;
     khash_t(uct_crypt_flow_ids) ended_flows;
     khash_t(uct_crypt_peers)  peers;
+    ucs_list_link_t           asleep;         /* flows asleep, oldest first */
     unsigned                  rx_flows_max;   /* UCX_CRYPT_RX_FLOWS */
     unsigned                  rx_flows_per_peer;
     ucs_list_link_t           eps;            /* uct_crypt_ep_t */
@@ -565,7 +567,8 @@ ucs_status_t uct_crypt_rx_flow_add(uct_crypt_iface_t *iface,
 void uct_crypt_rx_flow_end(uct_crypt_iface_t *iface, uct_crypt_rx_flow_t *flow);
 ucs_status_t uct_crypt_rx_flow_wake(uct_crypt_iface_t *iface,
                                     uct_crypt_rx_flow_t *flow);
-void uct_crypt_rx_flow_woken_in_vain(uct_crypt_rx_flow_t *flow);
+void uct_crypt_rx_flow_woken_in_vain(uct_crypt_iface_t *iface,
+                                     uct_crypt_rx_flow_t *flow);
 /* our eps to a peer key, counted: when the last goes, its flows sleep */
 ucs_status_t uct_crypt_peer_ep_add(uct_crypt_iface_t *iface,
                                    const uint8_t *peer_public);

@@ -237,13 +237,14 @@ void uct_crypt_stats_print(void)
                               ", replays refused %" PRIu64 ", stranger DH %"
                               PRIu64 ", cookie replies %" PRIu64
                               ", flows ended %" PRIu64 ", refused %" PRIu64
-                              ", slept %" PRIu64 ", woken %" PRIu64 "\n",
+                              ", slept %" PRIu64 ", woken %" PRIu64
+                              ", forgotten %" PRIu64 "\n",
                               s.wire_refused, s.wire_handshakes,
                               s.wire_failed, s.wire_shared,
                               s.wire_redirects_expired, s.cm_refused,
                               s.cm_handshakes, s.replays_refused, s.stranger_dh,
                               s.cookies_sent, s.flows_ended, s.flows_refused,
-                              s.flows_slept, s.flows_woken);
+                              s.flows_slept, s.flows_woken, s.flows_forgotten);
     /* one write: ranks of one job share stderr, lines must not interleave */
     if (write(STDERR_FILENO, ucs_string_buffer_cstr(&line),
               ucs_string_buffer_length(&line)) < 0) {

@@ -22,15 +22,16 @@ static ucs_config_field_t uct_crypt_rx_limits_config_table[] = {
     {"RX_FLOWS", "65536",
      "Flows one crypt iface receives at once (each an endpoint of a peer that\n"
      "sent to it; their keys take locked memory). A flow ends when its sender's\n"
-     "endpoint goes, or, on crypt's own wire, its connection. Past the bound a\n"
-     "new flow's first record is refused, counted and logged, and what its\n"
-     "sender sends on it is lost: raise it for jobs where one process hears\n"
-     "from more endpoints than this.",
+     "endpoint goes, or, on crypt's own wire, its connection. Past the bound the\n"
+     "oldest flow whose peer this process has no endpoint to any more is\n"
+     "forgotten; with none, a new flow's first record is refused, counted and\n"
+     "logged, and what its sender sends on it is lost: raise it for jobs where\n"
+     "one process hears from more endpoints than this.",
      ucs_offsetof(uct_crypt_rx_limits_t, flows), UCS_CONFIG_TYPE_UINT},
 
     {"RX_FLOWS_PER_PEER", "4096",
      "Flows one crypt iface receives at once from one peer key (one iface of\n"
-     "another process), within UCX_CRYPT_RX_FLOWS; refused past it in the same way.",
+     "another process), within UCX_CRYPT_RX_FLOWS; past it the same holds.",
      ucs_offsetof(uct_crypt_rx_limits_t, flows_per_peer), UCS_CONFIG_TYPE_UINT},
 
     {NULL}

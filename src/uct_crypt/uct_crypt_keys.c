@@ -228,9 +228,13 @@ void uct_crypt_tx_flow_rekey_check(uct_crypt_iface_t *iface,
  * and a record that comes after all wakes it, its keys made again from
  * the static keys, the id and the generations. Nothing is lost by it.
  *
- * A new flow past either bound is refused, never an old one evicted: an
- * established honest flow cannot be pushed out by anyone, and only a
- * holder of the job secret can open flows at all (its HELLO must open).
+ * Past either bound the oldest flow asleep (of that peer, then of all) is
+ * forgotten to make room, its id kept as an ended flow's: its peer has no
+ * ep of ours left, and a record it sends on it after all is refused. With
+ * none asleep the new flow is refused: a flow awake is never evicted, and
+ * only a holder of the job secret can open flows at all (its HELLO must
+ * open). Without forgetting, a long-lived server over rc whose clients'
+ * FLOW_ENDs were lost would refuse every client after the bound.
  */
 void uct_crypt_rx_flows_init(uct_crypt_iface_t *iface,
                              const uct_crypt_rx_limits_t *limits)
@@ -238,6 +242,7 @@ void uct_crypt_rx_flows_init(uct_crypt_iface_t *iface,
     kh_init_inplace(uct_crypt_rx_flows, &iface->rx_flows);
     kh_init_inplace(uct_crypt_flow_ids, &iface->ended_flows);
     kh_init_inplace(uct_crypt_peers, &iface->peers);
+    ucs_list_head_init(&iface->asleep);
     iface->rx_flows_max      = limits->flows;
     iface->rx_flows_per_peer = limits->flows_per_peer;
 }
@@ -338,8 +343,10 @@ err:
     return UCS_ERR_NO_RESOURCE;
 }
 
-/* `flow` sleeps: its keys are wiped, its state stays */
-static void uct_crypt_rx_flow_sleep(uct_crypt_rx_flow_t *flow)
+/* `flow` sleeps: its keys are wiped, its state stays (a flow is asleep,
+ * and in iface->asleep, exactly while its keys are NULL) */
+static void uct_crypt_rx_flow_sleep(uct_crypt_iface_t *iface,
+                                    uct_crypt_rx_flow_t *flow)
 {
     if ((flow->keys == NULL) || (flow->wire_conn != 0)) {
         return; /* (the own wire's flows end with their connection) */
@@ -349,6 +356,7 @@ static void uct_crypt_rx_flow_sleep(uct_crypt_rx_flow_t *flow)
     keyex_secure_free(flow->keys, sizeof(*flow->keys));
     flow->keys = NULL;
     uct_crypt_bulk_rx_flow_cleanup(flow); /* (bulk_generation stays) */
+    ucs_list_add_tail(&iface->asleep, &flow->asleep_list);
     UCT_CRYPT_STAT_ADD(flows_slept, 1);
 }
 
@@ -363,6 +371,7 @@ ucs_status_t uct_crypt_rx_flow_wake(uct_crypt_iface_t *iface,
                   crypt_local_failure_take());
         return UCS_ERR_NO_RESOURCE;
     }
+    ucs_list_del(&flow->asleep_list);
     UCT_CRYPT_STAT_ADD(flows_woken, 1);
     return UCS_OK;
 }
@@ -370,9 +379,10 @@ ucs_status_t uct_crypt_rx_flow_wake(uct_crypt_iface_t *iface,
 /* A record that woke `flow` did not open: back to sleep, so that forged
  * records cannot keep keys in memory (each costs an X25519, as a forged
  * HELLO does) */
-void uct_crypt_rx_flow_woken_in_vain(uct_crypt_rx_flow_t *flow)
+void uct_crypt_rx_flow_woken_in_vain(uct_crypt_iface_t *iface,
+                                     uct_crypt_rx_flow_t *flow)
 {
-    uct_crypt_rx_flow_sleep(flow);
+    uct_crypt_rx_flow_sleep(iface, flow);
 }
 
 /* This iface's last ep to the peer is gone: its flows sleep */
@@ -387,7 +397,7 @@ void uct_crypt_peer_ep_remove(uct_crypt_iface_t *iface,
         return;
     }
     ucs_list_for_each(flow, &peer->flows, peer_list) {
-        uct_crypt_rx_flow_sleep(flow);
+        uct_crypt_rx_flow_sleep(iface, flow);
     }
     uct_crypt_peer_release(iface, peer);
 }
@@ -402,6 +412,37 @@ void uct_crypt_rx_flow_free(uct_crypt_rx_flow_t *flow)
     ucs_free(flow);
 }
 
+static void uct_crypt_rx_flow_remove(uct_crypt_iface_t *iface, khiter_t iter);
+
+/* The flow ends here, its id kept (as at its FLOW_END) so that a replay of
+ * its records is refused; 0 where no more ids can be kept */
+static int uct_crypt_rx_flow_retire(uct_crypt_iface_t *iface,
+                                    uct_crypt_rx_flow_t *flow)
+{
+    khiter_t iter = kh_get(uct_crypt_rx_flows, &iface->rx_flows, flow->flow_id);
+    int ret       = -1;
+
+    ucs_assert(iter != kh_end(&iface->rx_flows));
+    if (kh_size(&iface->ended_flows) < UCT_CRYPT_ENDED_FLOWS_MAX) {
+        kh_put(uct_crypt_flow_ids, &iface->ended_flows, flow->flow_id, &ret);
+    }
+    if (ret < 0) {
+        return 0;
+    }
+    uct_crypt_rx_flow_remove(iface, iter);
+    return 1;
+}
+
+/* A flow asleep makes room for a new one: forgotten, id kept. Its peer has
+ * no ep of ours left; should it send on it after all, that is refused. */
+static void uct_crypt_rx_flow_forget(uct_crypt_iface_t *iface,
+                                     uct_crypt_rx_flow_t *flow)
+{
+    if (uct_crypt_rx_flow_retire(iface, flow)) {
+        UCT_CRYPT_STAT_ADD(flows_forgotten, 1);
+    }
+}
+
 /* Take `flow`, whose HELLO just opened, into the iface's flows; refused
  * (UCS_ERR_EXCEEDS_LIMIT, said and counted) past a bound, or without
  * memory for the tables. The caller frees a refused flow. */
@@ -409,11 +450,29 @@ ucs_status_t uct_crypt_rx_flow_add(uct_crypt_iface_t *iface,
                                    uct_crypt_rx_flow_t *flow)
 {
     static uint64_t refused;
-    uct_crypt_peer_t *peer = uct_crypt_peer_find(iface, flow->peer_public, 1);
+    uct_crypt_peer_t *peer = uct_crypt_peer_find(iface, flow->peer_public, 0);
+    uct_crypt_rx_flow_t *old;
     khiter_t iter;
     uint64_t n;
     int ret;
 
+    /* room first, from flows asleep: the oldest of that peer, then the
+     * oldest of all (the peer entry may go with its last flow) */
+    if ((peer != NULL) && (peer->num_flows >= iface->rx_flows_per_peer)) {
+        ucs_list_for_each(old, &peer->flows, peer_list) {
+            if (old->keys == NULL) {
+                uct_crypt_rx_flow_forget(iface, old);
+                break;
+            }
+        }
+    }
+    if ((kh_size(&iface->rx_flows) >= iface->rx_flows_max) &&
+        !ucs_list_is_empty(&iface->asleep)) {
+        uct_crypt_rx_flow_forget(iface, ucs_list_head(&iface->asleep,
+                                                      uct_crypt_rx_flow_t,
+                                                      asleep_list));
+    }
+    peer = uct_crypt_peer_find(iface, flow->peer_public, 1);
     if (peer == NULL) {
         return UCS_ERR_NO_MEMORY;
     }
@@ -453,6 +512,9 @@ static void uct_crypt_rx_flow_remove(uct_crypt_iface_t *iface, khiter_t iter)
 {
     uct_crypt_rx_flow_t *flow = kh_value(&iface->rx_flows, iter);
 
+    if (flow->keys == NULL) {
+        ucs_list_del(&flow->asleep_list);
+    }
     ucs_list_del(&flow->peer_list);
     --flow->peer->num_flows;
     uct_crypt_peer_release(iface, flow->peer);
@@ -463,30 +525,20 @@ static void uct_crypt_rx_flow_remove(uct_crypt_iface_t *iface, khiter_t iter)
 /* A FLOW_END opened on `flow`: everything its sender sent came before it */
 void uct_crypt_rx_flow_end(uct_crypt_iface_t *iface, uct_crypt_rx_flow_t *flow)
 {
-    khiter_t iter = kh_get(uct_crypt_rx_flows, &iface->rx_flows, flow->flow_id);
-    int ret;
-
-    ucs_assert(iter != kh_end(&iface->rx_flows));
     if (flow->wire_conn != 0) {
         return; /* (the own wire: the flow ends with its connection) */
     }
-    /* the id first: a flow whose id cannot be kept stays (asleep), as it
-     * must not be opened again by a replay of its HELLO */
-    if (kh_size(&iface->ended_flows) < UCT_CRYPT_ENDED_FLOWS_MAX) {
-        kh_put(uct_crypt_flow_ids, &iface->ended_flows, flow->flow_id, &ret);
-    } else {
-        ret = -1;
-    }
-    if (ret < 0) {
-        ucs_diag("crypt: flow of " uct_crypt_log_peer_fmt " ended; its state "
-                 "stays until the iface closes: %u ended flows remembered",
-                 uct_crypt_log_peer_arg(flow->peer_public, flow->flow_id),
-                 (unsigned)kh_size(&iface->ended_flows));
-        uct_crypt_rx_flow_sleep(flow);
+    if (uct_crypt_rx_flow_retire(iface, flow)) {
+        UCT_CRYPT_STAT_ADD(flows_ended, 1);
         return;
     }
-    UCT_CRYPT_STAT_ADD(flows_ended, 1);
-    uct_crypt_rx_flow_remove(iface, iter);
+    /* a flow whose id cannot be kept stays, asleep: a replay of its HELLO
+     * must not open it again */
+    ucs_diag("crypt: flow of " uct_crypt_log_peer_fmt " ended; its state "
+             "stays until the iface closes: %u ended flows remembered",
+             uct_crypt_log_peer_arg(flow->peer_public, flow->flow_id),
+             (unsigned)kh_size(&iface->ended_flows));
+    uct_crypt_rx_flow_sleep(iface, flow);
 }
 
 /* Did the sender of `flow_id` end it (FLOW_END)? Its records are refused */

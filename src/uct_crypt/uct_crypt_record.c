@@ -420,7 +420,7 @@ ucs_status_t uct_crypt_record_am_handler(void *arg, void *data, size_t length,
              * no ep of the key it names is touched */
             uct_crypt_rx_flow_free(flow);
         } else if (woken) {
-            uct_crypt_rx_flow_woken_in_vain(flow);
+            uct_crypt_rx_flow_woken_in_vain(iface, flow);
         }
         return uct_crypt_record_drop(iface, NULL, rec.flow_id, UCT_CRYPT_FAIL_AUTH);
     }

@@ -73,11 +73,13 @@ typedef struct uct_crypt_stats {
      * refused at their HELLO because the iface already receives
      * UCX_CRYPT_RX_FLOWS flows, or UCX_CRYPT_RX_FLOWS_PER_PEER from that
      * peer's key (the own wire too); put to sleep (keys wiped) when our
-     * last ep to their peer went, and woken by a record after that */
+     * last ep to their peer went, woken by a record after that, and
+     * forgotten asleep to make room for a new flow past a bound */
     uint64_t flows_ended;
     uint64_t flows_refused;
     uint64_t flows_slept;
     uint64_t flows_woken;
+    uint64_t flows_forgotten;
 } uct_crypt_stats_t;
 
 /* Sum over every crypt iface of the process, open or closed. */

@@ -709,3 +709,65 @@ TEST_F(uct_crypt_test, on_the_own_wire_a_flow_past_the_bound_ends_its_peers_conn
     uct_ep_destroy(cb);
     close_side(c);
 }
+
+/* Flows asleep (no ep of ours to their peer is left, and their FLOW_END
+ * never came: a server that closed first) would fill the bound over a
+ * long-lived server's clients: past it, the oldest asleep is forgotten
+ * (its id kept) to make room, and only then is a new flow refused. A
+ * record on a forgotten flow is refused as a replay; flows awake stay. */
+TEST_F(uct_crypt_test, flows_asleep_make_room_for_new_ones_past_the_bound)
+{
+    open_side_with(a, {ucx_inner});
+    open_side_with(b, {ucx_inner, {"RX_FLOWS", "3"}});
+    side c;
+    open_side_with(c, {ucx_inner});
+    uint64_t forgotten = wire_stat(&uct_crypt_stats_t::flows_forgotten);
+    uint64_t refused = wire_stat(&uct_crypt_stats_t::flows_refused);
+    uint64_t replays = failures(UCT_CRYPT_FAIL_REPLAY);
+
+    std::vector<uct_ep_h> from_a;
+    auto payload = make_payload(7, 64);
+    ba = connect(b, a);
+    for (uint64_t i = 0; i < 3; ++i) {
+        from_a.push_back(connect(a, b));
+        send_retrying([&] { return uct_ep_am_short(from_a[i], kAmId, i, payload.data(), 64); });
+        progress_until([&] { return b.received.size() == i + 1; });
+    }
+    /* b closes its ep to a: a's three flows sleep */
+    eps.erase(std::find(eps.begin(), eps.end(), ba));
+    uct_ep_destroy(ba);
+    ba = nullptr;
+
+    /* c's flow: the oldest of a's is forgotten for it */
+    uct_ep_h cb = connect(c, b);
+    send_retrying([&] { return uct_ep_am_short(cb, kAmId, 100, payload.data(), 64); });
+    progress_until([&] { return b.received.size() == 4u; });
+    EXPECT_EQ(wire_stat(&uct_crypt_stats_t::flows_forgotten), forgotten + 1);
+    EXPECT_EQ(wire_stat(&uct_crypt_stats_t::flows_refused), refused);
+
+    /* a's first flow is gone: refused as a replay; its others wake */
+    send_retrying([&] { return uct_ep_am_short(from_a[0], kAmId, 10, payload.data(), 64); });
+    progress_until([&] { return failures(UCT_CRYPT_FAIL_REPLAY) == replays + 1; });
+    for (uint64_t i = 1; i < 3; ++i) {
+        send_retrying([&] { return uct_ep_am_short(from_a[i], kAmId, 10 + i, payload.data(), 64); });
+    }
+    progress_until([&] { return b.received.size() == 6u; });
+    EXPECT_EQ(b.received[4].header, 11u);
+    EXPECT_EQ(b.received[5].header, 12u);
+
+    /* all three left are awake now: a new flow is refused */
+    uct_ep_h cb2 = connect(c, b);
+    send_retrying([&] { return uct_ep_am_short(cb2, kAmId, 200, payload.data(), 64); });
+    progress_until([&] { return wire_stat(&uct_crypt_stats_t::flows_refused) == refused + 1; });
+    for (int i = 0; i < 10000; ++i) {
+        uct_worker_progress(worker);
+    }
+    EXPECT_EQ(b.received.size(), 6u);
+    EXPECT_TRUE(b.failed_eps.empty());
+
+    for (uct_ep_h ep : {cb, cb2}) {
+        eps.erase(std::find(eps.begin(), eps.end(), ep));
+        uct_ep_destroy(ep);
+    }
+    close_side(c);
+}
