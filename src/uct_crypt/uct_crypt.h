@@ -581,6 +581,7 @@ void uct_crypt_rx_flows_cleanup(uct_crypt_iface_t *iface);
  * (uct_crypt_ep.c): destroyed when the iface closes */
 void uct_crypt_iface_closing_cleanup(uct_crypt_iface_t *iface);
 void uct_crypt_iface_closing_free(uct_crypt_iface_t *iface);
+int uct_crypt_iface_closing_failed(uct_crypt_iface_t *iface, uct_ep_h inner_ep);
 /* Open under the flow's keys, or under the next generation's when the
  * sender announces a key update; the update is kept only if it opens. */
 struct uct_crypt_record_in;

@@ -157,6 +157,24 @@ static unsigned uct_crypt_iface_closing_progress(void *arg)
     return count;
 }
 
+/* The inner reports an error on `inner_ep`: if it is one kept after its
+ * crypt ep went, the error is ours to take (nobody above knows the ep) and
+ * the ep goes; a flush outstanding on it completes with the error */
+int uct_crypt_iface_closing_failed(uct_crypt_iface_t *iface, uct_ep_h inner_ep)
+{
+    uct_crypt_closing_t *closing;
+
+    ucs_list_for_each(closing, &iface->closing, list) {
+        if (closing->inner == inner_ep) {
+            if (closing->state == UCT_CRYPT_CLOSING_FLUSH) {
+                closing->state = UCT_CRYPT_CLOSING_DONE;
+            }
+            return 1;
+        }
+    }
+    return 0;
+}
+
 /* The iface closes: the inner eps still kept go now, before the inner
  * iface. Nothing waits here for a peer: a FLOW_END that does not make it
  * is what sleeping flows are for (uct_crypt_keys.c). */

@@ -501,7 +501,10 @@ ucs_status_t uct_crypt_iface_inner_err(void *arg, uct_ep_h inner_ep,
                                            &ep->super.super, status);
         }
     }
-    return status;
+    /* an inner ep kept for its FLOW_END (its peer died, say): handled here.
+     * Not to be given back: rc takes an error no handler took for fatal
+     * (uct_base_iface_failure_log_level, UCX 1.13's uct_iface.h) */
+    return uct_crypt_iface_closing_failed(iface, inner_ep) ? UCS_OK : status;
 }
 
 /* Is the inner the Ethernet (UCX's tcp), which crypt replaces by its own
