@@ -567,8 +567,8 @@ ucs_status_t uct_crypt_rx_flow_add(uct_crypt_iface_t *iface,
 void uct_crypt_rx_flow_end(uct_crypt_iface_t *iface, uct_crypt_rx_flow_t *flow);
 ucs_status_t uct_crypt_rx_flow_wake(uct_crypt_iface_t *iface,
                                     uct_crypt_rx_flow_t *flow);
-void uct_crypt_rx_flow_woken_in_vain(uct_crypt_iface_t *iface,
-                                     uct_crypt_rx_flow_t *flow);
+/* keys wiped, state kept (a no-op on the own wire and when asleep) */
+void uct_crypt_rx_flow_sleep(uct_crypt_iface_t *iface, uct_crypt_rx_flow_t *flow);
 /* our eps to a peer key, counted: when the last goes, its flows sleep */
 ucs_status_t uct_crypt_peer_ep_add(uct_crypt_iface_t *iface,
                                    const uint8_t *peer_public);

@@ -345,8 +345,8 @@ err:
 
 /* `flow` sleeps: its keys are wiped, its state stays (a flow is asleep,
  * and in iface->asleep, exactly while its keys are NULL) */
-static void uct_crypt_rx_flow_sleep(uct_crypt_iface_t *iface,
-                                    uct_crypt_rx_flow_t *flow)
+void uct_crypt_rx_flow_sleep(uct_crypt_iface_t *iface,
+                             uct_crypt_rx_flow_t *flow)
 {
     if ((flow->keys == NULL) || (flow->wire_conn != 0)) {
         return; /* (the own wire's flows end with their connection) */
@@ -374,15 +374,6 @@ ucs_status_t uct_crypt_rx_flow_wake(uct_crypt_iface_t *iface,
     ucs_list_del(&flow->asleep_list);
     UCT_CRYPT_STAT_ADD(flows_woken, 1);
     return UCS_OK;
-}
-
-/* A record that woke `flow` did not open: back to sleep, so that forged
- * records cannot keep keys in memory (each costs an X25519, as a forged
- * HELLO does) */
-void uct_crypt_rx_flow_woken_in_vain(uct_crypt_iface_t *iface,
-                                     uct_crypt_rx_flow_t *flow)
-{
-    uct_crypt_rx_flow_sleep(iface, flow);
 }
 
 /* This iface's last ep to the peer is gone: its flows sleep */

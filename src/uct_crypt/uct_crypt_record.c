@@ -407,10 +407,15 @@ ucs_status_t uct_crypt_record_am_handler(void *arg, void *data, size_t length,
         }
     }
     if (flow->keys == NULL) {
-        /* asleep: our eps to its peer are gone, and it sends after all */
+        /* asleep: our eps to its peer are gone, and it sends after all.
+         * Nothing here is authenticated yet: keys that cannot be made
+         * drop the record (counted, said), never fail the flow, which a
+         * stranger who read its id could then do. Were the record the
+         * peer's, the next one shows the gap and fails the flow, with
+         * its authenticated reason. */
         if (uct_crypt_rx_flow_wake(iface, flow) != UCS_OK) {
-            return uct_crypt_record_reject(iface, flow,
-                                           UCT_CRYPT_FAIL_NO_RESOURCE);
+            return uct_crypt_record_drop(iface, NULL, rec.flow_id,
+                                         UCT_CRYPT_FAIL_NO_RESOURCE);
         }
         woken = 1;
     }
@@ -420,7 +425,9 @@ ucs_status_t uct_crypt_record_am_handler(void *arg, void *data, size_t length,
              * no ep of the key it names is touched */
             uct_crypt_rx_flow_free(flow);
         } else if (woken) {
-            uct_crypt_rx_flow_woken_in_vain(iface, flow);
+            /* back to sleep: forged records cannot keep keys in memory
+             * (each costs an X25519, as a forged HELLO does) */
+            uct_crypt_rx_flow_sleep(iface, flow);
         }
         return uct_crypt_record_drop(iface, NULL, rec.flow_id, UCT_CRYPT_FAIL_AUTH);
     }
