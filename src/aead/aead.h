@@ -122,6 +122,8 @@ typedef enum {
 #if UCX_CRYPT_FAULT_INJECTION
 /* 1: fail this call. `site`: where it was made (a return address) */
 int crypt_fallible_fail(crypt_fallible_t kind, const void *site);
+/* Fail the next call of `kind` in this process, once */
+void crypt_fallible_fail_next(crypt_fallible_t kind);
 #define CRYPT_FALLIBLE_FAILS(_kind) \
     crypt_fallible_fail((_kind), __builtin_return_address(0))
 #else

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * TESTING ONLY: fail the N-th local resource call of a process
- * (CRYPT_TEST_FAIL_CALL=N), so that a test can show every caller fails
+ * (CRYPT_TEST_FAIL_CALL=N), or the next call of one kind
+ * (crypt_fallible_fail_next), so that a test can show every caller fails
  * closed: no record leaves unsealed, the endpoint fails with the reason,
  * nothing hangs. Compiled only into test builds (--enable-fault-injection).
  *
@@ -36,6 +37,7 @@ static const char *crypt_fallible_names[] = {
 
 static unsigned long crypt_fallible_calls;
 static long crypt_fallible_fail_at = -1; /* -1: not read yet */
+static int crypt_fallible_next     = -1; /* a kind armed, or -1 */
 
 static long crypt_fallible_target(void)
 {
@@ -56,9 +58,12 @@ int crypt_fallible_fail(crypt_fallible_t kind, const void *site)
     unsigned long call = __atomic_add_fetch(&crypt_fallible_calls, 1,
                                             __ATOMIC_RELAXED);
     const char *object = "?";
+    int armed          = (int)kind;
     Dl_info info;
 
-    if ((long)call != crypt_fallible_target()) {
+    if (((long)call != crypt_fallible_target()) &&
+        !__atomic_compare_exchange_n(&crypt_fallible_next, &armed, -1, 0,
+                                     __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
         return 0;
     }
     memset(&info, 0, sizeof(info));
@@ -70,6 +75,15 @@ int crypt_fallible_fail(crypt_fallible_t kind, const void *site)
             call, crypt_fallible_names[kind], object,
             (unsigned long)((const char*)site - (const char*)info.dli_fbase));
     return 1;
+}
+
+/* Exported from the shared object (a test finds it with dlsym): an
+ * in-process test aims one failure at the path it drives, where counting
+ * calls over the whole process could not */
+__attribute__((visibility("default")))
+void crypt_fallible_fail_next(crypt_fallible_t kind)
+{
+    __atomic_store_n(&crypt_fallible_next, (int)kind, __ATOMIC_RELAXED);
 }
 
 __attribute__((destructor)) static void crypt_fallible_report(void)

@@ -7,6 +7,7 @@
  * never delivered).
  */
 #include "uct/crypt_test.h"
+#include "aead/aead.h" /* crypt_fallible_t: a failure aimed at one path */
 
 TEST_F(uct_crypt_test, capabilities_am_and_encrypted_put_get_only_reduced_by_the_overhead)
 {
@@ -609,6 +610,57 @@ TEST_F(uct_crypt_test, a_flow_sleeps_when_our_last_ep_to_its_peer_goes_and_wakes
         expect_message(b.received[i], i, 64);
     }
     EXPECT_TRUE(b.failed_eps.empty());
+    EXPECT_TRUE(a.failed_eps.empty());
+}
+
+/* A sleeping flow wakes on a record before its tag is checked (the flow
+ * id is in clear). Where making its keys again fails here (locked memory
+ * short), the record is dropped and the flow sleeps on: failing the flow
+ * would let a stranger who read its id end an honest peer's flow while
+ * this process is short of memory. The stranger's record (right header,
+ * random body and tag) comes just before the peer's own. */
+TEST_F(uct_crypt_test, a_flow_that_cannot_wake_for_a_strangers_record_wakes_for_its_peers)
+{
+    typedef void (*fail_next_t)(crypt_fallible_t);
+    auto fail_next = (fail_next_t)dlsym(crypt_plugin::handle(), "crypt_fallible_fail_next");
+    if (fail_next == nullptr) {
+        GTEST_SKIP() << "not a test build (configure --enable-fault-injection)";
+    }
+    open_side_with(a, {ucx_inner, {"FAULT", "inject"}, {"FAULT_AFTER", "5"}});
+    open_side_with(b, {ucx_inner});
+    ab = connect(a, b);
+    ba = connect(b, a);
+    for (uint64_t i = 0; i < 5; ++i) {
+        auto payload = make_payload(i, 64);
+        send_retrying([&] { return uct_ep_am_short(ab, kAmId, i, payload.data(), 64); });
+    }
+    progress_until([&] { return b.received.size() == 5u; });
+    eps.erase(std::find(eps.begin(), eps.end(), ba));
+    uct_ep_destroy(ba); /* b's last ep to a: a's flow sleeps */
+    ba = nullptr;
+    uint64_t woken    = wire_stat(&uct_crypt_stats_t::flows_woken);
+    uint64_t no_room  = failures(UCT_CRYPT_FAIL_NO_RESOURCE);
+    uint64_t forgeries = failures(UCT_CRYPT_FAIL_AUTH);
+
+    /* both records sealed and sent (a key update of a's on the way took
+     * memory), then the next locked allocation of this process fails:
+     * the wake's, at the first of them that b reads */
+    auto payload = make_payload(5, 64);
+    send_retrying([&] { return uct_ep_am_short(ab, kAmId, 5, payload.data(), 64); });
+    fail_next(CRYPT_FALLIBLE_SECURE_MEMORY);
+    progress_until([&] { return b.received.size() == 6u; });
+    for (int i = 0; i < 10000; ++i) {
+        uct_worker_progress(worker);
+    }
+    EXPECT_EQ(failures(UCT_CRYPT_FAIL_NO_RESOURCE), no_room + 1)
+            << "the stranger's record, dropped where its wake failed";
+    EXPECT_EQ(failures(UCT_CRYPT_FAIL_AUTH), forgeries);
+    EXPECT_EQ(wire_stat(&uct_crypt_stats_t::flows_woken), woken + 1)
+            << "woken by the peer's record";
+    ASSERT_EQ(b.received.size(), 6u) << "the peer's record after the stranger's";
+    for (uint64_t i = 0; i < 6; ++i) {
+        expect_message(b.received[i], i, 64);
+    }
     EXPECT_TRUE(a.failed_eps.empty());
 }
 
