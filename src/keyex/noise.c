@@ -175,31 +175,51 @@ keyex_status_t keyex_noise_mac1_key(const uint8_t *job_secret,
     return status;
 }
 
-static keyex_status_t keyex_noise_mac1(const uint8_t key[KEYEX_SECRET_LEN],
-                                       const void *msg, size_t len,
-                                       uint8_t mac1[KEYEX_NOISE_MAC1_LEN])
+/* HMAC-SHA256(key, label || a || b)[0..16): mac1 (no label: the message
+ * alone, WireGuard whitepaper §5.4.4), mac2 and the cookie reply's MAC,
+ * each of those two under its own label (they never take the same input) */
+static keyex_status_t keyex_noise_mac16(const uint8_t key[KEYEX_SECRET_LEN],
+                                        const char *label,
+                                        const void *a, size_t a_len,
+                                        const void *b, size_t b_len,
+                                        uint8_t out[KEYEX_NOISE_MAC1_LEN])
 {
+    uint8_t buf[16 + KEYEX_NOISE_COOKIE_LEN + sizeof(keyex_noise_init_msg_t)];
     uint8_t mac[KEYEX_MAC_LEN];
+    size_t label_len = strlen(label);
     keyex_status_t status;
 
-    status = keyex_mac(key, msg, len, mac);
-    memcpy(mac1, mac, KEYEX_NOISE_MAC1_LEN);
+    if (label_len + a_len + b_len > sizeof(buf)) {
+        return KEYEX_ERR_PARAM;
+    }
+    memcpy(buf, label, label_len);
+    memcpy(buf + label_len, a, a_len);
+    if (b_len > 0) {
+        memcpy(buf + label_len + a_len, b, b_len);
+    }
+    status = keyex_mac(key, buf, label_len + a_len + b_len, mac);
+    memcpy(out, mac, KEYEX_NOISE_MAC1_LEN);
+    OPENSSL_cleanse(mac, sizeof(mac));
     return status;
 }
 
-/* KEYEX_OK: mac1 matches; KEYEX_ERR_AUTH: it does not; another status: the
- * HMAC failed here (a local failure, not the sender's) */
-static keyex_status_t keyex_noise_mac1_check(const uint8_t key[KEYEX_SECRET_LEN],
-                                             const void *msg, size_t len,
-                                             const uint8_t mac1[KEYEX_NOISE_MAC1_LEN])
+/* KEYEX_OK: `mac` is keyex_noise_mac16 of the same; KEYEX_ERR_AUTH: it is
+ * not; another status: the HMAC failed here (a local failure, not the
+ * sender's) */
+static keyex_status_t keyex_noise_mac16_check(const uint8_t key[KEYEX_SECRET_LEN],
+                                              const char *label,
+                                              const void *a, size_t a_len,
+                                              const void *b, size_t b_len,
+                                              const uint8_t mac[KEYEX_NOISE_MAC1_LEN])
 {
     uint8_t expected[KEYEX_NOISE_MAC1_LEN];
-    keyex_status_t status = keyex_noise_mac1(key, msg, len, expected);
+    keyex_status_t status;
 
+    status = keyex_noise_mac16(key, label, a, a_len, b, b_len, expected);
     if (status != KEYEX_OK) {
         return status;
     }
-    return (CRYPTO_memcmp(expected, mac1, KEYEX_NOISE_MAC1_LEN) == 0) ?
+    return (CRYPTO_memcmp(expected, mac, KEYEX_NOISE_MAC1_LEN) == 0) ?
            KEYEX_OK : KEYEX_ERR_AUTH;
 }
 
@@ -235,31 +255,6 @@ keyex_status_t keyex_noise_cookie_key(const uint8_t *job_secret,
     return status;
 }
 
-/* HMAC-SHA256(key, label || a || b)[0..16): mac2 and the reply's MAC, each
- * under its own label (the two never take the same input) */
-static keyex_status_t keyex_noise_cookie_mac(const uint8_t key[KEYEX_SECRET_LEN],
-                                             const char *label,
-                                             const void *a, size_t a_len,
-                                             const void *b, size_t b_len,
-                                             uint8_t out[KEYEX_NOISE_MAC1_LEN])
-{
-    uint8_t buf[16 + KEYEX_NOISE_COOKIE_LEN + sizeof(keyex_noise_init_msg_t)];
-    uint8_t mac[KEYEX_MAC_LEN];
-    size_t label_len = strlen(label);
-    keyex_status_t status;
-
-    if (label_len + a_len + b_len > sizeof(buf)) {
-        return KEYEX_ERR_PARAM;
-    }
-    memcpy(buf, label, label_len);
-    memcpy(buf + label_len, a, a_len);
-    memcpy(buf + label_len + a_len, b, b_len);
-    status = keyex_mac(key, buf, label_len + a_len + b_len, mac);
-    memcpy(out, mac, KEYEX_NOISE_MAC1_LEN);
-    OPENSSL_cleanse(mac, sizeof(mac));
-    return status;
-}
-
 keyex_status_t keyex_noise_mac2_set(const uint8_t cookie_key[KEYEX_SECRET_LEN],
                                     const uint8_t cookie[KEYEX_NOISE_COOKIE_LEN],
                                     void *msg, size_t len)
@@ -267,30 +262,22 @@ keyex_status_t keyex_noise_mac2_set(const uint8_t cookie_key[KEYEX_SECRET_LEN],
     if (len < KEYEX_NOISE_MAC1_LEN) {
         return KEYEX_ERR_PARAM;
     }
-    return keyex_noise_cookie_mac(cookie_key, "mac2", cookie,
-                                  KEYEX_NOISE_COOKIE_LEN, msg,
-                                  len - KEYEX_NOISE_MAC1_LEN,
-                                  (uint8_t*)msg + len - KEYEX_NOISE_MAC1_LEN);
+    return keyex_noise_mac16(cookie_key, "mac2", cookie, KEYEX_NOISE_COOKIE_LEN,
+                             msg, len - KEYEX_NOISE_MAC1_LEN,
+                             (uint8_t*)msg + len - KEYEX_NOISE_MAC1_LEN);
 }
 
 keyex_status_t keyex_noise_mac2_check(const uint8_t cookie_key[KEYEX_SECRET_LEN],
                                       const uint8_t cookie[KEYEX_NOISE_COOKIE_LEN],
                                       const void *msg, size_t len)
 {
-    uint8_t expected[KEYEX_NOISE_MAC1_LEN];
-    keyex_status_t status;
-
     if (len < KEYEX_NOISE_MAC1_LEN) {
         return KEYEX_ERR_PARAM;
     }
-    status = keyex_noise_cookie_mac(cookie_key, "mac2", cookie,
-                                    KEYEX_NOISE_COOKIE_LEN, msg,
-                                    len - KEYEX_NOISE_MAC1_LEN, expected);
-    if (status != KEYEX_OK) {
-        return status;
-    }
-    return (CRYPTO_memcmp(expected, (const uint8_t*)msg + len - KEYEX_NOISE_MAC1_LEN,
-                          KEYEX_NOISE_MAC1_LEN) == 0) ? KEYEX_OK : KEYEX_ERR_AUTH;
+    return keyex_noise_mac16_check(cookie_key, "mac2", cookie,
+                                   KEYEX_NOISE_COOKIE_LEN, msg,
+                                   len - KEYEX_NOISE_MAC1_LEN,
+                                   (const uint8_t*)msg + len - KEYEX_NOISE_MAC1_LEN);
 }
 
 keyex_status_t keyex_noise_cookie_reply_create(const uint8_t cookie_key[KEYEX_SECRET_LEN],
@@ -302,9 +289,9 @@ keyex_status_t keyex_noise_cookie_reply_create(const uint8_t cookie_key[KEYEX_SE
     msg->type    = KEYEX_NOISE_COOKIE_TYPE;
     msg->version = KEYEX_NOISE_VERSION;
     memcpy(msg->cookie, cookie, KEYEX_NOISE_COOKIE_LEN);
-    return keyex_noise_cookie_mac(cookie_key, "cookie reply", msg,
-                                  offsetof(keyex_noise_cookie_msg_t, mac),
-                                  answered, KEYEX_NOISE_MAC1_LEN, msg->mac);
+    return keyex_noise_mac16(cookie_key, "cookie reply", msg,
+                             offsetof(keyex_noise_cookie_msg_t, mac), answered,
+                             KEYEX_NOISE_MAC1_LEN, msg->mac);
 }
 
 keyex_status_t keyex_noise_cookie_reply_consume(const uint8_t cookie_key[KEYEX_SECRET_LEN],
@@ -312,7 +299,6 @@ keyex_status_t keyex_noise_cookie_reply_consume(const uint8_t cookie_key[KEYEX_S
                                                 const keyex_noise_cookie_msg_t *msg,
                                                 uint8_t cookie[KEYEX_NOISE_COOKIE_LEN])
 {
-    uint8_t expected[KEYEX_NOISE_MAC1_LEN];
     keyex_status_t status;
 
     if ((msg->type != KEYEX_NOISE_COOKIE_TYPE) ||
@@ -320,14 +306,11 @@ keyex_status_t keyex_noise_cookie_reply_consume(const uint8_t cookie_key[KEYEX_S
         (msg->reserved[1] != 0)) {
         return KEYEX_ERR_AUTH;
     }
-    status = keyex_noise_cookie_mac(cookie_key, "cookie reply", msg,
-                                    offsetof(keyex_noise_cookie_msg_t, mac),
-                                    answered, KEYEX_NOISE_MAC1_LEN, expected);
+    status = keyex_noise_mac16_check(cookie_key, "cookie reply", msg,
+                                     offsetof(keyex_noise_cookie_msg_t, mac),
+                                     answered, KEYEX_NOISE_MAC1_LEN, msg->mac);
     if (status != KEYEX_OK) {
         return status;
-    }
-    if (CRYPTO_memcmp(expected, msg->mac, KEYEX_NOISE_MAC1_LEN) != 0) {
-        return KEYEX_ERR_AUTH;
     }
     memcpy(cookie, msg->cookie, KEYEX_NOISE_COOKIE_LEN);
     return KEYEX_OK;
@@ -513,9 +496,9 @@ keyex_status_t keyex_noise_init_create(keyex_noise_t *hs, const keyex_keypair_t 
         status = keyex_noise_mac1_key(job_secret, rs, hs->mac1_key_remote);
     }
     if (status == KEYEX_OK) {
-        status = keyex_noise_mac1(hs->mac1_key_remote, msg,
-                                  offsetof(keyex_noise_init_msg_t, mac1),
-                                  msg->mac1);
+        status = keyex_noise_mac16(hs->mac1_key_remote, "", msg,
+                                   offsetof(keyex_noise_init_msg_t, mac1), NULL,
+                                   0, msg->mac1);
     }
     return status;
 }
@@ -530,9 +513,9 @@ static keyex_status_t keyex_noise_init_check(const uint8_t mac1_key[KEYEX_SECRET
         (msg->reserved[1] != 0)) {
         return KEYEX_ERR_AUTH;
     }
-    return keyex_noise_mac1_check(mac1_key, msg,
-                                  offsetof(keyex_noise_init_msg_t, mac1),
-                                  msg->mac1);
+    return keyex_noise_mac16_check(mac1_key, "", msg,
+                                   offsetof(keyex_noise_init_msg_t, mac1), NULL,
+                                   0, msg->mac1);
 }
 
 int keyex_noise_init_precheck(const uint8_t mac1_key[KEYEX_SECRET_LEN],
@@ -612,9 +595,9 @@ keyex_status_t keyex_noise_response_create(keyex_noise_t *hs,
         status = keyex_noise_mac1_key(job_secret, hs->rs, hs->mac1_key_remote);
     }
     if (status == KEYEX_OK) {
-        status = keyex_noise_mac1(hs->mac1_key_remote, msg,
-                                  offsetof(keyex_noise_response_msg_t, mac1),
-                                  msg->mac1);
+        status = keyex_noise_mac16(hs->mac1_key_remote, "", msg,
+                                   offsetof(keyex_noise_response_msg_t, mac1),
+                                   NULL, 0, msg->mac1);
     }
     if (status == KEYEX_OK) {
         status = keyex_noise_split(hs, 0, keys);
@@ -635,9 +618,9 @@ keyex_status_t keyex_noise_response_consume(keyex_noise_t *hs,
         (msg->reserved[1] != 0)) {
         return KEYEX_ERR_AUTH;
     }
-    status = keyex_noise_mac1_check(hs->mac1_key_local, msg,
-                                    offsetof(keyex_noise_response_msg_t, mac1),
-                                    msg->mac1);
+    status = keyex_noise_mac16_check(hs->mac1_key_local, "", msg,
+                                     offsetof(keyex_noise_response_msg_t, mac1),
+                                     NULL, 0, msg->mac1);
     if (status != KEYEX_OK) {
         return status;
     }
