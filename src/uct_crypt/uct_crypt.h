@@ -200,6 +200,7 @@ typedef enum {
     UCT_CRYPT_FAULT_INJECT,
     UCT_CRYPT_FAULT_FORGE_HELLO,  /* a stranger's HELLO naming our own key */
     UCT_CRYPT_FAULT_REPLAY_ENDED, /* a flow's HELLO again after its FLOW_END */
+    UCT_CRYPT_FAULT_REPLAY_HELLOS, /* every HELLO twice, at once */
     /* on one bulk segment (UCX_CRYPT_FAULT_AFTER counts segments) */
     UCT_CRYPT_FAULT_BULK_FLIP_CIPHERTEXT, /* a bit of the ciphertext put */
     UCT_CRYPT_FAULT_BULK_FLIP_TAG,        /* a bit of the announced tag */
@@ -565,6 +566,9 @@ void uct_crypt_rx_flows_init(uct_crypt_iface_t *iface,
 ucs_status_t uct_crypt_rx_flow_add(uct_crypt_iface_t *iface,
                                    uct_crypt_rx_flow_t *flow);
 void uct_crypt_rx_flow_end(uct_crypt_iface_t *iface, uct_crypt_rx_flow_t *flow);
+void uct_crypt_rx_flow_refuse(uct_crypt_iface_t *iface,
+                              const uct_crypt_rx_flow_t *flow,
+                              ucs_status_t status);
 ucs_status_t uct_crypt_rx_flow_wake(uct_crypt_iface_t *iface,
                                     uct_crypt_rx_flow_t *flow);
 /* keys wiped, state kept (a no-op on the own wire and when asleep) */
@@ -601,6 +605,12 @@ unsigned uct_crypt_bulk_seal_threads(const uct_crypt_iface_t *iface);
 /* The ep fails for a local failure while `what`: said at error level with
  * the reason (crypt_local_failure_take), reported to UCP from progress */
 void uct_crypt_ep_fail_local(uct_crypt_ep_t *ep, const char *what);
+ucs_status_t uct_crypt_ep_of_tx_flow(uct_crypt_iface_t *iface,
+                                     const uct_crypt_rx_flow_t *flow,
+                                     uint64_t flow_id, uct_crypt_ep_t **ep_p);
+void uct_crypt_ep_flow_refused(uct_crypt_iface_t *iface,
+                               uct_crypt_rx_flow_t *flow,
+                               const crypt_flow_refused_t *msg);
 #if UCT_CRYPT_HAVE_EP_IS_CONNECTED
 /* UCP's question whether an ep leads to an address (uct_crypt_compat.c) */
 int uct_crypt_ep_is_connected(const uct_ep_h tl_ep,

@@ -131,10 +131,11 @@ struct uct_crypt_bulk_tx {
     crypt_aead_key_t      aead[CRYPT_POOL_MAX_THREADS + 1];
 };
 
+/* A reply that found no room (ACK, GET_DONE, FLOW_REFUSED: 24 bytes each) */
 typedef struct {
     ucs_list_link_t       list;
     uint8_t               peer_public[KEYEX_PUBLIC_KEY_LEN];
-    crypt_bulk_ack_t      ack;
+    uint8_t               msg[sizeof(crypt_bulk_ack_t)];
 } uct_crypt_bulk_pending_ack_t;
 
 struct uct_crypt_bulk {
@@ -217,7 +218,7 @@ uct_crypt_ep_t *uct_crypt_bulk_ep_to(uct_crypt_iface_t *iface,
 void uct_crypt_bulk_send_pending_acks(uct_crypt_bulk_t *bulk);
 void uct_crypt_bulk_reply(uct_crypt_iface_t *iface,
                           const uint8_t peer_public[KEYEX_PUBLIC_KEY_LEN],
-                          uint64_t flow_id, const crypt_bulk_ack_t *msg);
+                          uint64_t flow_id, const void *msg);
 ucs_status_t uct_crypt_bulk_tx_of(uct_crypt_iface_t *iface,
                                   uct_crypt_rx_flow_t *flow, uint64_t flow_id,
                                   uct_crypt_bulk_tx_t **tx_p);

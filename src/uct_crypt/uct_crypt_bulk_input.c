@@ -38,6 +38,7 @@ int uct_crypt_bulk_control_kind(const uint8_t *payload, size_t length)
     crypt_bulk_segment_t segment;
     crypt_bulk_get_req_t get_req;
     crypt_bulk_ack_t ack;
+    crypt_flow_refused_t refused;
     crypt_flow_end_t end;
 
     if (length == 0) {
@@ -82,6 +83,15 @@ int uct_crypt_bulk_control_kind(const uint8_t *payload, size_t length)
         memcpy(&end, payload, sizeof(end));
         return uct_crypt_bulk_zero(end.reserved, sizeof(end.reserved)) ?
                CRYPT_CONTROL_FLOW_END : 0;
+    case CRYPT_CONTROL_FLOW_REFUSED:
+        if (length != sizeof(refused)) {
+            return 0;
+        }
+        memcpy(&refused, payload, sizeof(refused));
+        return (((refused.reason == CRYPT_FLOW_REFUSED_BOUND) ||
+                 (refused.reason == CRYPT_FLOW_REFUSED_RESOURCE)) &&
+                uct_crypt_bulk_zero(refused.reserved, sizeof(refused.reserved)) &&
+                (refused.reserved2 == 0)) ? CRYPT_CONTROL_FLOW_REFUSED : 0;
     default:
         return 0;
     }

@@ -36,8 +36,8 @@ void uct_crypt_bulk_send_pending_acks(uct_crypt_bulk_t *bulk)
             /* the peer went away; its put can never complete anyway */
             status = UCS_OK;
         } else {
-            status = uct_crypt_ep_send_control(ep, &pending->ack,
-                                               sizeof(pending->ack));
+            status = uct_crypt_ep_send_control(ep, pending->msg,
+                                               sizeof(pending->msg));
         }
         if (status == UCS_ERR_NO_RESOURCE) {
             return; /* keep the order */
@@ -47,25 +47,28 @@ void uct_crypt_bulk_send_pending_acks(uct_crypt_bulk_t *bulk)
     }
 }
 
-/* A control message back to a peer (ACK, GET_DONE): now, or queued in
- * order behind the ones that found no room */
+/* A control message back to a peer (ACK, GET_DONE, FLOW_REFUSED: 24
+ * bytes each): now, or queued in order behind the ones that found no room */
 void uct_crypt_bulk_reply(uct_crypt_iface_t *iface,
                           const uint8_t peer_public[KEYEX_PUBLIC_KEY_LEN],
-                          uint64_t flow_id, const crypt_bulk_ack_t *msg)
+                          uint64_t flow_id, const void *msg)
 {
     uct_crypt_bulk_t *bulk = iface->bulk;
     uct_crypt_bulk_pending_ack_t *pending;
     uct_crypt_ep_t *ep;
 
+    UCS_STATIC_ASSERT(sizeof(crypt_flow_refused_t) == sizeof(crypt_bulk_ack_t));
     ep = uct_crypt_bulk_ep_to(iface, peer_public);
     if ((ep != NULL) && ((bulk == NULL) || ucs_list_is_empty(&bulk->pending_acks)) &&
-        (uct_crypt_ep_send_control(ep, msg, sizeof(*msg)) == UCS_OK)) {
+        (uct_crypt_ep_send_control(ep, msg, sizeof(crypt_bulk_ack_t)) == UCS_OK)) {
         return;
     }
     if (bulk == NULL) {
-        ucs_error("crypt: cannot acknowledge a put from " uct_crypt_log_peer_fmt
-                  ": no endpoint back to it", uct_crypt_log_peer_arg(
-                  peer_public, flow_id));
+        /* (no bulk engine, so no put to acknowledge: a FLOW_REFUSED) */
+        ucs_error("crypt: cannot answer " uct_crypt_log_peer_fmt " (control "
+                  "kind %u): %s", uct_crypt_log_peer_arg(peer_public, flow_id),
+                  *(const uint8_t*)msg, (ep == NULL) ? "no endpoint back to it" :
+                  "no room on the endpoint back to it");
         return;
     }
     pending = ucs_malloc(sizeof(*pending), "crypt pending ack");
@@ -73,13 +76,12 @@ void uct_crypt_bulk_reply(uct_crypt_iface_t *iface,
         /* the peer's put can never complete: its endpoints here fail, and
          * its own keepalive or flush timeout reports it there */
         if (ep != NULL) {
-            uct_crypt_ep_fail_local(ep, "out of memory for a bulk "
-                                    "acknowledgement");
+            uct_crypt_ep_fail_local(ep, "out of memory for a reply to it");
         }
         return;
     }
     memcpy(pending->peer_public, peer_public, KEYEX_PUBLIC_KEY_LEN);
-    pending->ack = *msg;
+    memcpy(pending->msg, msg, sizeof(pending->msg));
     ucs_list_add_tail(&bulk->pending_acks, &pending->list);
     if (bulk->progress_id == UCS_CALLBACKQ_ID_NULL) {
         uct_worker_progress_register_safe(&iface->super.worker->super,
@@ -232,23 +234,18 @@ ucs_status_t uct_crypt_bulk_tx_of(uct_crypt_iface_t *iface,
                                   uct_crypt_rx_flow_t *flow, uint64_t flow_id,
                                   uct_crypt_bulk_tx_t **tx_p)
 {
+    ucs_status_t status;
     uct_crypt_ep_t *ep;
 
-    ucs_list_for_each(ep, &iface->eps, list) {
-        if (ep->tx.flow_id != flow_id) {
-            continue;
-        }
-        if (crypt_memcmp_ct(ep->peer_public, flow->peer_public,
-                          KEYEX_PUBLIC_KEY_LEN)) {
-            return UCS_ERR_INVALID_PARAM;
-        }
-        if ((ep->bulk == NULL) || ep->failed || ep->cancelled) {
-            return UCS_ERR_NO_ELEM;
-        }
-        *tx_p = ep->bulk;
-        return UCS_OK;
+    status = uct_crypt_ep_of_tx_flow(iface, flow, flow_id, &ep);
+    if (status != UCS_OK) {
+        return status;
     }
-    return UCS_ERR_NO_ELEM;
+    if ((ep->bulk == NULL) || ep->failed || ep->cancelled) {
+        return UCS_ERR_NO_ELEM;
+    }
+    *tx_p = ep->bulk;
+    return UCS_OK;
 }
 
 static void uct_crypt_bulk_acked(uct_crypt_iface_t *iface,
@@ -282,6 +279,7 @@ void uct_crypt_bulk_control(uct_crypt_iface_t *iface, uct_crypt_rx_flow_t *flow,
                             uint8_t *payload, size_t length)
 {
     crypt_bulk_segment_t announce;
+    crypt_flow_refused_t refused;
     crypt_bulk_ack_t ack;
 
     /* well formed first (uct_crypt_bulk_input.c), then checked against
@@ -304,6 +302,10 @@ void uct_crypt_bulk_control(uct_crypt_iface_t *iface, uct_crypt_rx_flow_t *flow,
         break;
     case CRYPT_CONTROL_FLOW_END:
         uct_crypt_rx_flow_end(iface, flow); /* `flow` may be gone after it */
+        break;
+    case CRYPT_CONTROL_FLOW_REFUSED:
+        memcpy(&refused, payload, sizeof(refused));
+        uct_crypt_ep_flow_refused(iface, flow, &refused);
         break;
     default:
         uct_crypt_record_reject(iface, flow, UCT_CRYPT_FAIL_MALFORMED);

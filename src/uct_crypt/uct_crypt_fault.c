@@ -29,6 +29,7 @@ void uct_crypt_fault_init(uct_crypt_iface_t *iface,
         [UCT_CRYPT_FAULT_INJECT]          = "inject",
         [UCT_CRYPT_FAULT_FORGE_HELLO]     = "forge_hello",
         [UCT_CRYPT_FAULT_REPLAY_ENDED]    = "replay_ended",
+        [UCT_CRYPT_FAULT_REPLAY_HELLOS]   = "replay_hellos",
         [UCT_CRYPT_FAULT_BULK_FLIP_CIPHERTEXT] = "bulk_flip_ciphertext",
         [UCT_CRYPT_FAULT_BULK_FLIP_TAG]   = "bulk_flip_tag",
         [UCT_CRYPT_FAULT_BULK_DROP]       = "bulk_drop",
@@ -91,6 +92,12 @@ int uct_crypt_fault_apply(uct_crypt_iface_t *iface, uct_crypt_ep_t *ep,
             memcpy(iface->fault.hello_copy, record, *length);
             iface->fault.hello_length = *length;
         }
+        return 0;
+    }
+    if ((iface->fault.kind == UCT_CRYPT_FAULT_REPLAY_HELLOS) &&
+        (((crypt_record_hdr_t*)record)->type == CRYPT_RECORD_HELLO)) {
+        /* the copy first; the record itself follows, the same bytes */
+        uct_crypt_fault_send_raw(ep, record, *length);
         return 0;
     }
     if ((((crypt_record_hdr_t*)record)->type == CRYPT_RECORD_HELLO) ||

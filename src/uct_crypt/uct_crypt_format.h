@@ -63,7 +63,8 @@
 #include <string.h>
 
 enum {
-    CRYPT_WIRE_VERSION    = 10, /* 10: a flow ends with FLOW_END */
+    CRYPT_WIRE_VERSION    = 11, /* 10: a flow ends with FLOW_END; 11: a
+                                   refused one is told (FLOW_REFUSED) */
 
     CRYPT_RECORD_DATA     = 1,
     CRYPT_RECORD_HELLO    = 2,
@@ -86,6 +87,11 @@ enum {
     CRYPT_CONTROL_GET_REQ = 3,     /* seal a range of yours and put it here */
     CRYPT_CONTROL_GET_DONE = 4,    /* the put answering a GET_REQ was opened */
     CRYPT_CONTROL_FLOW_END = 5,    /* the sender's ep is gone: forget the flow */
+    CRYPT_CONTROL_FLOW_REFUSED = 6, /* your flow was refused: its ep fails */
+
+    /* why a flow was refused (crypt_flow_refused_t) */
+    CRYPT_FLOW_REFUSED_BOUND    = 1, /* UCX_CRYPT_RX_FLOWS(_PER_PEER) reached */
+    CRYPT_FLOW_REFUSED_RESOURCE = 2, /* the receiver failed locally (memory) */
 
     /* a packed remote key (uct_crypt_md.c; a GET_REQ carries one): the
      * inner component's name (UCT_COMPONENT_NAME_MAX bytes), the region's
@@ -224,6 +230,28 @@ typedef struct crypt_flow_end {
     uint8_t  kind;           /* CRYPT_CONTROL_FLOW_END */
     uint8_t  reserved[7];
 } __attribute__((packed)) crypt_flow_end_t;
+
+/*
+ * FLOW_REFUSED control record payload (24 bytes, an ACK's size, so that it
+ * waits in the same queue where the inner has no room):
+ *   kind (1) | reason (1) | reserved, zero (6) | flow id (LE64) |
+ *   reserved, zero (8)
+ * Over a UCX inner, the receiver of a flow whose HELLO opened but which it
+ * cannot take (past UCX_CRYPT_RX_FLOWS or UCX_CRYPT_RX_FLOWS_PER_PEER, or
+ * out of memory) sends it on its own flow to the same peer key, where it
+ * has an ep to that peer: sealed and sequenced like any record, so only
+ * that peer can say it, and only of a flow of ours to it. The sender's ep
+ * on that flow fails with the reason, instead of sending into a flow whose
+ * records are dropped. The receiver keeps the refused id as an ended
+ * flow's: a replay of that HELLO later, when there is room, opens nothing.
+ */
+typedef struct crypt_flow_refused {
+    uint8_t  kind;           /* CRYPT_CONTROL_FLOW_REFUSED */
+    uint8_t  reason;         /* CRYPT_FLOW_REFUSED_BOUND or _RESOURCE */
+    uint8_t  reserved[6];
+    uint64_t flow_id;        /* the refused flow: its sender's id for it */
+    uint64_t reserved2;
+} __attribute__((packed)) crypt_flow_refused_t;
 
 /* GCM associated data of a bulk segment (not sent: both sides build it) */
 typedef struct crypt_bulk_aad {

@@ -481,7 +481,8 @@ ucs_status_t uct_crypt_rx_flow_add(uct_crypt_iface_t *iface,
                       iface->rx_flows_max, iface->rx_flows_per_peer,
                       (flow->wire_conn != 0) ?
                       "its connection is closed" :
-                      "what that peer sends on it is lost", n);
+                      "its sender is told where an ep of ours goes to it, and "
+                      "what it sends on the flow is dropped", n);
         }
         uct_crypt_peer_release(iface, peer);
         return UCS_ERR_EXCEEDS_LIMIT;
@@ -532,7 +533,36 @@ void uct_crypt_rx_flow_end(uct_crypt_iface_t *iface, uct_crypt_rx_flow_t *flow)
     uct_crypt_rx_flow_sleep(iface, flow);
 }
 
-/* Did the sender of `flow_id` end it (FLOW_END)? Its records are refused */
+/* Over a UCX inner, `flow`'s HELLO opened and uct_crypt_rx_flow_add
+ * refused it (`status`). Its id is kept as an ended flow's: a replay of
+ * that HELLO later, when there is room, opens nothing. Its sender is told
+ * (FLOW_REFUSED, on our own flow to the same peer key) where this iface
+ * has an ep to that peer, so that its ep fails with the reason instead of
+ * sending into a flow whose records are dropped; with none, there is no
+ * way back. The caller frees the flow. */
+void uct_crypt_rx_flow_refuse(uct_crypt_iface_t *iface,
+                              const uct_crypt_rx_flow_t *flow,
+                              ucs_status_t status)
+{
+    crypt_flow_refused_t msg;
+    int ret;
+
+    if (kh_size(&iface->ended_flows) < UCT_CRYPT_ENDED_FLOWS_MAX) {
+        kh_put(uct_crypt_flow_ids, &iface->ended_flows, flow->flow_id, &ret);
+    }
+    if (uct_crypt_bulk_ep_to(iface, flow->peer_public) == NULL) {
+        return;
+    }
+    memset(&msg, 0, sizeof(msg));
+    msg.kind    = CRYPT_CONTROL_FLOW_REFUSED;
+    msg.reason  = (status == UCS_ERR_EXCEEDS_LIMIT) ? CRYPT_FLOW_REFUSED_BOUND :
+                                                      CRYPT_FLOW_REFUSED_RESOURCE;
+    msg.flow_id = htole64(flow->flow_id);
+    uct_crypt_bulk_reply(iface, flow->peer_public, flow->flow_id, &msg);
+}
+
+/* Did the sender of `flow_id` end it (FLOW_END), or did we refuse it? Its
+ * records are refused */
 int uct_crypt_rx_flow_was_ended(uct_crypt_iface_t *iface, uint64_t flow_id)
 {
     return kh_get(uct_crypt_flow_ids, &iface->ended_flows, flow_id) !=

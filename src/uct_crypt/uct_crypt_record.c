@@ -178,6 +178,18 @@ static void uct_crypt_schedule_fail(uct_crypt_iface_t *iface)
     }
 }
 
+/* `ep` fails with `reason`; UCP hears it from progress */
+static void uct_crypt_ep_mark_failed(uct_crypt_iface_t *iface, uct_crypt_ep_t *ep,
+                                     uct_crypt_fail_reason_t reason,
+                                     uint64_t flow_id, const char *detail)
+{
+    ep->failed       = UCT_CRYPT_EP_FAILED;
+    ep->fail_reason  = reason;
+    ep->fail_flow_id = flow_id;
+    ucs_strncpy_zero(ep->fail_detail, detail, sizeof(ep->fail_detail));
+    uct_crypt_schedule_fail(iface);
+}
+
 /* This side cannot go on with `ep` (out of memory, a key update or a seal
  * failed): the ep fails through UCT's error path, like one whose peer sent
  * a forged record, never the process (nothing on the data path aborts). */
@@ -191,11 +203,69 @@ void uct_crypt_ep_fail_local(uct_crypt_ep_t *ep, const char *what)
               uct_crypt_log_peer_arg(ep->peer_public, ep->tx.flow_id), what,
               crypt_local_failure_take());
     if (ep->failed == UCT_CRYPT_EP_OK) {
-        ep->failed       = UCT_CRYPT_EP_FAILED;
-        ep->fail_reason  = UCT_CRYPT_FAIL_NO_RESOURCE;
-        ep->fail_flow_id = ep->tx.flow_id;
-        uct_crypt_schedule_fail(iface);
+        uct_crypt_ep_mark_failed(iface, ep, UCT_CRYPT_FAIL_NO_RESOURCE,
+                                 ep->tx.flow_id, "");
     }
+}
+
+/* `flow`'s peer refused a flow of ours (FLOW_REFUSED, authenticated and in
+ * sequence): the ep sending on it fails with the reason. Only the peer
+ * that flow goes to can refuse it; one that names a flow of ours to
+ * another peer breaks the format. */
+void uct_crypt_ep_flow_refused(uct_crypt_iface_t *iface,
+                               uct_crypt_rx_flow_t *flow,
+                               const crypt_flow_refused_t *msg)
+{
+    uint64_t flow_id   = le64toh(msg->flow_id);
+    const char *detail = (msg->reason == CRYPT_FLOW_REFUSED_BOUND) ?
+                         "the peer refused the flow: it receives as many as "
+                         "it may (UCX_CRYPT_RX_FLOWS, "
+                         "UCX_CRYPT_RX_FLOWS_PER_PEER there)" :
+                         "the peer could not take the flow (out of memory "
+                         "there: its log says why)";
+    uct_crypt_ep_t *ep;
+
+    switch (uct_crypt_ep_of_tx_flow(iface, flow, flow_id, &ep)) {
+    case UCS_OK:
+        if (ep->failed == UCT_CRYPT_EP_OK) {
+            UCT_CRYPT_STAT_ADD(failures[UCT_CRYPT_FAIL_HANDSHAKE], 1);
+            ucs_error("crypt: endpoint to " uct_crypt_log_peer_fmt " failed: %s",
+                      uct_crypt_log_peer_arg(ep->peer_public, flow_id), detail);
+            uct_crypt_ep_mark_failed(iface, ep, UCT_CRYPT_FAIL_HANDSHAKE,
+                                     flow_id, detail);
+        }
+        break;
+    case UCS_ERR_INVALID_PARAM:
+        uct_crypt_record_reject(iface, flow, UCT_CRYPT_FAIL_MALFORMED);
+        break;
+    default:
+        break; /* (an ep of ours that is gone) */
+    }
+}
+
+/* Our ep that sends on `flow_id`, for a control record about it (ACK,
+ * GET_DONE, FLOW_REFUSED) that came on `flow`: UCS_OK and *ep_p;
+ * UCS_ERR_NO_ELEM where no ep of ours sends on it any more;
+ * UCS_ERR_INVALID_PARAM where it goes to another peer than `flow`'s: only
+ * the peer a flow goes to may speak of it. */
+ucs_status_t uct_crypt_ep_of_tx_flow(uct_crypt_iface_t *iface,
+                                     const uct_crypt_rx_flow_t *flow,
+                                     uint64_t flow_id, uct_crypt_ep_t **ep_p)
+{
+    uct_crypt_ep_t *ep;
+
+    ucs_list_for_each(ep, &iface->eps, list) {
+        if (ep->tx.flow_id != flow_id) {
+            continue;
+        }
+        if (crypt_memcmp_ct(ep->peer_public, flow->peer_public,
+                            KEYEX_PUBLIC_KEY_LEN)) {
+            return UCS_ERR_INVALID_PARAM;
+        }
+        *ep_p = ep;
+        return UCS_OK;
+    }
+    return UCS_ERR_NO_ELEM;
 }
 
 /* Fail every ep to `peer_public` with `reason`; the key is one that was
@@ -212,15 +282,9 @@ static unsigned uct_crypt_fail_peer(uct_crypt_iface_t *iface,
     ucs_list_for_each(ep, &iface->eps, list) {
         if (ep->peer_known && !ep->failed &&
             !crypt_memcmp_ct(ep->peer_public, peer_public, KEYEX_PUBLIC_KEY_LEN)) {
-            ep->failed       = UCT_CRYPT_EP_FAILED;
-            ep->fail_reason  = reason;
-            ep->fail_flow_id = flow_id;
-            ucs_strncpy_zero(ep->fail_detail, detail, sizeof(ep->fail_detail));
+            uct_crypt_ep_mark_failed(iface, ep, reason, flow_id, detail);
             ++failed_eps;
         }
-    }
-    if (failed_eps > 0) {
-        uct_crypt_schedule_fail(iface);
     }
     return failed_eps;
 }
@@ -439,7 +503,11 @@ ucs_status_t uct_crypt_record_am_handler(void *arg, void *data, size_t length,
             /* past a bound (said and counted there), or no memory: the
              * flow is refused, never another evicted. On the own wire its
              * connection closes and the peer's eps fail with the reason;
-             * over a UCX inner its records are dropped and counted. */
+             * over a UCX inner its sender is told where we have an ep to
+             * it, and its records are dropped and counted. */
+            if (wire_peer == NULL) {
+                uct_crypt_rx_flow_refuse(iface, flow, status);
+            }
             uct_crypt_rx_flow_free(flow);
             return ((status == UCS_ERR_EXCEEDS_LIMIT) && (wire_peer == NULL)) ?
                    UCS_OK :

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * The control records (the bulk engine's, and a flow's end) as the target
+ * The control records (the bulk engine's, a flow's end and refusal) as the target
  * reads them
  * (src/uct_crypt/uct_crypt_bulk_input.c), against a model written here
  * from the byte diagrams of uct_crypt_format.h alone, field by field with
@@ -73,6 +73,9 @@ static int fuzz_model_kind(const uint8_t *p, size_t n)
                 fuzz_extent(fuzz_le(p + 32, 8), fuzz_le(p + 40, 8))) ? 3 : 0;
     case 5: /* FLOW_END: kind, 7 zero bytes */
         return ((n == 8) && fuzz_zero(p + 1, 7)) ? 5 : 0;
+    case 6: /* FLOW_REFUSED: kind, reason 1 or 2, 6 zero, flow id, 8 zero */
+        return ((n == 24) && ((p[1] == 1) || (p[1] == 2)) && fuzz_zero(p + 2, 6) &&
+                fuzz_zero(p + 16, 8)) ? 6 : 0;
     default:
         return 0;
     }

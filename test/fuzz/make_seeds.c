@@ -207,6 +207,12 @@ int main(int argc, char **argv)
         rec[1] = CRYPT_CONTROL_FLOW_END;
         seed(argv[1], "fuzz_bulk_control", 5, rec, 1 + sizeof(crypt_flow_end_t),
              "", 0);
+        rec[1] = CRYPT_CONTROL_FLOW_REFUSED;
+        rec[2] = CRYPT_FLOW_REFUSED_BOUND;
+        rec[9] = 0x5a; /* the flow id */
+        seed(argv[1], "fuzz_bulk_control", 6, rec,
+             1 + sizeof(crypt_flow_refused_t), "", 0);
+        memset(rec, 0, sizeof(rec));
         rec[0] = 1;
         seed(argv[1], "fuzz_bulk_control", 4, rec, 1, range, sizeof(range));
         /* fuzz_profile: what crypt_calibrate writes */

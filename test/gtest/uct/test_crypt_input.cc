@@ -129,6 +129,16 @@ int kind(const std::vector<uint8_t> &v)
     return uct_crypt_bulk_control_kind(v.data(), v.size());
 }
 
+/* one byte more or less than a record of a fixed size: refused */
+void expect_exact_length(const std::vector<uint8_t> &record)
+{
+    std::vector<uint8_t> longer = record, shorter = record;
+    longer.push_back(0);
+    shorter.pop_back();
+    EXPECT_EQ(kind(longer), 0);
+    EXPECT_EQ(kind(shorter), 0);
+}
+
 } // namespace
 
 TEST(crypt_bulk_control, honest_records_of_each_kind)
@@ -145,6 +155,35 @@ TEST(crypt_bulk_control, honest_records_of_each_kind)
     std::vector<uint8_t> end(sizeof(crypt_flow_end_t), 0);
     end[0] = CRYPT_CONTROL_FLOW_END;
     EXPECT_EQ(kind(end), CRYPT_CONTROL_FLOW_END);
+    std::vector<uint8_t> refused(sizeof(crypt_flow_refused_t), 0);
+    refused[0] = CRYPT_CONTROL_FLOW_REFUSED;
+    refused[1] = CRYPT_FLOW_REFUSED_RESOURCE;
+    refused[8] = 0x5a; /* the flow id */
+    EXPECT_EQ(kind(refused), CRYPT_CONTROL_FLOW_REFUSED);
+}
+
+/* A FLOW_REFUSED is 24 bytes: its kind, a reason it knows, zeros, the
+ * flow id, zeros */
+TEST(crypt_bulk_control, a_flow_refusal_is_exactly_its_kind_a_reason_and_zeros)
+{
+    std::vector<uint8_t> refused(sizeof(crypt_flow_refused_t), 0);
+    refused[0] = CRYPT_CONTROL_FLOW_REFUSED;
+    refused[1] = CRYPT_FLOW_REFUSED_BOUND;
+    for (size_t i = 8; i < 16; ++i) {
+        refused[i] = 0xff; /* any flow id */
+    }
+    EXPECT_EQ(kind(refused), CRYPT_CONTROL_FLOW_REFUSED);
+    for (uint8_t reason : {0, 3, 255}) {
+        std::vector<uint8_t> bad = refused;
+        bad[1] = reason;
+        EXPECT_EQ(kind(bad), 0) << "reason " << (int)reason;
+    }
+    for (size_t i : {2, 7, 16, 23}) {
+        std::vector<uint8_t> bad = refused;
+        bad[i] = 1;
+        EXPECT_EQ(kind(bad), 0) << "reserved byte " << i;
+    }
+    expect_exact_length(refused);
 }
 
 /* A FLOW_END is 8 bytes, its kind then zeros: anything else is refused
@@ -158,11 +197,7 @@ TEST(crypt_bulk_control, a_flow_end_is_exactly_its_kind_and_zeros)
         bad[i] = 1;
         EXPECT_EQ(kind(bad), 0) << "reserved byte " << i;
     }
-    std::vector<uint8_t> longer = end, shorter = end;
-    longer.push_back(0);
-    shorter.pop_back();
-    EXPECT_EQ(kind(longer), 0);
-    EXPECT_EQ(kind(shorter), 0);
+    expect_exact_length(end);
 }
 
 TEST(crypt_bulk_control, malformed_records_are_refused)

@@ -728,6 +728,62 @@ TEST_F(uct_crypt_test, flows_past_the_bounds_are_refused_and_established_ones_go
     close_side(c);
 }
 
+/* Over a UCX inner the receiver of a flow past its bound tells the sender
+ * (FLOW_REFUSED, on its own flow back) where it has an ep to it: the
+ * sender's ep on the refused flow fails, said, instead of sending into a
+ * flow whose records are dropped; its other eps go on. (Without an ep
+ * back there is no way to tell: the test above.) A refused flow's id is
+ * kept: each HELLO comes twice here (the hook), and the second of a
+ * refused flow is a replay, not a flow to weigh again. */
+TEST_F(uct_crypt_test, a_flow_refused_past_the_bound_fails_its_senders_ep_where_we_have_one_back)
+{
+    open_side_with(a, {ucx_inner, {"FAULT", "replay_hellos"}});
+    open_side_with(b, {ucx_inner, {"RX_FLOWS_PER_PEER", "4"}});
+    ba = connect(b, a);
+    uint64_t refused = wire_stat(&uct_crypt_stats_t::flows_refused);
+    uint64_t replays = failures(UCT_CRYPT_FAIL_REPLAY);
+
+    std::vector<uct_ep_h> from_a;
+    for (int i = 0; i < 6; ++i) {
+        from_a.push_back(connect(a, b));
+    }
+    auto payload = make_payload(7, 64);
+    for (size_t i = 0; i < from_a.size(); ++i) {
+        send_retrying([&] { return uct_ep_am_short(from_a[i], kAmId, i, payload.data(), 64); });
+    }
+    progress_until([&] { return a.failed_eps.size() == 2u; });
+    for (int i = 0; i < 10000; ++i) {
+        uct_worker_progress(worker);
+    }
+    EXPECT_EQ(wire_stat(&uct_crypt_stats_t::flows_refused), refused + 2);
+    EXPECT_EQ(failures(UCT_CRYPT_FAIL_REPLAY), replays + 6) << "every HELLO's copy";
+    ASSERT_EQ(a.failed_eps.size(), 2u) << "the two eps whose flows were refused";
+    ASSERT_EQ(b.received.size(), 4u);
+    EXPECT_TRUE(b.failed_eps.empty());
+    /* which four went in is the order of arrival: each failed ep is one
+     * whose message did not */
+    std::vector<uct_ep_h> going_on;
+    for (size_t i = 0; i < from_a.size(); ++i) {
+        bool failed = std::find(a.failed_eps.begin(), a.failed_eps.end(),
+                                from_a[i]) != a.failed_eps.end();
+        bool delivered = std::any_of(b.received.begin(), b.received.end(),
+                                     [&](const received_message &m) { return m.header == i; });
+        EXPECT_NE(failed, delivered) << "ep " << i;
+        if (!failed) {
+            going_on.push_back(from_a[i]);
+        }
+    }
+    ASSERT_EQ(going_on.size(), 4u);
+    for (size_t i = 0; i < going_on.size(); ++i) {
+        send_retrying([&] { return uct_ep_am_short(going_on[i], kAmId, 100 + i, payload.data(), 64); });
+    }
+    progress_until([&] { return b.received.size() == 8u; });
+    for (size_t i = 0; i < going_on.size(); ++i) {
+        EXPECT_EQ(b.received[4 + i].header, 100 + i);
+    }
+    EXPECT_EQ(a.failed_eps.size(), 2u);
+}
+
 /* On crypt's own wire a flow past the bound from one peer closes that
  * peer's connection (its flows go with it, their memory freed) and the
  * peer's eps fail with it, said; the iface serves others on. */
