@@ -108,6 +108,21 @@ ucs_status_t uct_crypt_sock_conn_start(uct_crypt_sock_conn_t *conn)
     return UCS_OK;
 }
 
+/* Responder: `len` bytes into a socket that holds nothing of ours yet
+ * (the answer to an initiation): never partial in practice; a short write
+ * ends the connection rather than buffering for strangers. Returns 0 when
+ * the connection is gone. */
+static int uct_crypt_sock_conn_send_whole(uct_crypt_sock_conn_t *conn,
+                                          const void *msg, size_t len,
+                                          const char *what)
+{
+    if (send(conn->fd, msg, len, MSG_NOSIGNAL) != (ssize_t)len) {
+        uct_crypt_sock_conn_fail(conn, what);
+        return 0;
+    }
+    return 1;
+}
+
 /* Responder, under load: answer an initiation without a valid mac2 with
  * a cookie reply instead of the DHs (wire/wire_admit.h). The initiator
  * sends a new initiation on this connection; one that still has none
@@ -120,7 +135,6 @@ static int uct_crypt_sock_conn_send_cookie(uct_crypt_sock_conn_t *conn,
     uct_crypt_sock_iface_t *iface = conn->iface;
     uint8_t cookie[KEYEX_NOISE_COOKIE_LEN];
     keyex_noise_cookie_msg_t reply;
-    ssize_t sent;
 
     if (conn->cookie_rounds >= UCT_CRYPT_COOKIE_ROUNDS) {
         uct_crypt_sock_conn_fail(conn, "handshake initiation still without a "
@@ -135,10 +149,8 @@ static int uct_crypt_sock_conn_send_cookie(uct_crypt_sock_conn_t *conn,
         uct_crypt_sock_conn_fail_local(conn, "cannot make a cookie reply");
         return 0;
     }
-    /* 36 bytes into an empty socket buffer, as the response below */
-    sent = send(conn->fd, &reply, sizeof(reply), MSG_NOSIGNAL);
-    if (sent != (ssize_t)sizeof(reply)) {
-        uct_crypt_sock_conn_fail(conn, "cannot send a cookie reply");
+    if (!uct_crypt_sock_conn_send_whole(conn, &reply, sizeof(reply),
+                                        "cannot send a cookie reply")) {
         return 0;
     }
     ++conn->cookie_rounds;
@@ -159,7 +171,6 @@ int uct_crypt_sock_conn_accept_init(uct_crypt_sock_conn_t *conn)
     keyex_status_t kstatus;
     double now = ucs_time_to_sec(ucs_get_time());
     uint8_t flags;
-    ssize_t sent;
     int ok;
 
     memcpy(&init, conn->rx_buf, sizeof(init));
@@ -261,11 +272,8 @@ int uct_crypt_sock_conn_accept_init(uct_crypt_sock_conn_t *conn)
         uct_crypt_sock_conn_fail_local(conn, "cannot answer the handshake");
         return 0;
     }
-    /* 69 bytes into an empty socket buffer: never partial in practice; a
-     * short write ends the connection rather than buffering for strangers */
-    sent = send(conn->fd, &resp, sizeof(resp), MSG_NOSIGNAL);
-    if (sent != (ssize_t)sizeof(resp)) {
-        uct_crypt_sock_conn_fail(conn, "cannot send the handshake response");
+    if (!uct_crypt_sock_conn_send_whole(conn, &resp, sizeof(resp),
+                                        "cannot send the handshake response")) {
         return 0;
     }
     memcpy(conn->peer_static, conn->hs->rs, KEYEX_PUBLIC_KEY_LEN);
@@ -295,7 +303,6 @@ int uct_crypt_sock_conn_accept_cookie(uct_crypt_sock_conn_t *conn)
     uint8_t cookie_key[KEYEX_SECRET_LEN], cookie[KEYEX_NOISE_COOKIE_LEN];
     keyex_noise_cookie_msg_t reply;
     keyex_status_t kstatus;
-    ssize_t sent;
 
     memcpy(&reply, conn->rx_buf, sizeof(reply));
     if (conn->cookie_rounds >= UCT_CRYPT_COOKIE_ROUNDS) {
@@ -332,16 +339,7 @@ int uct_crypt_sock_conn_accept_cookie(uct_crypt_sock_conn_t *conn)
         return 0;
     }
     crypt_wipe(cookie, sizeof(cookie));
-    sent = send(conn->fd, conn->tx_buf, conn->init_left, MSG_NOSIGNAL);
-    if (sent > 0) {
-        conn->init_left -= sent;
-        conn->tx_head   += sent;
-        conn->tx_len    -= sent;
-    }
-    if (conn->tx_len > 0) {
-        uct_crypt_sock_conn_set_events(conn, EPOLLIN | EPOLLOUT);
-    }
-    return 1;
+    return uct_crypt_sock_conn_flush(conn) >= 0;
 }
 
 /* Initiator: the 69-byte response */
