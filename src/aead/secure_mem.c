@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * Memory for secrets: its own pages, excluded from core dumps
- * (MADV_DONTDUMP), kept out of swap where RLIMIT_MEMLOCK allows (mlock),
- * and wiped before it is returned (OPENSSL_cleanse, which the compiler may
- * not elide). The lowest layer has it, so that the backends' expanded key
+ * Memory for secrets: pages of its own (small secrets share them, a page
+ * of chunks of one size), excluded from core dumps (MADV_DONTDUMP), kept
+ * out of swap where RLIMIT_MEMLOCK allows (mlock), and wiped when freed
+ * (OPENSSL_cleanse, which the compiler may not elide). The lowest layer has it, so that the backends' expanded key
  * schedules live there as well as every key keyex derives.
  */
 #ifdef HAVE_CONFIG_H
@@ -14,29 +14,43 @@
 
 #include <openssl/crypto.h>
 #include <openssl/rand.h>
+#include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
+static const char crypt_secure_no_memory[] = "no memory for secrets (mmap "
+                                             "failed: the memory limit or "
+                                             "vm.max_map_count)";
+
+static size_t crypt_secure_page(void)
+{
+    static size_t page; /* (the same in every thread that sets it) */
+    size_t value = __atomic_load_n(&page, __ATOMIC_RELAXED);
+
+    if (value == 0) {
+        value = (size_t)sysconf(_SC_PAGESIZE);
+        __atomic_store_n(&page, value, __ATOMIC_RELAXED);
+    }
+    return value;
+}
+
 static size_t crypt_secure_round(size_t size)
 {
-    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    size_t page = crypt_secure_page();
 
     return (size + page - 1) & ~(page - 1);
 }
 
-void *crypt_secure_alloc(size_t size)
+/* Pages of their own: not dumped, locked where the limit allows, zero */
+static void *crypt_secure_map(size_t length)
 {
-    size_t length = crypt_secure_round(size ? size : 1);
-    void *ptr;
+    void *ptr = mmap(NULL, length, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 
-    /* (each allocation is its own mapping: vm.max_map_count bounds them) */
-    ptr = CRYPT_FALLIBLE_FAILS(CRYPT_FALLIBLE_SECURE_MEMORY) ? MAP_FAILED :
-          mmap(NULL, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-               -1, 0);
     if (ptr == MAP_FAILED) {
-        crypt_local_failure_set("no memory for secrets (mmap failed: the "
-                                "memory limit or vm.max_map_count)");
+        crypt_local_failure_set(crypt_secure_no_memory);
         return NULL;
     }
 #ifdef MADV_DONTDUMP
@@ -48,16 +62,174 @@ void *crypt_secure_alloc(size_t size)
     return ptr; /* anonymous pages are zero-filled */
 }
 
+static void crypt_secure_unmap(void *ptr, size_t length)
+{
+    OPENSSL_cleanse(ptr, length);
+    (void)munlock(ptr, length);
+    (void)munmap(ptr, length);
+}
+
+/*
+ * Small secrets share pages (a flow's keys and its AES-GCM schedule are a
+ * few hundred bytes and 1008; a page each was 8 KiB locked a flow and two
+ * mappings, and vm.max_map_count, 65530 by default, bounded the flows
+ * long before UCX_CRYPT_RX_FLOWS). Chunks of 64 to 1024 bytes, powers of
+ * two, so each is aligned to its size (ipsec-mb's gcm_key_data wants 64);
+ * a page holds chunks of one size, its first chunk its header. A page
+ * goes back to the kernel, wiped, when its last chunk is freed, so memory
+ * follows what is in use. One lock: allocations come with flows and
+ * handshakes, never per record.
+ */
+enum {
+    CRYPT_SECURE_CHUNK_MIN_SHIFT = 6,  /* 64 bytes */
+    CRYPT_SECURE_CHUNK_MAX_SHIFT = 10, /* 1024 bytes */
+    CRYPT_SECURE_CLASSES = CRYPT_SECURE_CHUNK_MAX_SHIFT -
+                           CRYPT_SECURE_CHUNK_MIN_SHIFT + 1
+};
+
+typedef struct crypt_secure_slab crypt_secure_slab_t;
+struct crypt_secure_slab {
+    crypt_secure_slab_t *prev, *next; /* pages of its size with a free chunk */
+    void                *free;        /* its free chunks, linked through
+                                         their first bytes */
+    unsigned            used;
+    unsigned            shift;
+};
+
+static crypt_secure_slab_t *crypt_secure_partial[CRYPT_SECURE_CLASSES];
+static pthread_mutex_t crypt_secure_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* the chunk size for `size`, as a shift; 0 where it gets pages of its own */
+static unsigned crypt_secure_shift(size_t size)
+{
+    unsigned shift = CRYPT_SECURE_CHUNK_MIN_SHIFT;
+
+    if ((size > ((size_t)1 << CRYPT_SECURE_CHUNK_MAX_SHIFT)) ||
+        (crypt_secure_page() < ((size_t)2 << CRYPT_SECURE_CHUNK_MAX_SHIFT))) {
+        return 0;
+    }
+    while (((size_t)1 << shift) < size) {
+        ++shift;
+    }
+    return shift;
+}
+
+static void crypt_secure_slab_unlink(crypt_secure_slab_t *slab)
+{
+    crypt_secure_slab_t **head = &crypt_secure_partial[slab->shift -
+                                                       CRYPT_SECURE_CHUNK_MIN_SHIFT];
+
+    if (slab->prev != NULL) {
+        slab->prev->next = slab->next;
+    } else {
+        *head = slab->next;
+    }
+    if (slab->next != NULL) {
+        slab->next->prev = slab->prev;
+    }
+    slab->prev = slab->next = NULL;
+}
+
+static void crypt_secure_slab_link(crypt_secure_slab_t *slab)
+{
+    crypt_secure_slab_t **head = &crypt_secure_partial[slab->shift -
+                                                       CRYPT_SECURE_CHUNK_MIN_SHIFT];
+
+    slab->prev = NULL;
+    slab->next = *head;
+    if (*head != NULL) {
+        (*head)->prev = slab;
+    }
+    *head = slab;
+}
+
+/* A new page of chunks of 2^shift bytes, its first the header (locked) */
+static crypt_secure_slab_t *crypt_secure_slab_new(unsigned shift)
+{
+    size_t page = crypt_secure_page(), chunk = (size_t)1 << shift;
+    crypt_secure_slab_t *slab = crypt_secure_map(page);
+    size_t offset;
+
+    if (slab == NULL) {
+        return NULL;
+    }
+    slab->shift = shift;
+    for (offset = page - chunk; offset >= chunk; offset -= chunk) {
+        *(void**)((char*)slab + offset) = slab->free;
+        slab->free = (char*)slab + offset;
+    }
+    crypt_secure_slab_link(slab);
+    return slab;
+}
+
+static void *crypt_secure_chunk_alloc(unsigned shift)
+{
+    crypt_secure_slab_t *slab;
+    void *chunk;
+
+    pthread_mutex_lock(&crypt_secure_lock);
+    slab = crypt_secure_partial[shift - CRYPT_SECURE_CHUNK_MIN_SHIFT];
+    if (slab == NULL) {
+        slab = crypt_secure_slab_new(shift);
+    }
+    if (slab == NULL) {
+        pthread_mutex_unlock(&crypt_secure_lock);
+        return NULL;
+    }
+    chunk       = slab->free;
+    slab->free  = *(void**)chunk;
+    *(void**)chunk = NULL; /* zero, as a new page's */
+    ++slab->used;
+    if (slab->free == NULL) {
+        crypt_secure_slab_unlink(slab); /* full */
+    }
+    pthread_mutex_unlock(&crypt_secure_lock);
+    return chunk;
+}
+
+static void crypt_secure_chunk_free(void *chunk, unsigned shift)
+{
+    crypt_secure_slab_t *slab = (crypt_secure_slab_t*)((uintptr_t)chunk &
+                                                       ~(uintptr_t)(crypt_secure_page() - 1));
+
+    OPENSSL_cleanse(chunk, (size_t)1 << shift);
+    pthread_mutex_lock(&crypt_secure_lock);
+    if (slab->free == NULL) {
+        crypt_secure_slab_link(slab); /* was full */
+    }
+    *(void**)chunk = slab->free;
+    slab->free     = chunk;
+    if (--slab->used == 0) {
+        crypt_secure_slab_unlink(slab);
+        crypt_secure_unmap(slab, crypt_secure_page());
+    }
+    pthread_mutex_unlock(&crypt_secure_lock);
+}
+
+void *crypt_secure_alloc(size_t size)
+{
+    unsigned shift = crypt_secure_shift(size ? size : 1);
+
+    if (CRYPT_FALLIBLE_FAILS(CRYPT_FALLIBLE_SECURE_MEMORY)) {
+        crypt_local_failure_set(crypt_secure_no_memory);
+        return NULL;
+    }
+    return (shift != 0) ? crypt_secure_chunk_alloc(shift) :
+           crypt_secure_map(crypt_secure_round(size)); /* (each its own mapping) */
+}
+
 void crypt_secure_free(void *ptr, size_t size)
 {
-    size_t length = crypt_secure_round(size ? size : 1);
+    unsigned shift = crypt_secure_shift(size ? size : 1);
 
     if (ptr == NULL) {
         return;
     }
-    OPENSSL_cleanse(ptr, length);
-    (void)munlock(ptr, length);
-    (void)munmap(ptr, length);
+    if (shift != 0) {
+        crypt_secure_chunk_free(ptr, shift);
+    } else {
+        crypt_secure_unmap(ptr, crypt_secure_round(size));
+    }
 }
 
 static __thread const char *crypt_local_failure_what;

@@ -2,19 +2,26 @@
 /*
  * The ipsec-mb backend's expanded key schedule stays out of core dumps (the
  * kernel's "dd", MADV_DONTDUMP, flag): it is as secret as the key it came
- * from. (The secure allocator itself: test_keyex_schedule.cc.)
+ * from. The secure allocator's chunks and pages (more of it:
+ * test_keyex_schedule.cc).
  */
 #include "ucx_crypt_config.h"
 #include "aead/aead.h"
 
 #include <gtest/gtest.h>
 
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
+#include <vector>
 
 namespace {
 
@@ -63,3 +70,75 @@ TEST(crypt_aead_key, ipsec_mb_key_schedule_is_excluded_from_core_dumps)
     }
 }
 #endif
+
+namespace {
+
+bool mapped(const void *page)
+{
+    /* msync on an address range that is not mapped fails with ENOMEM */
+    return msync(const_cast<void*>(page), 1, MS_ASYNC) == 0;
+}
+
+} // namespace
+
+/* Small secrets share pages: a chunk of a power-of-two size, aligned to
+ * it, zero-filled, out of core dumps; freed, it is wiped, and its page
+ * goes back to the kernel with the page's last chunk */
+TEST(crypt_secure_mem, small_secrets_share_pages_that_go_back_when_empty)
+{
+    const size_t size = 100, chunk = 128;
+    const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    const size_t per_page = page / chunk - 1; /* the first holds the page's header */
+    std::map<uintptr_t, std::vector<uint8_t*>> by_page;
+    std::vector<uint8_t*> all;
+
+    for (size_t i = 0; i < 3 * per_page; ++i) {
+        uint8_t *p = static_cast<uint8_t*>(crypt_secure_alloc(size));
+        ASSERT_NE(p, nullptr);
+        EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % chunk, 0u);
+        EXPECT_EQ(std::vector<uint8_t>(p, p + size), std::vector<uint8_t>(size, 0));
+        memset(p, 0x5a, size);
+        by_page[reinterpret_cast<uintptr_t>(p) & ~(uintptr_t)(page - 1)].push_back(p);
+        all.push_back(p);
+    }
+    EXPECT_LE(by_page.size(), 4u) << "chunks of one size share pages";
+    EXPECT_TRUE(excluded_from_dumps(all[0])) << vm_flags_of(all[0]);
+
+    /* a page whose chunks are all ours */
+    auto full = std::find_if(by_page.begin(), by_page.end(),
+                             [&](const std::pair<const uintptr_t, std::vector<uint8_t*>> &e) {
+                                 return e.second.size() == per_page; });
+    ASSERT_NE(full, by_page.end());
+    std::vector<uint8_t*> mine = full->second;
+    const void *its_page = reinterpret_cast<const void*>(full->first);
+    for (size_t i = 0; i + 1 < mine.size(); ++i) {
+        crypt_secure_free(mine[i], size);
+        /* the first bytes link the free chunks; the rest is wiped */
+        EXPECT_EQ(std::vector<uint8_t>(mine[i] + sizeof(void*), mine[i] + size),
+                  std::vector<uint8_t>(size - sizeof(void*), 0)) << "chunk " << i;
+        EXPECT_NE(mine[i][0], 0x5a);
+    }
+    EXPECT_TRUE(mapped(its_page)) << "one chunk still in use";
+    crypt_secure_free(mine.back(), size);
+    EXPECT_FALSE(mapped(its_page)) << "its last chunk freed, the page went back";
+
+    for (uint8_t *p : all) {
+        if (std::find(mine.begin(), mine.end(), p) == mine.end()) {
+            crypt_secure_free(p, size);
+        }
+    }
+}
+
+/* Over 1024 bytes a secret has pages of its own (as ipsec-mb's key
+ * schedule had before it fit a chunk) */
+TEST(crypt_secure_mem, a_large_secret_has_pages_of_its_own)
+{
+    const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    uint8_t *p = static_cast<uint8_t*>(crypt_secure_alloc(page + 1));
+    ASSERT_NE(p, nullptr);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % page, 0u);
+    EXPECT_EQ(std::vector<uint8_t>(p, p + page + 1), std::vector<uint8_t>(page + 1, 0));
+    EXPECT_TRUE(excluded_from_dumps(p)) << vm_flags_of(p);
+    crypt_secure_free(p, page + 1);
+    EXPECT_FALSE(mapped(p));
+}

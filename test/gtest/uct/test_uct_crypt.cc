@@ -9,6 +9,8 @@
 #include "uct/crypt_test.h"
 #include "aead/aead.h" /* crypt_fallible_t: a failure aimed at one path */
 
+#include <sys/resource.h>
+
 TEST_F(uct_crypt_test, capabilities_am_and_encrypted_put_get_only_reduced_by_the_overhead)
 {
     open_pair();
@@ -782,6 +784,67 @@ TEST_F(uct_crypt_test, a_flow_refused_past_the_bound_fails_its_senders_ep_where_
         EXPECT_EQ(b.received[4 + i].header, 100 + i);
     }
     EXPECT_EQ(a.failed_eps.size(), 2u);
+}
+
+namespace {
+
+/* a line of /proc/self/status, in kB */
+long status_kb(const char *field)
+{
+    FILE *status = fopen("/proc/self/status", "r");
+    char line[256];
+    long kb = -1;
+
+    while ((status != nullptr) && fgets(line, sizeof(line), status)) {
+        if (!strncmp(line, field, strlen(field))) {
+            kb = strtol(line + strlen(field) + 1, nullptr, 10);
+        }
+    }
+    if (status != nullptr) {
+        fclose(status);
+    }
+    return kb;
+}
+
+} // namespace
+
+/* A flow's keys and AES-GCM schedule are small secrets that share locked
+ * pages: 200 flows over a UCX inner (a sending and a receiving side each,
+ * both in this process) take a few KiB of locked memory each (a page a
+ * secret before: 16 KiB a flow here, 3200 kB in all). */
+TEST_F(uct_crypt_test, flows_take_a_few_kib_of_locked_memory_each)
+{
+    const size_t flows = 200;
+    struct rlimit limit;
+    ASSERT_EQ(getrlimit(RLIMIT_MEMLOCK, &limit), 0);
+    /* (200 flows took 3.2 MiB locked before: within the usual 8 MiB) */
+    if ((limit.rlim_cur != RLIM_INFINITY) && (limit.rlim_cur < (8u << 20)) &&
+        (geteuid() != 0)) {
+        GTEST_SKIP() << "RLIMIT_MEMLOCK below 8 MiB: secrets are not all locked";
+    }
+    open_side_with(a, {ucx_inner});
+    open_side_with(b, {ucx_inner});
+    auto payload = make_payload(7, 64);
+    /* one flow first: what every flow shares (pages, tables) is there */
+    std::vector<uct_ep_h> from_a = {connect(a, b)};
+    send_retrying([&] { return uct_ep_am_short(from_a[0], kAmId, 0, payload.data(), 64); });
+    progress_until([&] { return b.received.size() == 1u; });
+    long locked_before = status_kb("VmLck:");
+
+    for (size_t i = 1; i <= flows; ++i) {
+        from_a.push_back(connect(a, b));
+        send_retrying([&] { return uct_ep_am_short(from_a.back(), kAmId, i, payload.data(), 64); });
+    }
+    progress_until([&] { return b.received.size() == flows + 1; });
+    ASSERT_EQ(b.received.size(), flows + 1);
+    long locked = status_kb("VmLck:") - locked_before;
+    EXPECT_LE(locked, (long)(4 * flows)) << locked << " kB locked for " << flows << " flows";
+    std::cout << "  " << flows << " flows: " << locked << " kB locked" << std::endl;
+    for (uct_ep_h ep : from_a) {
+        eps.erase(std::find(eps.begin(), eps.end(), ep));
+        uct_ep_destroy(ep);
+    }
+    EXPECT_TRUE(b.failed_eps.empty());
 }
 
 /* On crypt's own wire a flow past the bound from one peer closes that
