@@ -481,6 +481,9 @@ CRYPT_WIRE_ASSERT(sizeof(crypt_bulk_segment_t) == 40 + CRYPT_AEAD_TAG_LEN,
                "bulk SEGMENT layout");
 CRYPT_WIRE_ASSERT(sizeof(crypt_bulk_ack_t) == 24, "bulk ACK/GET_DONE layout");
 CRYPT_WIRE_ASSERT(sizeof(crypt_bulk_get_req_t) == 48, "bulk GET_REQ layout");
+CRYPT_WIRE_ASSERT(sizeof(crypt_flow_end_t) == 8, "FLOW_END layout");
+CRYPT_WIRE_ASSERT(sizeof(crypt_flow_refused_t) == 24,
+               "FLOW_REFUSED layout (an ACK's size: the reply queue's)");
 CRYPT_WIRE_ASSERT(sizeof(crypt_bulk_aad_t) == 32, "bulk associated data layout");
 CRYPT_WIRE_ASSERT(sizeof(crypt_lane_chunk_hdr_t) == 40, "lane chunk layout");
 CRYPT_WIRE_ASSERT(sizeof(crypt_cm_frame_hdr_t) == CRYPT_CM_FRAME_HDR_LEN,
