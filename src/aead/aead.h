@@ -70,8 +70,9 @@ typedef struct crypt_aead_key {
 /* Memory for secrets (secure_mem.c): up to 1024 bytes a chunk of a page
  * of its size (aligned to it), more pages of its own; excluded from core
  * dumps (MADV_DONTDUMP), locked where RLIMIT_MEMLOCK allows, zero-filled,
- * and wiped when freed. `size` at free: the one given at alloc. The ipsec-mb backend keeps its expanded
- * key schedules here; src/keyex every key it derives. */
+ * and wiped when freed. `size` at free: the one given at alloc. The
+ * ipsec-mb backend keeps its expanded key schedules here; src/keyex every
+ * key it derives. */
 void *crypt_secure_alloc(size_t size);
 void crypt_secure_free(void *ptr, size_t size);
 

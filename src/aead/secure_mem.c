@@ -3,8 +3,9 @@
  * Memory for secrets: pages of its own (small secrets share them, a page
  * of chunks of one size), excluded from core dumps (MADV_DONTDUMP), kept
  * out of swap where RLIMIT_MEMLOCK allows (mlock), and wiped when freed
- * (OPENSSL_cleanse, which the compiler may not elide). The lowest layer has it, so that the backends' expanded key
- * schedules live there as well as every key keyex derives.
+ * (OPENSSL_cleanse, which the compiler may not elide). The lowest layer
+ * has it, so that the backends' expanded key schedules live there as well
+ * as every key keyex derives.
  */
 #ifdef HAVE_CONFIG_H
 #include "ucx_crypt_config.h"
@@ -70,10 +71,9 @@ static void crypt_secure_unmap(void *ptr, size_t length)
 }
 
 /*
- * Small secrets share pages (a flow's keys and its AES-GCM schedule are a
- * few hundred bytes and 1008; a page each was 8 KiB locked a flow and two
- * mappings, and vm.max_map_count, 65530 by default, bounded the flows
- * long before UCX_CRYPT_RX_FLOWS). Chunks of 64 to 1024 bytes, powers of
+ * Small secrets share pages (a flow's traffic keys and its AES-GCM
+ * schedule are 76 and 1008 bytes; a page each was 8 KiB locked a flow, up
+ * to 1 GiB at UCX_CRYPT_RX_FLOWS). Chunks of 64 to 1024 bytes, powers of
  * two, so each is aligned to its size (ipsec-mb's gcm_key_data wants 64);
  * a page holds chunks of one size, its first chunk its header. A page
  * goes back to the kernel, wiped, when its last chunk is freed, so memory
@@ -114,10 +114,15 @@ static unsigned crypt_secure_shift(size_t size)
     return shift;
 }
 
+/* the pages of chunks of 2^shift bytes that have a free one */
+static crypt_secure_slab_t **crypt_secure_partial_of(unsigned shift)
+{
+    return &crypt_secure_partial[shift - CRYPT_SECURE_CHUNK_MIN_SHIFT];
+}
+
 static void crypt_secure_slab_unlink(crypt_secure_slab_t *slab)
 {
-    crypt_secure_slab_t **head = &crypt_secure_partial[slab->shift -
-                                                       CRYPT_SECURE_CHUNK_MIN_SHIFT];
+    crypt_secure_slab_t **head = crypt_secure_partial_of(slab->shift);
 
     if (slab->prev != NULL) {
         slab->prev->next = slab->next;
@@ -132,8 +137,7 @@ static void crypt_secure_slab_unlink(crypt_secure_slab_t *slab)
 
 static void crypt_secure_slab_link(crypt_secure_slab_t *slab)
 {
-    crypt_secure_slab_t **head = &crypt_secure_partial[slab->shift -
-                                                       CRYPT_SECURE_CHUNK_MIN_SHIFT];
+    crypt_secure_slab_t **head = crypt_secure_partial_of(slab->shift);
 
     slab->prev = NULL;
     slab->next = *head;
@@ -168,7 +172,7 @@ static void *crypt_secure_chunk_alloc(unsigned shift)
     void *chunk;
 
     pthread_mutex_lock(&crypt_secure_lock);
-    slab = crypt_secure_partial[shift - CRYPT_SECURE_CHUNK_MIN_SHIFT];
+    slab = *crypt_secure_partial_of(shift);
     if (slab == NULL) {
         slab = crypt_secure_slab_new(shift);
     }

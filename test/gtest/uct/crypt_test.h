@@ -370,6 +370,21 @@ protected:
                 << ucs_status_string(status);
     }
 
+    /* `count` new eps from `from` to `to`, each sending one 64-byte message
+     * (header i): a flow each at `to` */
+    std::vector<uct_ep_h> flows_of_one_message(side &from, side &to, size_t count)
+    {
+        std::vector<uct_ep_h> many;
+        for (size_t i = 0; i < count; ++i) {
+            many.push_back(connect(from, to));
+        }
+        auto payload = make_payload(7, 64);
+        for (size_t i = 0; i < many.size(); ++i) {
+            send_retrying([&] { return uct_ep_am_short(many[i], kAmId, i, payload.data(), 64); });
+        }
+        return many;
+    }
+
     /* one message on each of many eps from a to b: each is delivered, no
      * ep of a's fails (an honest connection refused or closed) */
     void expect_one_message_on_each(const std::vector<uct_ep_h> &many)

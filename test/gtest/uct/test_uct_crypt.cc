@@ -745,14 +745,8 @@ TEST_F(uct_crypt_test, a_flow_refused_past_the_bound_fails_its_senders_ep_where_
     uint64_t refused = wire_stat(&uct_crypt_stats_t::flows_refused);
     uint64_t replays = failures(UCT_CRYPT_FAIL_REPLAY);
 
-    std::vector<uct_ep_h> from_a;
-    for (int i = 0; i < 6; ++i) {
-        from_a.push_back(connect(a, b));
-    }
+    std::vector<uct_ep_h> from_a = flows_of_one_message(a, b, 6);
     auto payload = make_payload(7, 64);
-    for (size_t i = 0; i < from_a.size(); ++i) {
-        send_retrying([&] { return uct_ep_am_short(from_a[i], kAmId, i, payload.data(), 64); });
-    }
     progress_until([&] { return a.failed_eps.size() == 2u; });
     for (int i = 0; i < 10000; ++i) {
         uct_worker_progress(worker);
@@ -856,14 +850,8 @@ TEST_F(uct_crypt_test, on_the_own_wire_a_flow_past_the_bound_ends_its_peers_conn
     open_side_with(b, {{"RX_FLOWS_PER_PEER", "4"}});
     uint64_t refused = wire_stat(&uct_crypt_stats_t::flows_refused);
 
-    std::vector<uct_ep_h> from_a;
-    for (int i = 0; i < 6; ++i) {
-        from_a.push_back(connect(a, b));
-    }
+    std::vector<uct_ep_h> from_a = flows_of_one_message(a, b, 6);
     auto payload = make_payload(7, 64);
-    for (size_t i = 0; i < from_a.size(); ++i) {
-        send_retrying([&] { return uct_ep_am_short(from_a[i], kAmId, i, payload.data(), 64); });
-    }
     progress_until([&] { return !a.failed_eps.empty(); });
     EXPECT_GE(wire_stat(&uct_crypt_stats_t::flows_refused), refused + 1);
     EXPECT_EQ(b.received.size(), 4u) << "the four flows within the bound";
