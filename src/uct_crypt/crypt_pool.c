@@ -34,6 +34,8 @@ struct crypt_pool {
     int              pu[CRYPT_POOL_MAX_THREADS];  /* -1: unpinned */
     char             placement[256];
     char             registry[256];
+    int              registry_fd;    /* open while we claim: holds our slot */
+    long             registry_slot;
     void             (*notify)(void *arg);
     void             *notify_arg;
 };
@@ -51,22 +53,49 @@ static unsigned crypt_pool_online_pus(void)
     return (n > 0) ? (unsigned)n : 1;
 }
 
-/* PUs claimed by live processes other than us, from the registry open at
- * `fd`; their lines are copied to *kept (if kept != NULL) so that a rewrite
- * drops the dead and our own old line. */
-static unsigned crypt_pool_registry_scan(int fd, char **kept, size_t *kept_len)
+/* A process's claim is a line "slot count" (count: 1 + its threads). Its
+ * slot is one byte, past the lines, that it holds an open-file-description
+ * write lock on for as long as its pool lives: the kernel drops the lock
+ * when the process ends, however it ends, and the lock is seen from every
+ * pid namespace that shares the file. A pid was not: two emulated hosts
+ * (or containers) sharing /dev/shm each ran as pid 2 in its own namespace,
+ * took the other's line for its own, and both took the node's spare PUs. */
+enum { CRYPT_POOL_SLOT_BASE = 1 << 20, CRYPT_POOL_SLOTS = 4096 };
+
+static int crypt_pool_slot_lock(int fd, int cmd, short type, unsigned slot)
+{
+    struct flock lk = {.l_type = type, .l_whence = SEEK_SET,
+                       .l_start = CRYPT_POOL_SLOT_BASE + (off_t)slot, .l_len = 1};
+
+    if (fcntl(fd, cmd, &lk) != 0) {
+        return -1;
+    }
+    return (cmd == F_OFD_GETLK) ? (lk.l_type != F_UNLCK) : 0;
+}
+
+/* PUs claimed by live processes other than us (`own`: our slot, or -1),
+ * from the registry open at `fd`; their lines are copied to *kept (if kept
+ * != NULL) so that a rewrite drops the dead and our own old line. */
+static unsigned crypt_pool_registry_scan(int fd, long own, char **kept,
+                                         size_t *kept_len)
 {
     char line[64], *buf = NULL;
     size_t used = 0, cap = 0;
     unsigned others = 0;
-    long pid, count;
-    FILE *file = fdopen(dup(fd), "r");
+    long slot, count;
+    FILE *file;
+
+    /* (a joined pool's fd was read before: its offset is shared with the
+     * dup) */
+    (void)lseek(fd, 0, SEEK_SET);
+    file = fdopen(dup(fd), "r");
 
     while ((file != NULL) && fgets(line, sizeof(line), file)) {
-        if ((sscanf(line, "%ld %ld", &pid, &count) != 2) || (pid <= 0) ||
-            (count < 0) || (count > 4096) || (pid == (long)getpid()) ||
-            ((kill((pid_t)pid, 0) != 0) && (errno == ESRCH))) {
-            continue;
+        if ((sscanf(line, "%ld %ld", &slot, &count) != 2) || (slot < 0) ||
+            (slot >= CRYPT_POOL_SLOTS) || (count < 0) || (count > 4096) ||
+            (slot == own) ||
+            (crypt_pool_slot_lock(fd, F_OFD_GETLK, F_WRLCK, (unsigned)slot) != 1)) {
+            continue; /* ours, or nobody holds the slot: gone */
         }
         others += (unsigned)count;
         if (kept == NULL) {
@@ -80,7 +109,7 @@ static unsigned crypt_pool_registry_scan(int fd, char **kept, size_t *kept_len)
             buf = grown;
             cap = 2 * cap + 4096;
         }
-        used += (size_t)snprintf(buf + used, cap - used, "%ld %ld\n", pid, count);
+        used += (size_t)snprintf(buf + used, cap - used, "%ld %ld\n", slot, count);
     }
     if (file != NULL) {
         fclose(file);
@@ -101,27 +130,50 @@ static unsigned crypt_pool_grant(unsigned others, unsigned wanted)
     return (wanted < left) ? wanted : left;
 }
 
-/* Under the file lock: drop dead pids and our old line; if `join`, grant
- * threads and write our claim (1 + threads). */
-static int crypt_pool_registry_update(const char *path, int join,
+/* Join (pool->registry_fd < 0): open the registry, take a free slot, grant
+ * threads and write our claim; or leave: drop our line and the slot. Under
+ * the file lock; dead claims are dropped on the way. */
+static int crypt_pool_registry_update(crypt_pool_t *pool, int join,
                                       unsigned wanted, unsigned *granted)
 {
     char line[64], *kept = NULL;
     size_t kept_len = 0;
     struct stat st;
-    int fd, n;
+    unsigned slot;
+    int fd = pool->registry_fd, n;
 
-    fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (fd < 0) {
+    if (join) {
+        fd = open(pool->registry, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (fd < 0) {
+            return -1;
+        }
+        /* someone else's file could lie to us: do not use it */
+        if ((fstat(fd, &st) != 0) || (st.st_uid != geteuid())) {
+            close(fd);
+            return -1;
+        }
+    }
+    if (flock(fd, LOCK_EX) != 0) {
+        if (join) {
+            close(fd);
+        }
         return -1;
     }
-    /* someone else's file could lie to us: do not use it */
-    if ((fstat(fd, &st) != 0) || (st.st_uid != geteuid()) ||
-        (flock(fd, LOCK_EX) != 0)) {
-        close(fd);
-        return -1;
+    if (join) {
+        for (slot = 0; (slot < CRYPT_POOL_SLOTS) &&
+                       (crypt_pool_slot_lock(fd, F_OFD_SETLK, F_WRLCK, slot) != 0);
+             ++slot) {
+        }
+        if (slot == CRYPT_POOL_SLOTS) {
+            flock(fd, LOCK_UN);
+            close(fd);
+            return -1;
+        }
+        pool->registry_fd   = fd;
+        pool->registry_slot = (long)slot;
     }
-    *granted = crypt_pool_grant(crypt_pool_registry_scan(fd, &kept, &kept_len),
+    *granted = crypt_pool_grant(crypt_pool_registry_scan(fd, pool->registry_slot,
+                                                         &kept, &kept_len),
                                 wanted);
     if (ftruncate(fd, 0) == 0) {
         /* best effort: a lost line only makes the others less careful */
@@ -129,7 +181,7 @@ static int crypt_pool_registry_update(const char *path, int join,
             kept_len = 0;
         }
         if (join) {
-            n = snprintf(line, sizeof(line), "%ld %u\n", (long)getpid(),
+            n = snprintf(line, sizeof(line), "%ld %u\n", pool->registry_slot,
                          1 + *granted);
             if (pwrite(fd, line, (size_t)n, (off_t)kept_len) < 0) {
                 /* our claim is lost: the others may take our PUs too */
@@ -138,7 +190,10 @@ static int crypt_pool_registry_update(const char *path, int join,
     }
     free(kept);
     flock(fd, LOCK_UN);
-    close(fd);
+    if (!join) {
+        close(fd); /* and with it our slot's lock */
+        pool->registry_fd = -1;
+    }
     return 0;
 }
 
@@ -150,7 +205,7 @@ unsigned crypt_pool_threads_available(const char *registry, unsigned wanted)
     if (registry != NULL) {
         fd = open(registry, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
         if (fd >= 0) {
-            others = crypt_pool_registry_scan(fd, NULL, NULL);
+            others = crypt_pool_registry_scan(fd, -1, NULL, NULL);
             close(fd);
         }
     }
@@ -318,13 +373,15 @@ int crypt_pool_create(const crypt_pool_params_t *params, crypt_pool_t **pool_p,
     }
     pthread_mutex_init(&pool->lock, NULL);
     pthread_cond_init(&pool->wake, NULL);
-    pool->notify     = params->notify;
-    pool->notify_arg = params->notify_arg;
+    pool->notify        = params->notify;
+    pool->notify_arg    = params->notify_arg;
+    pool->registry_fd   = -1;
+    pool->registry_slot = -1;
 
     granted = crypt_pool_threads_available(NULL, wanted);
     if (params->registry != NULL) {
         snprintf(pool->registry, sizeof(pool->registry), "%s", params->registry);
-        if (crypt_pool_registry_update(pool->registry, 1, wanted, &granted) != 0) {
+        if (crypt_pool_registry_update(pool, 1, wanted, &granted) != 0) {
             pool->registry[0] = '\0'; /* cannot count: take what was asked */
             granted           = crypt_pool_threads_available(NULL, wanted);
         }
@@ -366,8 +423,8 @@ void crypt_pool_destroy(crypt_pool_t *pool)
     for (i = 0; i < pool->nthreads; ++i) {
         pthread_join(pool->threads[i], NULL);
     }
-    if (pool->registry[0] != '\0') {
-        crypt_pool_registry_update(pool->registry, 0, 0, &granted);
+    if (pool->registry_fd >= 0) {
+        crypt_pool_registry_update(pool, 0, 0, &granted);
     }
     pthread_cond_destroy(&pool->wake);
     pthread_mutex_destroy(&pool->lock);
@@ -382,6 +439,35 @@ unsigned crypt_pool_size(const crypt_pool_t *pool)
 const char *crypt_pool_placement(const crypt_pool_t *pool)
 {
     return pool->placement;
+}
+
+int crypt_pool_run_here(crypt_pool_t *pool, crypt_pool_job_t *job)
+{
+    crypt_pool_job_t **link, *prev = NULL;
+
+    if (crypt_pool_job_done(job)) {
+        return 1;
+    }
+    if (pool == NULL) {
+        return 0;
+    }
+    pthread_mutex_lock(&pool->lock);
+    for (link = &pool->head; (*link != NULL) && (*link != job);
+         link = &(*link)->next) {
+        prev = *link;
+    }
+    if (*link == NULL) {
+        pthread_mutex_unlock(&pool->lock);
+        return 0; /* a worker runs it */
+    }
+    *link = job->next;
+    if (pool->tail == job) {
+        pool->tail = prev;
+    }
+    pthread_mutex_unlock(&pool->lock);
+    job->run(job, 0);
+    __atomic_store_n(&job->done, 1, __ATOMIC_RELEASE);
+    return 1;
 }
 
 void crypt_pool_submit(crypt_pool_t *pool, crypt_pool_job_t *job)

@@ -9,8 +9,9 @@
  * Encrypted MPI Library", section IV-D): never more threads than the node
  * has PUs left over once every process and every pool thread already
  * registered on the node is counted. Processes register in a small file in
- * /dev/shm (one line per pid, dead pids pruned), so ranks of one node share
- * the spare PUs instead of each taking all of them.
+ * /dev/shm (one line per process, alive while the process holds a lock on
+ * its slot: the dead are pruned, whatever pid namespace they ran in), so
+ * ranks of one node share the spare PUs instead of each taking all of them.
  *
  * Placement: with hwloc, and when the process is bound to a subset of the
  * machine (mpirun --bind-to core), threads are pinned to PUs outside that
@@ -70,6 +71,14 @@ const char *crypt_pool_placement(const crypt_pool_t *pool);
 
 /* Queue `job` (its run field set); with no threads it runs here and now. */
 void crypt_pool_submit(crypt_pool_t *pool, crypt_pool_job_t *job);
+
+/* The submitter helps instead of waiting: if no worker has taken `job`
+ * yet, it is taken off the queue and run here, as worker 0. Returns 1 when
+ * the job is done (here or before), 0 when a worker is running it. A
+ * worker that is not scheduled (no spare PU: another process took it, or
+ * the node has none) then never holds up the job the caller needs next;
+ * with 2 ranks on 2 PUs a queued seal waited milliseconds for its thread. */
+int crypt_pool_run_here(crypt_pool_t *pool, crypt_pool_job_t *job);
 
 static inline int crypt_pool_job_done(const crypt_pool_job_t *job)
 {

@@ -279,7 +279,9 @@ unsigned uct_crypt_bulk_tx_send(uct_crypt_bulk_tx_t *tx)
     ucs_list_for_each_safe(seg, tmp, &tx->segments, list) {
         op = seg->op;
         if (seg->state == UCT_CRYPT_SEG_SEALING) {
-            if (!crypt_pool_job_done(&seg->job)) {
+            /* the segment the wire waits for: sealed here if no worker
+             * took it yet (crypt_pool_run_here) */
+            if (!crypt_pool_run_here(tx->bulk->pool, &seg->job)) {
                 break;
             }
             if (seg->seal_status != CRYPT_AEAD_OK) {

@@ -18,6 +18,8 @@
 #include <memory>
 #include <sstream>
 #include <string>
+#include <fcntl.h>
+#include <sched.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <vector>
@@ -102,6 +104,62 @@ TEST_P(crypt_pool_test, destroy_runs_what_is_still_queued)
         ASSERT_TRUE(crypt_pool_job_done(&j.job));
         ASSERT_EQ(j.runs, 1);
     }
+}
+
+/* The submitter helps: a job no worker took yet runs on the caller, as
+ * worker 0, once, and leaves the queue (its worker busy with a job that
+ * waits); a job a worker already runs is left to it; the middle of the
+ * queue can be taken too, and what stays behind still runs */
+TEST_P(crypt_pool_test, the_submitter_runs_a_job_no_worker_took)
+{
+    crypt_pool_params_t params = {};
+    params.threads       = GetParam();
+    params.oversubscribe = 1;
+    crypt_pool_t *pool;
+    char error[128];
+    ASSERT_EQ(crypt_pool_create(&params, &pool, error, sizeof(error)), 0) << error;
+
+    struct blocking_job {
+        crypt_pool_job_t job;
+        int              started = 0, release = 0;
+    };
+    std::vector<blocking_job> blockers(GetParam());
+    for (auto &b : blockers) {
+        b.job.run = [](crypt_pool_job_t *job, unsigned) {
+            auto *b = reinterpret_cast<blocking_job*>(job);
+            __atomic_store_n(&b->started, 1, __ATOMIC_RELEASE);
+            while (!__atomic_load_n(&b->release, __ATOMIC_ACQUIRE)) {
+                sched_yield();
+            }
+        };
+        crypt_pool_submit(pool, &b.job);
+    }
+    for (auto &b : blockers) { /* every worker holds one */
+        while (!__atomic_load_n(&b.started, __ATOMIC_ACQUIRE)) {
+            sched_yield();
+        }
+        EXPECT_EQ(crypt_pool_run_here(pool, &b.job), 0) << "a worker runs it";
+    }
+    std::vector<counting_job> jobs(3);
+    for (auto &j : jobs) {
+        j.job.run = count_run;
+        crypt_pool_submit(pool, &j.job);
+    }
+    ASSERT_EQ(crypt_pool_run_here(pool, &jobs[1].job), 1);
+    EXPECT_EQ(jobs[1].runs, 1);
+    EXPECT_EQ(jobs[1].worker, 0u);
+    EXPECT_EQ(crypt_pool_run_here(pool, &jobs[1].job), 1) << "done: not again";
+    EXPECT_EQ(jobs[1].runs, 1);
+    for (auto &b : blockers) {
+        __atomic_store_n(&b.release, 1, __ATOMIC_RELEASE);
+    }
+    for (auto &j : jobs) {
+        while (!crypt_pool_job_done(&j.job)) {
+            sched_yield();
+        }
+        EXPECT_EQ(j.runs, 1);
+    }
+    crypt_pool_destroy(pool);
 }
 
 INSTANTIATE_TEST_SUITE_P(threads, crypt_pool_test, ::testing::Values(0u, 1u, 2u, 4u, 8u));
@@ -195,14 +253,38 @@ CRYPT_TEST_ALL_BACKENDS(crypt_pool_seal_test);
 
 /* ---- per-node registry: min(T0 - T1, t) ------------------------------------ */
 
+/* A live claim in the registry: its line, and a lock on its slot's byte
+ * (crypt_pool.c) held through a file description of our own, as another
+ * process's pool holds it */
+static int hold_claim(const std::string &path, unsigned slot, unsigned count)
+{
+    {
+        std::ofstream f(path, std::ios::app);
+        f << slot << " " << count << "\n";
+    }
+    int fd = open(path.c_str(), O_RDWR);
+    struct flock lk = {};
+    lk.l_type   = F_WRLCK;
+    lk.l_whence = SEEK_SET;
+    lk.l_start  = (1 << 20) + slot;
+    lk.l_len    = 1;
+    EXPECT_EQ(fcntl(fd, F_OFD_SETLK, &lk), 0);
+    return fd;
+}
+
+static std::string file_of(const std::string &path)
+{
+    std::ifstream in(path);
+    std::stringstream content;
+    content << in.rdbuf();
+    return content.str();
+}
+
 TEST(crypt_pool_registry, other_processes_claims_leave_fewer_threads)
 {
     std::string path = temp_registry();
-    /* a live process (our parent) claims all but one PU: nothing is left */
-    {
-        std::ofstream f(path);
-        f << getppid() << " " << (online_pus() - 1) << "\n";
-    }
+    /* a live process claims all but one PU: nothing is left */
+    int other = hold_claim(path, 0, online_pus() - 1);
     EXPECT_EQ(crypt_pool_threads_available(path.c_str(), 8), 0u);
 
     crypt_pool_params_t params = {};
@@ -213,21 +295,17 @@ TEST(crypt_pool_registry, other_processes_claims_leave_fewer_threads)
     ASSERT_EQ(crypt_pool_create(&params, &pool, error, sizeof(error)), 0) << error;
     EXPECT_EQ(crypt_pool_size(pool), 0u) << "must not oversubscribe the node";
     crypt_pool_destroy(pool);
+    EXPECT_EQ(file_of(path), "0 " + std::to_string(online_pus() - 1) + "\n")
+            << "the other's claim must stay, ours go";
+    close(other);
     unlink(path.c_str());
 }
 
 TEST(crypt_pool_registry, dead_processes_are_pruned_and_we_leave_on_destroy)
 {
     std::string path = temp_registry();
-    pid_t child = fork();
-    if (child == 0) {
-        _exit(0);
-    }
-    waitpid(child, nullptr, 0); /* now certainly dead */
-    {
-        std::ofstream f(path);
-        f << child << " " << 1000 << "\n";
-    }
+    /* a claim whose slot nobody holds: its process is gone */
+    close(hold_claim(path, 0, 1000));
     unsigned expected = std::min(2u, online_pus() - 1);
     EXPECT_EQ(crypt_pool_threads_available(path.c_str(), 2), expected);
 
@@ -238,20 +316,81 @@ TEST(crypt_pool_registry, dead_processes_are_pruned_and_we_leave_on_destroy)
     char error[128];
     ASSERT_EQ(crypt_pool_create(&params, &pool, error, sizeof(error)), 0) << error;
     EXPECT_EQ(crypt_pool_size(pool), expected);
-
-    std::ifstream in(path);
-    std::stringstream content;
-    content << in.rdbuf();
-    EXPECT_EQ(content.str().find(std::to_string(child) + " "), std::string::npos)
-            << "dead pid kept: " << content.str();
-    EXPECT_NE(content.str().find(std::to_string(getpid()) + " " +
-                                 std::to_string(1 + expected)), std::string::npos)
-            << content.str();
+    /* the dead claim went; ours took its free slot */
+    EXPECT_EQ(file_of(path), "0 " + std::to_string(1 + expected) + "\n");
 
     crypt_pool_destroy(pool);
-    std::ifstream after(path);
-    std::stringstream rest;
-    rest << after.rdbuf();
-    EXPECT_EQ(rest.str(), "") << "our claim stayed behind";
+    EXPECT_EQ(file_of(path), "") << "our claim stayed behind";
+    unlink(path.c_str());
+}
+
+/* Two processes that share the registry but not a pid namespace (two
+ * emulated hosts on one machine, containers sharing /dev/shm) count each
+ * other. Each is pid 1 of its own namespace: by pid, the second took the
+ * first's claim for its own old line and took the spare PUs too. */
+TEST(crypt_pool_registry, processes_in_other_pid_namespaces_are_counted)
+{
+    if (online_pus() < 2) {
+        GTEST_SKIP() << "one PU: nothing spare to share";
+    }
+    std::string path = temp_registry();
+    int ready[2], done[2];
+    ASSERT_EQ(pipe(ready), 0);
+    ASSERT_EQ(pipe(done), 0);
+    /* in a pid namespace of its own (pid 1 there), claim every spare PU
+     * and hold the claim until told */
+    auto in_own_pid_namespace = [&](int (*body)(const std::string&, int, int)) {
+        pid_t child = fork();
+        if (child == 0) {
+            if (unshare(CLONE_NEWPID) != 0) {
+                _exit(77);
+            }
+            pid_t inner = fork();
+            if (inner == 0) {
+                _exit(body(path, ready[1], done[0]));
+            }
+            int status = 0;
+            waitpid(inner, &status, 0);
+            _exit(WIFEXITED(status) ? WEXITSTATUS(status) : 99);
+        }
+        return child;
+    };
+    pid_t first = in_own_pid_namespace([](const std::string &reg, int r, int d) {
+        crypt_pool_params_t params = {};
+        params.threads       = 64;
+        params.registry      = reg.c_str();
+        crypt_pool_t *pool;
+        char error[128], byte = 1;
+        if ((getpid() != 1) ||
+            (crypt_pool_create(&params, &pool, error, sizeof(error)) != 0)) {
+            return 2;
+        }
+        (void)!write(r, &byte, 1);
+        (void)!read(d, &byte, 1);
+        crypt_pool_destroy(pool);
+        return 0;
+    });
+    char byte = 0;
+    ASSERT_EQ(read(ready[0], &byte, 1), 1) << "the first process did not start";
+    pid_t second = in_own_pid_namespace([](const std::string &reg, int, int) {
+        /* as pid 1 too: the first's claim is not ours */
+        return (getpid() == 1) ?
+               (int)crypt_pool_threads_available(reg.c_str(), 64) : 100;
+    });
+    int status = 0;
+    waitpid(second, &status, 0);
+    (void)!write(done[1], &byte, 1);
+    int first_status = 0;
+    waitpid(first, &first_status, 0);
+    if (WIFEXITED(status) && (WEXITSTATUS(status) == 77)) {
+        GTEST_SKIP() << "no pid namespaces here (needs root)";
+    }
+    ASSERT_TRUE(WIFEXITED(status));
+    EXPECT_EQ(WEXITSTATUS(status), 0)
+            << "the second process took PUs the first one claimed";
+    EXPECT_TRUE(WIFEXITED(first_status) && (WEXITSTATUS(first_status) == 0));
+    for (int fd : {ready[0], ready[1], done[0], done[1]}) {
+        close(fd);
+    }
     unlink(path.c_str());
 }
