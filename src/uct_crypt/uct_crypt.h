@@ -525,7 +525,7 @@ void uct_crypt_bulk_ep_fence(uct_crypt_ep_t *ep);
 ucs_status_t uct_crypt_bulk_event_fd_get(uct_crypt_iface_t *iface, int *fd_p);
 ucs_status_t uct_crypt_bulk_event_arm(uct_crypt_iface_t *iface);
 /* An ep of the iface has bulk work outstanding (a put, a get until its
- * GET_DONE, a flush, a fence): uct_iface_flush is not done */
+ * answer landed, a flush, a fence): uct_iface_flush is not done */
 int uct_crypt_bulk_iface_busy(uct_crypt_iface_t *iface);
 int uct_crypt_bulk_ep_idle(uct_crypt_ep_t *ep);
 /* ep going away or failed: wait for its jobs, complete its puts with status */

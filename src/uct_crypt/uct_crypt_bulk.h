@@ -87,13 +87,16 @@ typedef struct {
     unsigned              flags;
 } uct_crypt_bulk_flush_t;
 
-/* a get this ep asked its peer for, until GET_DONE */
+/* a get this ep asked its peer for, until the answer is opened in full */
 typedef struct {
     ucs_list_link_t       list;
+    uct_crypt_bulk_tx_t   *tx;
     uint64_t              get_id;
     uct_completion_t      *comp;
     uintptr_t             address;     /* where the peer will put it */
     size_t                length;
+    size_t                opened;      /* bytes of the answer opened */
+    int                   landed;      /* its last segment opened */
 } uct_crypt_bulk_get_t;
 
 /* a get served for a peer: the answering put's completion */
@@ -101,8 +104,6 @@ typedef struct {
     uct_completion_t      comp;
     uct_crypt_iface_t     *iface;
     uct_rkey_bundle_t     rkey;         /* the initiator's, for its buffer */
-    uint8_t               peer_public[KEYEX_PUBLIC_KEY_LEN];
-    crypt_bulk_ack_t      done;         /* GET_DONE */
 } uct_crypt_bulk_serve_t;
 
 struct uct_crypt_bulk_tx {
@@ -131,7 +132,7 @@ struct uct_crypt_bulk_tx {
     crypt_aead_key_t      aead[CRYPT_POOL_MAX_THREADS + 1];
 };
 
-/* A reply that found no room (ACK, GET_DONE, FLOW_REFUSED: 24 bytes each) */
+/* A reply that found no room (ACK, FLOW_REFUSED: 24 bytes each) */
 typedef struct {
     ucs_list_link_t       list;
     uint8_t               peer_public[KEYEX_PUBLIC_KEY_LEN];
@@ -224,14 +225,15 @@ ucs_status_t uct_crypt_bulk_tx_of(uct_crypt_iface_t *iface,
                                   uct_crypt_bulk_tx_t **tx_p);
 
 /* uct_crypt_get.c */
-int uct_crypt_bulk_get_window(uct_crypt_iface_t *iface,
-                              const uint8_t *peer_public, uint64_t address,
-                              uint64_t length);
+uct_crypt_bulk_get_t *uct_crypt_bulk_get_of(uct_crypt_iface_t *iface,
+                                           const uint8_t *peer_public,
+                                           uint64_t address, uint64_t length);
+void uct_crypt_bulk_get_opened(uct_crypt_iface_t *iface,
+                               uct_crypt_rx_flow_t *flow, uint64_t address,
+                               uint64_t length, int last);
 void uct_crypt_bulk_serve_get(uct_crypt_iface_t *iface,
                               uct_crypt_rx_flow_t *flow,
                               const uint8_t *payload, size_t length);
-void uct_crypt_bulk_get_done(uct_crypt_iface_t *iface, uct_crypt_rx_flow_t *flow,
-                             const crypt_bulk_ack_t *done);
 
 /* uct_crypt_keys.c */
 ucs_status_t uct_crypt_bulk_rx_key(uct_crypt_iface_t *iface,

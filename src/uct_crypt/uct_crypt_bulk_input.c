@@ -55,13 +55,12 @@ int uct_crypt_bulk_control_kind(const uint8_t *payload, size_t length)
                                          le64toh(segment.length))) ?
                CRYPT_CONTROL_SEGMENT : 0;
     case CRYPT_CONTROL_ACK:
-    case CRYPT_CONTROL_GET_DONE:
         if (length != sizeof(ack)) {
             return 0;
         }
         memcpy(&ack, payload, sizeof(ack));
         return uct_crypt_bulk_zero(ack.reserved, sizeof(ack.reserved)) ?
-               payload[0] : 0;
+               CRYPT_CONTROL_ACK : 0;
     case CRYPT_CONTROL_GET_REQ:
         if (length < sizeof(get_req)) {
             return 0;

@@ -47,7 +47,7 @@ void uct_crypt_bulk_send_pending_acks(uct_crypt_bulk_t *bulk)
     }
 }
 
-/* A control message back to a peer (ACK, GET_DONE, FLOW_REFUSED: 24
+/* A control message back to a peer (ACK, FLOW_REFUSED: 24
  * bytes each): now, or queued in order behind the ones that found no room */
 void uct_crypt_bulk_reply(uct_crypt_iface_t *iface,
                           const uint8_t peer_public[KEYEX_PUBLIC_KEY_LEN],
@@ -129,6 +129,11 @@ static void uct_crypt_bulk_open_from(uct_crypt_iface_t *iface,
         return;
     }
     UCT_CRYPT_STAT_ADD(bulk_bytes_opened, length);
+    /* the answer to a get of ours is done when its last segment opened */
+    uct_crypt_bulk_get_opened(iface, flow, address, length, announce->last);
+    if (flow->failed) {
+        return;
+    }
 
     if (announce->last) {
         flow->bulk_next_put++;
@@ -192,9 +197,10 @@ static void uct_crypt_bulk_open_segment(uct_crypt_iface_t *iface,
      * token), or the destination of a get we asked this peer for, is
      * opened (or zeroed, when the open fails): an authenticated peer cannot
      * aim us at memory it was not handed */
-    if (!uct_crypt_md_exposed(ucs_derived_of(iface->super.md, uct_crypt_md_t),
-                              le64toh(announce->token), address, length) &&
-        !uct_crypt_bulk_get_window(iface, flow->peer_public, address, length)) {
+    if ((uct_crypt_bulk_get_of(iface, flow->peer_public, address, length) ==
+         NULL) &&
+        !uct_crypt_md_exposed(ucs_derived_of(iface->super.md, uct_crypt_md_t),
+                              le64toh(announce->token), address, length)) {
         ucs_error("crypt: " uct_crypt_log_peer_fmt " announced %" PRIu64
                   " bytes at 0x%" PRIx64 ", outside the registered region its "
                   "remote key names",
@@ -225,7 +231,7 @@ static void uct_crypt_bulk_open_segment(uct_crypt_iface_t *iface,
 }
 
 /* The bulk state of our ep whose sending flow is `flow_id`, for a reply
- * about it (ACK, GET_DONE): UCS_OK and *tx_p; UCS_ERR_NO_ELEM where no
+ * about it (ACK): UCS_OK and *tx_p; UCS_ERR_NO_ELEM where no
  * live ep sends on that flow any more (destroyed, failed, or cancelled
  * and about to be: the peer replied before it could know, and the
  * operations were completed with an error already); UCS_ERR_INVALID_PARAM
@@ -292,10 +298,6 @@ void uct_crypt_bulk_control(uct_crypt_iface_t *iface, uct_crypt_rx_flow_t *flow,
     case CRYPT_CONTROL_ACK:
         memcpy(&ack, payload, sizeof(ack));
         uct_crypt_bulk_acked(iface, flow, &ack);
-        break;
-    case CRYPT_CONTROL_GET_DONE:
-        memcpy(&ack, payload, sizeof(ack));
-        uct_crypt_bulk_get_done(iface, flow, &ack);
         break;
     case CRYPT_CONTROL_GET_REQ:
         uct_crypt_bulk_serve_get(iface, flow, payload, length);

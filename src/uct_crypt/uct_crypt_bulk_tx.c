@@ -393,7 +393,7 @@ int uct_crypt_bulk_tx_idle(uct_crypt_bulk_tx_t *tx)
  * uct_ep_fence orders what is posted after it behind what was posted
  * before it. The inner's fence covers the inner's operations, but a bulk
  * put stays inside crypt until its last segment is announced, and a get
- * until the peer's GET_DONE. Behind such work, later sends on the ep answer
+ * until its answer landed. Behind such work, later sends on the ep answer
  * NO_RESOURCE and their pending requests wait in the ep's own queue until
  * the fence is clear:
  * - a put must be announced: the target opens segments in flow order,

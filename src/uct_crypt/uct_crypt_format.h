@@ -63,8 +63,10 @@
 #include <string.h>
 
 enum {
-    CRYPT_WIRE_VERSION    = 11, /* 10: a flow ends with FLOW_END; 11: a
-                                   refused one is told (FLOW_REFUSED) */
+    CRYPT_WIRE_VERSION    = 12, /* 10: a flow ends with FLOW_END; 11: a
+                                   refused one is told (FLOW_REFUSED);
+                                   12: a get is done when its answer
+                                   opened (no GET_DONE) */
 
     CRYPT_RECORD_DATA     = 1,
     CRYPT_RECORD_HELLO    = 2,
@@ -85,7 +87,7 @@ enum {
     CRYPT_CONTROL_SEGMENT = 1,     /* a bulk segment was put: open it */
     CRYPT_CONTROL_ACK     = 2,     /* a bulk put was opened in full */
     CRYPT_CONTROL_GET_REQ = 3,     /* seal a range of yours and put it here */
-    CRYPT_CONTROL_GET_DONE = 4,    /* the put answering a GET_REQ was opened */
+    /* 4 was GET_DONE (wire version 11 and before): a malformed kind now */
     CRYPT_CONTROL_FLOW_END = 5,    /* the sender's ep is gone: forget the flow */
     CRYPT_CONTROL_FLOW_REFUSED = 6, /* your flow was refused: its ep fails */
 
@@ -185,7 +187,7 @@ typedef struct crypt_bulk_segment {
     uint8_t  tag[CRYPT_AEAD_TAG_LEN];
 } __attribute__((packed)) crypt_bulk_segment_t;
 
-/* ACK and GET_DONE control record payload (24 bytes):
+/* ACK control record payload (24 bytes):
  *   kind (1) | reserved, zero (7) | flow id (LE64) | put or get id (LE64) */
 typedef struct crypt_bulk_ack {
     uint8_t  kind;           /* CRYPT_CONTROL_ACK */
@@ -200,10 +202,11 @@ typedef struct crypt_bulk_ack {
  * memory, where it wants it, and its own packed remote key for that place;
  * the target checks that the range lies in memory it registered, puts it
  * to the initiator as an ordinary bulk put on its own flow (segments
- * sealed, opened in place by the initiator, acknowledged), and after the
- * initiator's ACK sends GET_DONE (crypt_bulk_ack_t with this kind, the
- * initiator's flow id and the get id), which completes the get. Nothing
- * reaches the initiator's buffer that was not sealed by the target.
+ * sealed, opened in place by the initiator, acknowledged). The get is done
+ * at the initiator when the answer's last segment opened and every byte of
+ * the window did: the answer's segments, authenticated and in order, say
+ * so, and no message more is on the critical path. Nothing reaches the
+ * initiator's buffer that was not sealed by the target.
  */
 typedef struct crypt_bulk_get_req {
     uint8_t  kind;           /* CRYPT_CONTROL_GET_REQ */
@@ -479,7 +482,7 @@ CRYPT_WIRE_ASSERT(sizeof(crypt_ep_addr_t) == KEYEX_PUBLIC_KEY_LEN,
                "ep address layout");
 CRYPT_WIRE_ASSERT(sizeof(crypt_bulk_segment_t) == 40 + CRYPT_AEAD_TAG_LEN,
                "bulk SEGMENT layout");
-CRYPT_WIRE_ASSERT(sizeof(crypt_bulk_ack_t) == 24, "bulk ACK/GET_DONE layout");
+CRYPT_WIRE_ASSERT(sizeof(crypt_bulk_ack_t) == 24, "bulk ACK layout");
 CRYPT_WIRE_ASSERT(sizeof(crypt_bulk_get_req_t) == 48, "bulk GET_REQ layout");
 CRYPT_WIRE_ASSERT(sizeof(crypt_flow_end_t) == 8, "FLOW_END layout");
 CRYPT_WIRE_ASSERT(sizeof(crypt_flow_refused_t) == 24,

@@ -4,7 +4,9 @@
  * put it into our buffer (uct_crypt_format.h). The target serves it only from
  * the registered region whose remote key the initiator names (its token);
  * the initiator opens the answer only inside the window of a get it asked
- * for, and completes the get on GET_DONE.
+ * for, and completes the get once the answer's last segment opened and
+ * every byte of the window was opened (no round trip more: the data
+ * itself says the get is done).
  */
 #include "uct_crypt/uct_crypt_bulk.h"
 
@@ -61,12 +63,13 @@ ucs_status_t uct_crypt_ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
         ucs_free(get); /* NO_RESOURCE: UCP asks again */
         return status;
     }
+    get->tx      = tx;
     get->get_id  = tx->next_get_id++;
     get->comp    = comp;
     get->address = (uintptr_t)iov[0].buffer;
     get->length  = iov[0].length;
     ucs_list_add_tail(&tx->gets, &get->list);
-    /* outstanding work, so the iface is busy until GET_DONE: UCP's worker
+    /* outstanding work, so the iface is busy until it lands: UCP's worker
      * flush (ucp_worker_flush_check) asks only uct_iface_flush, and an
      * MPI_Win_fence that returned before the peer's data landed left the
      * destination untouched under UCX 1.22 */
@@ -74,12 +77,13 @@ ucs_status_t uct_crypt_ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
     return UCS_INPROGRESS;
 }
 
-/* Is [address, address + length) inside the destination of a get that we
- * asked the peer with this public key for? (UCP does not register a get's
- * destination where the inner needs no handle: tcp.) */
-int uct_crypt_bulk_get_window(uct_crypt_iface_t *iface,
-                              const uint8_t *peer_public,
-                              uint64_t address, uint64_t length)
+/* The oldest get we asked the peer with this public key for, not landed
+ * yet, whose destination holds [address, address + length); NULL if none.
+ * (UCP does not register a get's destination where the inner needs no
+ * handle: tcp.) */
+uct_crypt_bulk_get_t *uct_crypt_bulk_get_of(uct_crypt_iface_t *iface,
+                                           const uint8_t *peer_public,
+                                           uint64_t address, uint64_t length)
 {
     uct_crypt_bulk_get_t *get;
     uct_crypt_ep_t *ep;
@@ -90,25 +94,58 @@ int uct_crypt_bulk_get_window(uct_crypt_iface_t *iface,
             continue;
         }
         ucs_list_for_each(get, &ep->bulk->gets, list) {
-            if (uct_crypt_range_within(address, length, get->address,
+            if (!get->landed &&
+                uct_crypt_range_within(address, length, get->address,
                                        get->length)) {
-                return 1;
+                return get;
             }
         }
     }
-    return 0;
+    return NULL;
 }
 
-/* the put answering a get was acknowledged: tell the initiator */
+/* A segment of the peer's answer was opened into a get's destination: the
+ * get is done when the answer's last segment opened and all of its bytes
+ * did. Gets complete in the order they were asked, as the peer answers
+ * them (GET_REQs are served in order). The target's put still waits for
+ * our ACK; nothing of ours waits for it. */
+void uct_crypt_bulk_get_opened(uct_crypt_iface_t *iface,
+                               uct_crypt_rx_flow_t *flow, uint64_t address,
+                               uint64_t length, int last)
+{
+    uct_crypt_bulk_get_t *get = uct_crypt_bulk_get_of(iface, flow->peer_public,
+                                                      address, length);
+    uct_crypt_bulk_tx_t *tx;
+
+    if (get == NULL) {
+        return; /* a put into a region of ours, not a get's answer */
+    }
+    get->opened += length;
+    if (!last) {
+        return;
+    }
+    if (get->opened != get->length) {
+        /* an answer that ended short of (or past) the window it was for */
+        uct_crypt_record_reject(iface, flow, UCT_CRYPT_FAIL_MALFORMED);
+        return;
+    }
+    get->landed = 1;
+    tx          = get->tx;
+    while (!ucs_list_is_empty(&tx->gets) &&
+           (get = ucs_list_head(&tx->gets, uct_crypt_bulk_get_t, list))->landed) {
+        ucs_list_del(&get->list);
+        uct_invoke_completion(get->comp, UCS_OK);
+        ucs_free(get);
+    }
+    uct_crypt_bulk_tx_flushes(tx);
+}
+
+/* the put answering a get was acknowledged (or failed with its ep) */
 static void uct_crypt_bulk_served(uct_completion_t *self)
 {
     uct_crypt_bulk_serve_t *serve = ucs_container_of(self, uct_crypt_bulk_serve_t,
                                                      comp);
 
-    if (self->status == UCS_OK) {
-        uct_crypt_bulk_reply(serve->iface, serve->peer_public,
-                             le64toh(serve->done.flow_id), &serve->done);
-    }
     uct_rkey_release(&uct_crypt_component, &serve->rkey);
     ucs_free(serve);
 }
@@ -167,10 +204,6 @@ void uct_crypt_bulk_serve_get(uct_crypt_iface_t *iface,
     serve->comp.count  = 1;
     serve->comp.status = UCS_OK;
     serve->iface       = iface;
-    memcpy(serve->peer_public, flow->peer_public, KEYEX_PUBLIC_KEY_LEN);
-    serve->done.kind    = CRYPT_CONTROL_GET_DONE;
-    serve->done.flow_id = htole64(flow->flow_id);
-    serve->done.put_id  = htole64(get_id);
     status = uct_crypt_bulk_put(ep, (const void*)(uintptr_t)remote_addr,
                                 get_length, local_addr,
                                 (const uct_crypt_rkey_t*)serve->rkey.rkey,
@@ -182,32 +215,5 @@ void uct_crypt_bulk_serve_get(uct_crypt_iface_t *iface,
 reject_free:
     ucs_free(serve);
 reject:
-    uct_crypt_record_reject(iface, flow, UCT_CRYPT_FAIL_MALFORMED);
-}
-
-/* GET_DONE: our oldest get on that flow is in place and opened */
-void uct_crypt_bulk_get_done(uct_crypt_iface_t *iface,
-                             uct_crypt_rx_flow_t *flow,
-                             const crypt_bulk_ack_t *done)
-{
-    uct_crypt_bulk_tx_t *tx;
-    uct_crypt_bulk_get_t *get;
-    ucs_status_t status;
-
-    status = uct_crypt_bulk_tx_of(iface, flow, le64toh(done->flow_id), &tx);
-    if (status == UCS_ERR_NO_ELEM) {
-        return; /* for an ep of ours that is gone: nothing to complete */
-    }
-    /* in order, and only from the peer we asked */
-    if ((status == UCS_OK) && !ucs_list_is_empty(&tx->gets)) {
-        get = ucs_list_head(&tx->gets, uct_crypt_bulk_get_t, list);
-        if (get->get_id == le64toh(done->put_id)) {
-            ucs_list_del(&get->list);
-            uct_invoke_completion(get->comp, UCS_OK);
-            ucs_free(get);
-            uct_crypt_bulk_tx_flushes(tx);
-            return;
-        }
-    }
     uct_crypt_record_reject(iface, flow, UCT_CRYPT_FAIL_MALFORMED);
 }

@@ -244,7 +244,7 @@ void uct_crypt_ep_flow_refused(uct_crypt_iface_t *iface,
 }
 
 /* Our ep that sends on `flow_id`, for a control record about it (ACK,
- * GET_DONE, FLOW_REFUSED) that came on `flow`: UCS_OK and *ep_p;
+ * FLOW_REFUSED) that came on `flow`: UCS_OK and *ep_p;
  * UCS_ERR_NO_ELEM where no ep of ours sends on it any more;
  * UCS_ERR_INVALID_PARAM where it goes to another peer than `flow`'s: only
  * the peer a flow goes to may speak of it. */

@@ -61,9 +61,9 @@ static int fuzz_model_kind(const uint8_t *p, size_t n)
              * token(8), tag(16) */
         return ((n == 56) && (p[1] <= 1) &&
                 fuzz_extent(fuzz_le(p + 16, 8), fuzz_le(p + 24, 8))) ? 1 : 0;
-    case 2: /* ACK and GET_DONE: kind, 7 zero bytes, flow id, id */
-    case 4:
-        return ((n == 24) && fuzz_zero(p + 1, 7)) ? p[0] : 0;
+    case 2: /* ACK: kind, 7 zero bytes, flow id, id (4, GET_DONE, is gone
+             * since wire version 12) */
+        return ((n == 24) && fuzz_zero(p + 1, 7)) ? 2 : 0;
     case 3: /* GET_REQ: kind, 3 zero, rkey len(4), get id, remote, remote
              * token, local, len, then the rkey: component name (16) and
              * region token (8) at least */

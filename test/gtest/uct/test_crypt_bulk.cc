@@ -672,6 +672,47 @@ TEST_F(uct_crypt_bulk_test, fence_orders_an_am_behind_a_get)
     expect_put_delivered(op);
 }
 
+/* A get is done when its answer opened, not a round trip later: when it
+ * completes, the target has not taken our ACK for the answer yet
+ * (bulk_bytes_sealed counts the ACKs taken). Wire version 11 completed it
+ * on GET_DONE, which the target sent once it had taken that ACK. */
+static stats_read_t g_read_stats;
+static uint64_t g_acked_at_completion;
+
+TEST_F(uct_crypt_bulk_test, a_get_is_done_when_its_answer_opened)
+{
+    settings_t settings = {{"BULK_SEGMENT", "4k"}};
+    open_pair(settings, settings);
+    g_read_stats = (stats_read_t)dlsym(crypt_plugin::handle(), "uct_crypt_stats_read");
+    ASSERT_NE(g_read_stats, nullptr);
+    for (size_t len : {size_t(0), size_t(4096), size_t(64 * 1024 + 5)}) {
+        put_op &op = new_op();
+        uct_iov_t iov = prepare(op, b, a, len, 30 + len, false);
+        op.comp.super.func = [](uct_completion_t *self) {
+            uct_crypt_stats_t stats = {};
+            g_read_stats(&stats);
+            g_acked_at_completion = stats.bulk_bytes_sealed;
+            put_done(self);
+        };
+        uint64_t acked     = wire_stat(&uct_crypt_stats_t::bulk_bytes_sealed);
+        ucs_status_t status;
+        send_retrying([&] {
+            return status = uct_ep_get_zcopy(ab, &iov, 1,
+                                             (uint64_t)op.src.buffer.data(),
+                                             op.rkey.rkey, &op.comp.super);
+        });
+        ASSERT_EQ(status, UCS_INPROGRESS);
+        progress_until([&] { return op.comp.done != 0; });
+        expect_put_delivered(op);
+        EXPECT_EQ(g_acked_at_completion, acked)
+                << len << " B: the get waited for the target to take our ACK";
+        /* the target's own put completes on that ACK, a little later */
+        progress_until([&] {
+            return wire_stat(&uct_crypt_stats_t::bulk_bytes_sealed) == acked + len;
+        });
+    }
+}
+
 /* A get may read only memory the target registered: a range that runs
  * past it fails the requesting flow at the target, and nothing arrives */
 TEST_F(uct_crypt_bulk_test, get_outside_registered_memory_refused)
