@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #ifdef HAVE_HWLOC
@@ -30,6 +31,10 @@ struct crypt_pool {
     crypt_pool_job_t *head, *tail;
     int              stopping;
     unsigned         nthreads;
+    unsigned         active;         /* workers 1..active take jobs; the
+                                        rest wait (crypt_pool_review) */
+    int              oversubscribe;  /* benchmarks: never reviewed */
+    double           next_review;    /* s, CLOCK_MONOTONIC */
     pthread_t        threads[CRYPT_POOL_MAX_THREADS];
     int              pu[CRYPT_POOL_MAX_THREADS];  /* -1: unpinned */
     char             placement[256];
@@ -77,7 +82,7 @@ static int crypt_pool_slot_lock(int fd, int cmd, short type, unsigned slot)
  * from the registry open at `fd`; their lines are copied to *kept (if kept
  * != NULL) so that a rewrite drops the dead and our own old line. */
 static unsigned crypt_pool_registry_scan(int fd, long own, char **kept,
-                                         size_t *kept_len)
+                                         size_t *kept_len, unsigned *procs)
 {
     char line[64], *buf = NULL;
     size_t used = 0, cap = 0;
@@ -98,6 +103,9 @@ static unsigned crypt_pool_registry_scan(int fd, long own, char **kept,
             continue; /* ours, or nobody holds the slot: gone */
         }
         others += (unsigned)count;
+        if (procs != NULL) {
+            ++*procs;
+        }
         if (kept == NULL) {
             continue;
         }
@@ -130,17 +138,35 @@ static unsigned crypt_pool_grant(unsigned others, unsigned wanted)
     return (wanted < left) ? wanted : left;
 }
 
-/* Join (pool->registry_fd < 0): open the registry, take a free slot, grant
- * threads and write our claim; or leave: drop our line and the slot. Under
- * the file lock; dead claims are dropped on the way. */
-static int crypt_pool_registry_update(crypt_pool_t *pool, int join,
+/* What a pool that runs already may keep now that `procs` processes (us
+ * among them) share the node's PUs and the others claim `others`: its
+ * share, and no more than is left (a process that came after us was
+ * granted what we had not claimed: two ranks on two PUs left the first
+ * one's thread fighting both for a PU, the wire idle while it waited) */
+static unsigned crypt_pool_share(unsigned others, unsigned procs, unsigned wanted)
+{
+    unsigned pus  = crypt_pool_online_pus();
+    unsigned fair = (pus > procs) ? (pus - procs) / procs : 0;
+    unsigned left = crypt_pool_grant(others, wanted);
+
+    return (fair < left) ? fair : left;
+}
+
+enum { CRYPT_POOL_JOIN, CRYPT_POOL_REVIEW, CRYPT_POOL_LEAVE };
+
+/* Join: open the registry, take a free slot, grant threads and write our
+ * claim; review: our share again, our claim rewritten (*granted: the
+ * threads we may run); leave: drop our line and the slot. Under the file
+ * lock; dead claims are dropped on the way. */
+static int crypt_pool_registry_update(crypt_pool_t *pool, int op,
                                       unsigned wanted, unsigned *granted)
 {
     char line[64], *kept = NULL;
     size_t kept_len = 0;
     struct stat st;
-    unsigned slot;
-    int fd = pool->registry_fd, n;
+    unsigned slot, procs = 1, others;
+    int join = (op == CRYPT_POOL_JOIN);
+    int fd   = pool->registry_fd, n;
 
     if (join) {
         fd = open(pool->registry, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
@@ -172,15 +198,16 @@ static int crypt_pool_registry_update(crypt_pool_t *pool, int join,
         pool->registry_fd   = fd;
         pool->registry_slot = (long)slot;
     }
-    *granted = crypt_pool_grant(crypt_pool_registry_scan(fd, pool->registry_slot,
-                                                         &kept, &kept_len),
-                                wanted);
+    others   = crypt_pool_registry_scan(fd, pool->registry_slot, &kept, &kept_len,
+                                        &procs);
+    *granted = (op == CRYPT_POOL_REVIEW) ? crypt_pool_share(others, procs, wanted) :
+                                           crypt_pool_grant(others, wanted);
     if (ftruncate(fd, 0) == 0) {
         /* best effort: a lost line only makes the others less careful */
         if ((kept_len > 0) && (pwrite(fd, kept, kept_len, 0) < 0)) {
             kept_len = 0;
         }
-        if (join) {
+        if (op != CRYPT_POOL_LEAVE) {
             n = snprintf(line, sizeof(line), "%ld %u\n", pool->registry_slot,
                          1 + *granted);
             if (pwrite(fd, line, (size_t)n, (off_t)kept_len) < 0) {
@@ -190,7 +217,7 @@ static int crypt_pool_registry_update(crypt_pool_t *pool, int join,
     }
     free(kept);
     flock(fd, LOCK_UN);
-    if (!join) {
+    if (op == CRYPT_POOL_LEAVE) {
         close(fd); /* and with it our slot's lock */
         pool->registry_fd = -1;
     }
@@ -205,7 +232,7 @@ unsigned crypt_pool_threads_available(const char *registry, unsigned wanted)
     if (registry != NULL) {
         fd = open(registry, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
         if (fd >= 0) {
-            others = crypt_pool_registry_scan(fd, -1, NULL, NULL);
+            others = crypt_pool_registry_scan(fd, -1, NULL, NULL, NULL);
             close(fd);
         }
     }
@@ -329,7 +356,8 @@ static void *crypt_pool_thread(void *arg)
     crypt_pool_pin_self(pool->pu[index - 1]);
     pthread_mutex_lock(&pool->lock);
     for (;;) {
-        while ((pool->head == NULL) && !pool->stopping) {
+        while (((pool->head == NULL) || (index > pool->active)) &&
+               !pool->stopping) {
             pthread_cond_wait(&pool->wake, &pool->lock);
         }
         job = pool->head;
@@ -381,12 +409,15 @@ int crypt_pool_create(const crypt_pool_params_t *params, crypt_pool_t **pool_p,
     granted = crypt_pool_threads_available(NULL, wanted);
     if (params->registry != NULL) {
         snprintf(pool->registry, sizeof(pool->registry), "%s", params->registry);
-        if (crypt_pool_registry_update(pool, 1, wanted, &granted) != 0) {
+        if (crypt_pool_registry_update(pool, CRYPT_POOL_JOIN, wanted,
+                                       &granted) != 0) {
             pool->registry[0] = '\0'; /* cannot count: take what was asked */
             granted           = crypt_pool_threads_available(NULL, wanted);
         }
     }
-    pool->nthreads = params->oversubscribe ? wanted : granted;
+    pool->nthreads      = params->oversubscribe ? wanted : granted;
+    pool->active        = pool->nthreads;
+    pool->oversubscribe = params->oversubscribe;
     crypt_pool_place(pool, params->pin);
 
     for (i = 0; i < pool->nthreads; ++i) {
@@ -424,7 +455,7 @@ void crypt_pool_destroy(crypt_pool_t *pool)
         pthread_join(pool->threads[i], NULL);
     }
     if (pool->registry_fd >= 0) {
-        crypt_pool_registry_update(pool, 0, 0, &granted);
+        crypt_pool_registry_update(pool, CRYPT_POOL_LEAVE, 0, &granted);
     }
     pthread_cond_destroy(&pool->wake);
     pthread_mutex_destroy(&pool->lock);
@@ -470,11 +501,49 @@ int crypt_pool_run_here(crypt_pool_t *pool, crypt_pool_job_t *job)
     return 1;
 }
 
+static double crypt_pool_now(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+unsigned crypt_pool_active(const crypt_pool_t *pool)
+{
+    return __atomic_load_n(&pool->active, __ATOMIC_RELAXED);
+}
+
+void crypt_pool_review(crypt_pool_t *pool, int now)
+{
+    unsigned share;
+    double t;
+
+    if ((pool->registry_fd < 0) || (pool->nthreads == 0) || pool->oversubscribe) {
+        return; /* not counted, or a number of threads the user set */
+    }
+    t = crypt_pool_now();
+    if (!now && (t < pool->next_review)) {
+        return;
+    }
+    pool->next_review = t + 0.1;
+    if (crypt_pool_registry_update(pool, CRYPT_POOL_REVIEW, pool->nthreads,
+                                   &share) != 0) {
+        return;
+    }
+    pthread_mutex_lock(&pool->lock);
+    if (share != pool->active) {
+        __atomic_store_n(&pool->active, share, __ATOMIC_RELAXED);
+        pthread_cond_broadcast(&pool->wake);
+    }
+    pthread_mutex_unlock(&pool->lock);
+}
+
 void crypt_pool_submit(crypt_pool_t *pool, crypt_pool_job_t *job)
 {
     job->done = 0;
     job->next = NULL;
-    if (pool->nthreads == 0) {
+    if (crypt_pool_active(pool) == 0) {
         job->run(job, 0);
         __atomic_store_n(&job->done, 1, __ATOMIC_RELEASE);
         return;

@@ -66,6 +66,15 @@ int crypt_pool_create(const crypt_pool_params_t *params, crypt_pool_t **pool_p,
 void crypt_pool_destroy(crypt_pool_t *pool);
 
 unsigned crypt_pool_size(const crypt_pool_t *pool);
+/* Threads that take jobs now (crypt_pool_review); with none, a job
+ * submitted runs at once on the submitter */
+unsigned crypt_pool_active(const crypt_pool_t *pool);
+/* The node's PUs shared again (at most every 0.1 s, or `now`): the pool
+ * runs as many of its threads as its share, the registry's processes
+ * counted, allows, and claims that many; the rest wait. A process that
+ * came after us was granted only what we had not claimed: with two ranks
+ * on two PUs the first one's thread stays, and fights both for a PU. */
+void crypt_pool_review(crypt_pool_t *pool, int now);
 /* "pu 3,7" or "unpinned", for logs */
 const char *crypt_pool_placement(const crypt_pool_t *pool);
 

@@ -264,12 +264,15 @@ typedef struct uct_crypt_rx_flow {
     uint32_t             bulk_generation; /* the bulk key's, always */
     /* bulk puts received on this flow (derived on first use) */
     keyex_traffic_keys_t *bulk_keys;
-    crypt_aead_key_t     bulk_aead;
+    crypt_aead_key_t     bulk_aead;       /* the progress thread's */
+    crypt_aead_key_t     *bulk_aead_workers; /* one per pool thread, made by
+                                               it on first use */
+    unsigned             bulk_workers;
     uint64_t             bulk_next_put;
     uint32_t             bulk_next_segment;
     uint64_t             bulk_next_get;   /* GET_REQs served on this flow */
+    struct uct_crypt_iface *iface;        /* that receives it */
     /* crypt's own wire: a segment announced, its SEGMENT frame next */
-    struct uct_crypt_iface *wire_iface;
     crypt_bulk_segment_t wire_announce;
     /* crypt's own wire: the connection its HELLO came on, which carries
      * all its records; the flow ends with it (0: a UCX inner) */

@@ -7,20 +7,24 @@
  * IV-B). Each segment is sealed by the worker pool into a registered bounce
  * buffer, put by the inner transport to where its plaintext belongs in the
  * target's buffer, and announced by a SEGMENT control record carrying its
- * tag. The target opens it in place from that record's handler, so sealing,
- * transfer and opening of consecutive segments overlap. After the last
+ * tag. The target's pool opens it in place while the progress thread goes
+ * on receiving, so sealing, transfer and opening of consecutive segments
+ * overlap at both ends; the target acts on opened segments in arrival
+ * order (uct_crypt_bulk_rx.c). After the last
  * segment the target sends an ACK and only then does the initiator complete
  * UCP's put: UCP's rendezvous "data arrived" message (sent after the put
  * completes) can never overtake authentication. The wire rules are in
  * uct_crypt_format.h; the files are listed in uct_crypt_bulk.h.
  *
- * Threads: the pool's threads only seal (crypt_pool.h). Every UCT call, every
- * completion and every list here belongs to the progress thread; segments
- * are handed back through their `done` flag, which the iface's progress
- * callback polls while any put is in flight.
+ * Threads: the pool's threads only seal and open (crypt_pool.h). Every UCT
+ * call, every completion and every list here belongs to the progress
+ * thread; segments are handed back through their `done` flag, which the
+ * iface's progress callback polls while any put is in flight or any
+ * segment is being opened, and runs itself the one it waits for when no
+ * pool thread took it yet.
  *
  * Resources: `depth` bounce segments per iface, registered once with the
- * inner md. When they are all in flight, further segments wait in their
+ * inner md, and at most `depth` segments being opened for the iface. When they are all in flight, further segments wait in their
  * put's queue (nothing fails). Above `max_outstanding` puts in flight a put
  * is sealed on the progress thread instead of the pool (CryptMPI's k = 1
  * rule: enough concurrency already, hand-offs would only add latency).
@@ -180,6 +184,7 @@ ucs_status_t uct_crypt_bulk_init(uct_crypt_iface_t *iface,
     ucs_list_head_init(&bulk->free_slots);
     ucs_list_head_init(&bulk->active);
     ucs_list_head_init(&bulk->pending_acks);
+    ucs_list_head_init(&bulk->opening);
 
     /* the data path's descriptors: a segment per sealed span, an op per put */
     status = uct_crypt_mpool_init(&bulk->seg_mp, sizeof(uct_crypt_bulk_segment_t),
@@ -192,6 +197,16 @@ ucs_status_t uct_crypt_bulk_init(uct_crypt_iface_t *iface,
     status = uct_crypt_mpool_init(&bulk->op_mp, sizeof(uct_crypt_bulk_op_t),
                                   bulk->max_outstanding, "crypt_bulk_puts");
     if (status != UCS_OK) {
+        ucs_mpool_cleanup(&bulk->seg_mp, 0);
+        close(bulk->wake_fd);
+        ucs_free(bulk);
+        return status;
+    }
+    /* the target's segments being opened: `depth` at most */
+    status = uct_crypt_mpool_init(&bulk->rx_seg_mp, sizeof(uct_crypt_bulk_rx_seg_t),
+                                  bulk->depth, "crypt_bulk_opening");
+    if (status != UCS_OK) {
+        ucs_mpool_cleanup(&bulk->op_mp, 0);
         ucs_mpool_cleanup(&bulk->seg_mp, 0);
         close(bulk->wake_fd);
         ucs_free(bulk);
@@ -255,6 +270,7 @@ err:
     }
     ucs_free(bulk->slots);
     ucs_free(bulk->bounce_base);
+    ucs_mpool_cleanup(&bulk->rx_seg_mp, 1);
     ucs_mpool_cleanup(&bulk->op_mp, 1);
     ucs_mpool_cleanup(&bulk->seg_mp, 1);
     close(bulk->wake_fd);
@@ -271,7 +287,9 @@ void uct_crypt_bulk_cleanup(uct_crypt_iface_t *iface)
     if (bulk == NULL) {
         return;
     }
-    /* every ep is gone by now (UCT closes eps before their iface) */
+    /* every ep is gone by now (UCT closes eps before their iface); what
+     * a peer sent is opened before its flows go */
+    uct_crypt_bulk_rx_reap(bulk, 1);
     if (bulk->progress_id != UCS_CALLBACKQ_ID_NULL) {
         uct_worker_progress_unregister_safe(&iface->super.worker->super,
                                             &bulk->progress_id);
@@ -292,6 +310,7 @@ void uct_crypt_bulk_cleanup(uct_crypt_iface_t *iface)
     ucs_free(bulk->bounce_base);
     ucs_free(bulk->slots);
     /* leak check: every segment and put went back with its ep */
+    ucs_mpool_cleanup(&bulk->rx_seg_mp, 1);
     ucs_mpool_cleanup(&bulk->op_mp, 1);
     ucs_mpool_cleanup(&bulk->seg_mp, 1);
     if (bulk->event_fd >= 0) {
@@ -354,6 +373,12 @@ ucs_status_t uct_crypt_bulk_event_arm(uct_crypt_iface_t *iface)
     }
     __atomic_store_n(&bulk->armed, 1, __ATOMIC_SEQ_CST);
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    if (!ucs_list_is_empty(&bulk->opening) &&
+        crypt_pool_job_done(&ucs_list_head(&bulk->opening, uct_crypt_bulk_rx_seg_t,
+                                           list)->job)) {
+        __atomic_store_n(&bulk->armed, 0, __ATOMIC_SEQ_CST);
+        return UCS_ERR_BUSY;
+    }
     ucs_list_for_each(tx, &bulk->active, active) {
         ucs_list_for_each(seg, &tx->segments, list) {
             if ((seg->state == UCT_CRYPT_SEG_SEALING) &&
@@ -403,6 +428,11 @@ void uct_crypt_bulk_activate(uct_crypt_bulk_tx_t *tx)
         tx->is_active = 1;
         ucs_list_add_tail(&bulk->active, &tx->active);
     }
+    uct_crypt_bulk_activate_rx(bulk);
+}
+
+void uct_crypt_bulk_activate_rx(uct_crypt_bulk_t *bulk)
+{
     if (bulk->progress_id == UCS_CALLBACKQ_ID_NULL) {
         uct_worker_progress_register_safe(&bulk->iface->super.worker->super,
                                           uct_crypt_bulk_progress, bulk, 0,
@@ -414,13 +444,18 @@ unsigned uct_crypt_bulk_progress(void *arg)
 {
     uct_crypt_bulk_t *bulk = arg;
     uct_crypt_bulk_tx_t *tx, *tmp;
-    unsigned count = 0;
+    unsigned count         = bulk->opening_count;
 
+    uct_crypt_bulk_rx_reap(bulk, 0);
+    count -= bulk->opening_count; /* segments opened and acted on */
+    if (bulk->pool != NULL) {
+        crypt_pool_review(bulk->pool, 0); /* processes that came or went */
+    }
     uct_crypt_bulk_send_pending_acks(bulk);
     ucs_list_for_each_safe(tx, tmp, &bulk->active, active) {
         if (!tx->ep->failed) {
             uct_crypt_bulk_tx_seal(tx);
-            count += uct_crypt_bulk_tx_send(tx);
+            count += uct_crypt_bulk_tx_send(tx, 1);
             uct_crypt_bulk_tx_flushes(tx);
             uct_crypt_bulk_tx_fence(tx);
         }
@@ -430,7 +465,8 @@ unsigned uct_crypt_bulk_progress(void *arg)
         }
     }
     if (ucs_list_is_empty(&bulk->active) &&
-        ucs_list_is_empty(&bulk->pending_acks)) {
+        ucs_list_is_empty(&bulk->pending_acks) &&
+        ucs_list_is_empty(&bulk->opening)) {
         uct_worker_progress_unregister_safe(&bulk->iface->super.worker->super,
                                             &bulk->progress_id);
     }

@@ -132,6 +132,19 @@ struct uct_crypt_bulk_tx {
     crypt_aead_key_t      aead[CRYPT_POOL_MAX_THREADS + 1];
 };
 
+/* A segment the target opens in place, on the pool (uct_crypt_bulk_rx.c):
+ * acted on in arrival order, once opened */
+typedef struct uct_crypt_bulk_rx_seg {
+    crypt_pool_job_t      job;
+    ucs_list_link_t       list;        /* bulk->opening */
+    uct_crypt_rx_flow_t   *flow;
+    crypt_aead_backend_t  backend;
+    crypt_bulk_segment_t  announce;    /* its tag in announce.tag */
+    crypt_aead_status_t   status;
+    const char            *failure;    /* a local failure's reason, from the
+                                          thread that opened it */
+} uct_crypt_bulk_rx_seg_t;
+
 /* A reply that found no room (ACK, FLOW_REFUSED: 24 bytes each) */
 typedef struct {
     ucs_list_link_t       list;
@@ -157,6 +170,8 @@ struct uct_crypt_bulk {
     ucs_list_link_t       free_slots;
     ucs_list_link_t       active;       /* uct_crypt_bulk_tx_t with work */
     ucs_list_link_t       pending_acks;
+    ucs_list_link_t       opening;      /* uct_crypt_bulk_rx_seg_t, in order */
+    unsigned              opening_count;/* at most `depth` */
     /* waking a progress thread that sleeps in ucp_worker_wait: the pool
      * writes to wake_fd when `armed`; event_fd = epoll(inner's fd, wake_fd) */
     int                   wake_fd;
@@ -168,6 +183,7 @@ struct uct_crypt_bulk {
     uct_worker_cb_id_t    progress_id;
     ucs_mpool_t           seg_mp;       /* uct_crypt_bulk_segment_t */
     ucs_mpool_t           op_mp;        /* uct_crypt_bulk_op_t */
+    ucs_mpool_t           rx_seg_mp;    /* uct_crypt_bulk_rx_seg_t */
 };
 
 /* The nonce prefix and associated data of a segment (uct_crypt_format.h) */
@@ -192,6 +208,8 @@ static inline void uct_crypt_bulk_aad(crypt_bulk_aad_t *aad, uint64_t flow_id,
 
 /* uct_crypt_bulk.c */
 void uct_crypt_bulk_activate(uct_crypt_bulk_tx_t *tx);
+/* progress runs while segments are being opened for us */
+void uct_crypt_bulk_activate_rx(uct_crypt_bulk_t *bulk);
 unsigned uct_crypt_bulk_progress(void *arg);
 uct_crypt_bulk_tx_t *uct_crypt_bulk_tx_get(uct_crypt_ep_t *ep);
 void uct_crypt_bulk_op_complete(uct_crypt_bulk_tx_t *tx, uct_crypt_bulk_op_t *op,
@@ -201,7 +219,7 @@ void uct_crypt_bulk_segment_free(uct_crypt_bulk_t *bulk,
 
 /* uct_crypt_bulk_tx.c */
 void uct_crypt_bulk_tx_seal(uct_crypt_bulk_tx_t *tx);
-unsigned uct_crypt_bulk_tx_send(uct_crypt_bulk_tx_t *tx);
+unsigned uct_crypt_bulk_tx_send(uct_crypt_bulk_tx_t *tx, int help);
 void uct_crypt_bulk_tx_flushes(uct_crypt_bulk_tx_t *tx);
 int uct_crypt_bulk_tx_idle(uct_crypt_bulk_tx_t *tx);
 void uct_crypt_bulk_tx_fence(uct_crypt_bulk_tx_t *tx);
@@ -214,6 +232,9 @@ ucs_status_t uct_crypt_bulk_check_iov(uct_crypt_ep_t *ep, const uct_iov_t *iov,
                                       size_t iovcnt);
 
 /* uct_crypt_bulk_rx.c */
+/* Acts on the segments opened at the head of the queue, in order; with
+ * `wait`, on every one (the progress thread opens those no worker took) */
+void uct_crypt_bulk_rx_reap(uct_crypt_bulk_t *bulk, int wait);
 uct_crypt_ep_t *uct_crypt_bulk_ep_to(uct_crypt_iface_t *iface,
                                      const uint8_t *peer_public);
 void uct_crypt_bulk_send_pending_acks(uct_crypt_bulk_t *bulk);

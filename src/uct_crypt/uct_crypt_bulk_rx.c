@@ -2,12 +2,16 @@
 /*
  * The target side of the bulk engine: a SEGMENT record (authenticated and
  * in sequence, like every record) names a segment that the inner transport
- * put in place; it is opened there, in flow order, only inside memory this
- * process registered or a get window it asked for; the last segment of a
- * put is acknowledged. Also the initiator's handling of ACKs, and the
- * dispatch of every bulk control record.
+ * put in place (or, on crypt's own wire, whose ciphertext follows and is
+ * received straight there); only inside memory this process registered or
+ * a get window it asked for. The pool opens it there while the progress
+ * thread goes on receiving; opened segments are acted on in arrival
+ * order, and the last of a put is acknowledged. Also the initiator's
+ * handling of ACKs, and the dispatch of every bulk control record.
  */
 #include "uct_crypt/uct_crypt_bulk.h"
+
+#include <sched.h>
 
 
 uct_crypt_ep_t *uct_crypt_bulk_ep_to(uct_crypt_iface_t *iface,
@@ -102,59 +106,175 @@ static void uct_crypt_bulk_ack(uct_crypt_iface_t *iface,
     uct_crypt_bulk_reply(iface, flow->peer_public, flow->flow_id, &ack);
 }
 
-/* Open an announced segment from `src` (in place where the inner put it,
- * or crypt's own wire's receive buffer) into its destination, which was
- * checked; acknowledge the last of a put. A failed open zeroes the
- * destination (aead.h): neither forged plaintext nor ciphertext is left
- * for UCP. */
-static void uct_crypt_bulk_open_from(uct_crypt_iface_t *iface,
-                                     uct_crypt_rx_flow_t *flow,
-                                     const crypt_bulk_segment_t *announce,
-                                     const void *src, const uint8_t *tag)
+/* On a pool thread (or the progress thread, worker 0): open the segment
+ * in place, in its destination. The flow's keys stay while any of its
+ * segments is here (uct_crypt_bulk_rx_flow_cleanup and key updates reap
+ * first); a worker makes its own expanded key on first use (an OpenSSL
+ * context is one thread's, aead.h). A failed open zeroes the destination
+ * (aead.h): neither forged plaintext nor ciphertext is left for UCP. */
+static void uct_crypt_bulk_open_job(crypt_pool_job_t *job, unsigned worker)
 {
-    uint64_t put_id  = le64toh(announce->put_id);
-    uint64_t address = le64toh(announce->address);
-    uint64_t length  = le64toh(announce->length);
+    uct_crypt_bulk_rx_seg_t *seg = ucs_container_of(job, uct_crypt_bulk_rx_seg_t,
+                                                    job);
+    const crypt_bulk_segment_t *announce = &seg->announce;
+    uct_crypt_rx_flow_t *flow = seg->flow;
+    uint64_t put_id           = le64toh(announce->put_id);
+    uint64_t length           = le64toh(announce->length);
+    uint8_t *dest             = (uint8_t*)(uintptr_t)le64toh(announce->address);
+    crypt_aead_key_t *key     = (worker == 0) ? &flow->bulk_aead :
+                                &flow->bulk_aead_workers[worker - 1];
     uint8_t prefix[CRYPT_STREAM_NONCE_PREFIX_LEN];
     crypt_bulk_aad_t aad;
 
+    seg->failure = NULL;
+    if ((key->impl == NULL) &&
+        (crypt_aead_key_init(key, seg->backend, flow->bulk_keys->key,
+                             flow->bulk_keys->key_len) != CRYPT_AEAD_OK)) {
+        memset(dest, 0, length);
+        seg->status  = CRYPT_AEAD_ERR_BACKEND;
+        seg->failure = crypt_local_failure(); /* this thread's reason */
+        return;
+    }
     uct_crypt_bulk_stream_prefix(prefix, put_id);
-    uct_crypt_bulk_aad(&aad, flow->flow_id, put_id, address, length);
-    if (crypt_stream_open_segment(&flow->bulk_aead, prefix,
-                                  le32toh(announce->index), announce->last,
-                                  &aad, sizeof(aad), src, length,
-                                  (void*)(uintptr_t)address,
-                                  tag) != CRYPT_AEAD_OK) {
+    uct_crypt_bulk_aad(&aad, flow->flow_id, put_id, (uintptr_t)dest, length);
+    seg->status = crypt_stream_open_segment(key, prefix, le32toh(announce->index),
+                                            announce->last, &aad, sizeof(aad),
+                                            dest, length, dest, announce->tag);
+}
+
+/* A segment opened (or not), in arrival order: counted, and the last of a
+ * put acknowledged; one that did not open fails its flow, and what of the
+ * flow came after it is zeroed where it landed */
+static void uct_crypt_bulk_opened(uct_crypt_iface_t *iface,
+                                  uct_crypt_bulk_rx_seg_t *seg)
+{
+    const crypt_bulk_segment_t *announce = &seg->announce;
+    uct_crypt_rx_flow_t *flow = seg->flow;
+    uint64_t address          = le64toh(announce->address);
+    uint64_t length           = le64toh(announce->length);
+
+    if (flow->failed) {
+        memset((void*)(uintptr_t)address, 0, length);
+        return;
+    }
+    if (seg->failure != NULL) {
+        crypt_local_failure_set(seg->failure);
+        ucs_error("crypt: cannot open a bulk segment from " uct_crypt_log_peer_fmt
+                  "%s", uct_crypt_log_peer_arg(flow->peer_public, flow->flow_id),
+                  crypt_local_failure_take());
+        uct_crypt_record_reject(iface, flow, UCT_CRYPT_FAIL_NO_RESOURCE);
+        return;
+    }
+    if (seg->status != CRYPT_AEAD_OK) {
         uct_crypt_record_reject(iface, flow, UCT_CRYPT_FAIL_AUTH);
         return;
     }
     UCT_CRYPT_STAT_ADD(bulk_bytes_opened, length);
     /* the answer to a get of ours is done when its last segment opened */
     uct_crypt_bulk_get_opened(iface, flow, address, length, announce->last);
-    if (flow->failed) {
-        return;
-    }
-
-    if (announce->last) {
-        flow->bulk_next_put++;
-        flow->bulk_next_segment = 0;
-        uct_crypt_bulk_ack(iface, flow, put_id);
-    } else {
-        flow->bulk_next_segment++;
+    if (!flow->failed && announce->last) {
+        uct_crypt_bulk_ack(iface, flow, le64toh(announce->put_id));
     }
 }
 
-/* crypt's own wire: the SEGMENT frame that followed the announcement,
- * its ciphertext then its tag */
-static void uct_crypt_bulk_wire_segment(void *arg, const uint8_t *data,
-                                        size_t length)
+void uct_crypt_bulk_rx_reap(uct_crypt_bulk_t *bulk, int wait)
+{
+    uct_crypt_bulk_rx_seg_t *seg;
+
+    while (!ucs_list_is_empty(&bulk->opening)) {
+        seg = ucs_list_head(&bulk->opening, uct_crypt_bulk_rx_seg_t, list);
+        /* the segment everything waits for: opened here if no worker took
+         * it yet */
+        if (!crypt_pool_run_here(bulk->pool, &seg->job)) {
+            if (!wait) {
+                return;
+            }
+            while (!crypt_pool_job_done(&seg->job)) {
+                sched_yield();
+            }
+        }
+        ucs_list_del(&seg->list);
+        --bulk->opening_count;
+        uct_crypt_bulk_opened(bulk->iface, seg);
+        ucs_mpool_put(seg);
+    }
+}
+
+/* The pool's workers' keys of a flow, made on first use: NULL where the
+ * pool has no thread (or no memory for them: the progress thread opens) */
+static int uct_crypt_bulk_rx_workers(uct_crypt_bulk_t *bulk,
+                                     uct_crypt_rx_flow_t *flow)
+{
+    unsigned threads = (bulk->pool != NULL) ? crypt_pool_size(bulk->pool) : 0;
+
+    if ((threads == 0) || (crypt_pool_active(bulk->pool) == 0)) {
+        return 0;
+    }
+    if (flow->bulk_aead_workers == NULL) {
+        flow->bulk_aead_workers = ucs_calloc(threads, sizeof(crypt_aead_key_t),
+                                             "crypt rx worker keys");
+        flow->bulk_workers      = (flow->bulk_aead_workers != NULL) ? threads : 0;
+    }
+    return flow->bulk_workers > 0;
+}
+
+/* A segment whose ciphertext is in its destination, checked: opened by the
+ * pool while the progress thread goes on receiving; at most `depth` at
+ * once (the oldest is acted on first) */
+static void uct_crypt_bulk_rx_submit(uct_crypt_iface_t *iface,
+                                     uct_crypt_rx_flow_t *flow,
+                                     const crypt_bulk_segment_t *announce)
+{
+    uct_crypt_bulk_t *bulk = iface->bulk;
+    uct_crypt_bulk_rx_seg_t *seg;
+
+    while (bulk->opening_count >= bulk->depth) {
+        uct_crypt_bulk_rx_reap(bulk, 1);
+    }
+    seg = ucs_mpool_get(&bulk->rx_seg_mp);
+    if (seg == NULL) {
+        uct_crypt_record_reject(iface, flow, UCT_CRYPT_FAIL_NO_RESOURCE);
+        return;
+    }
+    seg->flow     = flow;
+    seg->backend  = iface->backend;
+    seg->announce = *announce;
+    seg->job.run  = uct_crypt_bulk_open_job;
+    ucs_list_add_tail(&bulk->opening, &seg->list);
+    ++bulk->opening_count;
+    if (uct_crypt_bulk_rx_workers(bulk, flow)) {
+        crypt_pool_submit(bulk->pool, &seg->job);
+        uct_crypt_bulk_activate_rx(bulk);
+    } else {
+        /* no thread to open it: here, and acted on at once */
+        seg->job.done = 0;
+        uct_crypt_bulk_open_job(&seg->job, 0);
+        seg->job.done = 1;
+        uct_crypt_bulk_rx_reap(bulk, 0);
+    }
+}
+
+/* crypt's own wire: the SEGMENT frame that followed the announcement, its
+ * ciphertext received straight into its destination, then its tag */
+static void uct_crypt_bulk_wire_segment(void *arg, const uint8_t *tag)
 {
     uct_crypt_rx_flow_t *flow = arg;
-    size_t cipher_len         = le64toh(flow->wire_announce.length);
 
-    ucs_assert(length == cipher_len + CRYPT_AEAD_TAG_LEN);
-    uct_crypt_bulk_open_from(flow->wire_iface, flow, &flow->wire_announce,
-                             data, data + cipher_len);
+    memcpy(flow->wire_announce.tag, tag, CRYPT_AEAD_TAG_LEN);
+    uct_crypt_bulk_rx_submit(flow->iface, flow, &flow->wire_announce);
+}
+
+/* A segment that cannot be opened: what came before it on the pool is
+ * acted on first, so that the flow fails for the first thing wrong (a
+ * segment whose tag failed, then the gap it left) */
+static void uct_crypt_bulk_rx_refuse(uct_crypt_iface_t *iface,
+                                     uct_crypt_rx_flow_t *flow,
+                                     uct_crypt_fail_reason_t reason)
+{
+    uct_crypt_bulk_rx_reap(iface->bulk, 1);
+    if (!flow->failed) {
+        uct_crypt_record_reject(iface, flow, reason);
+    }
 }
 
 /* One announced segment. Everything here came in an authenticated,
@@ -172,7 +292,7 @@ static void uct_crypt_bulk_open_segment(uct_crypt_iface_t *iface,
     /* a put's segments come in order, puts come in order, none is skipped:
      * anything else is a dropped, reordered or truncated stream */
     if ((put_id != flow->bulk_next_put) || (index != flow->bulk_next_segment)) {
-        uct_crypt_record_reject(iface, flow, UCT_CRYPT_FAIL_BULK_ORDER);
+        uct_crypt_bulk_rx_refuse(iface, flow, UCT_CRYPT_FAIL_BULK_ORDER);
         return;
     }
     /* the sender updates the bulk key between puts only */
@@ -186,11 +306,11 @@ static void uct_crypt_bulk_open_segment(uct_crypt_iface_t *iface,
         ucs_error("crypt: cannot derive the bulk keys of a flow from "
                   uct_crypt_log_peer_fmt "%s", uct_crypt_log_peer_arg(
                   flow->peer_public, flow->flow_id), crypt_local_failure_take());
-        uct_crypt_record_reject(iface, flow, UCT_CRYPT_FAIL_NO_RESOURCE);
+        uct_crypt_bulk_rx_refuse(iface, flow, UCT_CRYPT_FAIL_NO_RESOURCE);
         return;
     }
     if (generation != (uint16_t)flow->bulk_keys->generation) {
-        uct_crypt_record_reject(iface, flow, UCT_CRYPT_FAIL_AUTH);
+        uct_crypt_bulk_rx_refuse(iface, flow, UCT_CRYPT_FAIL_AUTH);
         return;
     }
     /* only the registered region whose remote key the put was given (its
@@ -206,28 +326,33 @@ static void uct_crypt_bulk_open_segment(uct_crypt_iface_t *iface,
                   "remote key names",
                   uct_crypt_log_peer_arg(flow->peer_public, flow->flow_id),
                   length, address);
-        uct_crypt_record_reject(iface, flow, UCT_CRYPT_FAIL_MALFORMED);
+        uct_crypt_bulk_rx_refuse(iface, flow, UCT_CRYPT_FAIL_MALFORMED);
         return;
+    }
+    if (announce->last) {
+        flow->bulk_next_put++;
+        flow->bulk_next_segment = 0;
+    } else {
+        flow->bulk_next_segment++;
     }
 
     if (iface->inner_ops->flags & UCT_CRYPT_INNER_INLINE_SEGMENTS) {
-        /* ciphertext and tag are the next frame on this connection: opened
-         * from the receive buffer straight into the destination (one pass) */
+        /* ciphertext and tag are the next frame on this connection: the
+         * ciphertext is received straight into the destination, then
+         * opened there (no copy through a receive buffer) */
         if (length + CRYPT_AEAD_TAG_LEN > iface->inner_ops->segment_frame_max) {
-            uct_crypt_record_reject(iface, flow, UCT_CRYPT_FAIL_MALFORMED);
+            uct_crypt_bulk_rx_refuse(iface, flow, UCT_CRYPT_FAIL_MALFORMED);
             return;
         }
-        flow->wire_iface    = iface;
         flow->wire_announce = *announce;
         iface->inner_ops->rx_expect_segment(iface->inner,
-                                            length + CRYPT_AEAD_TAG_LEN,
+                                            (void*)(uintptr_t)address, length,
                                             uct_crypt_bulk_wire_segment, flow);
         return;
     }
     /* in place: the inner put left the ciphertext where the plaintext
      * belongs */
-    uct_crypt_bulk_open_from(iface, flow, announce, (void*)(uintptr_t)address,
-                             announce->tag);
+    uct_crypt_bulk_rx_submit(iface, flow, announce);
 }
 
 /* The bulk state of our ep whose sending flow is `flow_id`, for a reply
@@ -287,10 +412,20 @@ void uct_crypt_bulk_control(uct_crypt_iface_t *iface, uct_crypt_rx_flow_t *flow,
     crypt_bulk_segment_t announce;
     crypt_flow_refused_t refused;
     crypt_bulk_ack_t ack;
+    int kind;
 
     /* well formed first (uct_crypt_bulk_input.c), then checked against
-     * the flow's state */
-    switch (uct_crypt_bulk_control_kind(payload, length)) {
+     * the flow's state; what came before it is opened first, as a record
+     * after a put's segments is delivered after them (the ep fence counts
+     * on it) */
+    kind = uct_crypt_bulk_control_kind(payload, length);
+    if ((kind != CRYPT_CONTROL_SEGMENT) && (iface->bulk != NULL)) {
+        uct_crypt_bulk_rx_reap(iface->bulk, 1);
+        if (flow->failed) {
+            return;
+        }
+    }
+    switch (kind) {
     case CRYPT_CONTROL_SEGMENT:
         memcpy(&announce, payload, sizeof(announce));
         uct_crypt_bulk_open_segment(iface, flow, &announce);

@@ -192,7 +192,7 @@ void uct_crypt_bulk_tx_seal(uct_crypt_bulk_tx_t *tx)
             }
             if (bulk->inline_segments && ucs_list_is_empty(&tx->segments) &&
                 (op->inline_seal || (bulk->pool == NULL) ||
-                 (crypt_pool_size(bulk->pool) == 0))) {
+                 (crypt_pool_active(bulk->pool) == 0))) {
                 if (!uct_crypt_bulk_wire_direct(tx, op)) {
                     return;
                 }
@@ -244,7 +244,7 @@ void uct_crypt_bulk_tx_seal(uct_crypt_bulk_tx_t *tx)
             seg->job.run = uct_crypt_bulk_seal_job;
             ucs_list_add_tail(&tx->segments, &seg->list);
             if (op->inline_seal || (bulk->pool == NULL) ||
-                (crypt_pool_size(bulk->pool) == 0)) {
+                (crypt_pool_active(bulk->pool) == 0)) {
                 seg->job.done = 0;
                 uct_crypt_bulk_seal_job(&seg->job, 0);
                 seg->job.done = 1;
@@ -252,7 +252,7 @@ void uct_crypt_bulk_tx_seal(uct_crypt_bulk_tx_t *tx)
                  * sealed, so the target opens it while we seal the next;
                  * and do not seal ahead of a blocked inner (the wire would
                  * idle while we do) */
-                uct_crypt_bulk_tx_send(tx);
+                uct_crypt_bulk_tx_send(tx, 0);
                 if (!ucs_list_is_empty(&tx->segments) &&
                     (ucs_list_tail(&tx->segments, uct_crypt_bulk_segment_t,
                                    list)->state < UCT_CRYPT_SEG_PUT)) {
@@ -265,8 +265,10 @@ void uct_crypt_bulk_tx_seal(uct_crypt_bulk_tx_t *tx)
     }
 }
 
-/* Put sealed segments and announce them, strictly in order. */
-unsigned uct_crypt_bulk_tx_send(uct_crypt_bulk_tx_t *tx)
+/* Put sealed segments and announce them, strictly in order; with `help`
+ * (from progress, where this thread would otherwise wait) the segment the
+ * wire waits for is sealed here if no pool thread took it yet. */
+unsigned uct_crypt_bulk_tx_send(uct_crypt_bulk_tx_t *tx, int help)
 {
     uct_crypt_ep_t *ep = tx->ep;
     uct_crypt_bulk_segment_t *seg, *tmp;
@@ -279,9 +281,8 @@ unsigned uct_crypt_bulk_tx_send(uct_crypt_bulk_tx_t *tx)
     ucs_list_for_each_safe(seg, tmp, &tx->segments, list) {
         op = seg->op;
         if (seg->state == UCT_CRYPT_SEG_SEALING) {
-            /* the segment the wire waits for: sealed here if no worker
-             * took it yet (crypt_pool_run_here) */
-            if (!crypt_pool_run_here(tx->bulk->pool, &seg->job)) {
+            if (!(help ? crypt_pool_run_here(tx->bulk->pool, &seg->job) :
+                  crypt_pool_job_done(&seg->job))) {
                 break;
             }
             if (seg->seal_status != CRYPT_AEAD_OK) {
@@ -499,7 +500,7 @@ ucs_status_t uct_crypt_bulk_put(uct_crypt_ep_t *ep, const void *src,
 
     uct_crypt_bulk_activate(tx);
     uct_crypt_bulk_tx_seal(tx);
-    uct_crypt_bulk_tx_send(tx);
+    uct_crypt_bulk_tx_send(tx, 0);
     return UCS_INPROGRESS;
 }
 

@@ -326,9 +326,9 @@ typedef struct crypt_lane_chunk_hdr {
  * GCM tag (the bulk engine's STREAM segment under the flow's bulk key; its
  * place and length travel in the SEGMENT control record, a RECORD, right
  * before it, whose tag field is zero here): accepted only directly behind
- * the record that announced it and only of the length announced, opened
- * from the receive buffer into the registered destination, never acted on
- * otherwise. A length above
+ * the record that announced it and only of the length announced, its
+ * ciphertext received straight into the registered destination and opened
+ * there, never acted on otherwise. A length above
  * UCT_CRYPT_SOCK_MAX_BCOPY, an unknown type, a SEGMENT nobody announced or
  * a non-zero reserved field closes the connection before any of the
  * frame's body is read into place.

@@ -42,9 +42,9 @@ enum {
     UCT_CRYPT_INNER_ZCOPY_FLUSH     = UCS_BIT(2)
 };
 
-/* A bulk segment taken from the receive buffer (rx_expect_segment) */
-typedef void (*uct_crypt_inner_segment_cb_t)(void *arg, const uint8_t *data,
-                                             size_t length);
+/* A bulk segment received (rx_expect_segment): its ciphertext is in its
+ * destination, its tag here */
+typedef void (*uct_crypt_inner_segment_cb_t)(void *arg, const uint8_t *tag);
 
 typedef struct uct_crypt_inner_ops {
     unsigned     flags;      /* UCT_CRYPT_INNER_* */
@@ -79,10 +79,18 @@ typedef struct uct_crypt_inner_ops {
     const char   *(*rx_peer_name)(uct_iface_h iface);
     uint64_t     (*rx_conn)(uct_iface_h iface);
     void         (*rx_reject)(uct_iface_h iface, const char *reason);
+    /* The same refusal of a connection by its id, outside its delivery (a
+     * bulk segment that failed on the pool): closed from the inner's next
+     * progress (NULL where records are datagrams) */
+    void         (*rx_reject_conn)(uct_iface_h iface, uint64_t conn,
+                                   const char *reason);
     /* INLINE_SEGMENTS, on a record that announced a segment: the next
-     * frame of its connection is that segment, `length` bytes, handed to
-     * `cb`; anything else closes the connection. */
-    void         (*rx_expect_segment)(uct_iface_h iface, size_t length,
+     * frame of its connection is that segment, `length` bytes of
+     * ciphertext and a tag; the ciphertext is received straight into
+     * `dest` (no copy through a receive buffer), then `cb` has the tag;
+     * anything else closes the connection. */
+    void         (*rx_expect_segment)(uct_iface_h iface, void *dest,
+                                      size_t length,
                                       uct_crypt_inner_segment_cb_t cb,
                                       void *arg);
 } uct_crypt_inner_ops_t;

@@ -611,6 +611,7 @@ uct_crypt_rx_flow_create(uct_crypt_iface_t *iface, uint64_t flow_id,
         return NULL;
     }
     flow->flow_id = flow_id;
+    flow->iface   = iface;
     memcpy(flow->peer_public, sender_public, KEYEX_PUBLIC_KEY_LEN);
     if (uct_crypt_rx_flow_key(iface, flow) != UCS_OK) {
         ucs_free(flow);
@@ -686,7 +687,12 @@ ucs_status_t uct_crypt_bulk_rx_key(uct_crypt_iface_t *iface,
             }
         }
     } else {
+        /* (the workers' keys are of the old generation: made again) */
+        uct_crypt_bulk_rx_reap(iface->bulk, 1);
         crypt_aead_key_cleanup(&flow->bulk_aead);
+        for (i = 0; i < flow->bulk_workers; ++i) {
+            crypt_aead_key_cleanup(&flow->bulk_aead_workers[i]);
+        }
         if (keyex_update_flow_keys(flow->bulk_keys) != KEYEX_OK) {
             goto err_free;
         }
@@ -768,6 +774,19 @@ void uct_crypt_bulk_tx_keys_cleanup(uct_crypt_bulk_tx_t *tx)
 
 void uct_crypt_bulk_rx_flow_cleanup(uct_crypt_rx_flow_t *flow)
 {
+    unsigned w;
+
+    if ((flow->iface != NULL) && (flow->iface->bulk != NULL)) {
+        /* no worker may hold the keys, nor write into a destination, once
+         * the flow sleeps or goes */
+        uct_crypt_bulk_rx_reap(flow->iface->bulk, 1);
+    }
+    for (w = 0; w < flow->bulk_workers; ++w) {
+        crypt_aead_key_cleanup(&flow->bulk_aead_workers[w]);
+    }
+    ucs_free(flow->bulk_aead_workers);
+    flow->bulk_aead_workers = NULL;
+    flow->bulk_workers      = 0;
     if (flow->bulk_keys != NULL) {
         crypt_aead_key_cleanup(&flow->bulk_aead);
         keyex_secure_free(flow->bulk_keys, sizeof(*flow->bulk_keys));

@@ -353,8 +353,13 @@ ucs_status_t uct_crypt_record_reject(uct_crypt_iface_t *iface,
         return UCS_OK; /* reported once already */
     }
     flow->failed = 1;
-    if (iface->inner_ops->rx_peer(iface->inner) != NULL) {
+    if ((iface->inner_ops->rx_peer(iface->inner) != NULL) &&
+        (iface->inner_ops->rx_conn(iface->inner) == flow->wire_conn)) {
         iface->inner_ops->rx_reject(iface->inner, uct_crypt_fail_reason_name(reason));
+    } else if ((flow->wire_conn != 0) && (iface->inner_ops->rx_reject_conn != NULL)) {
+        /* (a bulk segment opened on the pool, acted on later) */
+        iface->inner_ops->rx_reject_conn(iface->inner, flow->wire_conn,
+                                         uct_crypt_fail_reason_name(reason));
     }
     failed_eps = uct_crypt_fail_peer(iface, flow->peer_public, flow->flow_id,
                                      reason, "");
@@ -540,6 +545,15 @@ ucs_status_t uct_crypt_record_am_handler(void *arg, void *data, size_t length,
                        (rec.sender_public != NULL) ? "HELLO" : "DATA",
                        rec.flow_id, rec.sequence);
 
+    /* delivered after every segment that came before it is opened (the
+     * pool opens them while the wire goes on): a put's data is in place
+     * before anything the peer sent after it, as the ep fence promises */
+    if ((iface->bulk != NULL) && !ucs_list_is_empty(&iface->bulk->opening)) {
+        uct_crypt_bulk_rx_reap(iface->bulk, 1);
+        if (flow->failed) {
+            return UCS_OK;
+        }
+    }
     /* UCP may keep the data only by copying it: the buffer is the inner's,
      * and our header sits where UCP's descriptor would go. */
     uct_iface_invoke_am(&iface->super, am_id, rec.sealed + CRYPT_RECORD_AM_ID_LEN,

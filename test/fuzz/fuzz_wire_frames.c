@@ -151,8 +151,27 @@ static int fuzz_receive(const uint8_t *stream, size_t stream_len,
         len += cut;
         for (offset = 0;;) {
             announced = rx.segment_len;
-            verdict   = uct_crypt_frame_next(&rx, buf + offset, len - offset, &hdr,
-                                             &frame_len, why, sizeof(why));
+            if (announced != 0) {
+                /* an announced segment: its header alone decides (the
+                 * wire receives the body into the segment's destination;
+                 * here it is looked at once all of it is in) */
+                if (len - offset < CRYPT_SOCK_FRAME_HDR_LEN) {
+                    break;
+                }
+                memcpy(&hdr, buf + offset, sizeof(hdr));
+                if ((len - offset < CRYPT_SOCK_FRAME_HDR_LEN + announced) &&
+                    (le32toh(hdr.length) == announced) &&
+                    (hdr.type == CRYPT_SOCK_FRAME_SEGMENT)) {
+                    break; /* a good header: its body is still coming */
+                }
+                verdict = uct_crypt_frame_segment_header(&rx, buf + offset,
+                                                         len - offset, why,
+                                                         sizeof(why));
+                frame_len = CRYPT_SOCK_FRAME_HDR_LEN + announced;
+            } else {
+                verdict = uct_crypt_frame_next(&rx, buf + offset, len - offset,
+                                               &hdr, &frame_len, why, sizeof(why));
+            }
             if (verdict == UCT_CRYPT_FRAME_MORE) {
                 break;
             }

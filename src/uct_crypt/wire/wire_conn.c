@@ -574,25 +574,23 @@ void uct_crypt_sock_conn_heartbeat(uct_crypt_sock_conn_t *conn)
     }
 }
 
-/* One whole RECORD or SEGMENT frame (uct_crypt_frame_next took it): handed
- * to the record layer or the bulk engine. 0 when the connection is gone. */
+/* A RECORD frame (uct_crypt_frame_next took it) to the record layer, or
+ * (body NULL) an announced segment, whole in its destination, to the bulk
+ * engine. 0 when the connection is gone. */
 static int uct_crypt_sock_conn_deliver(uct_crypt_sock_conn_t *conn,
-                                       const crypt_sock_frame_hdr_t *hdr,
                                        uint8_t *body, size_t length)
 {
     uct_crypt_sock_iface_t *iface = conn->iface;
+    uct_crypt_sock_segment_cb_t cb;
     char why[96];
 
     iface->rx_conn = conn;
     conn->reject   = NULL;
-    if (hdr->type == CRYPT_SOCK_FRAME_SEGMENT) {
-        /* announced by the record before it; the bulk engine opens it
-         * into its destination */
-        uct_crypt_sock_segment_cb_t cb = conn->segment_cb;
-
-        ucs_assert(cb != NULL); /* taken only when announced */
+    if (body == NULL) {
+        cb               = conn->segment_cb;
         conn->segment_cb = NULL;
-        cb(conn->segment_arg, body, length);
+        conn->seg_body   = 0;
+        cb(conn->segment_arg, conn->seg_tag);
     } else {
         /* a record: crypt's record layer checks its tag before it acts on
          * it, and tells us (uct_crypt_sock_rx_reject) when it fails */
@@ -605,12 +603,49 @@ static int uct_crypt_sock_conn_deliver(uct_crypt_sock_conn_t *conn,
     iface->rx_conn = NULL;
     if (conn->reject != NULL) {
         ucs_snprintf_zero(why, sizeof(why), "the record layer refused a %s: %s",
-                          (hdr->type == CRYPT_SOCK_FRAME_SEGMENT) ?
-                          "bulk segment" : "record", conn->reject);
+                          (body == NULL) ? "bulk segment" : "record",
+                          conn->reject);
         uct_crypt_sock_conn_fail(conn, why);
         return 0;
     }
     return 1;
+}
+
+/* An announced segment's body still to come (ciphertext, then tag) */
+static size_t uct_crypt_sock_conn_seg_left(const uct_crypt_sock_conn_t *conn)
+{
+    return conn->seg_len + CRYPT_AEAD_TAG_LEN - conn->seg_got;
+}
+
+/* Where the next bytes of an announced segment's body go, and how many
+ * may: its destination up to the ciphertext's end, then the tag */
+static uint8_t *uct_crypt_sock_conn_seg_place(uct_crypt_sock_conn_t *conn,
+                                              size_t *room)
+{
+    if (conn->seg_got < conn->seg_len) {
+        *room = conn->seg_len - conn->seg_got;
+        return conn->seg_dest + conn->seg_got;
+    }
+    *room = uct_crypt_sock_conn_seg_left(conn);
+    return conn->seg_tag + (conn->seg_got - conn->seg_len);
+}
+
+/* Bytes of the body that came into the receive buffer with what preceded
+ * it (the rest is received in place): copied where they belong */
+static size_t uct_crypt_sock_conn_seg_take(uct_crypt_sock_conn_t *conn,
+                                           const uint8_t *src, size_t len)
+{
+    size_t taken = 0, room, n;
+    uint8_t *place;
+
+    while ((taken < len) && (uct_crypt_sock_conn_seg_left(conn) > 0)) {
+        place = uct_crypt_sock_conn_seg_place(conn, &room);
+        n     = ucs_min(room, len - taken);
+        memcpy(place, src + taken, n);
+        conn->seg_got += n;
+        taken         += n;
+    }
+    return taken;
 }
 
 /* Parse what the rx buffer holds. 0 when the connection is gone. */
@@ -634,7 +669,7 @@ static int uct_crypt_sock_conn_parse(uct_crypt_sock_conn_t *conn)
                    sizeof(keyex_noise_response_msg_t);
             break;
         case UCT_CRYPT_SOCK_ESTABLISHED:
-            need = CRYPT_SOCK_FRAME_HDR_LEN;
+            need = conn->seg_body ? 1 : CRYPT_SOCK_FRAME_HDR_LEN;
             break;
         default:
             return 0;
@@ -665,7 +700,35 @@ static int uct_crypt_sock_conn_parse(uct_crypt_sock_conn_t *conn)
             continue;
         }
 
-        /* established: the frames (wire/wire_frame.c decides) */
+        /* established: an announced segment's header, then its body
+         * straight into its destination */
+        if ((conn->segment_cb != NULL) && !conn->seg_body) {
+            verdict = uct_crypt_frame_segment_header(&conn->frames,
+                                                     conn->rx_buf + offset,
+                                                     conn->rx_len - offset,
+                                                     why, sizeof(why));
+            if (verdict == UCT_CRYPT_FRAME_MORE) {
+                break;
+            } else if (verdict == UCT_CRYPT_FRAME_BAD) {
+                uct_crypt_sock_conn_fail(conn, why);
+                return 0;
+            }
+            offset        += CRYPT_SOCK_FRAME_HDR_LEN;
+            conn->seg_body = 1;
+            continue;
+        }
+        if (conn->seg_body) {
+            offset += uct_crypt_sock_conn_seg_take(conn, conn->rx_buf + offset,
+                                                   conn->rx_len - offset);
+            if (uct_crypt_sock_conn_seg_left(conn) > 0) {
+                break; /* the rest is received in place */
+            }
+            if (!uct_crypt_sock_conn_deliver(conn, NULL, 0)) {
+                return 0;
+            }
+            continue;
+        }
+        /* the frames (wire/wire_frame.c decides) */
         verdict = uct_crypt_frame_next(&conn->frames, conn->rx_buf + offset,
                                        conn->rx_len - offset, &hdr, &frame_len,
                                        why, sizeof(why));
@@ -676,8 +739,9 @@ static int uct_crypt_sock_conn_parse(uct_crypt_sock_conn_t *conn)
             uct_crypt_sock_conn_fail(conn, why);
             return 0;
         }
+        /* (a SEGMENT frame is taken above, never here) */
         if ((verdict == UCT_CRYPT_FRAME_DATA) &&
-            !uct_crypt_sock_conn_deliver(conn, &hdr, conn->rx_buf + offset +
+            !uct_crypt_sock_conn_deliver(conn, conn->rx_buf + offset +
                                          CRYPT_SOCK_FRAME_HDR_LEN,
                                          frame_len - CRYPT_SOCK_FRAME_HDR_LEN)) {
             return 0;
@@ -705,6 +769,11 @@ static int uct_crypt_sock_conn_parse(uct_crypt_sock_conn_t *conn)
  * read many at a time */
 static size_t uct_crypt_sock_conn_rx_room(const uct_crypt_sock_conn_t *conn)
 {
+    if ((conn->segment_cb != NULL) && (conn->rx_len < CRYPT_SOCK_FRAME_HDR_LEN)) {
+        /* an announced segment's header alone: its body goes straight to
+         * its destination */
+        return CRYPT_SOCK_FRAME_HDR_LEN - conn->rx_len;
+    }
     return (conn->state == UCT_CRYPT_SOCK_ESTABLISHED) ?
            uct_crypt_frame_rx_room(conn->rx_buf, conn->rx_len) :
            UCT_CRYPT_SOCK_FRAME_MAX - conn->rx_len;
@@ -713,25 +782,34 @@ static size_t uct_crypt_sock_conn_rx_room(const uct_crypt_sock_conn_t *conn)
 static void uct_crypt_sock_conn_read(uct_crypt_sock_conn_t *conn)
 {
     uct_crypt_sock_ep_t *ep;
+    uint8_t *place;
     size_t room;
     ssize_t got;
 
     for (;;) {
-        if ((conn->rx_buf == NULL) &&
-            ((conn->rx_buf = uct_crypt_sock_buf_get(&conn->iface->rx_cache,
-                                                    UCT_CRYPT_SOCK_FRAME_MAX)) == NULL)) {
-            uct_crypt_sock_conn_fail(conn, "out of memory");
-            return;
+        if (conn->seg_body) {
+            /* an announced segment's body: in place (the receive buffer
+             * is empty, what came with the record was taken) */
+            ucs_assert(conn->rx_len == 0);
+            place = uct_crypt_sock_conn_seg_place(conn, &room);
+        } else {
+            if ((conn->rx_buf == NULL) &&
+                ((conn->rx_buf = uct_crypt_sock_buf_get(&conn->iface->rx_cache,
+                                                        UCT_CRYPT_SOCK_FRAME_MAX)) == NULL)) {
+                uct_crypt_sock_conn_fail(conn, "out of memory");
+                return;
+            }
+            /* during the handshake, read no more than its message: nothing
+             * a stranger sends beyond 144 bytes is read at all */
+            room  = (conn->state == UCT_CRYPT_SOCK_WAIT_INIT) ?
+                    sizeof(keyex_noise_init_msg_t) - conn->rx_len :
+                    uct_crypt_sock_conn_rx_room(conn);
+            place = conn->rx_buf + conn->rx_len;
         }
-        /* during the handshake, read no more than its message: nothing a
-         * stranger sends beyond 144 bytes is read at all */
-        room = (conn->state == UCT_CRYPT_SOCK_WAIT_INIT) ?
-               sizeof(keyex_noise_init_msg_t) - conn->rx_len :
-               uct_crypt_sock_conn_rx_room(conn);
         if (room == 0) {
             return; /* a whole frame is waiting for the parser: cannot be */
         }
-        got = recv(conn->fd, conn->rx_buf + conn->rx_len, room, 0);
+        got = recv(conn->fd, place, room, 0);
         if (got == 0) {
             if ((conn->state == UCT_CRYPT_SOCK_ESTABLISHED) && conn->frames.closed &&
                 ((conn->ep == NULL) || conn->tx_closed)) {
@@ -773,6 +851,17 @@ static void uct_crypt_sock_conn_read(uct_crypt_sock_conn_t *conn)
                 uct_crypt_sock_conn_fail(conn, strerror(errno));
             }
             return;
+        }
+        if (conn->seg_body) {
+            conn->seg_got += got;
+            if ((uct_crypt_sock_conn_seg_left(conn) == 0) &&
+                !uct_crypt_sock_conn_deliver(conn, NULL, 0)) {
+                return;
+            }
+            if ((size_t)got < room) {
+                return; /* drained */
+            }
+            continue;
         }
         conn->rx_len += got;
         if (!uct_crypt_sock_conn_parse(conn)) {

@@ -46,16 +46,14 @@ uct_crypt_frame_control(uct_crypt_frame_rx_t *rx, const crypt_sock_frame_hdr_t *
     return UCT_CRYPT_FRAME_CONTROL;
 }
 
-uct_crypt_frame_verdict_t
-uct_crypt_frame_next(uct_crypt_frame_rx_t *rx, const uint8_t *buf, size_t len,
-                     crypt_sock_frame_hdr_t *hdr, size_t *frame_len,
-                     char *why, size_t why_len)
+/* The header at the front of buf (whole), checked before anything of its
+ * body is read: a verdict of BAD, or MORE to go on */
+static uct_crypt_frame_verdict_t
+uct_crypt_frame_header(const uct_crypt_frame_rx_t *rx, const uint8_t *buf,
+                       crypt_sock_frame_hdr_t *hdr, char *why, size_t why_len)
 {
     size_t length;
 
-    if (len < CRYPT_SOCK_FRAME_HDR_LEN) {
-        return UCT_CRYPT_FRAME_MORE;
-    }
     memcpy(hdr, buf, sizeof(*hdr));
     length = le32toh(hdr->length);
     if ((length > UCT_CRYPT_SOCK_MAX_BCOPY) ||
@@ -75,6 +73,23 @@ uct_crypt_frame_next(uct_crypt_frame_rx_t *rx, const uint8_t *buf, size_t len,
         (rx->segment_len != 0)) {
         return uct_crypt_frame_bad(why, why_len, "a bulk segment out of place");
     }
+    return UCT_CRYPT_FRAME_MORE;
+}
+
+uct_crypt_frame_verdict_t
+uct_crypt_frame_next(uct_crypt_frame_rx_t *rx, const uint8_t *buf, size_t len,
+                     crypt_sock_frame_hdr_t *hdr, size_t *frame_len,
+                     char *why, size_t why_len)
+{
+    size_t length;
+
+    if (len < CRYPT_SOCK_FRAME_HDR_LEN) {
+        return UCT_CRYPT_FRAME_MORE;
+    }
+    if (uct_crypt_frame_header(rx, buf, hdr, why, why_len) == UCT_CRYPT_FRAME_BAD) {
+        return UCT_CRYPT_FRAME_BAD;
+    }
+    length = le32toh(hdr->length);
     if (len - CRYPT_SOCK_FRAME_HDR_LEN < length) {
         return UCT_CRYPT_FRAME_MORE;
     }
@@ -87,6 +102,24 @@ uct_crypt_frame_next(uct_crypt_frame_rx_t *rx, const uint8_t *buf, size_t len,
     if (hdr->type == CRYPT_SOCK_FRAME_SEGMENT) {
         rx->segment_len = 0;
     }
+    ++rx->records;
+    return UCT_CRYPT_FRAME_DATA;
+}
+
+uct_crypt_frame_verdict_t
+uct_crypt_frame_segment_header(uct_crypt_frame_rx_t *rx, const uint8_t *buf,
+                               size_t len, char *why, size_t why_len)
+{
+    crypt_sock_frame_hdr_t hdr;
+
+    if (len < CRYPT_SOCK_FRAME_HDR_LEN) {
+        return UCT_CRYPT_FRAME_MORE;
+    }
+    if ((uct_crypt_frame_header(rx, buf, &hdr, why, why_len) == UCT_CRYPT_FRAME_BAD) ||
+        (hdr.type != CRYPT_SOCK_FRAME_SEGMENT)) {
+        return uct_crypt_frame_bad(why, why_len, "a bulk segment out of place");
+    }
+    rx->segment_len = 0;
     ++rx->records;
     return UCT_CRYPT_FRAME_DATA;
 }

@@ -54,6 +54,15 @@ uct_crypt_frame_next(uct_crypt_frame_rx_t *rx, const uint8_t *buf, size_t len,
                      crypt_sock_frame_hdr_t *hdr, size_t *frame_len,
                      char *why, size_t why_len);
 
+/* The announced SEGMENT's header at the front of buf[len], whose body the
+ * caller receives into the segment's destination: checked as
+ * uct_crypt_frame_next checks a header, and counted. DATA: taken, the
+ * body (segment_len bytes) follows; MORE: no whole header yet; BAD: the
+ * connection must fail, for `why` (anything but that SEGMENT). */
+uct_crypt_frame_verdict_t
+uct_crypt_frame_segment_header(uct_crypt_frame_rx_t *rx, const uint8_t *buf,
+                               size_t len, char *why, size_t why_len);
+
 /* How many bytes to read next into a buffer of UCT_CRYPT_SOCK_FRAME_MAX that
  * holds buf[len]: up to the end of a large frame at its front and no
  * further (it then ends where the buffer's bytes do and is never moved),

@@ -556,6 +556,9 @@ static unsigned uct_crypt_sock_iface_progress(uct_iface_h tl_iface)
     if (iface->redirect_pending) {
         uct_crypt_sock_conn_redirects(iface);
     }
+    while (iface->reject_pending) {
+        uct_crypt_sock_iface_rejects(iface);
+    }
     if (iface->ep_fail_pending) {
         uct_crypt_sock_iface_report_failures(iface);
     }
@@ -580,7 +583,8 @@ static ucs_status_t uct_crypt_sock_iface_event_arm(uct_iface_h tl_iface,
 
     /* level-triggered epoll: anything unread keeps the fd readable; only
      * failures not yet reported need a progress call first */
-    return iface->ep_fail_pending ? UCS_ERR_BUSY : UCS_OK;
+    return (iface->ep_fail_pending || iface->reject_pending) ? UCS_ERR_BUSY :
+                                                                UCS_OK;
 }
 
 static ucs_status_t uct_crypt_sock_iface_flush(uct_iface_h tl_iface,
@@ -663,6 +667,7 @@ static UCS_CLASS_INIT_FUNC(uct_crypt_sock_iface_t, uct_md_h md,
     self->next_timer      = 0;
     self->next_liveness   = 0;
     self->ep_fail_pending = 0;
+    self->reject_pending  = 0;
     self->redirect_pending = 0;
     self->advertise_port  = sock_params->advertise_port;
     self->rx_cache.count  = 0;
@@ -923,17 +928,59 @@ void uct_crypt_sock_rx_reject(uct_iface_h tl_iface, const char *reason)
     }
 }
 
-void uct_crypt_sock_rx_expect_segment(uct_iface_h tl_iface, size_t length,
+void uct_crypt_sock_rx_reject_conn(uct_iface_h tl_iface, uint64_t conn_id,
+                                   const char *reason)
+{
+    uct_crypt_sock_iface_t *iface = ucs_derived_of(tl_iface, uct_crypt_sock_iface_t);
+    uct_crypt_sock_conn_t *conn;
+
+    ucs_list_for_each(conn, &iface->conns, list) {
+        if (conn->id == conn_id) {
+            conn->reject_later    = reason; /* (a static name) */
+            iface->reject_pending = 1;
+            return;
+        }
+    }
+}
+
+/* From progress, outside any delivery: connections whose records the
+ * record layer refused after it had them */
+void uct_crypt_sock_iface_rejects(uct_crypt_sock_iface_t *iface)
+{
+    uct_crypt_sock_conn_t *conn, *tmp;
+    char why[96];
+
+    iface->reject_pending = 0;
+    ucs_list_for_each_safe(conn, tmp, &iface->conns, list) {
+        if (conn->reject_later != NULL) {
+            ucs_snprintf_zero(why, sizeof(why), "the record layer refused a "
+                              "bulk segment: %s", conn->reject_later);
+            conn->reject_later = NULL;
+            uct_crypt_sock_conn_fail(conn, why);
+            /* (failing one may close others: from the top) */
+            iface->reject_pending = 1;
+            return;
+        }
+    }
+}
+
+void uct_crypt_sock_rx_expect_segment(uct_iface_h tl_iface, void *dest,
+                                      size_t length,
                                       uct_crypt_sock_segment_cb_t cb, void *arg)
 {
     uct_crypt_sock_iface_t *iface = ucs_derived_of(tl_iface, uct_crypt_sock_iface_t);
+    uct_crypt_sock_conn_t *conn   = iface->rx_conn;
 
-    ucs_assert(uct_crypt_sock_is_own(tl_iface) && (iface->rx_conn != NULL));
+    ucs_assert(uct_crypt_sock_is_own(tl_iface) && (conn != NULL));
     /* segment_len != 0 is what lets the frame reader take a SEGMENT frame
-     * (uct_crypt_frame_next); it clears it as it does, and the
-     * connection clears segment_cb as it hands the frame on */
-    ucs_assert((length > 0) && (length <= UCT_CRYPT_SOCK_MAX_BCOPY));
-    iface->rx_conn->segment_cb  = cb;
-    iface->rx_conn->segment_arg = arg;
-    iface->rx_conn->frames.segment_len = length;
+     * (uct_crypt_frame_segment_header); it clears it as it does, and the
+     * connection clears segment_cb as it hands the tag on */
+    ucs_assert(length + CRYPT_AEAD_TAG_LEN <= UCT_CRYPT_SOCK_MAX_BCOPY);
+    conn->segment_cb         = cb;
+    conn->segment_arg        = arg;
+    conn->seg_dest           = dest;
+    conn->seg_len            = length;
+    conn->seg_got            = 0;
+    conn->seg_body           = 0;
+    conn->frames.segment_len = length + CRYPT_AEAD_TAG_LEN;
 }

@@ -61,6 +61,11 @@ const char *uct_crypt_sock_rx_peer_name(uct_iface_h tl_iface);
  * (0 outside a delivery; never 0 inside one) */
 uint64_t uct_crypt_sock_rx_conn(uct_iface_h tl_iface);
 void uct_crypt_sock_rx_reject(uct_iface_h tl_iface, const char *reason);
+/* ... and outside a delivery, by the connection's id: failed from progress
+ * (uct_crypt_sock_iface_rejects) */
+void uct_crypt_sock_rx_reject_conn(uct_iface_h tl_iface, uint64_t conn_id,
+                                   const char *reason);
+void uct_crypt_sock_iface_rejects(uct_crypt_sock_iface_t *iface);
 
 /* Bulk segments on the wire (the bulk engine, uct_crypt_bulk_*.c): the
  * sender puts a SEGMENT frame right behind the record that announces it;
@@ -71,11 +76,12 @@ int uct_crypt_sock_ep_segment_room(uct_ep_h tl_ep, size_t record_max,
 void *uct_crypt_sock_ep_segment_reserve(uct_ep_h tl_ep, size_t length);
 void uct_crypt_sock_ep_segment_commit(uct_ep_h tl_ep, size_t length);
 /* Inside crypt's AM handler, on a record that announced a segment: the next
- * frame of its connection must be that segment, `length` bytes, which
- * `cb` gets from the receive buffer (and may reject, as for a record);
- * anything else closes the connection. */
+ * frame of its connection must be that segment, `length` bytes of
+ * ciphertext received into `dest`, then its tag, which `cb` gets (and may
+ * reject, as for a record); anything else closes the connection. */
 typedef uct_crypt_inner_segment_cb_t uct_crypt_sock_segment_cb_t;
-void uct_crypt_sock_rx_expect_segment(uct_iface_h tl_iface, size_t length,
+void uct_crypt_sock_rx_expect_segment(uct_iface_h tl_iface, void *dest,
+                                      size_t length,
                                       uct_crypt_sock_segment_cb_t cb, void *arg);
 
 /* Is `tl_iface` crypt's own wire? */
@@ -116,10 +122,19 @@ struct uct_crypt_sock_conn {
     size_t                   tx_head, tx_len;
     const char               *reject;      /* why the record layer refused
                                               what was just handed up */
+    const char               *reject_later;/* ... or something it handed up
+                                              before (progress fails it) */
     /* the record just delivered announced a bulk segment: the next frame
-     * (set with frames.segment_len, which the frame reader checks) */
+     * (set with frames.segment_len, which the frame reader checks), its
+     * ciphertext received straight into seg_dest, then its tag */
     uct_crypt_sock_segment_cb_t segment_cb;  /* NULL: none announced */
     void                     *segment_arg;
+    uint8_t                  *seg_dest;
+    size_t                   seg_len;      /* ciphertext bytes */
+    size_t                   seg_got;      /* of the body, once its header
+                                              was taken (seg_body) */
+    int                      seg_body;
+    uint8_t                  seg_tag[CRYPT_AEAD_TAG_LEN];
     int                      initiator;    /* we opened it */
     unsigned                 reclaim_round;/* read in this reclaim round */
     int                      closing;      /* our half is done: drain, then
@@ -182,6 +197,7 @@ struct uct_crypt_sock_iface {
     ucs_time_t                      next_timer;
     ucs_time_t                      next_liveness; /* uct_crypt_sock_unanswered */
     int                             ep_fail_pending;
+    int                             reject_pending; /* a conn's reject_later */
     int                             redirect_pending;
     char                            dev_name[IFNAMSIZ];
 };

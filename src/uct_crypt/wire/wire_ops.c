@@ -22,5 +22,6 @@ const uct_crypt_inner_ops_t uct_crypt_wire_inner_ops = {
     .rx_peer_name       = uct_crypt_sock_rx_peer_name,
     .rx_conn            = uct_crypt_sock_rx_conn,
     .rx_reject          = uct_crypt_sock_rx_reject,
+    .rx_reject_conn     = uct_crypt_sock_rx_reject_conn,
     .rx_expect_segment  = uct_crypt_sock_rx_expect_segment
 };

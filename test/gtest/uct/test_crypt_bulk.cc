@@ -820,15 +820,21 @@ class uct_crypt_bulk_tamper_test : public uct_crypt_bulk_test,
                                    public ::testing::WithParamInterface<bulk_fault_case> {
 protected:
     /* `threads` 0: sealed on the progress thread (on crypt's own wire:
-     * straight into the frame); 1: by the pool into bounce buffers */
-    void check_tamper(const bulk_fault_case &fc, const char *threads)
+     * straight into the frame); 1: by the pool into bounce buffers. The
+     * target opens on a pool of `target_threads` (the same by default):
+     * with 4, segments after the tampered one are opened beside it, often
+     * before it, and still none of them is left in place */
+    void check_tamper(const bulk_fault_case &fc, const char *threads,
+                      const char *target_threads = nullptr)
     {
-            settings_t common = {{"BULK_SEGMENT", "4k"}, {"BULK_THREADS", threads}};
+        settings_t common = {{"BULK_SEGMENT", "4k"}, {"BULK_THREADS", threads}};
+        settings_t target = {{"BULK_SEGMENT", "4k"},
+                             {"BULK_THREADS", target_threads ? target_threads : threads}};
         settings_t tamper = common;
         tamper.emplace_back("FAULT", fc.fault);
         tamper.emplace_back("FAULT_AFTER", "3"); /* the third segment overall */
         uint64_t before = failures(fc.reason);
-        open_pair(tamper, common);
+        open_pair(tamper, target);
 
         put_op &op = new_op();
         post_put(ab, a, b, op, 16 * 4096, 7);
@@ -846,12 +852,25 @@ protected:
         EXPECT_NE(std::vector<uint8_t>(op.dst.buffer.begin() + 2 * 4096,
                                        op.dst.buffer.begin() + 3 * 4096),
                   std::vector<uint8_t>(want.begin() + 2 * 4096, want.begin() + 3 * 4096));
+        /* nor is any segment after it, opened or not */
+        for (size_t k = 3; k < 16; ++k) {
+            EXPECT_NE(std::vector<uint8_t>(op.dst.buffer.begin() + k * 4096,
+                                           op.dst.buffer.begin() + (k + 1) * 4096),
+                      std::vector<uint8_t>(want.begin() + k * 4096,
+                                           want.begin() + (k + 1) * 4096))
+                    << "segment " << k << " after the tampered one was left in place";
+        }
     }
 };
 
 TEST_P(uct_crypt_bulk_tamper_test, detected_and_never_completed)
 {
     check_tamper(GetParam(), "1");
+}
+
+TEST_P(uct_crypt_bulk_tamper_test, opened_by_the_targets_pool_detected)
+{
+    check_tamper(GetParam(), "0", "4");
 }
 
 static const std::vector<bulk_fault_case> stream_faults = {
@@ -873,8 +892,8 @@ INSTANTIATE_TEST_SUITE_P(stream, uct_crypt_bulk_tamper_test,
 
 /* ---- the bulk engine on crypt's own wire -----------------------------------------
  * No inner puts: each segment is a frame right behind the record that
- * announces it (ciphertext and tag), opened from the receive buffer into
- * the registered destination. Sealed on the progress thread straight into
+ * announces it (ciphertext and tag); the ciphertext is received straight
+ * into the registered destination and opened there, by the target's pool. Sealed on the progress thread straight into
  * the frame, or by the pool into bounce buffers and copied. */
 /* UCX's test_ucp_tag_match_rndv.bidir_multi_exp_post/3 (rendezvous by
  * fenced put on two lanes) completed a 128 MiB receive with 10.75 MiB of
@@ -1068,6 +1087,11 @@ TEST_P(uct_crypt_wire_bulk_tamper_test, sealed_into_the_frame_detected)
 TEST_P(uct_crypt_wire_bulk_tamper_test, sealed_by_the_pool_detected)
 {
     check_tamper(GetParam(), "1");
+}
+
+TEST_P(uct_crypt_wire_bulk_tamper_test, received_in_place_opened_by_the_targets_pool_detected)
+{
+    check_tamper(GetParam(), "0", "4");
 }
 
 /* the stream's cases, and the wire's own rule: a segment's frame only

@@ -394,3 +394,54 @@ TEST(crypt_pool_registry, processes_in_other_pid_namespaces_are_counted)
     }
     unlink(path.c_str());
 }
+
+/* A pool that took the node's spare PUs gives them back when another
+ * process comes (its share: the PUs left once every process is counted,
+ * split evenly), and takes them again when it goes: two ranks on two PUs
+ * left the first one's thread running against both */
+TEST(crypt_pool_registry, a_process_that_comes_later_gets_its_share)
+{
+    unsigned pus = online_pus();
+    if (pus < 2) {
+        GTEST_SKIP() << "one PU: nothing spare to share";
+    }
+    std::string path = temp_registry();
+    crypt_pool_params_t params = {};
+    params.threads  = pus - 1;
+    params.registry = path.c_str();
+    crypt_pool_t *pool;
+    char error[128];
+    ASSERT_EQ(crypt_pool_create(&params, &pool, error, sizeof(error)), 0) << error;
+    ASSERT_EQ(crypt_pool_size(pool), pus - 1);
+    EXPECT_EQ(crypt_pool_active(pool), pus - 1);
+
+    int other = hold_claim(path, 1, 1); /* a second process, no threads */
+    crypt_pool_review(pool, 1);
+    unsigned share = (pus - 2) / 2;
+    EXPECT_EQ(crypt_pool_active(pool), share);
+    EXPECT_NE(file_of(path).find("0 " + std::to_string(1 + share) + "\n"),
+              std::string::npos) << "our claim is not our share: " << file_of(path);
+    counting_job job;
+    job.job.run = count_run;
+    crypt_pool_submit(pool, &job.job);
+    if (share == 0) {
+        EXPECT_TRUE(crypt_pool_job_done(&job.job)) << "no thread of ours may run";
+        EXPECT_EQ(job.worker, 0u);
+    }
+    while (!crypt_pool_job_done(&job.job)) {
+        sched_yield();
+    }
+
+    close(other); /* it went */
+    crypt_pool_review(pool, 1);
+    EXPECT_EQ(crypt_pool_active(pool), pus - 1);
+    counting_job again;
+    again.job.run = count_run;
+    crypt_pool_submit(pool, &again.job);
+    while (!crypt_pool_job_done(&again.job)) {
+        sched_yield();
+    }
+    EXPECT_GE(again.worker, 1u) << "our threads did not come back";
+    crypt_pool_destroy(pool);
+    unlink(path.c_str());
+}
