@@ -27,6 +27,8 @@
 #include <string.h>
 
 #define UCT_CRYPT_BULK_DEFAULT_SEGMENT  (256 * 1024)
+#define UCT_CRYPT_BULK_RAMP_FIRST       (64 * 1024) /* the first segment's
+                                                       most (uct_crypt_bulk_tx.c) */
 #define UCT_CRYPT_BULK_DEFAULT_THREADS  2
 #define UCT_CRYPT_BULK_REGISTRY_FMT     "/dev/shm/ucx-crypt-threads.%u"
 

@@ -10,6 +10,50 @@
 
 #include <ucs/sys/math.h>
 
+/*
+ * Segment sizes ramp: the first is at most UCT_CRYPT_BULK_RAMP_FIRST, each
+ * next twice the one before, up to the segment size (CryptMPI's model,
+ * Naser et al. section IV-C: a message costs its plaintext time plus one
+ * segment sealed before anything is on the wire and one opened after
+ * everything arrived; a small first segment puts the first byte on the
+ * wire sooner, and large ones later keep the per-segment cost low).
+ * Segment `index` of a put starts at the returned offset, *length_p bytes
+ * long (what is left of the put, at the end).
+ */
+static size_t uct_crypt_bulk_span(const uct_crypt_bulk_t *bulk,
+                                  const uct_crypt_bulk_op_t *op, uint32_t index,
+                                  size_t *length_p)
+{
+    size_t first = ucs_min(UCT_CRYPT_BULK_RAMP_FIRST, bulk->segment);
+    size_t size = first, offset = 0;
+    uint32_t i;
+
+    for (i = 0; (i < index) && (size < bulk->segment); ++i) {
+        offset += size;
+        size    = ucs_min(2 * size, bulk->segment);
+    }
+    offset   += (size_t)(index - i) * size;
+    *length_p = ucs_min(size, op->length - offset);
+    return offset;
+}
+
+/* Segments of an m-byte put (at least one: an empty put is one empty
+ * segment) */
+static uint32_t uct_crypt_bulk_num_segments(const uct_crypt_bulk_t *bulk,
+                                            size_t length)
+{
+    size_t size = ucs_min(UCT_CRYPT_BULK_RAMP_FIRST, bulk->segment), done = 0;
+    uint32_t n  = 0;
+
+    while ((size < bulk->segment) && (done < length)) {
+        done += size;
+        size  = ucs_min(2 * size, bulk->segment);
+        ++n;
+    }
+    n += (uint32_t)ucs_div_round_up(length - ucs_min(done, length), size);
+    return ucs_max(n, 1);
+}
+
 /* On a pool thread (or the progress thread, worker 0) */
 static void uct_crypt_bulk_seal_job(crypt_pool_job_t *job, unsigned worker)
 {
@@ -137,7 +181,8 @@ static int uct_crypt_bulk_wire_direct(uct_crypt_bulk_tx_t *tx,
 {
     uct_crypt_bulk_t *bulk = tx->bulk;
     uct_crypt_bulk_segment_t *seg;
-    size_t offset = (size_t)op->next_to_seal * bulk->segment;
+    size_t length, offset = uct_crypt_bulk_span(bulk, op, op->next_to_seal,
+                                                &length);
     int ret;
 
     seg = ucs_mpool_get(&bulk->seg_mp);
@@ -149,7 +194,7 @@ static int uct_crypt_bulk_wire_direct(uct_crypt_bulk_tx_t *tx,
     seg->index  = op->next_to_seal;
     seg->last   = (op->next_to_seal + 1 == op->num_segments);
     seg->offset = offset;
-    seg->length = ucs_min(bulk->segment, op->length - offset);
+    seg->length = length;
     if (op->next_to_seal == 0) {
         op->generation = (uint16_t)tx->keys->generation;
     }
@@ -175,7 +220,7 @@ void uct_crypt_bulk_tx_seal(uct_crypt_bulk_tx_t *tx)
     uct_crypt_md_t *md = ucs_derived_of(bulk->iface->super.md, uct_crypt_md_t);
     uct_crypt_bulk_segment_t *seg;
     uct_crypt_bulk_op_t *op;
-    size_t offset;
+    size_t offset, length;
 
     op = (tx->seal_op != NULL) ? tx->seal_op :
          ucs_list_head(&tx->ops, uct_crypt_bulk_op_t, list);
@@ -203,13 +248,13 @@ void uct_crypt_bulk_tx_seal(uct_crypt_bulk_tx_t *tx)
                 return; /* retried from progress */
             }
             memset(seg, 0, sizeof(*seg));
-            offset        = (size_t)op->next_to_seal * bulk->segment;
+            offset        = uct_crypt_bulk_span(bulk, op, op->next_to_seal,
+                                                &length);
             seg->op       = op;
             seg->index    = op->next_to_seal;
             seg->last     = (op->next_to_seal + 1 == op->num_segments);
             seg->offset   = bulk->naive ? 0 : offset;
-            seg->length   = bulk->naive ? op->length :
-                            ucs_min(bulk->segment, op->length - offset);
+            seg->length   = bulk->naive ? op->length : length;
             seg->put_comp.func   = uct_crypt_bulk_put_done;
             seg->put_comp.count  = 1;
             seg->put_comp.status = UCS_OK;
@@ -493,7 +538,7 @@ ucs_status_t uct_crypt_bulk_put(uct_crypt_ep_t *ep, const void *src,
     op->comp         = comp;
     op->put_id       = tx->next_put_id++;
     op->num_segments = tx->bulk->naive ? 1 :
-                       ucs_max(1, ucs_div_round_up(length, tx->bulk->segment));
+                       uct_crypt_bulk_num_segments(tx->bulk, length);
     op->inline_seal  = (tx->bulk->outstanding >= tx->bulk->max_outstanding);
     ++tx->bulk->outstanding;
     ucs_list_add_tail(&tx->ops, &op->list);

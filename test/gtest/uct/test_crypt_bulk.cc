@@ -431,12 +431,14 @@ protected:
         }
     }
 
-    void check_sizes(const settings_t &settings)
+    void check_sizes(const settings_t &settings, std::vector<size_t> sizes = {})
     {
         open_pair(settings, settings);
         const size_t seg = 4096;
-        std::vector<size_t> sizes = {0, 1, seg - 1, seg, seg + 1, 2 * seg,
-                                     3 * seg + 7, 10 * seg, (1 << 20) + 3};
+        if (sizes.empty()) {
+            sizes = {0, 1, seg - 1, seg, seg + 1, 2 * seg, 3 * seg + 7,
+                     10 * seg, (1 << 20) + 3};
+        }
         for (size_t i = 0; i < sizes.size(); ++i) {
             post_put(ab, a, b, new_op(), sizes[i], i);
         }
@@ -952,6 +954,24 @@ TEST_F(uct_crypt_wire_bulk_test, default_segments_larger_than_a_frame_are_cut_to
 {
     /* 1 MiB asked for: a segment is one frame of the wire (256 KiB) */
     check_sizes({{"BULK_SEGMENT", "1m"}, {"BULK_THREADS", "0"}});
+}
+
+/* Segments ramp from 64 KiB to the segment size (64, 128, 256, 256...
+ * KiB): every put around the ramp's edges lands whole, sealed by the pool
+ * and opened by the target's */
+static const std::vector<size_t> ramp_edges = {
+        (64 << 10) - 1, 64 << 10, (64 << 10) + 1, (192 << 10) - 1, 192 << 10,
+        (192 << 10) + 1, 448 << 10, (448 << 10) + 1, (704 << 10) + 5,
+        (4 << 20) + 7};
+
+TEST_F(uct_crypt_bulk_test, segments_ramp_and_every_edge_lands_whole)
+{
+    check_sizes({{"BULK_SEGMENT", "256k"}, {"BULK_THREADS", "2"}}, ramp_edges);
+}
+
+TEST_F(uct_crypt_wire_bulk_test, segments_ramp_and_every_edge_lands_whole)
+{
+    check_sizes({{"BULK_SEGMENT", "256k"}, {"BULK_THREADS", "2"}}, ramp_edges);
 }
 
 TEST_F(uct_crypt_wire_bulk_test, get_every_size_class)
