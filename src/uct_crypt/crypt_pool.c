@@ -34,7 +34,10 @@ struct crypt_pool {
     unsigned         active;         /* workers 1..active take jobs; the
                                         rest wait (crypt_pool_review) */
     int              oversubscribe;  /* benchmarks: never reviewed */
-    double           next_review;    /* s, CLOCK_MONOTONIC */
+    double           next_look;      /* s, CLOCK_MONOTONIC: at the registry */
+    double           next_review;    /* ... and a review all the same (an
+                                        mtime may not change within a tick) */
+    struct timespec  seen;           /* its mtime when we last reviewed */
     pthread_t        threads[CRYPT_POOL_MAX_THREADS];
     int              pu[CRYPT_POOL_MAX_THREADS];  /* -1: unpinned */
     char             placement[256];
@@ -517,19 +520,32 @@ unsigned crypt_pool_active(const crypt_pool_t *pool)
 void crypt_pool_review(crypt_pool_t *pool, int now)
 {
     unsigned share;
+    struct stat st;
     double t;
 
     if ((pool->registry_fd < 0) || (pool->nthreads == 0) || pool->oversubscribe) {
         return; /* not counted, or a number of threads the user set */
     }
+    /* a look (fstat) at most every millisecond; a review (the file
+     * locked and read) only when a process came, went or claimed anew */
     t = crypt_pool_now();
-    if (!now && (t < pool->next_review)) {
+    if (!now && (t < pool->next_look)) {
+        return;
+    }
+    pool->next_look = t + 0.001;
+    if ((fstat(pool->registry_fd, &st) != 0) ||
+        (!now && (t < pool->next_review) &&
+         (st.st_mtim.tv_sec == pool->seen.tv_sec) &&
+         (st.st_mtim.tv_nsec == pool->seen.tv_nsec))) {
         return;
     }
     pool->next_review = t + 0.1;
     if (crypt_pool_registry_update(pool, CRYPT_POOL_REVIEW, pool->nthreads,
                                    &share) != 0) {
         return;
+    }
+    if (fstat(pool->registry_fd, &st) == 0) {
+        pool->seen = st.st_mtim; /* our own claim, rewritten */
     }
     pthread_mutex_lock(&pool->lock);
     if (share != pool->active) {

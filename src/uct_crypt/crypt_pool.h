@@ -69,7 +69,8 @@ unsigned crypt_pool_size(const crypt_pool_t *pool);
 /* Threads that take jobs now (crypt_pool_review); with none, a job
  * submitted runs at once on the submitter */
 unsigned crypt_pool_active(const crypt_pool_t *pool);
-/* The node's PUs shared again (at most every 0.1 s, or `now`): the pool
+/* The node's PUs shared again (when the registry changed, looked at no
+ * more than every millisecond; or `now`): the pool
  * runs as many of its threads as its share, the registry's processes
  * counted, allows, and claims that many; the rest wait. A process that
  * came after us was granted only what we had not claimed: with two ranks
