@@ -66,16 +66,19 @@ replay                  replayed_record             pingpong  20
 reorder                 reordered_or_dropped_record stream    20
 drop                    reordered_or_dropped_record stream    20
 inject                  authentication_failed       pingpong  20
-bulk_flip_ciphertext    authentication_failed       bulk      6
-bulk_flip_tag           authentication_failed       bulk      6
-bulk_drop               bulk_segment_out_of_order   bulk      6
-bulk_reorder            bulk_segment_out_of_order   bulk      6
-bulk_truncate           authentication_failed       bulk      6
-bulk_move               authentication_failed       bulk      6
-bulk_splice             bulk_segment_out_of_order   bulk      6
+bulk_flip_ciphertext    authentication_failed       bulk      3
+bulk_flip_tag           authentication_failed       bulk      3
+bulk_drop               bulk_segment_out_of_order   bulk      3
+bulk_reorder            bulk_segment_out_of_order   bulk      3
+bulk_truncate           authentication_failed       bulk      3
+bulk_move               authentication_failed       bulk      3
+bulk_splice             bulk_segment_out_of_order   bulk      3
 EOT
     # (bulk: segments of the encrypted put of a 1 MiB rendezvous, over
-    # the stand-in for rc; the server gets the same inner)
+    # the stand-in for rc; the server gets the same inner. Segments ramp,
+    # 64, 128, 256, 256, 256, 64 KiB: the third is in the middle of the
+    # first message, with segments after it that show a dropped one and
+    # room in the region for a moved one; the sixth, its last, is neither)
 
     # another job secret: refused at the wire's handshake (mac1), before a
     # single record is read; the server logs it and goes on
