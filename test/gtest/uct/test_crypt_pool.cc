@@ -55,16 +55,22 @@ std::string temp_registry()
 } // namespace
 
 class crypt_pool_test : public ::testing::TestWithParam<unsigned> {
+protected:
+    /* exactly GetParam() threads, even on 2 PUs */
+    void make_pool(crypt_pool_t **pool)
+    {
+        crypt_pool_params_t params = {};
+        params.threads       = GetParam();
+        params.oversubscribe = 1;
+        char error[128];
+        ASSERT_EQ(crypt_pool_create(&params, pool, error, sizeof(error)), 0) << error;
+    }
 };
 
 TEST_P(crypt_pool_test, every_job_runs_once_on_a_valid_worker)
 {
-    crypt_pool_params_t params = {};
-    params.threads       = GetParam();
-    params.oversubscribe = 1; /* exactly this many, even on 2 PUs */
     crypt_pool_t *pool;
-    char error[128];
-    ASSERT_EQ(crypt_pool_create(&params, &pool, error, sizeof(error)), 0) << error;
+    ASSERT_NO_FATAL_FAILURE(make_pool(&pool));
     ASSERT_EQ(crypt_pool_size(pool), GetParam());
 
     std::vector<counting_job> jobs(5000);
@@ -88,12 +94,8 @@ TEST_P(crypt_pool_test, every_job_runs_once_on_a_valid_worker)
 
 TEST_P(crypt_pool_test, destroy_runs_what_is_still_queued)
 {
-    crypt_pool_params_t params = {};
-    params.threads       = GetParam();
-    params.oversubscribe = 1;
     crypt_pool_t *pool;
-    char error[128];
-    ASSERT_EQ(crypt_pool_create(&params, &pool, error, sizeof(error)), 0) << error;
+    ASSERT_NO_FATAL_FAILURE(make_pool(&pool));
     std::vector<counting_job> jobs(2000);
     for (auto &j : jobs) {
         j.job.run = count_run;
@@ -112,12 +114,8 @@ TEST_P(crypt_pool_test, destroy_runs_what_is_still_queued)
  * queue can be taken too, and what stays behind still runs */
 TEST_P(crypt_pool_test, the_submitter_runs_a_job_no_worker_took)
 {
-    crypt_pool_params_t params = {};
-    params.threads       = GetParam();
-    params.oversubscribe = 1;
     crypt_pool_t *pool;
-    char error[128];
-    ASSERT_EQ(crypt_pool_create(&params, &pool, error, sizeof(error)), 0) << error;
+    ASSERT_NO_FATAL_FAILURE(make_pool(&pool));
 
     struct blocking_job {
         crypt_pool_job_t job;
