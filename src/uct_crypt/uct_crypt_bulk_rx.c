@@ -200,6 +200,23 @@ void uct_crypt_bulk_rx_reap(uct_crypt_bulk_t *bulk, int wait)
     }
 }
 
+void uct_crypt_bulk_rx_quiesce(uct_crypt_iface_t *iface)
+{
+    uct_crypt_bulk_t *bulk = iface->bulk;
+    uct_crypt_bulk_rx_seg_t *seg;
+
+    if (bulk == NULL) {
+        return;
+    }
+    ucs_list_for_each(seg, &bulk->opening, list) {
+        if (!crypt_pool_run_here(bulk->pool, &seg->job)) {
+            while (!crypt_pool_job_done(&seg->job)) {
+                sched_yield();
+            }
+        }
+    }
+}
+
 /* The pool's workers' keys of a flow, made on first use: NULL where the
  * pool has no thread (or no memory for them: the progress thread opens) */
 static int uct_crypt_bulk_rx_workers(uct_crypt_bulk_t *bulk,

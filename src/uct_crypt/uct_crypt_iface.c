@@ -489,6 +489,8 @@ ucs_status_t uct_crypt_iface_inner_err(void *arg, uct_ep_h inner_ep,
     uct_crypt_iface_t *iface = arg;
     uct_crypt_ep_t *ep;
 
+    /* no worker writes into a buffer that UCP, told now, gives back */
+    uct_crypt_bulk_rx_quiesce(iface);
     ucs_list_for_each(ep, &iface->eps, list) {
         if (ep->inner == inner_ep) {
             if (ep->failed != UCT_CRYPT_EP_OK) {
