@@ -23,8 +23,8 @@ PACKAGES=(
     gfortran
     # two emulated hosts: namespaces, veth, captures
     iproute2 tcpdump util-linux procps
-    # benchmark plots (model vs measured)
-    python3 python3-matplotlib
+    # benchmark plots (model vs measured); NetPIPE over both MPIs
+    python3 python3-matplotlib netpipe-openmpi netpipe-mpich2
     # the other UCX releases the tests run on come as PyPI wheels
     python3-pip
 )
