@@ -125,7 +125,8 @@ def main():
             ax.plot([x[0] for x in mp], [x[1] for x in mp], '--', color=line.get_color(),
                     label=w + ' model')
     ax.set_xscale('log', base=2)
-    ax.set_ylim(0, 1.15)
+    top = max([1.15] + [r['speed'] * 1.05 for r in out if r['test'] == 'tag_lat'])
+    ax.set_ylim(0, top)
     ax.axhline(1.0, color='k', lw=0.5)
     ax.set_xlabel('message size (bytes)')
     ax.set_ylabel('crypt / plaintext speed (ping-pong)')
