@@ -12,7 +12,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
-#include <signal.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -499,9 +499,17 @@ int crypt_pool_run_here(crypt_pool_t *pool, crypt_pool_job_t *job)
         pool->tail = prev;
     }
     pthread_mutex_unlock(&pool->lock);
-    job->run(job, 0);
-    __atomic_store_n(&job->done, 1, __ATOMIC_RELEASE);
+    crypt_pool_run_inline(job);
     return 1;
+}
+
+void crypt_pool_finish(crypt_pool_t *pool, crypt_pool_job_t *job)
+{
+    if (!crypt_pool_run_here(pool, job)) {
+        while (!crypt_pool_job_done(job)) {
+            sched_yield();
+        }
+    }
 }
 
 static double crypt_pool_now(void)
@@ -557,13 +565,12 @@ void crypt_pool_review(crypt_pool_t *pool, int now)
 
 void crypt_pool_submit(crypt_pool_t *pool, crypt_pool_job_t *job)
 {
-    job->done = 0;
     job->next = NULL;
     if (crypt_pool_active(pool) == 0) {
-        job->run(job, 0);
-        __atomic_store_n(&job->done, 1, __ATOMIC_RELEASE);
+        crypt_pool_run_inline(job);
         return;
     }
+    job->done = 0;
     pthread_mutex_lock(&pool->lock);
     if (pool->tail != NULL) {
         pool->tail->next = job;

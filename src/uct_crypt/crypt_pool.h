@@ -70,9 +70,9 @@ unsigned crypt_pool_size(const crypt_pool_t *pool);
  * submitted runs at once on the submitter */
 unsigned crypt_pool_active(const crypt_pool_t *pool);
 /* The node's PUs shared again (when the registry changed, looked at no
- * more than every millisecond; or `now`): the pool
- * runs as many of its threads as its share, the registry's processes
- * counted, allows, and claims that many; the rest wait. A process that
+ * more than every millisecond; or `now`): the pool runs as many of its
+ * threads as its share allows, the registry's processes counted, and
+ * claims that many; the rest wait. A process that
  * came after us was granted only what we had not claimed: with two ranks
  * on two PUs the first one's thread stays, and fights both for a PU. */
 void crypt_pool_review(crypt_pool_t *pool, int now);
@@ -89,10 +89,21 @@ void crypt_pool_submit(crypt_pool_t *pool, crypt_pool_job_t *job);
  * the node has none) then never holds up the job the caller needs next;
  * with 2 ranks on 2 PUs a queued seal waited milliseconds for its thread. */
 int crypt_pool_run_here(crypt_pool_t *pool, crypt_pool_job_t *job);
+/* The job done when this returns: run here if no worker took it, else
+ * waited for (a worker runs it to its end) */
+void crypt_pool_finish(crypt_pool_t *pool, crypt_pool_job_t *job);
 
 static inline int crypt_pool_job_done(const crypt_pool_job_t *job)
 {
     return __atomic_load_n(&job->done, __ATOMIC_ACQUIRE);
+}
+
+/* Run `job` on the calling thread (worker 0), never queued */
+static inline void crypt_pool_run_inline(crypt_pool_job_t *job)
+{
+    job->done = 0;
+    job->run(job, 0);
+    __atomic_store_n(&job->done, 1, __ATOMIC_RELEASE);
 }
 
 /* Threads the node can still give a new process that wants `wanted`

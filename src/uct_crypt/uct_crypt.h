@@ -536,6 +536,10 @@ void uct_crypt_bulk_ep_cancel(uct_crypt_ep_t *ep, ucs_status_t status);
 void uct_crypt_bulk_control(uct_crypt_iface_t *iface, uct_crypt_rx_flow_t *flow,
                             uint8_t *payload, size_t length);
 void uct_crypt_bulk_rx_flow_cleanup(uct_crypt_rx_flow_t *flow);
+/* Acts on the segments being opened for the iface, in arrival order: those
+ * at the head that are opened; with `wait`, every one (the progress thread
+ * opens those no worker took). Nothing where the iface has no bulk engine */
+void uct_crypt_bulk_rx_reap(uct_crypt_iface_t *iface, int wait);
 /* No worker writes into a destination any more (a failure is about to be
  * told, and UCP may then give buffers back): every segment being opened is
  * done, here where no worker took it; acted on later, in order */

@@ -10,10 +10,10 @@
  * tag. The target's pool opens it in place while the progress thread goes
  * on receiving, so sealing, transfer and opening of consecutive segments
  * overlap at both ends; the target acts on opened segments in arrival
- * order (uct_crypt_bulk_rx.c). After the last
- * segment the target sends an ACK and only then does the initiator complete
- * UCP's put: UCP's rendezvous "data arrived" message (sent after the put
- * completes) can never overtake authentication. The wire rules are in
+ * order (uct_crypt_bulk_rx.c). After the last segment the target sends an
+ * ACK and only then does the initiator complete UCP's put: UCP's rendezvous
+ * "data arrived" message (sent after the put completes) can never overtake
+ * authentication. The wire rules are in
  * uct_crypt_format.h; the files are listed in uct_crypt_bulk.h.
  *
  * Threads: the pool's threads only seal and open (crypt_pool.h). Every UCT
@@ -24,7 +24,8 @@
  * pool thread took it yet.
  *
  * Resources: `depth` bounce segments per iface, registered once with the
- * inner md, and at most `depth` segments being opened for the iface. When they are all in flight, further segments wait in their
+ * inner md, and at most `depth` segments being opened for the iface. When
+ * the bounce segments are all in flight, further segments wait in their
  * put's queue (nothing fails). Above `max_outstanding` puts in flight a put
  * is sealed on the progress thread instead of the pool (CryptMPI's k = 1
  * rule: enough concurrency already, hand-offs would only add latency).
@@ -40,7 +41,6 @@
 
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
-#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 
@@ -289,7 +289,7 @@ void uct_crypt_bulk_cleanup(uct_crypt_iface_t *iface)
     }
     /* every ep is gone by now (UCT closes eps before their iface); what
      * a peer sent is opened before its flows go */
-    uct_crypt_bulk_rx_reap(bulk, 1);
+    uct_crypt_bulk_rx_reap(iface, 1);
     if (bulk->progress_id != UCS_CALLBACKQ_ID_NULL) {
         uct_worker_progress_unregister_safe(&iface->super.worker->super,
                                             &bulk->progress_id);
@@ -446,7 +446,7 @@ unsigned uct_crypt_bulk_progress(void *arg)
     uct_crypt_bulk_tx_t *tx, *tmp;
     unsigned count         = bulk->opening_count;
 
-    uct_crypt_bulk_rx_reap(bulk, 0);
+    uct_crypt_bulk_rx_reap(bulk->iface, 0);
     count -= bulk->opening_count; /* segments opened and acted on */
     if (bulk->pool != NULL) {
         crypt_pool_review(bulk->pool, 0); /* processes that came or went */
@@ -574,9 +574,7 @@ void uct_crypt_bulk_ep_cancel(uct_crypt_ep_t *ep, ucs_status_t status)
     }
     /* the pool may still be sealing for us */
     ucs_list_for_each(seg, &tx->segments, list) {
-        while (!crypt_pool_job_done(&seg->job)) {
-            sched_yield();
-        }
+        crypt_pool_finish(tx->bulk->pool, &seg->job);
     }
     /* segments whose inner put is still in flight stay until the inner ep
      * is gone (it completes or drops them); the rest is freed now */

@@ -234,9 +234,6 @@ ucs_status_t uct_crypt_bulk_check_iov(uct_crypt_ep_t *ep, const uct_iov_t *iov,
                                       size_t iovcnt);
 
 /* uct_crypt_bulk_rx.c */
-/* Acts on the segments opened at the head of the queue, in order; with
- * `wait`, on every one (the progress thread opens those no worker took) */
-void uct_crypt_bulk_rx_reap(uct_crypt_bulk_t *bulk, int wait);
 
 uct_crypt_ep_t *uct_crypt_bulk_ep_to(uct_crypt_iface_t *iface,
                                      const uint8_t *peer_public);

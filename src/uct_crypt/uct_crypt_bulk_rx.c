@@ -11,8 +11,6 @@
  */
 #include "uct_crypt/uct_crypt_bulk.h"
 
-#include <sched.h>
-
 
 uct_crypt_ep_t *uct_crypt_bulk_ep_to(uct_crypt_iface_t *iface,
                                      const uint8_t *peer_public)
@@ -177,25 +175,23 @@ static void uct_crypt_bulk_opened(uct_crypt_iface_t *iface,
     }
 }
 
-void uct_crypt_bulk_rx_reap(uct_crypt_bulk_t *bulk, int wait)
+void uct_crypt_bulk_rx_reap(uct_crypt_iface_t *iface, int wait)
 {
+    uct_crypt_bulk_t *bulk = iface->bulk;
     uct_crypt_bulk_rx_seg_t *seg;
 
-    while (!ucs_list_is_empty(&bulk->opening)) {
+    while ((bulk != NULL) && !ucs_list_is_empty(&bulk->opening)) {
         seg = ucs_list_head(&bulk->opening, uct_crypt_bulk_rx_seg_t, list);
         /* the segment everything waits for: opened here if no worker took
          * it yet */
-        if (!crypt_pool_run_here(bulk->pool, &seg->job)) {
-            if (!wait) {
-                return;
-            }
-            while (!crypt_pool_job_done(&seg->job)) {
-                sched_yield();
-            }
+        if (wait) {
+            crypt_pool_finish(bulk->pool, &seg->job);
+        } else if (!crypt_pool_run_here(bulk->pool, &seg->job)) {
+            return;
         }
         ucs_list_del(&seg->list);
         --bulk->opening_count;
-        uct_crypt_bulk_opened(bulk->iface, seg);
+        uct_crypt_bulk_opened(iface, seg);
         ucs_mpool_put(seg);
     }
 }
@@ -209,11 +205,7 @@ void uct_crypt_bulk_rx_quiesce(uct_crypt_iface_t *iface)
         return;
     }
     ucs_list_for_each(seg, &bulk->opening, list) {
-        if (!crypt_pool_run_here(bulk->pool, &seg->job)) {
-            while (!crypt_pool_job_done(&seg->job)) {
-                sched_yield();
-            }
-        }
+        crypt_pool_finish(bulk->pool, &seg->job);
     }
 }
 
@@ -246,7 +238,7 @@ static void uct_crypt_bulk_rx_submit(uct_crypt_iface_t *iface,
     uct_crypt_bulk_rx_seg_t *seg;
 
     while (bulk->opening_count >= bulk->depth) {
-        uct_crypt_bulk_rx_reap(bulk, 1);
+        uct_crypt_bulk_rx_reap(iface, 1);
     }
     seg = ucs_mpool_get(&bulk->rx_seg_mp);
     if (seg == NULL) {
@@ -264,10 +256,8 @@ static void uct_crypt_bulk_rx_submit(uct_crypt_iface_t *iface,
         uct_crypt_bulk_activate_rx(bulk);
     } else {
         /* no thread to open it: here, and acted on at once */
-        seg->job.done = 0;
-        uct_crypt_bulk_open_job(&seg->job, 0);
-        seg->job.done = 1;
-        uct_crypt_bulk_rx_reap(bulk, 0);
+        crypt_pool_run_inline(&seg->job);
+        uct_crypt_bulk_rx_reap(iface, 0);
     }
 }
 
@@ -288,7 +278,7 @@ static void uct_crypt_bulk_rx_refuse(uct_crypt_iface_t *iface,
                                      uct_crypt_rx_flow_t *flow,
                                      uct_crypt_fail_reason_t reason)
 {
-    uct_crypt_bulk_rx_reap(iface->bulk, 1);
+    uct_crypt_bulk_rx_reap(iface, 1);
     if (!flow->failed) {
         uct_crypt_record_reject(iface, flow, reason);
     }
@@ -436,8 +426,8 @@ void uct_crypt_bulk_control(uct_crypt_iface_t *iface, uct_crypt_rx_flow_t *flow,
      * after a put's segments is delivered after them (the ep fence counts
      * on it) */
     kind = uct_crypt_bulk_control_kind(payload, length);
-    if ((kind != CRYPT_CONTROL_SEGMENT) && (iface->bulk != NULL)) {
-        uct_crypt_bulk_rx_reap(iface->bulk, 1);
+    if (kind != CRYPT_CONTROL_SEGMENT) {
+        uct_crypt_bulk_rx_reap(iface, 1);
         if (flow->failed) {
             return;
         }

@@ -290,9 +290,7 @@ void uct_crypt_bulk_tx_seal(uct_crypt_bulk_tx_t *tx)
             ucs_list_add_tail(&tx->segments, &seg->list);
             if (op->inline_seal || (bulk->pool == NULL) ||
                 (crypt_pool_active(bulk->pool) == 0)) {
-                seg->job.done = 0;
-                uct_crypt_bulk_seal_job(&seg->job, 0);
-                seg->job.done = 1;
+                crypt_pool_run_inline(&seg->job);
                 /* on this thread: send each segment as soon as it is
                  * sealed, so the target opens it while we seal the next;
                  * and do not seal ahead of a blocked inner (the wire would

@@ -688,7 +688,7 @@ ucs_status_t uct_crypt_bulk_rx_key(uct_crypt_iface_t *iface,
         }
     } else {
         /* (the workers' keys are of the old generation: made again) */
-        uct_crypt_bulk_rx_reap(iface->bulk, 1);
+        uct_crypt_bulk_rx_reap(iface, 1);
         crypt_aead_key_cleanup(&flow->bulk_aead);
         for (i = 0; i < flow->bulk_workers; ++i) {
             crypt_aead_key_cleanup(&flow->bulk_aead_workers[i]);
@@ -776,10 +776,10 @@ void uct_crypt_bulk_rx_flow_cleanup(uct_crypt_rx_flow_t *flow)
 {
     unsigned w;
 
-    if ((flow->iface != NULL) && (flow->iface->bulk != NULL)) {
+    if (flow->iface != NULL) {
         /* no worker may hold the keys, nor write into a destination, once
          * the flow sleeps or goes */
-        uct_crypt_bulk_rx_reap(flow->iface->bulk, 1);
+        uct_crypt_bulk_rx_reap(flow->iface, 1);
     }
     for (w = 0; w < flow->bulk_workers; ++w) {
         crypt_aead_key_cleanup(&flow->bulk_aead_workers[w]);

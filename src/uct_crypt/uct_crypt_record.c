@@ -133,11 +133,9 @@ static unsigned uct_crypt_fail_eps_progress(void *arg)
 
     iface->fail_pending = 0;
     iface->fail_cb_id   = UCS_CALLBACKQ_ID_NULL;
-    if (iface->bulk != NULL) {
-        /* nothing is opened into a buffer once UCP hears of a failure:
-         * it may give the buffer back */
-        uct_crypt_bulk_rx_reap(iface->bulk, 1);
-    }
+    /* nothing is opened into a buffer once UCP hears of a failure: it
+     * may give the buffer back */
+    uct_crypt_bulk_rx_reap(iface, 1);
 restart:
     ucs_list_for_each(ep, &iface->eps, list) {
         ucs_assert(ep->failed <= UCT_CRYPT_EP_FAIL_REPORTED);
@@ -358,11 +356,9 @@ ucs_status_t uct_crypt_record_reject(uct_crypt_iface_t *iface,
         return UCS_OK; /* reported once already */
     }
     flow->failed = 1;
-    if (iface->bulk != NULL) {
-        /* the flow's segments still on the pool are zeroed now, before
-         * anyone hears of the failure (uct_crypt_bulk_opened) */
-        uct_crypt_bulk_rx_reap(iface->bulk, 1);
-    }
+    /* the flow's segments still on the pool are zeroed now, before
+     * anyone hears of the failure (uct_crypt_bulk_opened) */
+    uct_crypt_bulk_rx_reap(iface, 1);
     if ((iface->inner_ops->rx_peer(iface->inner) != NULL) &&
         (iface->inner_ops->rx_conn(iface->inner) == flow->wire_conn)) {
         iface->inner_ops->rx_reject(iface->inner, uct_crypt_fail_reason_name(reason));
@@ -558,11 +554,9 @@ ucs_status_t uct_crypt_record_am_handler(void *arg, void *data, size_t length,
     /* delivered after every segment that came before it is opened (the
      * pool opens them while the wire goes on): a put's data is in place
      * before anything the peer sent after it, as the ep fence promises */
-    if ((iface->bulk != NULL) && !ucs_list_is_empty(&iface->bulk->opening)) {
-        uct_crypt_bulk_rx_reap(iface->bulk, 1);
-        if (flow->failed) {
-            return UCS_OK;
-        }
+    uct_crypt_bulk_rx_reap(iface, 1);
+    if (flow->failed) {
+        return UCS_OK;
     }
     /* UCP may keep the data only by copying it: the buffer is the inner's,
      * and our header sits where UCP's descriptor would go. */
