@@ -19,6 +19,16 @@ netns_up() { # NS1 NS2 DEV1 DEV2 ADDR1 ADDR2 (addresses without prefix)
     ip -n "$1" link set lo up && ip -n "$2" link set lo up
 }
 
+# bench_hosts NS1 NS2 DEV1 DEV2 ADDR1 ADDR2: a benchmark's two hosts, made
+# anew (what an earlier run that was killed left behind goes first); the
+# script ends, said, where they cannot be made. Its own cleanup removes
+# them (netns_down).
+bench_hosts() {
+    netns_down "$1" "$2"
+    netns_up "$@" || {
+        echo "cannot create network namespaces (needs root)" >&2; exit 1; }
+}
+
 netns_down() { # NS...
     local ns
     for ns in "$@"; do

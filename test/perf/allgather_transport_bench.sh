@@ -37,9 +37,7 @@ cleanup() {
     rm -f /dev/shm/ucx-crypt-threads.$(id -u)
 }
 trap cleanup EXIT
-netns_down ucxc-g1 ucxc-g2
-netns_up ucxc-g1 ucxc-g2 ucxc-gv1 ucxc-gv2 10.78.0.1 10.78.0.2 ||
-    { echo "cannot create the emulated hosts (root?)" >&2; exit 1; }
+bench_hosts ucxc-g1 ucxc-g2 ucxc-gv1 ucxc-gv2 10.78.0.1 10.78.0.2
 mkdir -p "$results"
 csv="$results/allgather_transport_bench.csv"
 py=/usr/bin/python3

@@ -48,9 +48,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-netns_down ucxc-b1 ucxc-b2
-netns_up ucxc-b1 ucxc-b2 ucxcb-v1 ucxcb-v2 10.79.0.1 10.79.0.2 || {
-    echo "cannot create network namespaces (needs root)" >&2; exit 1; }
+bench_hosts ucxc-b1 ucxc-b2 ucxcb-v1 ucxcb-v2 10.79.0.1 10.79.0.2
 "$prefix/bin/ucx-crypt-keygen" "$work/job.key" >/dev/null
 
 machine="$(bench_machine)"

@@ -37,8 +37,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-netns_up ucxc-p1 ucxc-p2 ucxcp-v1 ucxcp-v2 10.79.0.1 10.79.0.2 || {
-    echo "cannot create network namespaces (needs root)" >&2; exit 1; }
+bench_hosts ucxc-p1 ucxc-p2 ucxcp-v1 ucxcp-v2 10.79.0.1 10.79.0.2
 "$prefix/bin/ucx-crypt-keygen" "$work/job.key"
 
 # prints the hub's line: peers setup_s close_s rss... per_peer_kib fds...

@@ -23,9 +23,7 @@ cleanup() {
     rm -rf "$work"
 }
 trap cleanup EXIT
-netns_down ucxc-m1 ucxc-m2
-netns_up ucxc-m1 ucxc-m2 ucxcm-v1 ucxcm-v2 10.80.0.1 10.80.0.2 || {
-    echo "cannot create network namespaces (needs root)" >&2; exit 1; }
+bench_hosts ucxc-m1 ucxc-m2 ucxcm-v1 ucxcm-v2 10.80.0.1 10.80.0.2
 
 mpicc -O2 -o "$work/mpi_bench" "$here/mpi_bench.c" || exit 1
 "$prefix/bin/ucx-crypt-keygen" "$work/job.key" >/dev/null

@@ -33,9 +33,7 @@ cleanup() {
     rm -rf "$work"
 }
 trap cleanup EXIT
-netns_down ucxc-n1 ucxc-n2
-netns_up ucxc-n1 ucxc-n2 ucxcn-v1 ucxcn-v2 10.81.0.1 10.81.0.2 || {
-    echo "cannot create network namespaces (needs root)" >&2; exit 1; }
+bench_hosts ucxc-n1 ucxc-n2 ucxcn-v1 ucxcn-v2 10.81.0.1 10.81.0.2
 if [ "$rate" != none ]; then
     ip netns exec ucxc-n1 tc qdisc add dev ucxcn-v1 root tbf rate "$rate" burst 1mb latency 20ms &&
     ip netns exec ucxc-n2 tc qdisc add dev ucxcn-v2 root tbf rate "$rate" burst 1mb latency 20ms || {

@@ -42,14 +42,12 @@ py=/usr/bin/python3
 [ -x "$py" ] || py=python3
 
 cleanup() {
-    netns_down ucxc-p1 ucxc-p2
+    netns_down ucxc-q1 ucxc-q2
     rm -rf "$work"
 }
 trap cleanup EXIT
 
-netns_down ucxc-p1 ucxc-p2
-netns_up ucxc-p1 ucxc-p2 ucxcp-v1 ucxcp-v2 10.77.0.1 10.77.0.2 || {
-    echo "cannot create network namespaces (needs root)" >&2; exit 1; }
+bench_hosts ucxc-q1 ucxc-q2 ucxcq-v1 ucxcq-v2 10.77.0.1 10.77.0.2
 "$prefix/bin/ucx-crypt-keygen" "$work/job.key" >/dev/null
 machine="$(bench_machine)"
 
@@ -59,7 +57,7 @@ echo "== the cipher on this machine (crypt_calibrate)"
 
 pace() { # rate|none: both ends of the veth
     local ns dev
-    for ns in "ucxc-p1 ucxcp-v1" "ucxc-p2 ucxcp-v2"; do
+    for ns in "ucxc-q1 ucxcq-v1" "ucxc-q2 ucxcq-v2"; do
         set -- $ns
         ip netns exec "$1" tc qdisc del dev "$2" root 2>/dev/null
         if [ "$rate" != none ]; then
@@ -90,11 +88,11 @@ run_one() { # wire mode test size
         env "${envs[@]}" timeout 120 ucx_perftest 127.0.0.1 -p $port -t "$test" \
             -s "$size" -n "$n" >"$work/cli.log" 2>&1
     else
-        on_host_defaults ucxc-p1 env "${envs[@]}" timeout 120 ucx_perftest -p $port \
+        on_host_defaults ucxc-q1 env "${envs[@]}" timeout 120 ucx_perftest -p $port \
             >"$work/srv.log" 2>&1 &
         srv=$!
-        wait_listening ucxc-p1 $port
-        on_host_defaults ucxc-p2 env "${envs[@]}" timeout 120 ucx_perftest 10.77.0.1 \
+        wait_listening ucxc-q1 $port
+        on_host_defaults ucxc-q2 env "${envs[@]}" timeout 120 ucx_perftest 10.77.0.1 \
             -p $port -t "$test" -s "$size" -n "$n" >"$work/cli.log" 2>&1
     fi
     wait $srv

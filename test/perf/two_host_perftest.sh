@@ -31,8 +31,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-netns_up ucxc-d1 ucxc-d2 ucxcd-v1 ucxcd-v2 10.78.0.1 10.78.0.2 || {
-    echo "cannot create network namespaces (needs root)" >&2; exit 1; }
+bench_hosts ucxc-d1 ucxc-d2 ucxcd-v1 ucxcd-v2 10.78.0.1 10.78.0.2
 
 "$prefix/bin/ucx-crypt-keygen" "$work/job.key"
 
