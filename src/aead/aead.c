@@ -139,6 +139,10 @@ crypt_aead_status_t crypt_aead_seal(crypt_aead_key_t *key,
         ((aad_len > 0) && (aad == NULL))) {
         return CRYPT_AEAD_ERR_PARAM;
     }
+    if (CRYPT_FALLIBLE_FAILS(CRYPT_FALLIBLE_SEAL)) {
+        crypt_local_failure_set("the cipher failed to seal");
+        return CRYPT_AEAD_ERR_BACKEND;
+    }
     return ops->seal(key, nonce, aad, aad_len, in, len, out, tag);
 }
 

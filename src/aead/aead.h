@@ -69,8 +69,10 @@ typedef struct crypt_aead_key {
 
 /* Memory for secrets (secure_mem.c): up to 1024 bytes a chunk of a page
  * of its size (aligned to it), more pages of its own; excluded from core
- * dumps (MADV_DONTDUMP), locked where RLIMIT_MEMLOCK allows, zero-filled,
- * and wiped when freed. `size` at free: the one given at alloc. The
+ * dumps (MADV_DONTDUMP) and zero in a forked child (MADV_WIPEONFORK),
+ * locked where RLIMIT_MEMLOCK allows, zero-filled, and wiped when freed.
+ * `size` at free: the one given at alloc (a free of another size, or of a
+ * chunk not in use, aborts: memory is corrupt). The
  * ipsec-mb backend keeps its expanded key schedules here; src/keyex every
  * key it derives. */
 void *crypt_secure_alloc(size_t size);
@@ -111,13 +113,17 @@ const char *crypt_local_failure_take(void);
  * (--enable-fault-injection) counts these calls in the process and fails
  * the N-th when CRYPT_TEST_FAIL_CALL=N (test/integration/failure_sweep.sh
  * sweeps N, as SQLite's tests sweep out-of-memory); a release build has
- * neither the counter nor the variable. */
+ * neither the counter nor the variable. A seal is counted apart
+ * (CRYPT_TEST_FAIL_SEAL=N): every record makes one, and the resource
+ * calls a sweep steps through one by one would drown among them. */
 typedef enum {
     CRYPT_FALLIBLE_SECURE_MEMORY = 0, /* crypt_secure_alloc */
     CRYPT_FALLIBLE_CIPHER_CONTEXT,    /* crypt_aead_key_init */
     CRYPT_FALLIBLE_RANDOM,            /* crypt_random_public, _secret */
     CRYPT_FALLIBLE_KEY_DERIVATION,    /* keyex: X25519 and key generation,
                                          HKDF, HMAC, SHA-256 */
+    CRYPT_FALLIBLE_SEAL,              /* crypt_aead_seal: a provider error,
+                                         a FIPS self-test state */
     CRYPT_FALLIBLE_LAST
 } crypt_fallible_t;
 

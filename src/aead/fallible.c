@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * TESTING ONLY: fail the N-th local resource call of a process
- * (CRYPT_TEST_FAIL_CALL=N), or the next call of one kind
- * (crypt_fallible_fail_next), so that a test can show every caller fails
+ * (CRYPT_TEST_FAIL_CALL=N) or seal (CRYPT_TEST_FAIL_SEAL=N), or the next
+ * call of one kind (crypt_fallible_fail_next), so that a test can show every caller fails
  * closed: no record leaves unsealed, the endpoint fails with the reason,
  * nothing hangs. Compiled only into test builds (--enable-fault-injection).
  *
@@ -32,36 +32,43 @@ static const char *crypt_fallible_names[] = {
     [CRYPT_FALLIBLE_SECURE_MEMORY]  = "secure_memory",
     [CRYPT_FALLIBLE_CIPHER_CONTEXT] = "cipher_context",
     [CRYPT_FALLIBLE_RANDOM]         = "random",
-    [CRYPT_FALLIBLE_KEY_DERIVATION] = "key_derivation"
+    [CRYPT_FALLIBLE_KEY_DERIVATION] = "key_derivation",
+    [CRYPT_FALLIBLE_SEAL]           = "seal"
 };
 
-static unsigned long crypt_fallible_calls;
-static long crypt_fallible_fail_at = -1; /* -1: not read yet */
-static int crypt_fallible_next     = -1; /* a kind armed, or -1 */
+/* Resource calls and seals are counted apart, each against its own N */
+static unsigned long crypt_fallible_calls[2];
+static long crypt_fallible_fail_at[2] = {-1, -1}; /* -1: not read yet */
+static int crypt_fallible_next        = -1; /* a kind armed, or -1 */
+static const char *crypt_fallible_vars[2] = {"CRYPT_TEST_FAIL_CALL",
+                                             "CRYPT_TEST_FAIL_SEAL"};
 
-static long crypt_fallible_target(void)
+static long crypt_fallible_target(int counter)
 {
-    long target = __atomic_load_n(&crypt_fallible_fail_at, __ATOMIC_RELAXED);
+    long target = __atomic_load_n(&crypt_fallible_fail_at[counter],
+                                  __ATOMIC_RELAXED);
     const char *value;
 
     if (target < 0) {
         /* 0 (or unset): count only */
-        value  = getenv("CRYPT_TEST_FAIL_CALL");
+        value  = getenv(crypt_fallible_vars[counter]);
         target = (value != NULL) ? strtol(value, NULL, 10) : 0;
-        __atomic_store_n(&crypt_fallible_fail_at, target, __ATOMIC_RELAXED);
+        __atomic_store_n(&crypt_fallible_fail_at[counter], target,
+                         __ATOMIC_RELAXED);
     }
     return target;
 }
 
 int crypt_fallible_fail(crypt_fallible_t kind, const void *site)
 {
-    unsigned long call = __atomic_add_fetch(&crypt_fallible_calls, 1,
+    int counter        = (kind == CRYPT_FALLIBLE_SEAL);
+    unsigned long call = __atomic_add_fetch(&crypt_fallible_calls[counter], 1,
                                             __ATOMIC_RELAXED);
     const char *object = "?";
     int armed          = (int)kind;
     Dl_info info;
 
-    if (((long)call != crypt_fallible_target()) &&
+    if (((long)call != crypt_fallible_target(counter)) &&
         !__atomic_compare_exchange_n(&crypt_fallible_next, &armed, -1, 0,
                                      __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
         return 0;
@@ -71,8 +78,8 @@ int crypt_fallible_fail(crypt_fallible_t kind, const void *site)
         object = strrchr(info.dli_fname, '/') ? strrchr(info.dli_fname, '/') + 1 :
                                                 info.dli_fname;
     }
-    fprintf(stderr, "crypt: TESTING: failing call %lu (%s) at %s+0x%lx\n",
-            call, crypt_fallible_names[kind], object,
+    fprintf(stderr, "crypt: TESTING: failing %s %lu (%s) at %s+0x%lx\n",
+            counter ? "seal" : "call", call, crypt_fallible_names[kind], object,
             (unsigned long)((const char*)site - (const char*)info.dli_fbase));
     return 1;
 }
@@ -88,9 +95,11 @@ void crypt_fallible_fail_next(crypt_fallible_t kind)
 
 __attribute__((destructor)) static void crypt_fallible_report(void)
 {
-    if (getenv("CRYPT_TEST_FAIL_CALL") != NULL) {
-        fprintf(stderr, "crypt: TESTING: %lu fallible calls\n",
-                __atomic_load_n(&crypt_fallible_calls, __ATOMIC_RELAXED));
+    if ((getenv("CRYPT_TEST_FAIL_CALL") != NULL) ||
+        (getenv("CRYPT_TEST_FAIL_SEAL") != NULL)) {
+        fprintf(stderr, "crypt: TESTING: %lu fallible calls, %lu seals\n",
+                __atomic_load_n(&crypt_fallible_calls[0], __ATOMIC_RELAXED),
+                __atomic_load_n(&crypt_fallible_calls[1], __ATOMIC_RELAXED));
     }
 }
 

@@ -387,7 +387,12 @@ ucs_status_t uct_crypt_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t header,
     }
     record_len = uct_crypt_record_seal(iface, &ep->tx, id, 0, record,
                                        payload_len);
-    if (record_len < 0) {
+    if (ucs_unlikely(record_len < 0)) {
+        /* the cipher failed: nothing left, no plaintext stays behind, and
+         * the ep fails with the reason (a key that cannot seal now will not
+         * seal the next record either) */
+        memset(record, 0, hdr_len + payload_len + CRYPT_AEAD_TAG_LEN);
+        uct_crypt_ep_fail_local(ep, "cannot seal a record");
         return (ucs_status_t)record_len;
     }
 
@@ -421,6 +426,7 @@ typedef struct {
     const uct_iov_t     *iov;
     size_t              iovcnt;
     size_t              payload_len;   /* out */
+    int                 seal_failed;   /* out */
 } uct_crypt_bcopy_ctx_t;
 
 /* An AM header and an iov, one after the other, as uct_iov_to_buffer
@@ -464,7 +470,17 @@ static size_t uct_crypt_bcopy_pack(void *dest, void *arg)
 
     record_len = uct_crypt_record_seal(ctx->iface, &ctx->ep->tx, ctx->am_id,
                                        ctx->record_flags, dest, ctx->payload_len);
-    ucs_assert_always(record_len > 0);
+    if (ucs_unlikely(record_len < 0)) {
+        /* The cipher failed (a provider error, a FIPS self-test state)
+         * after the inner committed to sending: the record goes as zeros,
+         * which the peer drops as malformed, never as plaintext; the send
+         * and the ep fail with the reason, the process goes on */
+        record_len = hdr_len + ctx->payload_len + CRYPT_AEAD_TAG_LEN;
+        memset(dest, 0, record_len);
+        ctx->seal_failed = 1;
+        uct_crypt_ep_fail_local(ctx->ep, "cannot seal a record");
+        return record_len;
+    }
     uct_crypt_record_commit(ctx->iface, &ctx->ep->tx, ctx->payload_len);
 
     return record_len;
@@ -486,7 +502,9 @@ static ssize_t uct_crypt_ep_bcopy_faulty(uct_crypt_bcopy_ctx_t *ctx)
         return UCS_ERR_NO_MEMORY;
     }
     record_len = uct_crypt_bcopy_pack(copy, ctx); /* seals and commits */
-    if (uct_crypt_fault_apply(ctx->iface, ctx->ep, copy, &record_len)) {
+    if (ctx->seal_failed) {
+        packed = UCS_ERR_IO_ERROR;
+    } else if (uct_crypt_fault_apply(ctx->iface, ctx->ep, copy, &record_len)) {
         packed = (ssize_t)ctx->payload_len; /* held back or dropped */
     } else {
         /* (NO_RESOURCE here would lose a committed record: the tests
@@ -521,6 +539,9 @@ static ssize_t uct_crypt_ep_bcopy(uct_crypt_bcopy_ctx_t *ctx)
 #endif
     packed = uct_ep_am_bcopy(ctx->ep->inner, UCT_CRYPT_RECORD_AM_ID,
                              uct_crypt_bcopy_pack, ctx, 0);
+    if (ucs_unlikely(ctx->seal_failed)) {
+        return UCS_ERR_IO_ERROR;
+    }
     /* UCP wants its own payload length back, not the record's */
     return (packed < 0) ? packed : (ssize_t)ctx->payload_len;
 }

@@ -11,7 +11,9 @@
 #
 #   test/integration/failure_sweep.sh OBJDIR PREFIX RESULTS_DIR
 #
-# SWEEP_ROLES (client server), SWEEP_CALLS (the N to fail, all by default)
+# SWEEP_ROLES (client server mpich), SWEEP_KINDS (call seal), SWEEP_CALLS
+# (the N to fail: every call, every SWEEP_MPICH_STRIDE-th (3) of MPICH's,
+# and the seal series by default)
 # and SWEEP_ENV (more VAR=VALUE for every crypt process, UCX_LOG_LEVEL=diag
 # say) narrow a run down to a failure; KEEP_WORK=1 keeps the logs.
 #
@@ -32,9 +34,19 @@
 #   - the honest clients ended, and were served where the server lived.
 # A control run with plain UCX tcp shows that the capture sees the marker.
 # The report says how many calls and distinct call sites were reached.
+#
+# The same for an MPI job as users run one (issue 44): MPICH's ping-pong
+# (mpi_check), 2 ranks on one emulated host, UCP error mode none (MPI's
+# default), both ranks failing their N-th call: the job ends by itself
+# within its limit, with its data verified or an error that names the
+# resource; never a hang. And for seals (CRYPT_TEST_FAIL_SEAL=N, counted
+# apart from the resource calls): the cipher failing on a record, a
+# handshake, a control frame or a bulk segment, N in a Fibonacci series up
+# to the number a run makes.
 . "$(dirname "$0")/../lib/group.sh" failure_sweep "$@"
 
 run="$prefix/bin/ucx-crypt-run"
+mpi_check="$work/mpi_check_mpich"
 keygen="$prefix/bin/ucx-crypt-keygen"
 check="$obj/test/integration/cs_check"
 plugin=$(ls "$prefix"/lib/libuct_crypt.so* 2>/dev/null | head -1)
@@ -61,8 +73,8 @@ fi
 # The veth's capture, one file for a whole series; each step writes its
 # start and end time, and markers_between counts the marker in the packets
 # captured between them
-capture_start() { # FILE
-    ip netns exec ucxf-h1 tcpdump -i ucxf-v1 -U -s 0 -w "$1" \
+capture_start() { # FILE [INTERFACE]
+    ip netns exec ucxf-h1 tcpdump -i "${2:-ucxf-v1}" -U -s 0 -w "$1" \
         >"$1.log" 2>&1 &
     capture_pid=$!
     pids+=("$capture_pid")
@@ -107,7 +119,7 @@ server_start() {
         >"$work/$label.server.log" 2>&1 &
     server_pid=$!
     pids+=("$server_pid")
-    wait_listening ucxf-h1 "$port"
+    wait_listening ucxf-h1 "$port" "$!"
 }
 
 # client LABEL ENV...: one client's run; prints its exit status
@@ -121,6 +133,36 @@ client() {
 
 server_alive() {
     kill -0 "$server_pid" 2>/dev/null && [ -n "$(pgrep -P "$server_pid")" ]
+}
+
+# mpich LABEL ENV...: MPICH's 2-rank ping-pong on host 1 (UCX's defaults,
+# error mode none); prints its exit status. Each rank logs UCX's lines to
+# a file of its own: the launcher drops what a rank it ends had not
+# forwarded yet
+mpich() {
+    local label=$1 rc
+    shift
+    on_host_defaults ucxf-h1 env UCX_LOG_FILE="$work/$label.ucx.%p" "$@" \
+        timeout 20 mpiexec.mpich -n 2 "$mpi_check" -s "$sizes" \
+        >"$work/$label.log" 2>&1
+    rc=$?
+    cat "$work/$label".ucx.* >>"$work/$label.log" 2>/dev/null
+    rm -f "$work/$label".ucx.*
+    echo "$rc"
+}
+
+# the N to fail of KIND for a run that makes COUNT: every call; for seals
+# a Fibonacci series (a run makes thousands, one per record)
+fail_points() { # KIND COUNT
+    local a=1 b=2 t
+    if [ "$1" = call ]; then
+        seq 1 "$(($2 + 2))"
+        return
+    fi
+    while [ "$a" -le "$(($2 + 2))" ]; do
+        echo "$a"
+        t=$((a + b)); a=$b; b=$t
+    done
 }
 
 # ---- the control: plain tcp shows the marker, crypt hides it ----------------
@@ -147,14 +189,74 @@ fi
 # that names the resource that failed (src/aead's crypt_local_failure
 # phrases), not only a status
 said_why() { # LOG
-    grep -q "UCX  ERROR *crypt: .*\(no memory for secrets\|cipher context\|random generator\|X25519\|HKDF\|HMAC-SHA256\|SHA-256\)" "$1"
+    grep -q "UCX  ERROR *crypt: .*\(no memory for secrets\|cipher context\|random generator\|X25519\|HKDF\|HMAC-SHA256\|SHA-256\|failed to seal\)" "$1"
 }
 
-# sweep ROLE: fail the N-th call of the client or the server, N = 1..count
+# one_run ROLE LABEL ENV...: the process of ROLE that ENV fails (the
+# client, the server or both MPI ranks) runs once with its peers; sets rc
+# (the failing process's status), why (its log), step_ok and reason
+one_run() {
+    local role=$1 label=$2 honest hit k
+    shift 2
+    case "$role" in
+    client)
+        server_start "$label" 0 "${crypt_env[@]}"
+        rc=$(client "$label-client" "${crypt_env[@]}" "$@")
+        why="$work/$label-client.log"
+        if [[ "$*" != *=0 ]]; then # (a step, not the count's run)
+            honest=$(client "$label-honest" "${crypt_env[@]}")
+            [ "$honest" = 0 ] || { step_ok=0; reason="the next honest client: rc $honest"; }
+        fi
+        stop_tree "$server_pid"
+        ;;
+    server)
+        # (two clients, then it exits by itself and says its count)
+        server_start "$label" 2 "${crypt_env[@]}" "$@"
+        why="$work/$label.server.log"
+        rc=0
+        # honest clients one after the other: the one the failure hits
+        # may fail (said why), one that starts after it must be served
+        # while the server lives; none may hang
+        for k in 1 2; do
+            hit=0
+            grep -q "TESTING: failing [a-z]* [0-9]* " "$why" && hit=1
+            honest=$(client "$label-honest$k" "${crypt_env[@]}")
+            if [ "$honest" -ge 124 ]; then
+                step_ok=0; reason="honest client $k did not end: rc $honest"
+            elif [ "$hit" = 1 ] && [ "$honest" != 0 ] && server_alive; then
+                step_ok=0; reason="the server lives, honest client $k after the failure: rc $honest"
+            fi
+            server_alive || break
+        done
+        for k in $(seq 20); do # (a server that served both exits now)
+            server_alive || break
+            sleep 0.1
+        done
+        if ! server_alive; then
+            wait "$server_pid"
+            rc=$?
+        fi
+        stop_tree "$server_pid"
+        ;;
+    mpich)
+        rc=$(mpich "$label" "${crypt_env[@]}" "$@")
+        why="$work/$label.log"
+        ;;
+    esac
+}
+
+# sweep ROLE KIND: fail the N-th resource call (KIND call) or seal (seal)
+# of the client, the server or both MPI ranks; N from 1 to the count
 sweep() {
-    local role=$1 count n from to hits rc honest hit k step_ok reason made
-    local fail_env why reached=0 bad=0 absorbed=0 errors=0
-    : >"$work/$role.sites"
+    local role=$1 kind=$2 count n from to hits rc k step_ok reason made
+    local var why reached=0 bad=0 absorbed=0 errors=0 tag=$1
+    local fib_next=2 t made_re
+    var=CRYPT_TEST_FAIL_CALL made_re='s/.*TESTING: \([0-9]*\) fallible calls.*/\1/p'
+    if [ "$kind" = seal ]; then
+        var=CRYPT_TEST_FAIL_SEAL tag=$role-seal
+        made_re='s/.*TESTING: [0-9]* fallible calls, \([0-9]*\) seals.*/\1/p'
+    fi
+    : >"$work/$tag.sites"
     # The count: the same run, nothing failed. Which side opens crypt's own
     # connection, and so how many calls each makes, differs from run to run
     # (the lower key's side carries both directions): the most of three
@@ -163,116 +265,98 @@ sweep() {
     # two clients, the count one.
     count=0
     for k in 1 2 3; do
-        if [ "$role" = client ]; then
-            server_start "$role-count" 0 "${crypt_env[@]}"
-            rc=$(client "$role-count$k-client" "${crypt_env[@]}" env CRYPT_TEST_FAIL_CALL=0)
-            stop_tree "$server_pid"
-            why="$work/$role-count$k-client.log"
-        else
+        step_ok=1
+        if [ "$role" = server ]; then
             # (one client: the server exits by itself and prints its count)
-            server_start "$role-count$k" 1 "${crypt_env[@]}" env CRYPT_TEST_FAIL_CALL=0
-            rc=$(client "$role-count$k-client" "${crypt_env[@]}")
+            server_start "$tag-count$k" 1 "${crypt_env[@]}" env $var=0
+            rc=$(client "$tag-count$k-client" "${crypt_env[@]}")
             wait "$server_pid"
-            why="$work/$role-count$k.server.log"
+            why="$work/$tag-count$k.server.log"
+        else
+            one_run "$role" "$tag-count$k" env $var=0
         fi
-        made=$(sed -n 's/.*TESTING: \([0-9]*\) fallible calls.*/\1/p' "$why" | tail -1)
+        made=$(sed -n "$made_re" "$why" | sort -n | tail -1)
         if [ "$rc" != 0 ] || [ -z "$made" ]; then
-            verdict "failure_sweep_${role}_count" 0 "the unfailed run: rc $rc, count '$made'"
+            verdict "failure_sweep_${tag}_count" 0 "the unfailed run: rc $rc, count '$made'"
             return
         fi
         [ "$made" -gt "$count" ] && count=$made
     done
     local limit=$((count + 2)) i=0 calls=(${SWEEP_CALLS:-})
-    capture_start "$work/$role.pcap"
+    capture_start "$work/$tag.pcap" "$([ "$role" = mpich ] && echo any || echo ucxf-v1)"
+    n=0
     while :; do
         if [ "${#calls[@]}" -gt 0 ]; then
             [ "$i" -lt "${#calls[@]}" ] || break
             n=${calls[$i]}
+        elif [ "$kind" = call ]; then
+            # (MPICH's job: every third call; both ranks fail theirs, and
+            # a job is a second's run: the hangs it found were runs of
+            # neighbouring calls, in the handshakes)
+            if [ "$role" = mpich ] && [ "$n" -gt 0 ]; then
+                n=$((n + ${SWEEP_MPICH_STRIDE:-3}))
+            else
+                n=$((n + 1))
+            fi
         else
-            n=$((i + 1))
-            [ "$n" -le "$limit" ] || break
+            # seals: a Fibonacci series (a run makes one per record)
+            [ "$n" = 0 ] && n=1 || { t=$((n + fib_next)); n=$fib_next; fib_next=$t; }
         fi
+        [ "${#calls[@]}" -gt 0 ] || [ "$n" -le "$limit" ] || break
         i=$((i + 1))
         from=$(date +%s.%N)
-        fail_env=(env CRYPT_TEST_FAIL_CALL=$n)
         step_ok=1 reason=""
-        if [ "$role" = client ]; then
-            server_start "$role-$n" 0 "${crypt_env[@]}"
-            rc=$(client "$role-$n-client" "${crypt_env[@]}" "${fail_env[@]}")
-            why="$work/$role-$n-client.log"
-            honest=$(client "$role-$n-honest" "${crypt_env[@]}")
-            [ "$honest" = 0 ] || { step_ok=0; reason="the next honest client: rc $honest"; }
-        else
-            # (two clients, then it exits by itself and says its count)
-            server_start "$role-$n" 2 "${crypt_env[@]}" "${fail_env[@]}"
-            why="$work/$role-$n.server.log"
-            rc=0
-            # honest clients one after the other: the one the failure hits
-            # may fail (said why), one that starts after it must be served
-            # while the server lives; none may hang
-            for k in 1 2; do
-                hit=0
-                grep -q "TESTING: failing call $n " "$why" && hit=1
-                honest=$(client "$role-$n-honest$k" "${crypt_env[@]}")
-                if [ "$honest" -ge 124 ]; then
-                    step_ok=0; reason="honest client $k did not end: rc $honest"
-                elif [ "$hit" = 1 ] && [ "$honest" != 0 ] && server_alive; then
-                    step_ok=0; reason="the server lives, honest client $k after the failure: rc $honest"
-                fi
-                server_alive || break
-            done
-            for k in $(seq 20); do # (a server that served both exits now)
-                server_alive || break
-                sleep 0.1
-            done
-            if ! server_alive; then
-                wait "$server_pid"
-                rc=$?
-            fi
-        fi
-        stop_tree "$server_pid"
+        one_run "$role" "$tag-$n" env $var=$n
         to=$(date +%s.%N)
-        hits=$(markers_between "$work/$role.pcap" "$from" "$to")
+        hits=$(markers_between "$work/$tag.pcap" "$from" "$to")
         [ "$hits" = 0 ] || { step_ok=0; reason="$hits packets with the marker in clear"; }
-        if [ "$rc" -ge 124 ]; then
+        # (timeout's 124; mpiexec itself says 143 for ranks that aborted)
+        if [ "$rc" = 124 ] || { [ "$role" != mpich ] && [ "$rc" -ge 124 ]; }; then
             step_ok=0; reason="the failing process did not end by itself: rc $rc"
         fi
-        if grep -q "TESTING: failing call $n " "$why"; then
+        if grep -q "TESTING: failing $kind $n " "$why"; then
             reached=$((reached + 1))
-            sed -n "s/.*TESTING: failing call $n (\([a-z_]*\)) at \(.*\)/\1 \2/p" "$why" \
-                >>"$work/$role.sites"
+            sed -n "s/.*TESTING: failing $kind $n (\([a-z_]*\)) at \(.*\)/\1 \2/p" "$why" \
+                >>"$work/$tag.sites"
             if ! said_why "$why"; then
                 step_ok=0; reason="rc $rc and no reason said: $(grep -v TESTING "$why" | tail -1)"
-            elif [ "$rc" = 0 ] && { [ "$role" = server ] || grep -q "DATA OK" "$why"; }; then
+            elif [ "$rc" = 0 ] && { [ "$role" = server ] || grep -q "DATA OK\|MPI OK" "$why"; }; then
                 absorbed=$((absorbed + 1))
             else
                 errors=$((errors + 1))
             fi
         fi
         if [ "$role" = client ]; then
-            made=$(sed -n 's/.*TESTING: \([0-9]*\) fallible calls.*/\1/p' "$why" | tail -1)
+            made=$(sed -n "$made_re" "$why" | sort -n | tail -1)
             [ -n "$made" ] && [ $((made + 2)) -gt "$limit" ] && limit=$((made + 2))
         fi
         if [ "$step_ok" = 0 ]; then
             bad=$((bad + 1))
-            echo "  $role call $n: $reason"
-            echo "$n $reason" >>"$work/$role.failures"
+            echo "  $role $kind $n: $reason"
+            echo "$n $reason" >>"$work/$tag.failures"
         fi
     done
     capture_stop
     local sites
-    sites=$(sort -u "$work/$role.sites" | wc -l)
+    sites=$(sort -u "$work/$tag.sites" | wc -l)
 
-    echo "  $role: $reached calls failed one by one at $sites distinct sites" \
-         "($(cut -d' ' -f1 "$work/$role.sites" | sort | uniq -c | tr -s ' ' |
+    echo "  $role: $reached ${kind}s failed one by one at $sites distinct sites" \
+         "($(cut -d' ' -f1 "$work/$tag.sites" | sort | uniq -c | tr -s ' ' |
              tr '\n' ',' | sed 's/,$//')); $errors ended with the reason," \
          "$absorbed went on verified, $bad broke a rule"
-    verdict "failure_sweep_${role}_fails_closed" \
+    verdict "failure_sweep_${tag}_fails_closed" \
         "$([ "$bad" = 0 ] && [ "$reached" -gt 0 ] && echo 1 || echo 0)" \
-        "$bad of $i steps broke a rule (first: $(head -1 "$work/$role.failures" 2>/dev/null)); $reached reached"
+        "$bad of $i steps broke a rule (first: $(head -1 "$work/$tag.failures" 2>/dev/null)); $reached reached"
 }
 
-for role in ${SWEEP_ROLES:-client server}; do
-    sweep "$role"
+if [[ " ${SWEEP_ROLES:-mpich} " == *" mpich "* ]] &&
+   ! mpicc.mpich -O2 -o "$mpi_check" "$here/mpi_check.c" >"$work/cc.log" 2>&1; then
+    verdict failure_sweep_mpich_setup 0 "mpicc.mpich failed: $(tail -1 "$work/cc.log")"
+    group_finish
+fi
+for kind in ${SWEEP_KINDS:-call seal}; do
+    for role in ${SWEEP_ROLES:-client server mpich}; do
+        sweep "$role" "$kind"
+    done
 done
 group_finish

@@ -250,6 +250,9 @@ void uct_crypt_sock_conn_fail_local(uct_crypt_sock_conn_t *conn,
                       crypt_local_failure_take());
     ucs_error("crypt: wire connection %s %s: %s", conn->initiator ? "to" : "from",
               conn->peer_name, reason);
+    if ((conn->ep != NULL) && (conn->ep->status == UCS_OK)) {
+        conn->ep->fail_local = 1;
+    }
     if ((conn->ep == NULL) && !conn->initiator &&
         (conn->state != UCT_CRYPT_SOCK_ESTABLISHED)) {
         uct_crypt_sock_conn_close(conn);

@@ -89,6 +89,7 @@ static UCS_CLASS_INIT_FUNC(uct_crypt_sock_ep_t, const uct_ep_params_t *params)
 
     self->conn          = NULL;
     self->peer_left     = 0;
+    self->fail_local    = 0;
     self->have_dest     = 0;
     self->have_peer     = 0;
     self->status        = UCS_OK;
@@ -213,7 +214,7 @@ void uct_crypt_sock_iface_report_failures(uct_crypt_sock_iface_t *iface)
 {
     char reason[sizeof(((uct_crypt_sock_ep_t*)NULL)->fail_reason)];
     uct_crypt_sock_ep_t *ep;
-    int peer_left;
+    int peer_left, fail_local;
 
     iface->ep_fail_pending = 0;
 restart:
@@ -222,7 +223,8 @@ restart:
             ep->fail_reported = 1;
             /* (the handler may destroy the ep) */
             memcpy(reason, ep->fail_reason, sizeof(reason));
-            peer_left = ep->peer_left;
+            peer_left  = ep->peer_left;
+            fail_local = ep->fail_local;
             /* (ENDPOINT_TIMEOUT whatever the socket said, as UCX's tcp:
              * the reason is in ours) */
             if ((uct_iface_handle_ep_err(&iface->super.super, &ep->super.super,
@@ -235,10 +237,22 @@ restart:
                  * warning); ours names the peer and the reason for
                  * whoever turns the log up */
                 ucs_diag("crypt: %s", reason);
+            } else if (fail_local) {
+                /* nobody above handles endpoint errors (UCP error mode
+                 * "none") and the failure is this process's own: end it
+                 * with the reason, as UCX's rc and cma transports end a
+                 * process whose endpoint error no handler took
+                 * (uct_base_iface_failure_log_level, UCX 1.13's
+                 * uct_iface.h), and as the record layer does
+                 * (uct_crypt_ep_failure_told). Going on would leave the
+                 * job waiting for ever on data that will never come: its
+                 * launcher ends the other ranks when this one ends. */
+                ucs_fatal("crypt: %s; no error handler took it (UCP error "
+                          "handling mode none): aborting", reason);
             } else {
                 /* nobody above handles endpoint errors (UCP error mode
-                 * "none"): say so plainly; what waits on this peer waits
-                 * in vain */
+                 * "none") and the peer went away: say so plainly; what
+                 * waits on this peer waits in vain, as over UCX's tcp */
                 ucs_error("crypt: %s; no error handler took it (UCP error "
                           "handling mode none): operations on this endpoint "
                           "will not complete", reason);

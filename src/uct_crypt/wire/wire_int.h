@@ -214,6 +214,8 @@ struct uct_crypt_sock_ep {
     int                   peer_left;       /* the failure is the peer's
                                               orderly end (CLOSE, then its
                                               end of the socket) */
+    int                   fail_local;      /* the failure is this process's
+                                              own (memory, cipher, random) */
     char                  fail_reason[160];
     int                   fail_reported;
     ucs_queue_head_t      pending;         /* uct_pending_req_t */

@@ -615,6 +615,64 @@ TEST_F(uct_crypt_test, a_flow_sleeps_when_our_last_ep_to_its_peer_goes_and_wakes
     EXPECT_TRUE(a.failed_eps.empty());
 }
 
+/* The cipher fails while a bcopy record is packed, after the inner has
+ * committed to sending it (a provider error, a FIPS self-test state): the
+ * send and the ep fail with the reason, the process goes on, and the peer
+ * is handed nothing of the record (crypto review N3: an assert ended the
+ * process). Over UCX's tcp and over crypt's own wire. */
+class uct_crypt_seal_test : public uct_crypt_test {
+protected:
+    void a_seal_fails_in_the_pack(const settings_t &settings)
+    {
+        typedef void (*fail_next_t)(crypt_fallible_t);
+        auto fail_next = (fail_next_t)dlsym(crypt_plugin::handle(),
+                                            "crypt_fallible_fail_next");
+        if (fail_next == nullptr) {
+            GTEST_SKIP() << "not a test build (configure --enable-fault-injection)";
+        }
+        open_pair(settings, settings);
+        const size_t len = 1000;
+        for (uint64_t i = 0; i < 3; ++i) {
+            auto payload = make_payload(i, len);
+            bcopy_arg arg = {i, &payload};
+            ssize_t packed;
+            deadline limit(20);
+            while (((packed = uct_ep_am_bcopy(ab, kAmId, pack_bcopy, &arg, 0)) ==
+                    UCS_ERR_NO_RESOURCE) && !limit.passed()) {
+                uct_worker_progress(worker);
+            }
+            ASSERT_EQ(packed, (ssize_t)(len + sizeof(uint64_t)));
+        }
+        progress_until([&] { return b.received.size() == 3u; });
+
+        auto payload = make_payload(3, len);
+        bcopy_arg arg = {3, &payload};
+        fail_next(CRYPT_FALLIBLE_SEAL);
+        EXPECT_EQ(uct_ep_am_bcopy(ab, kAmId, pack_bcopy, &arg, 0),
+                  (ssize_t)UCS_ERR_IO_ERROR);
+        progress_until([&] { return !a.failed_eps.empty(); });
+        ASSERT_EQ(a.failed_eps.size(), 1u);
+        EXPECT_EQ(a.failed_eps[0], ab);
+        for (int i = 0; i < 2000; ++i) {
+            uct_worker_progress(worker);
+        }
+        ASSERT_EQ(b.received.size(), 3u) << "nothing of the failed record";
+        for (uint64_t i = 0; i < 3; ++i) {
+            expect_message(b.received[i], i, len);
+        }
+    }
+};
+
+TEST_F(uct_crypt_seal_test, a_seal_that_fails_in_the_pack_fails_the_send_and_the_ep)
+{
+    a_seal_fails_in_the_pack({ucx_inner});
+}
+
+TEST_F(uct_crypt_seal_test, own_wire_a_seal_that_fails_in_the_pack_fails_the_send_and_the_ep)
+{
+    a_seal_fails_in_the_pack({});
+}
+
 /* A sleeping flow wakes on a record before its tag is checked (the flow
  * id is in clear). Where making its keys again fails here (locked memory
  * short), the record is dropped and the flow sleeps on: failing the flow
