@@ -132,9 +132,6 @@ typedef struct crypt_coll_team {
     crypt_coll_counters_t counters;
     uint8_t               *node_shm;    /* shared by the node's ranks */
     size_t                node_shm_size;
-    uint8_t               id[CRYPT_COLL_TEAM_ID_LEN]; /* the bootstrap
-                                           transcript's hash: an input of
-                                           the team key, never sent */
     uint64_t              public_id;    /* names the team where others see it
                                            (the lane's headers): a one-way
                                            function of `id` */

@@ -130,7 +130,6 @@ crypt_coll_status_t crypt_coll_team_init(crypt_coll_team_t *team, int rank,
     team->sendrecv  = sendrecv;
     team->ctx       = ctx;
     team->backend   = backend;
-    memcpy(team->id, team_id, CRYPT_COLL_TEAM_ID_LEN);
     crypt_coll_team_set_epoch_limit(team, 0);
     if (crypt_coll_team_public_id(team_id, &team->public_id) != 0) {
         goto err;
@@ -327,11 +326,14 @@ static int crypt_coll_confirm_make(const uint8_t mac_key[KEYEX_SECRET_LEN], int 
                                    uint8_t confirm[KEYEX_MAC_LEN])
 {
     crypt_coll_confirm_input_t input;
+    int ok;
 
     memcpy(input.label, CRYPT_COLL_CONFIRM_LABEL, sizeof(input.label));
     input.rank = htole32((uint32_t)r);
     memcpy(input.transcript, transcript, sizeof(input.transcript));
-    return keyex_mac(mac_key, &input, sizeof(input), confirm) == KEYEX_OK;
+    ok = (keyex_mac(mac_key, &input, sizeof(input), confirm) == KEYEX_OK);
+    crypt_wipe(&input, sizeof(input)); /* (the transcript: a key input) */
+    return ok;
 }
 
 /* The first round's verdict on what this rank received: every message
@@ -374,36 +376,49 @@ crypt_coll_status_t crypt_coll_team_create(crypt_coll_team_t *team,
     const int size      = oob->size;
     const char *job_id  = (oob->job_id != NULL) ? oob->job_id : "";
     crypt_coll_status_t status = CRYPT_COLL_ERR_PARAM;
-    uint8_t mac_key[KEYEX_SECRET_LEN], team_id[CRYPT_COLL_TEAM_ID_LEN];
     uint8_t confirm[KEYEX_MAC_LEN], (*confirms)[KEYEX_MAC_LEN] = NULL;
-    crypt_coll_hello_t mine, *hellos;
+    crypt_coll_hello_t *hellos = NULL;
     int *nodes = NULL, r, valid;
+    /* Every rank's randoms and their hash are an input of the team key,
+     * beside the job secret (its forward secrecy, crypto review N2): in
+     * secure memory (not dumped, wiped when freed), as keyex keeps what
+     * it derives; never a copy in the team. The MPI library's buffers that
+     * carried the hellos are its own (docs/threat-model.md). */
+    struct {
+        uint8_t            mac_key[KEYEX_SECRET_LEN];
+        uint8_t            team_id[CRYPT_COLL_TEAM_ID_LEN];
+        crypt_coll_hello_t mine;
+    } *secret = NULL;
+    const size_t hellos_len = sizeof(*hellos) * (size_t)size;
 
     memset(team, 0, sizeof(*team));
     if ((size < 1) || (size > CRYPT_COLL_MAX_RANKS) || (oob->rank < 0) ||
         (oob->rank >= size) || (strlen(job_id) > KEYEX_JOB_ID_MAX)) {
         return CRYPT_COLL_ERR_PARAM;
     }
-    hellos   = calloc((size_t)size, sizeof(*hellos));
+    secret   = keyex_secure_alloc(sizeof(*secret));
+    hellos   = keyex_secure_alloc(hellos_len);
     confirms = calloc((size_t)size, sizeof(*confirms));
     nodes    = malloc(sizeof(int) * (size_t)size);
-    if ((hellos == NULL) || (confirms == NULL) || (nodes == NULL) ||
+    if ((secret == NULL) || (hellos == NULL) || (confirms == NULL) ||
+        (nodes == NULL) ||
         (keyex_derive_bootstrap_key(job_secret, job_id, strlen(job_id),
-                                    mac_key) != KEYEX_OK) ||
-        !crypt_coll_hello_make(&mine, oob->rank, size, key_len, mac_key)) {
+                                    secret->mac_key) != KEYEX_OK) ||
+        !crypt_coll_hello_make(&secret->mine, oob->rank, size, key_len,
+                               secret->mac_key)) {
         goto out;
     }
-    if (oob->allgather(oob->ctx, &mine, hellos, sizeof(mine)) != 0) {
+    if (oob->allgather(oob->ctx, &secret->mine, hellos, sizeof(secret->mine)) != 0) {
         status = CRYPT_COLL_ERR_IO;
         goto out;
     }
     /* every rank's message, MACed under the job secret and job id, before
      * anything in it is used: a party without the secret changes nothing */
-    valid = crypt_coll_hellos_valid(hellos, &mine, oob->rank, size, key_len,
-                                    mac_key) &&
-            (keyex_hash(hellos, sizeof(*hellos) * (size_t)size, team_id) ==
-             KEYEX_OK) &&
-            crypt_coll_confirm_make(mac_key, oob->rank, team_id, confirm);
+    valid = crypt_coll_hellos_valid(hellos, &secret->mine, oob->rank, size,
+                                    key_len, secret->mac_key) &&
+            (keyex_hash(hellos, hellos_len, secret->team_id) == KEYEX_OK) &&
+            crypt_coll_confirm_make(secret->mac_key, oob->rank,
+                                    secret->team_id, confirm);
     if (!valid) {
         memset(confirm, 0, sizeof(confirm)); /* matches no rank's MAC */
     }
@@ -414,7 +429,8 @@ crypt_coll_status_t crypt_coll_team_create(crypt_coll_team_t *team,
     }
     status = CRYPT_COLL_ERR_AUTH;
     for (r = 0; valid && (r < size); ++r) {
-        if (!crypt_coll_confirm_make(mac_key, r, team_id, confirm)) {
+        if (!crypt_coll_confirm_make(secret->mac_key, r, secret->team_id,
+                                     confirm)) {
             status = CRYPT_COLL_ERR_PARAM;
             goto out;
         }
@@ -435,12 +451,17 @@ crypt_coll_status_t crypt_coll_team_create(crypt_coll_team_t *team,
         node_of = nodes;
     }
     status = crypt_coll_team_init(team, oob->rank, size, node_of, job_secret,
-                                  team_id, key_len, backend, sendrecv, ctx);
+                                  secret->team_id, key_len, backend, sendrecv,
+                                  ctx);
 out:
-    crypt_wipe(mac_key, sizeof(mac_key));
     crypt_wipe(confirm, sizeof(confirm));
+    if (secret != NULL) {
+        keyex_secure_free(secret, sizeof(*secret));
+    }
+    if (hellos != NULL) {
+        keyex_secure_free(hellos, hellos_len);
+    }
     free(confirms);
     free(nodes);
-    free(hellos);
     return status;
 }

@@ -1059,6 +1059,19 @@ int self_oob_allgather(void *, const void *sbuf, void *rbuf, size_t len)
     return 0;
 }
 
+/* A team of one whose bootstrap message (its hello: the rank's randoms)
+ * the test keeps, to recompute the transcript's hash: the first gather is
+ * the hellos, the second the confirmations */
+int keeping_oob_allgather(void *ctx, const void *sbuf, void *rbuf, size_t len)
+{
+    auto kept = static_cast<std::vector<uint8_t>*>(ctx);
+    memcpy(rbuf, sbuf, len);
+    if (kept->empty()) {
+        kept->assign((const uint8_t*)sbuf, (const uint8_t*)sbuf + len);
+    }
+    return 0;
+}
+
 /* The team's name where others see it (the collective lane's headers) is
  * SHA-256 of a label and the transcript's hash, never bytes of that hash:
  * the transcript is an input of the team key that crosses only inside the
@@ -1068,24 +1081,55 @@ TEST(crypt_coll_team_create, the_public_name_shows_nothing_of_the_key_input)
 {
     uint8_t secret[32];
     for (size_t i = 0; i < sizeof(secret); ++i) secret[i] = (uint8_t)(i * 11 + 5);
-    crypt_coll_oob_t oob = {self_oob_allgather, nullptr, 0, 1, nullptr};
+    std::vector<uint8_t> hello;
+    crypt_coll_oob_t oob = {keeping_oob_allgather, &hello, 0, 1, nullptr};
     crypt_coll_team_t t;
     ASSERT_EQ(crypt_coll_team_create(&t, &oob, nullptr, secret, 16,
                                      CRYPT_AEAD_BACKEND_OPENSSL, harness_sendrecv,
                                      nullptr), CRYPT_COLL_OK);
+    uint8_t team_id[CRYPT_COLL_TEAM_ID_LEN];
+    ASSERT_EQ(keyex_hash(hello.data(), hello.size(), team_id), KEYEX_OK);
     const char label[] = "ucx-crypt team name";
     std::vector<uint8_t> input(label, label + sizeof(label) - 1);
-    input.insert(input.end(), t.id, t.id + CRYPT_COLL_TEAM_ID_LEN);
+    input.insert(input.end(), team_id, team_id + CRYPT_COLL_TEAM_ID_LEN);
     uint8_t hash[KEYEX_TRANSCRIPT_LEN];
     ASSERT_EQ(keyex_hash(input.data(), input.size(), hash), KEYEX_OK);
     uint64_t expected;
     memcpy(&expected, hash, sizeof(expected));
     EXPECT_EQ(t.public_id, expected);
     for (size_t at = 0; at + sizeof(uint64_t) <= CRYPT_COLL_TEAM_ID_LEN; ++at) {
-        EXPECT_NE(memcmp(&t.public_id, t.id + at, sizeof(uint64_t)), 0)
+        EXPECT_NE(memcmp(&t.public_id, team_id + at, sizeof(uint64_t)), 0)
                 << "the name is bytes of the key input, at " << at;
     }
     crypt_coll_team_cleanup(&t);
+}
+
+/* The transcript's hash is, beside the job secret, the team key's only
+ * input: no copy of it stays in the team, in use or after its cleanup (a
+ * core dump or a read of the heap later, plus the key file, gave the lane
+ * key: crypto review N2) */
+TEST(crypt_coll_team_create, the_team_keeps_no_copy_of_the_key_input)
+{
+    uint8_t secret[32];
+    for (size_t i = 0; i < sizeof(secret); ++i) secret[i] = (uint8_t)(i * 7 + 3);
+    std::vector<uint8_t> hello;
+    crypt_coll_oob_t oob = {keeping_oob_allgather, &hello, 0, 1, nullptr};
+    crypt_coll_team_t t;
+    ASSERT_EQ(crypt_coll_team_create(&t, &oob, nullptr, secret, 32,
+                                     CRYPT_AEAD_BACKEND_OPENSSL, harness_sendrecv,
+                                     nullptr), CRYPT_COLL_OK);
+    uint8_t team_id[CRYPT_COLL_TEAM_ID_LEN];
+    ASSERT_EQ(keyex_hash(hello.data(), hello.size(), team_id), KEYEX_OK);
+    auto holds_it = [&]() {
+        const uint8_t *bytes = reinterpret_cast<const uint8_t*>(&t);
+        for (size_t at = 0; at + 8 <= sizeof(t); ++at) {
+            if (memcmp(bytes + at, team_id, 8) == 0) return true;
+        }
+        return false;
+    };
+    EXPECT_FALSE(holds_it()) << "the team holds the transcript's hash";
+    crypt_coll_team_cleanup(&t);
+    EXPECT_FALSE(holds_it()) << "the transcript's hash after the cleanup";
 }
 
 TEST(crypt_coll_team_create, create_destroy_cycles_keep_memory_flat)
