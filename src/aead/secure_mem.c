@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Memory for secrets: pages of its own (small secrets share them, a page
- * of chunks of one size), excluded from core dumps (MADV_DONTDUMP), kept
- * out of swap where RLIMIT_MEMLOCK allows (mlock), and wiped when freed
- * (OPENSSL_cleanse, which the compiler may not elide). The lowest layer
+ * of chunks of one size), excluded from core dumps (MADV_DONTDUMP) and
+ * from a forked child (MADV_WIPEONFORK), kept out of swap where
+ * RLIMIT_MEMLOCK allows (mlock; said once where it does not), and wiped
+ * when freed (OPENSSL_cleanse, which the compiler may not elide). The lowest layer
  * has it, so that the backends' expanded key schedules live there as well
  * as every key keyex derives.
  */
@@ -17,7 +18,10 @@
 #include <openssl/rand.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -44,12 +48,65 @@ static size_t crypt_secure_round(size_t size)
     return (size + page - 1) & ~(page - 1);
 }
 
-/* Pages of their own: not dumped, locked where the limit allows, zero */
+static pthread_mutex_t crypt_secure_lock = PTHREAD_MUTEX_INITIALIZER;
+static int crypt_secure_wipe_on_fork = 1; /* MADV_WIPEONFORK took (Linux 4.14) */
+static int crypt_secure_forked;           /* a child: inherited pages are zero */
+
+/* A fork while another thread holds the lock (a pool thread making a
+ * flow's keys) left the child's first secure allocation waiting for ever
+ * (crypto review N5): the lock is held across fork() and released on both
+ * sides. The child's inherited pages are wiped (MADV_WIPEONFORK): it
+ * forgets them and starts afresh. */
+static void crypt_secure_atfork_prepare(void)
+{
+    pthread_mutex_lock(&crypt_secure_lock);
+}
+
+static void crypt_secure_atfork_parent(void)
+{
+    pthread_mutex_unlock(&crypt_secure_lock);
+}
+
+static void crypt_secure_forget_pages(void); /* (below) */
+
+static void crypt_secure_atfork_child(void)
+{
+    if (crypt_secure_wipe_on_fork) {
+        crypt_secure_forked = 1;
+        crypt_secure_forget_pages();
+    }
+    pthread_mutex_unlock(&crypt_secure_lock);
+}
+
+static void crypt_secure_atfork_register(void)
+{
+    (void)pthread_atfork(crypt_secure_atfork_prepare, crypt_secure_atfork_parent,
+                         crypt_secure_atfork_child);
+}
+
+/* mlock failed (RLIMIT_MEMLOCK without CAP_IPC_LOCK): said once, since
+ * secrets may then reach swap; the pages stay excluded from dumps */
+static void crypt_secure_lock_failed(int err)
+{
+    static int said;
+
+    if (!__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED)) {
+        fprintf(stderr, "ucx-crypt: cannot lock memory for secrets (mlock: %s): "
+                "they may be swapped out; raise the locked-memory limit "
+                "(ulimit -l, RLIMIT_MEMLOCK)\n", strerror(err));
+    }
+}
+
+/* Pages of their own: not dumped, not inherited by a child (zero there),
+ * locked where the limit allows, zero */
 static void *crypt_secure_map(size_t length)
 {
-    void *ptr = mmap(NULL, length, PROT_READ | PROT_WRITE,
-                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    void *ptr;
 
+    (void)pthread_once(&once, crypt_secure_atfork_register);
+    ptr = mmap(NULL, length, PROT_READ | PROT_WRITE,
+               MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (ptr == MAP_FAILED) {
         crypt_local_failure_set(crypt_secure_no_memory);
         return NULL;
@@ -57,9 +114,18 @@ static void *crypt_secure_map(size_t length)
 #ifdef MADV_DONTDUMP
     (void)madvise(ptr, length, MADV_DONTDUMP);
 #endif
+#ifdef MADV_WIPEONFORK
+    if (madvise(ptr, length, MADV_WIPEONFORK) != 0) {
+        crypt_secure_wipe_on_fork = 0; /* (an older kernel: copies, as before) */
+    }
+#else
+    crypt_secure_wipe_on_fork = 0;
+#endif
     /* Best effort: an unprivileged process may have a small memlock limit,
      * and failing to lock must not stop the job. */
-    (void)mlock(ptr, length);
+    if (mlock(ptr, length) != 0) {
+        crypt_secure_lock_failed(errno);
+    }
     return ptr; /* anonymous pages are zero-filled */
 }
 
@@ -70,19 +136,31 @@ static void crypt_secure_unmap(void *ptr, size_t length)
     (void)munmap(ptr, length);
 }
 
+/* A free that names no chunk handed out (twice, or a size of another
+ * class): two flows would share one key's memory, a wipe would reach into
+ * a neighbour's secret. Memory is corrupt: end here, as glibc does. */
+static void crypt_secure_corrupt(const char *what, const void *ptr)
+{
+    fprintf(stderr, "ucx-crypt: secure memory: %s (%p): aborting\n", what, ptr);
+    abort();
+}
+
 /*
  * Small secrets share pages (a flow's traffic keys and its AES-GCM
  * schedule are 76 and 1008 bytes; a page each was 8 KiB locked a flow, up
  * to 1 GiB at UCX_CRYPT_RX_FLOWS). Chunks of 64 to 1024 bytes, powers of
  * two, so each is aligned to its size (ipsec-mb's gcm_key_data wants 64);
- * a page holds chunks of one size, its first chunk its header. A page
- * goes back to the kernel, wiped, when its last chunk is freed, so memory
- * follows what is in use. One lock: allocations come with flows and
- * handshakes, never per record.
+ * a page holds chunks of one size, at most 64, its first chunk its header
+ * with a bit for each chunk in use: no link inside a chunk, and a free is
+ * checked against it (size class, offset, in use). A page goes back to
+ * the kernel, wiped, when its last chunk is freed, so memory follows what
+ * is in use. One lock: allocations come with flows and handshakes, never
+ * per record.
  */
 enum {
     CRYPT_SECURE_CHUNK_MIN_SHIFT = 6,  /* 64 bytes */
     CRYPT_SECURE_CHUNK_MAX_SHIFT = 10, /* 1024 bytes */
+    CRYPT_SECURE_CHUNKS_MAX      = 64, /* a page's, one bit each */
     CRYPT_SECURE_CLASSES = CRYPT_SECURE_CHUNK_MAX_SHIFT -
                            CRYPT_SECURE_CHUNK_MIN_SHIFT + 1
 };
@@ -90,28 +168,43 @@ enum {
 typedef struct crypt_secure_slab crypt_secure_slab_t;
 struct crypt_secure_slab {
     crypt_secure_slab_t *prev, *next; /* pages of its size with a free chunk */
-    void                *free;        /* its free chunks, linked through
-                                         their first bytes */
-    unsigned            used;
-    unsigned            shift;
+    uint64_t            in_use;       /* bit i: chunk i (0: this header) */
+    unsigned            used;         /* chunks handed out */
+    unsigned            shift;        /* 0: not a page of chunks */
 };
 
 static crypt_secure_slab_t *crypt_secure_partial[CRYPT_SECURE_CLASSES];
-static pthread_mutex_t crypt_secure_lock = PTHREAD_MUTEX_INITIALIZER;
 
-/* the chunk size for `size`, as a shift; 0 where it gets pages of its own */
+static void crypt_secure_forget_pages(void)
+{
+    memset(crypt_secure_partial, 0, sizeof(crypt_secure_partial));
+}
+
+/* the chunk size for `size`, as a shift; 0 where it gets pages of its own
+ * (more than 1024 bytes, or a page that would hold more than 64 chunks of
+ * it) */
 static unsigned crypt_secure_shift(size_t size)
 {
     unsigned shift = CRYPT_SECURE_CHUNK_MIN_SHIFT;
+    size_t page    = crypt_secure_page();
 
     if ((size > ((size_t)1 << CRYPT_SECURE_CHUNK_MAX_SHIFT)) ||
-        (crypt_secure_page() < ((size_t)2 << CRYPT_SECURE_CHUNK_MAX_SHIFT))) {
+        (page < ((size_t)2 << CRYPT_SECURE_CHUNK_MAX_SHIFT))) {
         return 0;
     }
-    while (((size_t)1 << shift) < size) {
+    while ((((size_t)1 << shift) < size) ||
+           ((page >> shift) > CRYPT_SECURE_CHUNKS_MAX)) {
         ++shift;
     }
-    return shift;
+    return (shift <= CRYPT_SECURE_CHUNK_MAX_SHIFT) ? shift : 0;
+}
+
+/* every chunk of a page of 2^shift bytes, as bits */
+static uint64_t crypt_secure_full(unsigned shift)
+{
+    size_t chunks = crypt_secure_page() >> shift;
+
+    return (chunks >= 64) ? ~(uint64_t)0 : (((uint64_t)1 << chunks) - 1);
 }
 
 /* the pages of chunks of 2^shift bytes that have a free one */
@@ -150,18 +243,13 @@ static void crypt_secure_slab_link(crypt_secure_slab_t *slab)
 /* A new page of chunks of 2^shift bytes, its first the header (locked) */
 static crypt_secure_slab_t *crypt_secure_slab_new(unsigned shift)
 {
-    size_t page = crypt_secure_page(), chunk = (size_t)1 << shift;
-    crypt_secure_slab_t *slab = crypt_secure_map(page);
-    size_t offset;
+    crypt_secure_slab_t *slab = crypt_secure_map(crypt_secure_page());
 
     if (slab == NULL) {
         return NULL;
     }
-    slab->shift = shift;
-    for (offset = page - chunk; offset >= chunk; offset -= chunk) {
-        *(void**)((char*)slab + offset) = slab->free;
-        slab->free = (char*)slab + offset;
-    }
+    slab->shift  = shift;
+    slab->in_use = 1; /* the header */
     crypt_secure_slab_link(slab);
     return slab;
 }
@@ -169,7 +257,7 @@ static crypt_secure_slab_t *crypt_secure_slab_new(unsigned shift)
 static void *crypt_secure_chunk_alloc(unsigned shift)
 {
     crypt_secure_slab_t *slab;
-    void *chunk;
+    unsigned index;
 
     pthread_mutex_lock(&crypt_secure_lock);
     slab = *crypt_secure_partial_of(shift);
@@ -180,29 +268,40 @@ static void *crypt_secure_chunk_alloc(unsigned shift)
         pthread_mutex_unlock(&crypt_secure_lock);
         return NULL;
     }
-    chunk       = slab->free;
-    slab->free  = *(void**)chunk;
-    *(void**)chunk = NULL; /* zero, as a new page's */
+    index         = (unsigned)__builtin_ctzll(~slab->in_use);
+    slab->in_use |= (uint64_t)1 << index;
     ++slab->used;
-    if (slab->free == NULL) {
+    if (slab->in_use == crypt_secure_full(shift)) {
         crypt_secure_slab_unlink(slab); /* full */
     }
     pthread_mutex_unlock(&crypt_secure_lock);
-    return chunk;
+    return (char*)slab + ((size_t)index << shift); /* zero: wiped at free */
 }
 
 static void crypt_secure_chunk_free(void *chunk, unsigned shift)
 {
     crypt_secure_slab_t *slab = (crypt_secure_slab_t*)((uintptr_t)chunk &
                                                        ~(uintptr_t)(crypt_secure_page() - 1));
+    size_t offset = (size_t)((char*)chunk - (char*)slab);
+    uint64_t bit  = (uint64_t)1 << (offset >> shift);
 
-    OPENSSL_cleanse(chunk, (size_t)1 << shift);
     pthread_mutex_lock(&crypt_secure_lock);
-    if (slab->free == NULL) {
+    if ((slab->shift == 0) && crypt_secure_forked) {
+        /* a chunk of the parent's, wiped at fork: nothing to give back */
+        pthread_mutex_unlock(&crypt_secure_lock);
+        return;
+    }
+    if ((slab->shift != shift) || (offset == 0) ||
+        (offset & (((size_t)1 << shift) - 1)) || !(slab->in_use & bit)) {
+        crypt_secure_corrupt((slab->shift != shift) ?
+                             "a free of another size than allocated" :
+                             "a free of a chunk not in use (twice?)", chunk);
+    }
+    OPENSSL_cleanse(chunk, (size_t)1 << shift);
+    if (slab->in_use == crypt_secure_full(shift)) {
         crypt_secure_slab_link(slab); /* was full */
     }
-    *(void**)chunk = slab->free;
-    slab->free     = chunk;
+    slab->in_use &= ~bit;
     if (--slab->used == 0) {
         crypt_secure_slab_unlink(slab);
         crypt_secure_unmap(slab, crypt_secure_page());
