@@ -168,15 +168,18 @@ struct uct_crypt_memh {
     uintptr_t         address;
     size_t            length;
     uint64_t          token;          /* its key in the md's regions */
+    unsigned          access;         /* UCT_MD_MEM_ACCESS_REMOTE_PUT, _GET
+                                         it was registered with */
 };
 
 ucs_status_t uct_crypt_md_pack_rkey(uct_crypt_md_t *md, uct_crypt_memh_t *memh,
                                     void *rkey_buffer);
 
 /* Is [address, address + length) inside the registered region whose
- * remote key carries `token`? (0 names no region) */
+ * remote key carries `token`, registered for `access` (a remote put's or
+ * get's UCT_MD_MEM_ACCESS_REMOTE_*)? (0 names no region) */
 int uct_crypt_md_exposed(uct_crypt_md_t *md, uint64_t token, uint64_t address,
-                         uint64_t length);
+                         uint64_t length, unsigned access);
 
 /* Remote key: the inner component's key and the region's token (rkey
  * buffer = name || token LE64 || inner key, uct_crypt_format.h). */

@@ -327,10 +327,11 @@ static void uct_crypt_bulk_open_segment(uct_crypt_iface_t *iface,
     if ((uct_crypt_bulk_get_of(iface, flow->peer_public, address, length) ==
          NULL) &&
         !uct_crypt_md_exposed(ucs_derived_of(iface->super.md, uct_crypt_md_t),
-                              le64toh(announce->token), address, length)) {
+                              le64toh(announce->token), address, length,
+                              UCT_MD_MEM_ACCESS_REMOTE_PUT)) {
         ucs_error("crypt: " uct_crypt_log_peer_fmt " announced %" PRIu64
                   " bytes at 0x%" PRIx64 ", outside the registered region its "
-                  "remote key names",
+                  "remote key names or one not registered for remote writes",
                   uct_crypt_log_peer_arg(flow->peer_public, flow->flow_id),
                   length, address);
         uct_crypt_bulk_rx_refuse(iface, flow, UCT_CRYPT_FAIL_MALFORMED);

@@ -178,10 +178,11 @@ void uct_crypt_bulk_serve_get(uct_crypt_iface_t *iface,
         (length - sizeof(req) != iface->bulk->rkey_packed_size)) {
         goto reject;
     }
-    if (!uct_crypt_md_exposed(md, token, remote_addr, get_length)) {
+    if (!uct_crypt_md_exposed(md, token, remote_addr, get_length,
+                              UCT_MD_MEM_ACCESS_REMOTE_GET)) {
         ucs_error("crypt: " uct_crypt_log_peer_fmt " asked to read %" PRIu64
                   " bytes at 0x%" PRIx64 ", outside the registered region its "
-                  "remote key names", uct_crypt_log_peer_arg(flow->peer_public,
+                  "remote key names or one not registered for remote reads", uct_crypt_log_peer_arg(flow->peer_public,
                   flow->flow_id), get_length, remote_addr);
         goto reject;
     }

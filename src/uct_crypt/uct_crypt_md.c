@@ -88,6 +88,10 @@ static ucs_status_t uct_crypt_mem_reg_flags(uct_md_h tl_md, void *address,
     memh->inner   = UCT_MEM_HANDLE_NULL;
     memh->address = (uintptr_t)address;
     memh->length  = length;
+    /* what a peer holding its key may do there, as an HCA's rkey carries
+     * the registration's remote rights (crypto review N6: a key handed
+     * out for a get, on a rendezvous send buffer, let its holder write) */
+    memh->access  = flags & UCT_MD_MEM_ACCESS_RMA;
     if (md->inner_reg) {
         status = uct_md_mem_reg(md->inner_md, address, length, flags,
                                 &memh->inner);
@@ -128,7 +132,7 @@ static ucs_status_t uct_crypt_mem_reg_flags(uct_md_h tl_md, void *address,
 }
 
 int uct_crypt_md_exposed(uct_crypt_md_t *md, uint64_t token, uint64_t address,
-                         uint64_t length)
+                         uint64_t length, unsigned access)
 {
     khiter_t it;
     int found;
@@ -139,6 +143,7 @@ int uct_crypt_md_exposed(uct_crypt_md_t *md, uint64_t token, uint64_t address,
     pthread_mutex_lock(&md->regions_lock);
     it    = kh_get(uct_crypt_regions, &md->regions, token);
     found = (token != 0) && (it != kh_end(&md->regions)) &&
+            ((kh_value(&md->regions, it)->access & access) == access) &&
             uct_crypt_range_within(address, length,
                                    kh_value(&md->regions, it)->address,
                                    kh_value(&md->regions, it)->length);

@@ -22,12 +22,12 @@ protected:
         ~region() { if (memh != UCT_MEM_HANDLE_NULL) uct_md_mem_dereg(md, memh); }
     };
 
-    void reg(side &s, region &r, size_t len)
+    void reg(side &s, region &r, size_t len, unsigned access = UCT_MD_MEM_ACCESS_ALL)
     {
         r.buffer.assign(len + 64, 0);
         r.md = s.md;
         ASSERT_EQ(uct_md_mem_reg(s.md, r.buffer.data(), r.buffer.size(),
-                                 UCT_MD_MEM_ACCESS_ALL, &r.memh), UCS_OK);
+                                 access, &r.memh), UCS_OK);
     }
 
     /* the target's key, as UCP ships it: packed at b, unpacked at a */
@@ -353,7 +353,9 @@ protected:
     enum reach_t {
         REACH_PUT_INTO_ANOTHER_REGION, /* A's key, B's address */
         REACH_GET_FROM_ANOTHER_REGION, /* A's key, B's address */
-        REACH_PUT_WITH_A_GUESSED_KEY   /* A's address, A's key one bit off */
+        REACH_PUT_WITH_A_GUESSED_KEY,  /* A's address, A's key one bit off */
+        REACH_PUT_INTO_A_READ_ONLY_REGION, /* A registered for remote reads */
+        REACH_GET_FROM_A_WRITE_ONLY_REGION /* A registered for remote writes */
     };
 
     void check_reach(reach_t how)
@@ -363,7 +365,11 @@ protected:
         uint64_t before = failures(UCT_CRYPT_FAIL_MALFORMED);
         put_op &op = new_op();
         region other; /* B: registered at b, its key never handed out */
-        reg(b, op.dst, 8192);
+        reg(b, op.dst, 8192, (how == REACH_PUT_INTO_A_READ_ONLY_REGION) ?
+                             (unsigned)UCT_MD_MEM_ACCESS_REMOTE_GET :
+                             (how == REACH_GET_FROM_A_WRITE_ONLY_REGION) ?
+                             (unsigned)UCT_MD_MEM_ACCESS_REMOTE_PUT :
+                             (unsigned)UCT_MD_MEM_ACCESS_ALL);
         reg(b, other, 8192);
         std::fill(other.buffer.begin(), other.buffer.end(), 0x5a);
         reg(a, op.src, 8192);
@@ -378,9 +384,16 @@ protected:
             packed[CRYPT_BULK_RKEY_NAME_LEN] ^= 0x01; /* the token's first byte */
         }
         ASSERT_EQ(uct_rkey_unpack(component, packed.data(), &op.rkey), UCS_OK);
-        const uint64_t target = (how == REACH_PUT_WITH_A_GUESSED_KEY) ?
-                                (uint64_t)op.dst.buffer.data() :
-                                (uint64_t)other.buffer.data();
+        const bool in_a = (how == REACH_PUT_WITH_A_GUESSED_KEY) ||
+                          (how == REACH_PUT_INTO_A_READ_ONLY_REGION) ||
+                          (how == REACH_GET_FROM_A_WRITE_ONLY_REGION);
+        const uint64_t target = in_a ? (uint64_t)op.dst.buffer.data() :
+                                       (uint64_t)other.buffer.data();
+        const bool get = (how == REACH_GET_FROM_ANOTHER_REGION) ||
+                         (how == REACH_GET_FROM_A_WRITE_ONLY_REGION);
+        if (how == REACH_GET_FROM_A_WRITE_ONLY_REGION) {
+            std::copy(payload.begin(), payload.end(), op.dst.buffer.begin());
+        }
         op.len               = 8192;
         op.comp.op           = &op;
         op.comp.super.func   = put_done;
@@ -392,7 +405,7 @@ protected:
         iov.memh   = op.src.memh;
         iov.count  = 1;
         ucs_status_t status;
-        if (how == REACH_GET_FROM_ANOTHER_REGION) {
+        if (get) {
             std::fill(op.src.buffer.begin(), op.src.buffer.end(), 0);
             send_retrying([&] {
                 return status = uct_ep_get_zcopy(ab, &iov, 1, target, op.rkey.rkey,
@@ -419,12 +432,14 @@ protected:
         std::vector<uint8_t> b_bytes(other.buffer.begin(), other.buffer.begin() + 8192);
         std::vector<uint8_t> a_bytes(op.dst.buffer.begin(), op.dst.buffer.begin() + 8192);
         EXPECT_NE(b_bytes, payload) << "opened in B, whose key was never handed out";
-        EXPECT_NE(a_bytes, payload) << "opened in A under a key it does not have";
-        if (base_settings.empty()) {
+        if (how != REACH_GET_FROM_A_WRITE_ONLY_REGION) { /* (A holds it) */
+            EXPECT_NE(a_bytes, payload) << "opened in A under a key it does not have";
+        }
+        if (base_settings.empty() && (how != REACH_GET_FROM_A_WRITE_ONLY_REGION)) {
             EXPECT_EQ(b_bytes, std::vector<uint8_t>(8192, 0x5a)) << "B was written";
             EXPECT_EQ(a_bytes, std::vector<uint8_t>(8192, 0)) << "A was written";
         }
-        if (how == REACH_GET_FROM_ANOTHER_REGION) {
+        if (get) {
             EXPECT_EQ(std::vector<uint8_t>(op.src.buffer.begin(), op.src.buffer.end()),
                       std::vector<uint8_t>(op.src.buffer.size(), 0))
                     << "B's bytes were served for A's key";
@@ -908,10 +923,35 @@ TEST_F(uct_crypt_bulk_test, a_fence_posted_from_behind_a_fence_holds_the_sends_a
     check_a_fence_posted_from_behind_a_fence();
 }
 
+/* A key carries the rights its region was registered with, as an HCA's
+ * rkey does: a key to a region registered for remote reads alone (a
+ * rendezvous send buffer, handed out for a get) writes nothing there, and
+ * one registered for remote writes alone serves no read (crypto review
+ * N6: one token opened both ways) */
+TEST_F(uct_crypt_bulk_test, put_into_a_region_registered_for_reads_refused)
+{
+    check_reach(REACH_PUT_INTO_A_READ_ONLY_REGION);
+}
+
+TEST_F(uct_crypt_bulk_test, get_from_a_region_registered_for_writes_refused)
+{
+    check_reach(REACH_GET_FROM_A_WRITE_ONLY_REGION);
+}
+
 class uct_crypt_wire_bulk_test : public uct_crypt_bulk_test {
 protected:
     uct_crypt_wire_bulk_test() { base_settings.clear(); }
 };
+
+TEST_F(uct_crypt_wire_bulk_test, put_into_a_region_registered_for_reads_refused)
+{
+    check_reach(REACH_PUT_INTO_A_READ_ONLY_REGION);
+}
+
+TEST_F(uct_crypt_wire_bulk_test, get_from_a_region_registered_for_writes_refused)
+{
+    check_reach(REACH_GET_FROM_A_WRITE_ONLY_REGION);
+}
 
 /* the same on crypt's own wire (segments as frames, the same records) */
 TEST_F(uct_crypt_wire_bulk_test, put_into_another_region_than_its_key_refused)
