@@ -43,13 +43,16 @@ on_host() { # NS DEV command...
     ip netns exec "$ns" unshare --pid --ipc --fork --mount-proc env UCX_NET_DEVICES="$dev" "$@"
 }
 
-# wait_listening NS PORT: until a TCP listener is up there (10 s at most);
-# NS "-": this namespace
+# wait_listening NS PORT PID: until a TCP listener is up there, or the
+# process PID that should listen ended; NS "-": this namespace. It waits
+# for the event, not a guess of the time a busy host takes (the listener's
+# own time limit ends a hang); 300 s at most.
 wait_listening() {
     local i in_ns=(ip netns exec "$1")
     [ "$1" = - ] && in_ns=()
-    for i in $(seq 100); do
+    for i in $(seq 3000); do
         "${in_ns[@]}" ss -Hltn "sport = :$2" | grep -q . && return 0
+        [ -n "${3:-}" ] && ! kill -0 "$3" 2>/dev/null && return 1
         sleep 0.1
     done
     return 1

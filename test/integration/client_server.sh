@@ -28,7 +28,7 @@ cs_pair() {
     on_host ucxc-h1 ucxc-v1 "${senv[@]}" timeout 90 "$cs_check" -l "$port" \
         "${sargs[@]}" >"$work/$label.s.log" 2>&1 &
     local srv=$!
-    cs_listening "$work/$label.s.log"
+    cs_listening "$work/$label.s.log" "$!"
     on_host ucxc-h2 ucxc-v2 "${cenv[@]}" timeout 60 "$cs_check" -p "$port" "$@" \
         >"$work/$label.c.log" 2>&1
     local crc=$?
@@ -54,11 +54,13 @@ cs_verdict() { # NAME RESULT(server client markers) LABEL
 cs_sizes=0,1,8,1000,8125,65536,1048577,16777216
 
 
-# wait (up to 10 s) until the server whose log is $1 listens
+# cs_listening LOG PID: until the server whose log is LOG listens, or
+# its process PID ended (the event, not a guess of the time; 300 s at most)
 cs_listening() {
     local _
-    for _ in $(seq 100); do
+    for _ in $(seq 3000); do
         grep -q "^listening on port" "$1" 2>/dev/null && return 0
+        [ -n "${2:-}" ] && ! kill -0 "$2" 2>/dev/null && return 1
         sleep 0.1
     done
     return 1
@@ -137,7 +139,7 @@ test_client_server_many() {
         on_host ucxc-h1 ucxc-v1 "${cs_crypt[@]}" timeout 120 "$cs_check" -l "$port" \
             -m "$mode" -k 4 >"$work/cs-many-$mode.s.log" 2>&1 &
         srv=$!
-        cs_listening "$work/cs-many-$mode.s.log"
+        cs_listening "$work/cs-many-$mode.s.log" "$!"
         for i in 1 2 3 4; do
             on_host ucxc-h2 ucxc-v2 "${cs_crypt[@]}" timeout 90 "$cs_check" -c 10.77.0.1 \
                 -p "$port" -m "$mode" -s 1000,1048577 -n 3 >"$work/cs-many-$mode.$i.log" 2>&1 &
@@ -168,7 +170,7 @@ cs_refused() {
     on_host ucxc-h1 ucxc-v1 "${cs_crypt[@]}" timeout 60 "$cs_check" -l "$port" -k 1 \
         >"$work/$label.s.log" 2>&1 &
     local srv=$!
-    cs_listening "$work/$label.s.log"
+    cs_listening "$work/$label.s.log" "$!"
     on_host ucxc-h2 ucxc-v2 "${cenv[@]}" timeout 30 "$cs_check" -c 10.77.0.1 -p "$port" \
         -s 1000 -n 1 >"$work/$label.bad.log" 2>&1
     local bad=$?
@@ -227,7 +229,7 @@ cs_fault() {
     on_host ucxc-h1 ucxc-v1 "${cs_crypt[@]}" timeout 60 "$cs_check" -l "$port" -k 1 \
         >"$work/$label.s.log" 2>&1 &
     local srv=$!
-    cs_listening "$work/$label.s.log"
+    cs_listening "$work/$label.s.log" "$!"
     on_host ucxc-h2 ucxc-v2 "${cs_crypt[@]}" timeout 60 "$cs_check" -c 10.77.0.1 -p "$port" \
         -s 65536,1048576 -n 100000 >"$work/$label.c.log" 2>&1 &
     local cli=$!
@@ -283,7 +285,7 @@ test_client_server_faults() {
         on_host ucxc-h1 ucxc-v1 "${senv[@]}" timeout 60 "$cs_check" -l "$port" -k 0 \
             >"$work/cs-restart.$round.s.log" 2>&1 &
         local srv=$!
-        cs_listening "$work/cs-restart.$round.s.log"
+        cs_listening "$work/cs-restart.$round.s.log" "$!"
         on_host ucxc-h2 ucxc-v2 "${cs_crypt[@]}" timeout 30 "$cs_check" -c 10.77.0.1 \
             -p "$port" -s 1000,1048577 -n 2 >"$work/cs-restart.$round.c.log" 2>&1 || ok=0
         kill -KILL "$(program_pid "$srv")"
@@ -307,7 +309,7 @@ cs_forged() {
     on_host ucxc-h1 ucxc-v1 "${cs_crypt[@]}" "$@" timeout 60 "$cs_check" -l "$port" \
         >"$work/$label.s.log" 2>&1 &
     local srv=$!
-    cs_listening "$work/$label.s.log"
+    cs_listening "$work/$label.s.log" "$!"
     on_host ucxc-h2 ucxc-v2 "${cs_crypt[@]}" UCX_CRYPT_FAULT=flip_ciphertext \
         UCX_CRYPT_FAULT_AFTER=12 timeout 60 "$cs_check" -c 10.77.0.1 -p "$port" \
         -s "$cs_sizes" -n 2 >"$work/$label.c.log" 2>&1
@@ -355,7 +357,7 @@ cs_attack() {
     on_host ucxc-h1 ucxc-v1 "$@" timeout 300 "$cs_check" -l "$port" -k 1 \
         >"$work/$label.victim.log" 2>&1 &
     local victim=$!
-    cs_listening "$work/$label.victim.log"
+    cs_listening "$work/$label.victim.log" "$!"
     on_host ucxc-h2 ucxc-v2 "$@" timeout 300 "$cs_check" -c 10.77.0.1 -p "$port" \
         -s 8,65536,1048576 -n 3000 >"$work/$label.client.log" 2>&1 &
     local client=$!

@@ -173,15 +173,14 @@ two_hosts_up() { # NAME_setup
 }
 
 # capture_start LABEL: the veth of h1 captured into $work/LABEL.pcap, from
-# the moment tcpdump says it listens (5 s at most), not after a guessed
+# the moment tcpdump says it listens (or ended), not after a guessed
 # sleep; capture_stop LABEL ends it once what was in flight arrived and
 # prints how many times the marker crossed
 capture_start() {
     ip netns exec ucxc-h1 tcpdump -i ucxc-v1 -U -s 0 -w "$work/$1.pcap" \
         >"$work/$1.tcpdump.log" 2>&1 &
     capture_pid=$!
-    local i
-    for i in $(seq 50); do
+    while kill -0 "$capture_pid" 2>/dev/null; do
         grep -q "listening on" "$work/$1.tcpdump.log" && return 0
         sleep 0.1
     done

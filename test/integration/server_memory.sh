@@ -61,7 +61,7 @@ serve() {
         >"$work/$label.server.log" 2>&1 &
     local srv=$!
     pids+=("$srv")
-    wait_listening ucxm-h1 "$port"
+    wait_listening ucxm-h1 "$port" "$!"
     pid=$(program_pid "$srv")
     for i in $(seq $((clients + 1))); do
         on_host_defaults ucxm-h2 "$@" timeout 60 "$check" -c 10.82.0.1 -p "$port" \

@@ -83,7 +83,7 @@ perftest_server() {
         >"$work/$label.server.log" 2>&1 &
     pf_server=$!
     pids+=("$pf_server")
-    wait_listening ucxs-h1 "$pf_port"
+    wait_listening ucxs-h1 "$pf_port" "$!"
 }
 
 # perftest_client LABEL ENV...: its client on h2; prints "rc MB/s"
@@ -175,7 +175,7 @@ scenario() {
         >"$work/$label.cs_server.log" 2>&1 &
     local srv=$!
     pids+=("$srv")
-    wait_listening ucxs-h1 "$cs_port"
+    wait_listening ucxs-h1 "$cs_port" "$!"
     [ "$label" = crypt ] && silent_before_endpoints
     # (the first bytes of each packet: the replays are first messages)
     ip netns exec ucxs-h1 tcpdump -i ucxs-v1 -U -s 256 -w "$work/$label.baseline.pcap" \

@@ -84,14 +84,14 @@ run_one() { # wire mode test size
     if [ "$wire" = lo ]; then
         env "${envs[@]}" timeout 120 ucx_perftest -p $port >"$work/srv.log" 2>&1 &
         srv=$!
-        wait_listening - $port
+        wait_listening - $port "$!"
         env "${envs[@]}" timeout 120 ucx_perftest 127.0.0.1 -p $port -t "$test" \
             -s "$size" -n "$n" >"$work/cli.log" 2>&1
     else
         on_host_defaults ucxc-q1 env "${envs[@]}" timeout 120 ucx_perftest -p $port \
             >"$work/srv.log" 2>&1 &
         srv=$!
-        wait_listening ucxc-q1 $port
+        wait_listening ucxc-q1 $port "$!"
         on_host_defaults ucxc-q2 env "${envs[@]}" timeout 120 ucx_perftest 10.77.0.1 \
             -p $port -t "$test" -s "$size" -n "$n" >"$work/cli.log" 2>&1
     fi

@@ -23,7 +23,8 @@ attack_run() { # LABEL [victim env...] -> victim, client and attacker logs
     on_host ucxc-h1 ucxc-v1 "$@" UCX_CRYPT_STATS=y timeout 300 "$check" -l "$port" -C \
         >"$work/$label.victim.log" 2>&1 &
     local victim=$! canary="" ports=""
-    for _ in $(seq 50); do
+    # (until the victim said it, or ended)
+    while kill -0 $victim 2>/dev/null; do
         canary=$(awk '/^CANARY 0x/ {print $2}' "$work/$label.victim.log")
         [ -n "$canary" ] && break
         sleep 0.1

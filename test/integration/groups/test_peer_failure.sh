@@ -38,7 +38,7 @@ peer_failure_run() { # LABEL how(kill|kill-client|cut) [plain] -> seconds until 
     on_host ucxc-h1 ucxc-v1 "${envs[@]}" timeout 60 "${srv_cmd[@]}" \
         >"$work/$label.s.log" 2>&1 &
     local srv=$!
-    wait_listening ucxc-h1 "$port"
+    wait_listening ucxc-h1 "$port" "$!"
     on_host ucxc-h2 ucxc-v2 "${envs[@]}" timeout 60 "${cli_cmd[@]}" \
         >"$work/$label.c.log" 2>&1 &
     local cli=$!
@@ -88,7 +88,7 @@ busy_peer_run() {
     on_host ucxc-h1 ucxc-v1 "${envs[@]}" timeout 120 ucx_perftest -p "$port" \
         >"$work/$label.s.log" 2>&1 &
     local srv=$!
-    wait_listening ucxc-h1 "$port"
+    wait_listening ucxc-h1 "$port" "$!"
     # (60000 x 64 KiB: about 2 s of plain tcp here; the receiver stops as
     # soon as the sender's table header says the transfer began: 20000
     # after a fixed 0.5 s let the plain control finish first, now and then)

@@ -13,7 +13,7 @@ test_perftest() {
         local port name; port=$(next_port); name="perftest_${t%% *}_over_crypt"
         "${crypt_env[@]}" timeout 60 ucx_perftest -p "$port" >"$work/ps.log" 2>&1 &
         local srv=$!
-        wait_listening - "$port"
+        wait_listening - "$port" "$!"
         if "${crypt_env[@]}" UCX_CRYPT_STATS=y timeout 60 ucx_perftest 127.0.0.1 -p "$port" \
                -t $t -n 200 >"$work/pc.log" 2>&1 && wait $srv &&
            grep -q "^Final:" "$work/pc.log" && grep -q "opened [1-9]" "$work/pc.log"; then

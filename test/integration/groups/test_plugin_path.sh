@@ -59,7 +59,7 @@ test_plugin_path() {
         env "${penv[@]}" "${aux_envs[@]}" UCX_TLS=$tls UCX_CRYPT_TLS=tcp UCX_NET_DEVICES=lo \
             timeout 60 "$check" -l "$port" >"$work/plugin-aux.s.log" 2>&1 &
         local srv=$!
-        wait_listening - "$port"
+        wait_listening - "$port" "$!"
         env "${penv[@]}" "${aux_envs[@]}" UCX_TLS=$tls UCX_CRYPT_TLS=tcp UCX_NET_DEVICES=lo \
             timeout 60 "$check" -c 127.0.0.1 -p "$port" -s 0,1000,1048577 -n 2 \
             >"$work/plugin-aux.$tls.log" 2>&1

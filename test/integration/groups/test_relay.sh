@@ -28,24 +28,25 @@ relay_case() { # MODE
     ip netns exec ucxc-h2 timeout 30 python3 "$it_dir/relay.py" 10.77.0.2 "$relay2" \
         10.77.0.2 "$wire2" "$mode" 4096 >"$log.relay2.log" 2>&1 &
     local r2=$!
-    for _ in $(seq 50); do
-        grep -q "relay: listening" "$log.relay1.log" 2>/dev/null &&
-            grep -q "relay: listening" "$log.relay2.log" 2>/dev/null && break
+    # (until both listen, or one ended: the event, not a guess of the time)
+    until { grep -q "relay: listening" "$log.relay1.log" 2>/dev/null &&
+            grep -q "relay: listening" "$log.relay2.log" 2>/dev/null; } ||
+          ! kill -0 $r1 2>/dev/null || ! kill -0 $r2 2>/dev/null; do
         sleep 0.1
     done
     on_host ucxc-h1 ucxc-v1 "${envs[@]}" UCX_CRYPT_WIRE_PORT="$wire1" \
         UCX_CRYPT_WIRE_ADVERTISE_PORT="$relay1" timeout 30 "$check" -l "$port" \
         >"$log.s.log" 2>&1 &
     local srv=$!
-    wait_listening ucxc-h1 "$port"
+    wait_listening ucxc-h1 "$port" "$!"
     on_host ucxc-h2 ucxc-v2 "${envs[@]}" UCX_CRYPT_WIRE_PORT="$wire2" \
         UCX_CRYPT_WIRE_ADVERTISE_PORT="$relay2" timeout 30 "$check" -c 10.77.0.1 \
         -p "$port" -s 8,65536 -n 3000 >"$log.c.log" 2>&1 &
     local cli=$!
     local failed="dropped a record from peer [0-9a-f]\{8\}\|crypt: connection \(to\|from\) 10.77.0.[12]:[0-9]* (peer [0-9a-f]\{8\}) ended: "
-    for _ in $(seq 100); do
-        grep -q "$failed" "$log.c.log" && grep -q "$failed" "$log.s.log" && break
-        kill -0 $cli 2>/dev/null || break
+    # (until both ends said it, or one ended: their own limit ends a hang)
+    until { grep -q "$failed" "$log.c.log" && grep -q "$failed" "$log.s.log"; } ||
+          ! kill -0 $cli 2>/dev/null || ! kill -0 $srv 2>/dev/null; do
         sleep 0.1
     done
     sleep 0.3
