@@ -60,7 +60,7 @@ cs_series() {
         -c "$api" -s "$size" -i 3 >"$work/$label.server.log" 2>&1 &
     local srv=$!
     echo "$srv" >>"$work/pids"
-    if wait_listening ucxt-h1 "$port"; then
+    if wait_listening ucxt-h1 "$port" "$!"; then
         for r in $(seq "$runs"); do
             on_host_defaults ucxt-h2 "$@" timeout 30 "$cs_bin" -a 10.78.0.1 -p "$port" \
                 -c "$api" -s "$size" -i 3 >"$work/$label.client$r.log" 2>&1 &&
