@@ -487,6 +487,8 @@ ucs_status_t uct_crypt_iface_inner_err(void *arg, uct_ep_h inner_ep,
                                        ucs_status_t status)
 {
     uct_crypt_iface_t *iface = arg;
+    uint8_t peer_public[KEYEX_PUBLIC_KEY_LEN];
+    uint64_t flow_id;
     uct_crypt_ep_t *ep;
 
     /* no worker writes into a buffer that UCP, told now, gives back */
@@ -500,8 +502,26 @@ ucs_status_t uct_crypt_iface_inner_err(void *arg, uct_ep_h inner_ep,
             }
             /* once: a failure the record layer marked is reported here */
             ep->failed = UCT_CRYPT_EP_FAIL_REPORTED;
-            return uct_iface_handle_ep_err(&iface->super.super,
-                                           &ep->super.super, status);
+            if (!iface->inner_ops->ep_failed_locally(inner_ep)) {
+                return uct_iface_handle_ep_err(&iface->super.super,
+                                               &ep->super.super, status);
+            }
+            /* This process's own failure (the own wire's handshake had no
+             * memory, cipher context or randomness): ended by the rules of
+             * a record this side failed (uct_crypt_ep_failure_told), where
+             * nobody handles it or in an MPI rank, never left to a job that
+             * waits for ever (issue 44: MPICH hung). `ep` may be gone
+             * after UCP's handler: what names it is copied first. */
+            memcpy(peer_public, ep->peer_public, sizeof(peer_public));
+            flow_id = ep->tx.flow_id;
+            UCT_CRYPT_STAT_ADD(failures[UCT_CRYPT_FAIL_NO_RESOURCE], 1);
+            status = uct_iface_handle_ep_err(&iface->super.super,
+                                             &ep->super.super,
+                                             UCS_ERR_CONNECTION_RESET);
+            uct_crypt_ep_failure_told(status, peer_public, flow_id,
+                                      UCT_CRYPT_FAIL_NO_RESOURCE,
+                                      "its connection's handshake failed here");
+            return UCS_OK;
         }
     }
     /* an inner ep kept for its FLOW_END (its peer died, say): handled here.

@@ -60,6 +60,10 @@ typedef struct uct_crypt_inner_ops {
     /* CONN_KEYS: the secret of the ep's connection once it is final, else
      * NULL (the ep takes no record yet: its sends wait on pending). */
     const uint8_t *(*ep_secret)(uct_ep_h ep);
+    /* Did the inner ep fail for a reason of this process's own (memory,
+     * a cipher context, randomness: its handshake), not the network's or
+     * the peer's? Asked from crypt's error handler (0 where it cannot) */
+    int          (*ep_failed_locally)(uct_ep_h ep);
     /* INLINE_SEGMENTS: room for an announcing record of at most
      * `record_max` bytes and a segment frame of `length` behind it; the
      * frame reserved, written in place (sealed into), then committed. */

@@ -32,6 +32,11 @@ static uint64_t uct_crypt_ucx_rx_conn(uct_iface_h iface)
     return 0;
 }
 
+static int uct_crypt_ucx_ep_failed_locally(uct_ep_h ep)
+{
+    return 0; /* (UCX's transports fail for the network's reasons) */
+}
+
 static void uct_crypt_ucx_rx_reject(uct_iface_h iface, const char *reason)
 {
     /* a datagram that failed is dropped by the record layer, which counts it */
@@ -41,6 +46,7 @@ const uct_crypt_inner_ops_t uct_crypt_ucx_inner_ops = {
     .flags              = 0,
     .ep_set_peer        = uct_crypt_ucx_ep_set_peer,
     .ep_secret          = uct_crypt_ucx_no_secret,
+    .ep_failed_locally  = uct_crypt_ucx_ep_failed_locally,
     .rx_secret          = uct_crypt_ucx_rx_none,
     .rx_peer            = uct_crypt_ucx_rx_none,
     .rx_peer_name       = uct_crypt_ucx_rx_peer_name,

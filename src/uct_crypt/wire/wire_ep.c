@@ -167,6 +167,11 @@ const uint8_t *uct_crypt_sock_ep_secret(uct_ep_h tl_ep)
            ep->conn->secret : NULL;
 }
 
+int uct_crypt_sock_ep_failed_locally(uct_ep_h tl_ep)
+{
+    return ucs_derived_of(tl_ep, uct_crypt_sock_ep_t)->fail_local;
+}
+
 ucs_status_t uct_crypt_sock_ep_get_address(uct_ep_h tl_ep, uct_ep_addr_t *addr)
 {
     /* connect-to-ep is connect-to-iface here: the ep address is the port */
@@ -214,7 +219,7 @@ void uct_crypt_sock_iface_report_failures(uct_crypt_sock_iface_t *iface)
 {
     char reason[sizeof(((uct_crypt_sock_ep_t*)NULL)->fail_reason)];
     uct_crypt_sock_ep_t *ep;
-    int peer_left, fail_local;
+    int peer_left;
 
     iface->ep_fail_pending = 0;
 restart:
@@ -223,8 +228,7 @@ restart:
             ep->fail_reported = 1;
             /* (the handler may destroy the ep) */
             memcpy(reason, ep->fail_reason, sizeof(reason));
-            peer_left  = ep->peer_left;
-            fail_local = ep->fail_local;
+            peer_left = ep->peer_left;
             /* (ENDPOINT_TIMEOUT whatever the socket said, as UCX's tcp:
              * the reason is in ours) */
             if ((uct_iface_handle_ep_err(&iface->super.super, &ep->super.super,
@@ -237,22 +241,11 @@ restart:
                  * warning); ours names the peer and the reason for
                  * whoever turns the log up */
                 ucs_diag("crypt: %s", reason);
-            } else if (fail_local) {
-                /* nobody above handles endpoint errors (UCP error mode
-                 * "none") and the failure is this process's own: end it
-                 * with the reason, as UCX's rc and cma transports end a
-                 * process whose endpoint error no handler took
-                 * (uct_base_iface_failure_log_level, UCX 1.13's
-                 * uct_iface.h), and as the record layer does
-                 * (uct_crypt_ep_failure_told). Going on would leave the
-                 * job waiting for ever on data that will never come: its
-                 * launcher ends the other ranks when this one ends. */
-                ucs_fatal("crypt: %s; no error handler took it (UCP error "
-                          "handling mode none): aborting", reason);
             } else {
                 /* nobody above handles endpoint errors (UCP error mode
-                 * "none") and the peer went away: say so plainly; what
-                 * waits on this peer waits in vain, as over UCX's tcp */
+                 * "none"): say so plainly; what waits on this peer waits
+                 * in vain, as over UCX's tcp (a failure of this process's
+                 * own ends it above: uct_crypt_iface_inner_err) */
                 ucs_error("crypt: %s; no error handler took it (UCP error "
                           "handling mode none): operations on this endpoint "
                           "will not complete", reason);

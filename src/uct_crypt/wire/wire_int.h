@@ -51,6 +51,9 @@ enum {
 /* The exporter secret of the ep's connection once it is final, else NULL
  * (the ep takes no record yet) */
 const uint8_t *uct_crypt_sock_ep_secret(uct_ep_h tl_ep);
+/* Did the ep fail for a reason of this process's own (its handshake could
+ * not get memory, a cipher context, randomness)? */
+int uct_crypt_sock_ep_failed_locally(uct_ep_h tl_ep);
 /* Inside crypt's AM handler: the exporter secret of the connection the
  * record came on (NULL outside a sock iface's delivery) */
 const uint8_t *uct_crypt_sock_rx_secret(uct_iface_h tl_iface);

@@ -14,6 +14,7 @@ const uct_crypt_inner_ops_t uct_crypt_wire_inner_ops = {
     .segment_frame_max  = UCT_CRYPT_SOCK_MAX_BCOPY,
     .ep_set_peer        = uct_crypt_sock_ep_set_peer,
     .ep_secret          = uct_crypt_sock_ep_secret,
+    .ep_failed_locally  = uct_crypt_sock_ep_failed_locally,
     .ep_segment_room    = uct_crypt_sock_ep_segment_room,
     .ep_segment_reserve = uct_crypt_sock_ep_segment_reserve,
     .ep_segment_commit  = uct_crypt_sock_ep_segment_commit,
