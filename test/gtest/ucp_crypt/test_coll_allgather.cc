@@ -1072,6 +1072,21 @@ int keeping_oob_allgather(void *ctx, const void *sbuf, void *rbuf, size_t len)
     return 0;
 }
 
+/* A team of one made through the bootstrap, and the transcript's hash,
+ * recomputed from the message the test's gather kept */
+void team_of_one(crypt_coll_team_t &t, uint8_t seed, unsigned key_len,
+                 uint8_t team_id[CRYPT_COLL_TEAM_ID_LEN])
+{
+    uint8_t secret[32];
+    for (size_t i = 0; i < sizeof(secret); ++i) secret[i] = (uint8_t)(i * seed + 3);
+    std::vector<uint8_t> hello;
+    crypt_coll_oob_t oob = {keeping_oob_allgather, &hello, 0, 1, nullptr};
+    ASSERT_EQ(crypt_coll_team_create(&t, &oob, nullptr, secret, key_len,
+                                     CRYPT_AEAD_BACKEND_OPENSSL, harness_sendrecv,
+                                     nullptr), CRYPT_COLL_OK);
+    ASSERT_EQ(keyex_hash(hello.data(), hello.size(), team_id), KEYEX_OK);
+}
+
 /* The team's name where others see it (the collective lane's headers) is
  * SHA-256 of a label and the transcript's hash, never bytes of that hash:
  * the transcript is an input of the team key that crosses only inside the
@@ -1079,16 +1094,9 @@ int keeping_oob_allgather(void *ctx, const void *sbuf, void *rbuf, size_t len)
  * stolen later must not give it (issue 29 item 5) */
 TEST(crypt_coll_team_create, the_public_name_shows_nothing_of_the_key_input)
 {
-    uint8_t secret[32];
-    for (size_t i = 0; i < sizeof(secret); ++i) secret[i] = (uint8_t)(i * 11 + 5);
-    std::vector<uint8_t> hello;
-    crypt_coll_oob_t oob = {keeping_oob_allgather, &hello, 0, 1, nullptr};
     crypt_coll_team_t t;
-    ASSERT_EQ(crypt_coll_team_create(&t, &oob, nullptr, secret, 16,
-                                     CRYPT_AEAD_BACKEND_OPENSSL, harness_sendrecv,
-                                     nullptr), CRYPT_COLL_OK);
     uint8_t team_id[CRYPT_COLL_TEAM_ID_LEN];
-    ASSERT_EQ(keyex_hash(hello.data(), hello.size(), team_id), KEYEX_OK);
+    ASSERT_NO_FATAL_FAILURE(team_of_one(t, 11, 16, team_id));
     const char label[] = "ucx-crypt team name";
     std::vector<uint8_t> input(label, label + sizeof(label) - 1);
     input.insert(input.end(), team_id, team_id + CRYPT_COLL_TEAM_ID_LEN);
@@ -1110,16 +1118,9 @@ TEST(crypt_coll_team_create, the_public_name_shows_nothing_of_the_key_input)
  * key: crypto review N2) */
 TEST(crypt_coll_team_create, the_team_keeps_no_copy_of_the_key_input)
 {
-    uint8_t secret[32];
-    for (size_t i = 0; i < sizeof(secret); ++i) secret[i] = (uint8_t)(i * 7 + 3);
-    std::vector<uint8_t> hello;
-    crypt_coll_oob_t oob = {keeping_oob_allgather, &hello, 0, 1, nullptr};
     crypt_coll_team_t t;
-    ASSERT_EQ(crypt_coll_team_create(&t, &oob, nullptr, secret, 32,
-                                     CRYPT_AEAD_BACKEND_OPENSSL, harness_sendrecv,
-                                     nullptr), CRYPT_COLL_OK);
     uint8_t team_id[CRYPT_COLL_TEAM_ID_LEN];
-    ASSERT_EQ(keyex_hash(hello.data(), hello.size(), team_id), KEYEX_OK);
+    ASSERT_NO_FATAL_FAILURE(team_of_one(t, 7, 32, team_id));
     auto holds_it = [&]() {
         const uint8_t *bytes = reinterpret_cast<const uint8_t*>(&t);
         for (size_t at = 0; at + 8 <= sizeof(t); ++at) {
