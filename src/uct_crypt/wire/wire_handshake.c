@@ -226,7 +226,7 @@ int uct_crypt_sock_conn_accept_init(uct_crypt_sock_conn_t *conn)
         uct_crypt_sock_conn_fail_local(conn, "cannot read the handshake initiation");
         return 0;
     }
-    switch (uct_crypt_replay_check(&iface->replay, conn->hs->rs, ts)) {
+    switch (uct_crypt_replay_check(&iface->replay, conn->hs->rs, ts, now)) {
     case UCT_CRYPT_REPLAY_FRESH:
         break;
     case UCT_CRYPT_REPLAY_NO_MEMORY:

@@ -552,6 +552,8 @@ static unsigned uct_crypt_sock_iface_progress(uct_iface_h tl_iface)
     if (now > iface->next_timer) {
         iface->next_timer = now + ucs_time_from_msec(250);
         uct_crypt_sock_timers(iface, now);
+        /* keys idle for the replay window keep their floor alone */
+        uct_crypt_replay_expire(&iface->replay, ucs_time_to_sec(now));
     }
     if (iface->redirect_pending) {
         uct_crypt_sock_conn_redirects(iface);

@@ -35,16 +35,36 @@ enum {
  * refused (the initiator's handshake deadline) */
 #define UCT_CRYPT_REPLAY_WINDOW_SEC 5.0
 
-typedef struct uct_crypt_replay_peer {
+/* A key is remembered for the iface's life, since only its floor refuses
+ * its old initiations: 56 bytes of it, in a table at most half full. Its
+ * timestamps (1 KiB) only while it initiates: once the responder has seen
+ * nothing of it for the window (its own clock), they go and the newest
+ * becomes the floor; what that initiator sends next is newer, and what it
+ * sent before has been given up (red team R5: 1,072 bytes a key for the
+ * iface's life, found by a linear scan). */
+typedef struct uct_crypt_replay_recent uct_crypt_replay_recent_t;
+struct uct_crypt_replay_recent {
+    uct_crypt_replay_recent_t *prev, *next;   /* the least recent first */
+    double   last_seen;                        /* s, the responder's clock */
     uint8_t  static_key[KEYEX_PUBLIC_KEY_LEN];
+    uint64_t taken[UCT_CRYPT_REPLAY_RECENT];   /* ns, above the floor; 0: free */
+};
+
+typedef struct uct_crypt_replay_peer {
+    uint8_t  static_key[KEYEX_PUBLIC_KEY_LEN]; /* all zero: a free slot */
     uint64_t floor;                            /* ns; at or below: refused */
     uint64_t newest;                           /* ns; the newest taken */
-    uint64_t taken[UCT_CRYPT_REPLAY_RECENT];   /* ns, above the floor; 0: free */
+    uct_crypt_replay_recent_t *recent;         /* NULL: idle */
 } uct_crypt_replay_peer_t;
 
+/* Keys by a keyed hash (open addressing, linear probing), so that an
+ * insider who makes keys at will cannot aim them at one bucket */
 typedef struct uct_crypt_replay {
-    uct_crypt_replay_peer_t *peers;
-    size_t                  count, max;
+    uct_crypt_replay_peer_t   *peers;
+    size_t                    count, slots; /* slots: a power of two */
+    uint8_t                   seed[16];     /* the hash's key, random */
+    uct_crypt_replay_recent_t *least, *most; /* keys that initiated within
+                                                the window */
 } uct_crypt_replay_t;
 
 typedef enum {
@@ -56,11 +76,17 @@ typedef enum {
 } uct_crypt_replay_verdict_t;
 
 /* The verdict on an initiation from `static_key` that carried `timestamp`
- * (TAI64N, already authenticated by the handshake) */
+ * (TAI64N, already authenticated by the handshake), taken at `now` (s, the
+ * responder's monotonic clock) */
 uct_crypt_replay_verdict_t
 uct_crypt_replay_check(uct_crypt_replay_t *replay,
                        const uint8_t static_key[KEYEX_PUBLIC_KEY_LEN],
-                       const uint8_t timestamp[KEYEX_NOISE_TIMESTAMP_LEN]);
+                       const uint8_t timestamp[KEYEX_NOISE_TIMESTAMP_LEN],
+                       double now);
+
+/* Keys seen nothing of for the window by `now` keep their floor alone
+ * (from progress too: a burst of keys that stops leaves nothing behind) */
+void uct_crypt_replay_expire(uct_crypt_replay_t *replay, double now);
 
 void uct_crypt_replay_cleanup(uct_crypt_replay_t *replay);
 

@@ -947,11 +947,22 @@ protected:
         }
         return ts;
     }
-    uct_crypt_replay_verdict_t check(uint8_t key, uint64_t ns)
+    uct_crypt_replay_verdict_t check(uint32_t key, uint64_t ns, double now = 0)
     {
-        uint8_t static_key[KEYEX_PUBLIC_KEY_LEN] = {key};
+        uint8_t static_key[KEYEX_PUBLIC_KEY_LEN] = {1};
 
-        return uct_crypt_replay_check(&replay, static_key, tai64n(ns).data());
+        memcpy(static_key + 1, &key, sizeof(key));
+        return uct_crypt_replay_check(&replay, static_key, tai64n(ns).data(),
+                                      now);
+    }
+    /* keys whose recent timestamps are kept */
+    size_t active_keys() const
+    {
+        size_t n = 0;
+        for (size_t i = 0; i < replay.slots; ++i) {
+            n += (replay.peers[i].recent != nullptr);
+        }
+        return n;
     }
 
     static constexpr uint64_t t0 = 1795700000ull * 1000000000ull; /* 2026 */
@@ -994,6 +1005,34 @@ TEST_F(crypt_wire_replay, older_than_the_window_is_refused_for_good)
     EXPECT_EQ(check(1, t0 + 2 * window), UCT_CRYPT_REPLAY_FRESH);
     EXPECT_EQ(check(1, t0), UCT_CRYPT_REPLAY_STALE);
     EXPECT_EQ(check(1, 0), UCT_CRYPT_REPLAY_STALE) << "a label before 1970";
+}
+
+/* An insider who completes one handshake from each of many fresh keys
+ * (red team R5: 1,072 bytes a key for the iface's life, found by a linear
+ * scan): a key idle for the window keeps its floor alone (64 bytes in a
+ * table at most half full), and still refuses its old initiations */
+TEST_F(crypt_wire_replay, a_key_idle_for_the_window_keeps_only_its_floor)
+{
+    const uint32_t keys = 20000;
+    for (uint32_t k = 0; k < keys; ++k) {
+        /* one a millisecond of the responder's clock: 20 s in all */
+        ASSERT_EQ(check(k, t0 + k * 1000000ull, k * 1e-3), UCT_CRYPT_REPLAY_FRESH) << k;
+    }
+    EXPECT_EQ(replay.count, keys);
+    /* the window is 5 s: the last 5,000 keys still initiating, none older */
+    EXPECT_LE(active_keys(), 5001u);
+    EXPECT_LE(replay.slots * sizeof(*replay.peers) / keys, 4 * sizeof(*replay.peers));
+    uct_crypt_replay_expire(&replay, 25.0); /* (progress, nothing since) */
+    EXPECT_EQ(active_keys(), 0u);
+    for (uint32_t k = 0; k < keys; k += 997) {
+        EXPECT_NE(check(k, t0 + k * 1000000ull, 21.0), UCT_CRYPT_REPLAY_FRESH)
+                << "key " << k << "'s initiation again";
+    }
+    /* an idle key's next initiation is newer than its floor: taken */
+    EXPECT_EQ(check(5, t0 + 30000000000ull, 30.0), UCT_CRYPT_REPLAY_FRESH);
+    EXPECT_EQ(check(5, t0 + 30000000000ull, 30.0), UCT_CRYPT_REPLAY_SEEN);
+    EXPECT_EQ(check(5, t0 + 5 * 1000000ull - 1, 30.0), UCT_CRYPT_REPLAY_STALE)
+            << "older than its floor";
 }
 
 /* More initiations within the window than the list keeps: the oldest
