@@ -15,8 +15,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-static uct_component_h uct_crypt_inner_components[32];
-static unsigned uct_crypt_num_inner_components;
+/* The network components crypt took off UCT's list (their own list link
+ * threads them here): no bound, so that none stays visible in clear (F14:
+ * past 32 of them the rest were left on UCT's list) */
+static UCS_LIST_HEAD(uct_crypt_inner_components);
 
 /* Components that never leave the node: left visible. Anything else is
  * treated as a network and hidden behind crypt (an unknown component is
@@ -71,15 +73,17 @@ void uct_crypt_foreach_inner(uct_crypt_inner_cb_t cb, void *arg,
     char selected[512], aux[512], *word, *save = NULL, seen[512] = "";
     uct_component_attr_t cattr;
     uct_tl_resource_desc_t *tl_rscs;
-    unsigned c, m, t, num_tl_rscs;
+    unsigned m, t, num_tl_rscs;
+    uct_component_h component;
     uct_md_config_t *md_config;
     uct_md_h md;
     int stop = 0;
 
     uct_crypt_inner_tls(selected, aux, sizeof(selected));
-    for (c = 0; (c < uct_crypt_num_inner_components) && !stop; ++c) {
-        uct_component_h component = uct_crypt_inner_components[c];
-
+    ucs_list_for_each(component, &uct_crypt_inner_components, list) {
+        if (stop) {
+            break;
+        }
         cattr.field_mask = UCT_COMPONENT_ATTR_FIELD_MD_RESOURCE_COUNT;
         if (uct_component_query(component, &cattr) != UCS_OK) {
             continue;
@@ -168,13 +172,13 @@ uint32_t uct_crypt_inner_id(const uct_crypt_md_t *md)
 uct_component_h uct_crypt_inner_component_find(const char *name)
 {
     uct_component_attr_t attr;
-    unsigned i;
+    uct_component_h component;
 
-    for (i = 0; i < uct_crypt_num_inner_components; ++i) {
+    ucs_list_for_each(component, &uct_crypt_inner_components, list) {
         attr.field_mask = UCT_COMPONENT_ATTR_FIELD_NAME;
-        if ((uct_component_query(uct_crypt_inner_components[i], &attr) == UCS_OK) &&
+        if ((uct_component_query(component, &attr) == UCS_OK) &&
             !strcmp(attr.name, name)) {
-            return uct_crypt_inner_components[i];
+            return component;
         }
     }
     return NULL;
@@ -206,13 +210,11 @@ void uct_crypt_inner_hide_network(int from_module_loader)
     }
 
     ucs_list_for_each_safe(component, tmp, &uct_components_list, list) {
-        if (uct_crypt_tls_word_in(component->name, uct_crypt_intra_node_components) ||
-            (uct_crypt_num_inner_components ==
-             ucs_static_array_size(uct_crypt_inner_components))) {
+        if (uct_crypt_tls_word_in(component->name, uct_crypt_intra_node_components)) {
             continue;
         }
         ucs_list_del(&component->list);
-        uct_crypt_inner_components[uct_crypt_num_inner_components++] = component;
+        ucs_list_add_tail(&uct_crypt_inner_components, &component->list);
     }
 }
 
@@ -265,11 +267,10 @@ void uct_crypt_inner_cm_to_ucx_config(void)
 /* Back onto UCT's list, at unload */
 void uct_crypt_inner_restore(void)
 {
-    unsigned i;
+    uct_component_h component, tmp;
 
-    for (i = 0; i < uct_crypt_num_inner_components; ++i) {
-        ucs_list_add_tail(&uct_components_list,
-                          &uct_crypt_inner_components[i]->list);
+    ucs_list_for_each_safe(component, tmp, &uct_crypt_inner_components, list) {
+        ucs_list_del(&component->list);
+        ucs_list_add_tail(&uct_components_list, &component->list);
     }
-    uct_crypt_num_inner_components = 0;
 }
