@@ -183,6 +183,7 @@ void uct_crypt_sock_conn_close(uct_crypt_sock_conn_t *conn)
     }
     if (conn->state == UCT_CRYPT_SOCK_ESTABLISHED) {
         uct_crypt_sock_conn_ended(iface, conn->id);
+        ++iface->closed_since_trim;
     }
     if (conn->fd >= 0) {
         (void)epoll_ctl(iface->epfd, EPOLL_CTL_DEL, conn->fd, NULL);

@@ -198,6 +198,8 @@ struct uct_crypt_sock_iface {
     unsigned                        reclaim_round;
     uct_crypt_sock_conn_t           *rx_conn; /* delivering a record now */
     uct_crypt_replay_t              replay; /* initiations taken, per key */
+    unsigned                        closed_since_trim; /* connections ended since
+                                              the heap was given back */
     uct_crypt_seen_t                seen;   /* their ephemerals */
     int                             timer_fd; /* in epfd: the deadlines of
                                                  half-open connections */
