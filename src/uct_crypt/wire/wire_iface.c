@@ -22,7 +22,6 @@
 #include <errno.h>
 #include <poll.h>
 #include <ifaddrs.h>
-#include <malloc.h>
 #include <net/if.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -470,22 +469,6 @@ static int uct_crypt_sock_unanswered(const uct_crypt_sock_conn_t *conn,
     return (getsockopt(conn->fd, IPPROTO_TCP, TCP_INFO, &info, &len) == 0) &&
            (info.tcpi_unacked > 0) &&
            (info.tcpi_last_ack_recv > (uint32_t)(keepalive * 1000));
-}
-
-/* What many ended connections held (their flows' state, buffers: about
- * 12 KiB each) goes back to the system, not only to the heap, where it
- * stayed in RSS for the process's life (red team R2): glibc's
- * malloc_trim returns the free pages of every arena, once a 250 ms tick
- * at most, after 16 connections ended */
-static void uct_crypt_sock_give_heap_back(uct_crypt_sock_iface_t *iface)
-{
-    if (iface->closed_since_trim < 16) {
-        return;
-    }
-    iface->closed_since_trim = 0;
-#ifdef __GLIBC__
-    (void)malloc_trim(0);
-#endif
 }
 
 static void uct_crypt_sock_timers(uct_crypt_sock_iface_t *iface, ucs_time_t now)

@@ -247,6 +247,9 @@ uct_crypt_sock_conn_t *uct_crypt_sock_conn_new(uct_crypt_sock_iface_t *iface,
                                                int fd, uct_crypt_sock_ep_t *ep,
                                                const struct sockaddr *peer);
 void uct_crypt_sock_conn_close(uct_crypt_sock_conn_t *conn);
+/* Once many connections ended, their memory back to the system (from
+ * the iface's 250 ms tick) */
+void uct_crypt_sock_give_heap_back(uct_crypt_sock_iface_t *iface);
 void uct_crypt_sock_conn_fail(uct_crypt_sock_conn_t *conn, const char *reason);
 /* A connection of no proven peer closed (counted; logged at `level`) */
 void uct_crypt_sock_conn_refuse(uct_crypt_sock_conn_t *conn, const char *reason,
