@@ -230,7 +230,7 @@ int uct_crypt_sock_conn_accept_init(uct_crypt_sock_conn_t *conn)
     case UCT_CRYPT_REPLAY_FRESH:
         break;
     case UCT_CRYPT_REPLAY_NO_MEMORY:
-        uct_crypt_sock_conn_fail_local(conn, "no memory for the replay check");
+        uct_crypt_sock_conn_fail_local(conn, "cannot make the replay check");
         return 0;
     case UCT_CRYPT_REPLAY_STALE:
         /* older than what the window keeps: a replay the ephemeral set

@@ -36,26 +36,35 @@ static uint64_t uct_crypt_replay_ns(const uint8_t ts[KEYEX_NOISE_TIMESTAMP_LEN])
 
 static const uint8_t uct_crypt_replay_free[KEYEX_PUBLIC_KEY_LEN];
 
-/* The slot of `key` or the free one where it goes: SHA-256 of the table's
- * random seed and the key (FIPS 180-4; a keyed hash, so that chosen keys
- * spread), probed linearly */
-static uct_crypt_replay_peer_t *
-uct_crypt_replay_find(const uct_crypt_replay_t *replay,
-                      const uint8_t key[KEYEX_PUBLIC_KEY_LEN])
+/* The hash of `key`: SHA-256 of the table's random seed and the key
+ * (FIPS 180-4; keyed, so that keys an insider chooses spread). Taken once
+ * a key, when it first comes: 0 where SHA-256 failed (a local failure) */
+static int uct_crypt_replay_hash(const uct_crypt_replay_t *replay,
+                                 const uint8_t key[KEYEX_PUBLIC_KEY_LEN],
+                                 uint64_t *hash_p)
 {
     uint8_t input[sizeof(replay->seed) + KEYEX_PUBLIC_KEY_LEN];
     uint8_t hash[KEYEX_TRANSCRIPT_LEN];
-    uct_crypt_replay_peer_t *peer;
-    uint64_t h;
-    size_t i;
 
     memcpy(input, replay->seed, sizeof(replay->seed));
     memcpy(input + sizeof(replay->seed), key, KEYEX_PUBLIC_KEY_LEN);
     if (keyex_hash(input, sizeof(input), hash) != KEYEX_OK) {
-        memset(hash, 0, sizeof(hash)); /* (probing still finds it) */
+        return 0;
     }
-    memcpy(&h, hash, sizeof(h));
-    for (i = (size_t)h & (replay->slots - 1);; i = (i + 1) & (replay->slots - 1)) {
+    memcpy(hash_p, hash, sizeof(*hash_p));
+    return 1;
+}
+
+/* The slot of `key` (of `hash`) or the free one where it goes, probed
+ * linearly */
+static uct_crypt_replay_peer_t *
+uct_crypt_replay_find(const uct_crypt_replay_t *replay,
+                      const uint8_t key[KEYEX_PUBLIC_KEY_LEN], uint64_t hash)
+{
+    uct_crypt_replay_peer_t *peer;
+    size_t i;
+
+    for (i = (size_t)hash & (replay->slots - 1);; i = (i + 1) & (replay->slots - 1)) {
         peer = &replay->peers[i];
         if (!memcmp(peer->static_key, key, KEYEX_PUBLIC_KEY_LEN) ||
             !memcmp(peer->static_key, uct_crypt_replay_free,
@@ -84,8 +93,8 @@ static int uct_crypt_replay_grow(uct_crypt_replay_t *replay)
     for (i = 0; i < replay->slots; ++i) {
         if (memcmp(replay->peers[i].static_key, uct_crypt_replay_free,
                    KEYEX_PUBLIC_KEY_LEN)) {
-            *uct_crypt_replay_find(&bigger, replay->peers[i].static_key) =
-                    replay->peers[i];
+            *uct_crypt_replay_find(&bigger, replay->peers[i].static_key,
+                                   replay->peers[i].hash) = replay->peers[i];
         }
     }
     free(replay->peers);
@@ -118,7 +127,8 @@ void uct_crypt_replay_expire(uct_crypt_replay_t *replay, double now)
 
     while (((recent = replay->least) != NULL) &&
            (now - recent->last_seen > UCT_CRYPT_REPLAY_WINDOW_SEC)) {
-        peer         = uct_crypt_replay_find(replay, recent->static_key);
+        peer         = uct_crypt_replay_find(replay, recent->static_key,
+                                             recent->hash);
         peer->floor  = (peer->newest > peer->floor) ? peer->newest : peer->floor;
         peer->recent = NULL;
         uct_crypt_replay_unlink(replay, recent);
@@ -133,6 +143,7 @@ uct_crypt_replay_peer(uct_crypt_replay_t *replay,
                       double now)
 {
     uct_crypt_replay_peer_t *peer;
+    uint64_t hash;
 
     if (!memcmp(static_key, uct_crypt_replay_free, KEYEX_PUBLIC_KEY_LEN)) {
         return NULL; /* (no X25519 public key of a handshake is all zero) */
@@ -141,9 +152,13 @@ uct_crypt_replay_peer(uct_crypt_replay_t *replay,
         !uct_crypt_replay_grow(replay)) {
         return NULL;
     }
-    peer = uct_crypt_replay_find(replay, static_key);
+    if (!uct_crypt_replay_hash(replay, static_key, &hash)) {
+        return NULL;
+    }
+    peer = uct_crypt_replay_find(replay, static_key, hash);
     if (!memcmp(peer->static_key, uct_crypt_replay_free, KEYEX_PUBLIC_KEY_LEN)) {
         memcpy(peer->static_key, static_key, KEYEX_PUBLIC_KEY_LEN);
+        peer->hash = hash;
         ++replay->count;
     }
     if (peer->recent == NULL) {
@@ -152,6 +167,7 @@ uct_crypt_replay_peer(uct_crypt_replay_t *replay,
             return NULL;
         }
         memcpy(peer->recent->static_key, static_key, KEYEX_PUBLIC_KEY_LEN);
+        peer->recent->hash      = hash;
         peer->recent->last_seen = now;
         uct_crypt_replay_append(replay, peer->recent);
     }

@@ -36,7 +36,7 @@ enum {
 #define UCT_CRYPT_REPLAY_WINDOW_SEC 5.0
 
 /* A key is remembered for the iface's life, since only its floor refuses
- * its old initiations: 56 bytes of it, in a table at most half full. Its
+ * its old initiations: 64 bytes of it, in a table at most half full. Its
  * timestamps (1 KiB) only while it initiates: once the responder has seen
  * nothing of it for the window (its own clock), they go and the newest
  * becomes the floor; what that initiator sends next is newer, and what it
@@ -46,12 +46,15 @@ typedef struct uct_crypt_replay_recent uct_crypt_replay_recent_t;
 struct uct_crypt_replay_recent {
     uct_crypt_replay_recent_t *prev, *next;   /* the least recent first */
     double   last_seen;                        /* s, the responder's clock */
+    uint64_t hash;                             /* its key's, in the table */
     uint8_t  static_key[KEYEX_PUBLIC_KEY_LEN];
     uint64_t taken[UCT_CRYPT_REPLAY_RECENT];   /* ns, above the floor; 0: free */
 };
 
 typedef struct uct_crypt_replay_peer {
     uint8_t  static_key[KEYEX_PUBLIC_KEY_LEN]; /* all zero: a free slot */
+    uint64_t hash;                             /* of the key, kept: a table
+                                                  that grows hashes nothing */
     uint64_t floor;                            /* ns; at or below: refused */
     uint64_t newest;                           /* ns; the newest taken */
     uct_crypt_replay_recent_t *recent;         /* NULL: idle */
@@ -72,7 +75,7 @@ typedef enum {
     UCT_CRYPT_REPLAY_SEEN,   /* taken before: a replay */
     UCT_CRYPT_REPLAY_STALE,  /* at or below the floor, or older than the
                                 window against the newest */
-    UCT_CRYPT_REPLAY_NO_MEMORY
+    UCT_CRYPT_REPLAY_NO_MEMORY /* or SHA-256 failed: a local failure */
 } uct_crypt_replay_verdict_t;
 
 /* The verdict on an initiation from `static_key` that carried `timestamp`
