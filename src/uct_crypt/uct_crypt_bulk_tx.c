@@ -83,6 +83,9 @@ static void uct_crypt_bulk_seal_job(crypt_pool_job_t *job, unsigned worker)
                                                  op->src + seg->offset,
                                                  seg->length, seg->bounce,
                                                  seg->tag);
+    if (seg->seal_status != CRYPT_AEAD_OK) {
+        seg->seal_failure = "the cipher failed to seal";
+    }
 }
 
 static void uct_crypt_bulk_put_done(uct_completion_t *self)

@@ -73,6 +73,12 @@ ucs_status_t uct_crypt_cm_ep_queue_frame(uct_crypt_cm_ep_t *ep,
     keyex_noise_nonce(ep->tx_count++, nonce);
     if (crypt_aead_seal(&ep->tx_key, nonce, hdr, sizeof(*hdr), body, body_len,
                         body, body + body_len) != CRYPT_AEAD_OK) {
+        /* a local failure, said with what failed; nothing of the frame
+         * stays (it was never counted in tx_len: never sent) */
+        ucs_error("crypt: connection manager: connection %s %s: cannot seal "
+                  "a frame%s", (ep->state & UCT_CRYPT_CM_EP_SERVER) ? "from" :
+                  "to", ep->peer_name, crypt_local_failure_take());
+        memset(hdr, 0, sizeof(*hdr) + body_len + CRYPT_AEAD_TAG_LEN);
         return UCS_ERR_IO_ERROR;
     }
     ep->tx_len += sizeof(*hdr) + body_len + CRYPT_AEAD_TAG_LEN;

@@ -552,6 +552,11 @@ static int uct_crypt_sock_conn_send_ctrl(uct_crypt_sock_conn_t *conn,
     if (uct_crypt_frame_seal_control(&conn->ctrl_send, conn->ctrl_send_seq++,
                                      type, count,
                                      body - CRYPT_SOCK_FRAME_HDR_LEN) != 0) {
+        /* a local failure: said; the frame is not sent (the peer sees the
+         * connection end without it, as after a crash) */
+        ucs_error("crypt: wire connection %s %s: cannot seal a control "
+                  "frame%s", conn->initiator ? "to" : "from", conn->peer_name,
+                  crypt_local_failure_take());
         return 1;
     }
     conn->tx_len += CRYPT_SOCK_FRAME_HDR_LEN + UCT_CRYPT_SOCK_CTRL_LEN;
