@@ -181,7 +181,7 @@ capture_start() {
         >"$work/$1.tcpdump.log" 2>&1 &
     capture_pid=$!
     while kill -0 "$capture_pid" 2>/dev/null; do
-        grep -q "listening on" "$work/$1.tcpdump.log" && return 0
+        grep -qs "listening on" "$work/$1.tcpdump.log" && return 0
         sleep 0.1
     done
     echo "  capture $1: tcpdump did not start: $(tail -1 "$work/$1.tcpdump.log")"
