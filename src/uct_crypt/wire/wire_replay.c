@@ -38,7 +38,8 @@ static const uint8_t uct_crypt_replay_free[KEYEX_PUBLIC_KEY_LEN];
 
 /* The hash of `key`: SHA-256 of the table's random seed and the key
  * (FIPS 180-4; keyed, so that keys an insider chooses spread). Taken once
- * a key, when it first comes: 0 where SHA-256 failed (a local failure) */
+ * a key, when it first comes; returns 0 where SHA-256 failed (a local
+ * failure, which the caller says) */
 static int uct_crypt_replay_hash(const uct_crypt_replay_t *replay,
                                  const uint8_t key[KEYEX_PUBLIC_KEY_LEN],
                                  uint64_t *hash_p)
