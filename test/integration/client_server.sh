@@ -347,19 +347,21 @@ test_client_server_forged_record() {
 }
 
 # cs_attack LABEL ATTACKS ENV...: a server (-k 1) on h1 serving an honest
-# client on h2 through a long transfer while attacker.py, a stranger on
-# h2, runs ATTACKS against every port h1 listens on; prints "client_rc
-# server_rc"
+# client on h2 while attacker.py, a stranger on h2, runs ATTACKS against
+# every port h1 listens on; the client goes on until the attacker is done
+# (-u), so that every attack meets a server at work, however fast the
+# machine; prints "client_rc server_rc"
 cs_attack() {
     local label=$1 attacks=$2 port; port=$(cs_port)
     shift 2
-    capture_start "$label"
+    capture_start "$label" 2048 # (the attacker reads handshakes and addresses)
     on_host ucxc-h1 ucxc-v1 "$@" timeout 300 "$cs_check" -l "$port" -k 1 \
         >"$work/$label.victim.log" 2>&1 &
     local victim=$!
     cs_listening "$work/$label.victim.log" "$!"
     on_host ucxc-h2 ucxc-v2 "$@" timeout 300 "$cs_check" -c 10.77.0.1 -p "$port" \
-        -s 8,65536,1048576 -n 3000 >"$work/$label.client.log" 2>&1 &
+        -s 8,65536,1048576 -n 100 -u "$work/$label.attacked" \
+        >"$work/$label.client.log" 2>&1 &
     local client=$!
     sleep 1.5
     local ports
@@ -368,6 +370,7 @@ cs_attack() {
     echo "  $label: the server's host listens on $ports (the listener: $port)"
     ip netns exec ucxc-h2 timeout 120 python3 "$it_dir/attacker.py" 10.77.0.1 \
         "$ports" 0 "$work/$label.pcap" "$attacks" >"$work/$label.attacker.log" 2>&1
+    touch "$work/$label.attacked"
     wait $client; local crc=$?
     wait $victim; local vrc=$?
     capture_stop "$label" >/dev/null

@@ -172,12 +172,14 @@ two_hosts_up() { # NAME_setup
     return 1
 }
 
-# capture_start LABEL: the veth of h1 captured into $work/LABEL.pcap, from
-# the moment tcpdump says it listens (or ended), not after a guessed
-# sleep; capture_stop LABEL ends it once what was in flight arrived and
-# prints how many times the marker crossed
+# capture_start LABEL [SNAPLEN]: the veth of h1 captured into
+# $work/LABEL.pcap, whole packets unless SNAPLEN bytes of each are enough
+# (a long transfer beside an attack would fill gigabytes), from the moment
+# tcpdump says it listens (or ended), not after a guessed sleep;
+# capture_stop LABEL ends it once what was in flight arrived and prints
+# how many times the marker crossed
 capture_start() {
-    ip netns exec ucxc-h1 tcpdump -i ucxc-v1 -U -s 0 -w "$work/$1.pcap" \
+    ip netns exec ucxc-h1 tcpdump -i ucxc-v1 -U -s "${2:-0}" -w "$work/$1.pcap" \
         >"$work/$1.tcpdump.log" 2>&1 &
     capture_pid=$!
     while kill -0 "$capture_pid" 2>/dev/null; do

@@ -10,6 +10,8 @@
  *                                               (0: until killed), exit 0
  *   cs_check -c HOST -p PORT [-s SIZES] [-n N]  client: SIZES comma
  *                                               separated, N round trips each
+ *   -u PATH            client: go through SIZES again until PATH exists
+ *                      (a test keeps the connection busy while it acts)
  *   -m tag|stream|am   the API (both sides; default tag)
  *   -e none|peer       UCP's error handling mode (default peer)
  *   -6                 server: listen on IPv6 (::)
@@ -502,18 +504,51 @@ static void echo_once(ucp_ep_h ep, uint64_t name, uint8_t *out, uint8_t *in,
     }
 }
 
-static int run_client(const char *host, int port, const char *sizes, int iters)
+/* every size of the comma separated SIZES, ITERS round trips each;
+ * returns 0 if a byte came back wrong */
+static int echo_sizes(ucp_ep_h ep, uint64_t name, const char *sizes, int iters)
+{
+    char *list, *tok, *save;
+    uint8_t *out, *in;
+    size_t len;
+    int i, ok = 1;
+
+    list = strdup(sizes);
+    for (tok = strtok_r(list, ",", &save); tok != NULL;
+         tok = strtok_r(NULL, ",", &save)) {
+        len = strtoull(tok, NULL, 0);
+        out = malloc(len ? len : 1);
+        in  = malloc(len ? len : 1);
+        for (i = 0; i < iters; ++i) {
+            fill(out, len, i);
+            memset(in, 0, len);
+            echo_once(ep, name, out, in, len);
+            if (memcmp(out, in, len) != 0) {
+                printf("size %zu round %d: MISMATCH\n", len, i);
+                ok = 0;
+            }
+        }
+        printf("size %zu: %d round trips%s\n", len, iters, ok ? "" : " FAILED");
+        fflush(stdout);
+        free(out);
+        free(in);
+    }
+    free(list);
+    return ok;
+}
+
+static int run_client(const char *host, int port, const char *sizes, int iters,
+                      const char *until)
 {
     ucp_ep_params_t params = ep_params(NULL);
     ucp_request_param_t rparam = {0};
     struct addrinfo hints, *ai;
-    char port_str[16], *list, *tok, *save;
+    char port_str[16];
     uint64_t name = 0, bye = STREAM_BYE;
     ucp_request_param_t sparam = {0};
-    uint8_t *out, *in;
     ucp_ep_h ep;
     size_t len;
-    int i, ok = 1;
+    int ok;
     ucs_status_t status;
 
     memset(&hints, 0, sizeof(hints));
@@ -543,27 +578,9 @@ static int run_client(const char *host, int port, const char *sizes, int iters)
            now() - t_start);
     fflush(stdout);
 
-    list = strdup(sizes);
-    for (tok = strtok_r(list, ",", &save); tok != NULL;
-         tok = strtok_r(NULL, ",", &save)) {
-        len = strtoull(tok, NULL, 0);
-        out = malloc(len ? len : 1);
-        in  = malloc(len ? len : 1);
-        for (i = 0; i < iters; ++i) {
-            fill(out, len, i);
-            memset(in, 0, len);
-            echo_once(ep, name, out, in, len);
-            if (memcmp(out, in, len) != 0) {
-                printf("size %zu round %d: MISMATCH\n", len, i);
-                ok = 0;
-            }
-        }
-        printf("size %zu: %d round trips%s\n", len, iters, ok ? "" : " FAILED");
-        fflush(stdout);
-        free(out);
-        free(in);
-    }
-    free(list);
+    do {
+        ok = echo_sizes(ep, name, sizes, iters);
+    } while (ok && (until != NULL) && (access(until, F_OK) != 0));
 
     /* BYE, and its answer before the close: UCP may report the peer's
      * close before it delivers what came ahead of it. From here the
@@ -602,14 +619,15 @@ static int run_client(const char *host, int port, const char *sizes, int iters)
 
 int main(int argc, char **argv)
 {
-    const char *host = NULL, *sizes = "0,1,8,1000,65536,1048577";
+    const char *host = NULL, *until = NULL;
+    const char *sizes = "0,1,8,1000,65536,1048577";
     int port = 0, listen_port = -1, iters = 3, clients = 1, ipv6 = 0, c, ret;
     ucp_params_t params;
     ucp_worker_params_t wparams;
     ucp_config_t *config;
     ucs_status_t status;
 
-    while ((c = getopt(argc, argv, "l:c:p:s:n:k:m:e:6")) != -1) {
+    while ((c = getopt(argc, argv, "l:c:p:s:n:k:m:e:u:6")) != -1) {
         switch (c) {
         case 'l': listen_port = atoi(optarg); break;
         case 'c': host = optarg; break;
@@ -617,6 +635,7 @@ int main(int argc, char **argv)
         case 's': sizes = optarg; break;
         case 'n': iters = atoi(optarg); break;
         case 'k': clients = atoi(optarg); break;
+        case 'u': until = optarg; break;
         case '6': ipv6 = 1; break;
         case 'm':
             mode = !strcmp(optarg, "stream") ? MODE_STREAM :
@@ -661,7 +680,7 @@ int main(int argc, char **argv)
     am_set_handler(AM_BYE, (void*)1);
 
     ret = (listen_port >= 0) ? run_server(listen_port, clients, ipv6) :
-                               run_client(host, port, sizes, iters);
+                               run_client(host, port, sizes, iters, until);
     ucp_worker_destroy(worker);
     ucp_cleanup(context);
     return ret;
