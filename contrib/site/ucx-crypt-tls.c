@@ -1,13 +1,13 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * ucx-crypt-tls: the UCX_TLS and UCX_CRYPT_TLS a program runs with, from
- * the ones in the environment (src/uct_crypt/uct_crypt_tls_words.h, which
+ * the ones in the environment (src/uct_crypt/base/tls_words.h, which
  * the plugin reads them with too), for ucx-crypt-run to set before the
  * program starts: the launcher is the only writer of UCX_TLS, the plugin
  * only reads it. Prints a line "UCX_TLS=..." and/or "UCX_CRYPT_TLS=..."
  * for each that changes, nothing when neither does.
  */
-#include "uct_crypt/uct_crypt_tls_words.h"
+#include "uct_crypt/base/tls_words.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -2,18 +2,18 @@
 /*
  * The crypt UCT transport: what its files share (md, iface, ep, flows) and
  * which file implements what. The layer's rules are in README.md beside
- * this file; the wire formats in uct_crypt_format.h.
+ * this file; the wire formats in base/format.h.
  */
 #ifndef UCT_CRYPT_H
 #define UCT_CRYPT_H
 
-#include "uct_crypt/uct_crypt_tls_words.h"
-#include "uct_crypt/uct_crypt_format.h"
+#include "uct_crypt/base/tls_words.h"
+#include "uct_crypt/base/format.h"
 #include "uct_crypt/api/uct_crypt_stats.h"
-#include "uct_crypt/uct_crypt_counters.h"
-#include "uct_crypt/uct_crypt_inner_ops.h"
-#include "uct_crypt/uct_crypt_keepalive.h"
-#include "uct_crypt/uct_crypt_compat.h"
+#include "uct_crypt/base/counters.h"
+#include "uct_crypt/base/inner_ops.h"
+#include "uct_crypt/base/keepalive.h"
+#include "uct_crypt/base/compat.h"
 
 #include <uct/base/uct_iface.h>
 #include <uct/base/uct_md.h>
@@ -22,7 +22,7 @@
 #include <ucs/datastruct/list.h>
 #include <pthread.h>
 
-#define UCT_CRYPT_NAME        UCT_CRYPT_TLS_NAME  /* uct_crypt_tls_words.h */
+#define UCT_CRYPT_NAME        UCT_CRYPT_TLS_NAME  /* base/tls_words.h */
 #define UCT_CRYPT_CONFIG_PREFIX "CRYPT_"
 
 /* AM zero-copy: the most header bytes (UCP's own: a few dozen) and iov
@@ -39,7 +39,7 @@ typedef enum {
 } uct_crypt_abort_on_ep_failure_t;
 
 #if UCX_CRYPT_FAULT_INJECTION
-/* TESTING ONLY (UCX_CRYPT_LANE_FAULT, uct_crypt_lane.c): next to its first
+/* TESTING ONLY (UCX_CRYPT_LANE_FAULT, lane/lane.c): next to its first
  * chunk the collective lane sends one more, as an attacker on the network
  * would */
 typedef enum {
@@ -84,7 +84,7 @@ typedef struct uct_crypt_global_config {
 #endif
 } uct_crypt_global_config_t;
 
-/* Flows an iface receives at once (uct_crypt_keys.c): in all, and from
+/* Flows an iface receives at once (record/keys.c): in all, and from
  * one peer key (both roles: UCX_CRYPT_RX_FLOWS*, UCX_CRYPT_AUX_RX_FLOWS*) */
 typedef struct uct_crypt_rx_limits {
     unsigned           flows;
@@ -123,7 +123,7 @@ typedef struct uct_crypt_iface_config {
     unsigned           wire_port;       /* own wire: listen here */
     unsigned           wire_advertise_port; /* ... and name this one */
 #endif
-    /* the bulk engine (uct_crypt_bulk.c) */
+    /* the bulk engine (bulk/bulk.c) */
     int                bulk;            /* advertise encrypted put_zcopy */
     int                bulk_mode;       /* uct_crypt_bulk_mode_t */
     size_t             bulk_segment;    /* bytes per segment (auto: profile) */
@@ -160,7 +160,7 @@ typedef struct uct_crypt_md {
 } uct_crypt_md_t;
 
 /* Memory handle: the inner md's handle for the same region, and its
- * token (uct_crypt_format.h, "region tokens"): random, never 0, packed in
+ * token (base/format.h, "region tokens"): random, never 0, packed in
  * the region's remote key, so that a peer reaches only memory whose key it
  * was handed. */
 struct uct_crypt_memh {
@@ -182,7 +182,7 @@ int uct_crypt_md_exposed(uct_crypt_md_t *md, uint64_t token, uint64_t address,
                          uint64_t length, unsigned access);
 
 /* Remote key: the inner component's key and the region's token (rkey
- * buffer = name || token LE64 || inner key, uct_crypt_format.h). */
+ * buffer = name || token LE64 || inner key, base/format.h). */
 typedef struct uct_crypt_rkey {
     uct_component_h   component;
     uint64_t          token;
@@ -242,7 +242,7 @@ typedef struct uct_crypt_tx_flow {
 } uct_crypt_tx_flow_t;
 
 /* What an iface knows of one peer key: its eps to it, the flows it
- * receives from it (uct_crypt_keys.c) */
+ * receives from it (record/keys.c) */
 typedef struct uct_crypt_peer {
     uint64_t             id;              /* the key's first 8 bytes */
     unsigned             eps;
@@ -298,7 +298,7 @@ typedef struct uct_crypt_bulk uct_crypt_bulk_t;
 typedef struct uct_crypt_bulk_tx uct_crypt_bulk_tx_t;
 
 /* The one AM id of the inner that carries records: UCP's own id is sealed
- * inside each record (uct_crypt_format.h); crypt's control records are told
+ * inside each record (base/format.h); crypt's control records are told
  * apart by the authenticated header flag */
 #define UCT_CRYPT_RECORD_AM_ID 0
 
@@ -348,7 +348,7 @@ typedef enum {
     UCT_CRYPT_EP_FAIL_REPORTED /* uct_iface_handle_ep_err was called */
 } uct_crypt_ep_fail_state_t;
 
-/* An ep fence behind bulk work still inside crypt (uct_crypt_bulk.c) */
+/* An ep fence behind bulk work still inside crypt (bulk/bulk.c) */
 typedef enum {
     UCT_CRYPT_FENCE_NONE = 0,
     UCT_CRYPT_FENCE_WAIT,     /* sends wait for the work before the fence */
@@ -386,7 +386,7 @@ static inline int uct_crypt_ep_fenced(const uct_crypt_ep_t *ep)
 extern uct_component_t uct_crypt_component;
 extern uct_tl_t uct_crypt_tl;
 extern uct_tl_t uct_crypt_aux_tl;
-#define UCT_CRYPT_AUX_NAME UCT_CRYPT_TLS_AUX_NAME  /* uct_crypt_tls_words.h */
+#define UCT_CRYPT_AUX_NAME UCT_CRYPT_TLS_AUX_NAME  /* base/tls_words.h */
 extern uct_crypt_global_config_t uct_crypt_global;
 
 /* UCX_CRYPT_HANDSHAKE_RATE as the listeners take it (wire/wire_admit.h):
@@ -510,8 +510,8 @@ ucs_status_t uct_crypt_ep_fence(uct_ep_h tl_ep, unsigned flags);
 ucs_status_t uct_crypt_ep_check(uct_ep_h tl_ep, unsigned flags,
                                 uct_completion_t *comp);
 
-/* bulk engine (uct_crypt_bulk*.c, uct_crypt_get.c; its own state is in
- * uct_crypt_bulk.h) */
+/* bulk engine (uct_crypt_bulk*.c, bulk/bulk_get.c; its own state is in
+ * bulk/bulk.h) */
 ucs_status_t uct_crypt_bulk_init(uct_crypt_iface_t *iface,
                                  const uct_crypt_iface_config_t *config);
 void uct_crypt_bulk_cleanup(uct_crypt_iface_t *iface);
@@ -548,7 +548,7 @@ void uct_crypt_bulk_rx_reap(uct_crypt_iface_t *iface, int wait);
  * done, here where no worker took it; acted on later, in order */
 void uct_crypt_bulk_rx_quiesce(uct_crypt_iface_t *iface);
 
-/* keys (uct_crypt_keys.c) */
+/* keys (record/keys.c) */
 ucs_status_t uct_crypt_bulk_keys(uct_crypt_iface_t *iface,
                                  const uint8_t sender[KEYEX_PUBLIC_KEY_LEN],
                                  const uint8_t receiver[KEYEX_PUBLIC_KEY_LEN],
@@ -615,7 +615,7 @@ ucs_status_t uct_crypt_iface_estimate_perf(uct_iface_h tl_iface,
  * or the progress thread alone); 0 without the engine */
 unsigned uct_crypt_bulk_seal_threads(const uct_crypt_iface_t *iface);
 
-/* record layer (uct_crypt_record.c) */
+/* record layer (record/record.c) */
 /* The ep fails for a local failure while `what`: said at error level with
  * the reason (crypt_local_failure_take), reported to UCP from progress */
 void uct_crypt_ep_fail_local(uct_crypt_ep_t *ep, const char *what);
@@ -631,7 +631,7 @@ int uct_crypt_ep_is_connected(const uct_ep_h tl_ep,
                               const uct_ep_is_connected_params_t *params);
 #endif
 /* A violation inside an authenticated record: fail the flow and the eps
- * to its peer (uct_crypt_record.c says when that is the rule) */
+ * to its peer (record/record.c says when that is the rule) */
 ucs_status_t uct_crypt_record_reject(uct_crypt_iface_t *iface,
                                      uct_crypt_rx_flow_t *flow,
                                      uct_crypt_fail_reason_t reason);

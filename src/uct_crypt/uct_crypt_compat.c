@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * What differs between UCX releases and needs code (uct_crypt_compat.h
+ * What differs between UCX releases and needs code (base/compat.h
  * names each difference): the internal ops every iface of ours gives UCT,
  * the configuration parser's entry point, the md attributes, remote keys.
  */

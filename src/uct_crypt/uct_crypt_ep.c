@@ -70,7 +70,7 @@ static UCS_CLASS_INIT_FUNC(uct_crypt_ep_t, const uct_ep_params_t *params)
 /*
  * The end of a flow over a UCX inner (rc, ud, dc), which has no connection
  * whose end would tell the receiver: its last record says so (FLOW_END,
- * uct_crypt_format.h), and the receiver frees the flow's state and keys
+ * base/format.h), and the receiver frees the flow's state and keys
  * instead of keeping them until its iface closes (issue 29, item 6). The
  * inner ep stays until that record has left (a flush, as UCP discards its
  * own eps: ucp_worker_discard_uct_ep), or UCT_CRYPT_FLOW_END_WAIT while
@@ -177,7 +177,7 @@ int uct_crypt_iface_closing_failed(uct_crypt_iface_t *iface, uct_ep_h inner_ep)
 
 /* The iface closes: the inner eps still kept go now, before the inner
  * iface. Nothing waits here for a peer: a FLOW_END that does not make it
- * is what sleeping flows are for (uct_crypt_keys.c). */
+ * is what sleeping flows are for (record/keys.c). */
 void uct_crypt_iface_closing_cleanup(uct_crypt_iface_t *iface)
 {
     uct_crypt_closing_t *closing, *tmp;
@@ -644,7 +644,7 @@ ucs_status_t uct_crypt_ep_send_control(uct_crypt_ep_t *ep, const void *payload,
 
 /* ---- ops that the inner ep does, behind crypt's own bulk work ---------- */
 
-/* Behind a fence, requests wait in the ep's own queue (uct_crypt_bulk.c
+/* Behind a fence, requests wait in the ep's own queue (bulk/bulk.c
  * dispatches it once the fence clears); otherwise in the inner's. */
 ucs_status_t uct_crypt_ep_pending_add(uct_ep_h tl_ep, uct_pending_req_t *req,
                                       unsigned flags)

@@ -628,7 +628,7 @@ static UCS_CLASS_INIT_FUNC(uct_crypt_iface_t, uct_md_h tl_md, uct_worker_h worke
     }
 
     /* a fresh key pair per iface (its traffic's forward secrecy: see
-     * uct_crypt_keys.c) */
+     * record/keys.c) */
     if (uct_crypt_iface_keypair(self, (self->role == UCT_CRYPT_ROLE_DATA) ?
                                 ucs_derived_of(tl_config,
                                                uct_crypt_iface_config_t) :

@@ -4,7 +4,7 @@
  * that names its sender's static key in its HELLO; nothing is bound to a
  * connection, so nothing here has a connection to answer about.
  */
-#include "uct_crypt/uct_crypt_inner_ops.h"
+#include "uct_crypt/base/inner_ops.h"
 
 static ucs_status_t
 uct_crypt_ucx_ep_set_peer(uct_ep_h ep, const uint8_t peer[KEYEX_PUBLIC_KEY_LEN])

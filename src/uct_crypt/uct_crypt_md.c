@@ -5,11 +5,11 @@
  * md's name. Registration goes through to the inner md, and the md keeps
  * what this process registered in a map by each region's random token,
  * which its remote key carries: a peer's bulk segment or get may touch
- * only the region whose key it was handed (uct_crypt_bulk_rx.c,
- * uct_crypt_get.c).
+ * only the region whose key it was handed (bulk/bulk_rx.c,
+ * bulk/bulk_get.c).
  */
 #include "uct_crypt/uct_crypt.h"
-#include "uct_crypt/uct_crypt_bulk_input.h"
+#include "uct_crypt/bulk/bulk_input.h"
 
 #include <ucs/sys/string.h>
 #include <pthread.h>

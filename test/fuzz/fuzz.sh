@@ -42,9 +42,9 @@ targets=(fuzz_coll_frame fuzz_coll_hello fuzz_coll_tune fuzz_aead_record fuzz_jo
 # and needs neither UCX nor MPI
 lib_srcs=("$src"/src/aead/aead.c "$src"/src/aead/aead_openssl.c "$src"/src/aead/secure_mem.c
           "$src"/src/keyex/job_secret.c "$src"/src/keyex/schedule.c \
-          "$src"/src/keyex/noise.c "$src"/src/uct_crypt/uct_crypt_lane_rx.c
-          "$src"/src/uct_crypt/uct_crypt_bulk_input.c "$src"/src/uct_crypt/wire/wire_frame.c
-          "$src"/src/uct_crypt/uct_crypt_record_input.c
+          "$src"/src/keyex/noise.c "$src"/src/uct_crypt/lane/lane_rx.c
+          "$src"/src/uct_crypt/bulk/bulk_input.c "$src"/src/uct_crypt/wire/wire_frame.c
+          "$src"/src/uct_crypt/record/record_input.c
           "$src"/src/ucp_crypt/coll/*.c "$src"/src/ucp_crypt/coll/*/*.c)
 libs=(-lcrypto -lpthread)
 if grep -q '^#define HAVE_IPSEC_MB 1' "$obj/ucx_crypt_config.h"; then

@@ -2,8 +2,8 @@
 /*
  * The control records (the bulk engine's, a flow's end and refusal) as the target
  * reads them
- * (src/uct_crypt/uct_crypt_bulk_input.c), against a model written here
- * from the byte diagrams of uct_crypt_format.h alone, field by field with
+ * (src/uct_crypt/bulk/bulk_input.c), against a model written here
+ * from the byte diagrams of base/format.h alone, field by field with
  * 128-bit arithmetic. They come only inside authenticated records, so
  * there is no tag to get past: every input is one that an authenticated
  * peer could send. First input byte:
@@ -13,8 +13,8 @@
  *     library's "inside" must be the model's.
  */
 #include "ucx_crypt_config.h"
-#include "uct_crypt/uct_crypt_bulk_input.h"
-#include "uct_crypt/uct_crypt_format.h"
+#include "uct_crypt/bulk/bulk_input.h"
+#include "uct_crypt/base/format.h"
 #include "fuzz_common.h"
 
 #include <stdlib.h>

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * crypt's connection manager as a server and a client see it
- * (src/keyex/noise.h NNpsk0, then the frames of uct_crypt_format.h), with
+ * (src/keyex/noise.h NNpsk0, then the frames of base/format.h), with
  * the fixed test job secret:
  *   raw (mode bit 0 clear): the bytes as a client's initiation: must be
  *     refused (a stranger never gets past the first message's tag);
@@ -19,7 +19,7 @@
  */
 #include "ucx_crypt_config.h"
 #include "keyex/noise.h"
-#include "uct_crypt/uct_crypt_format.h"
+#include "uct_crypt/base/format.h"
 #include "fuzz_common.h"
 
 #include <openssl/crypto.h>

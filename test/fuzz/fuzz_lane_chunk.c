@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * The collective lane's chunks (src/uct_crypt/uct_crypt_lane_rx.c: where
+ * The collective lane's chunks (src/uct_crypt/lane/lane_rx.c: where
  * attacker-chosen bytes meet the lane's tags and buffers), with small
  * bounds (the code is the same at any size; short inputs then reach every
  * bound). Two teams (0, 1) of five ranks; the lane is rank 4 of both, and
@@ -20,8 +20,8 @@
  *     it says: no stream may fail, and every message arrives whole, in order.
  */
 #include "ucx_crypt_config.h"
-#include "uct_crypt/uct_crypt_lane_rx.h"
-#include "uct_crypt/uct_crypt_format.h"
+#include "uct_crypt/lane/lane_rx.h"
+#include "uct_crypt/base/format.h"
 #include "fuzz_common.h"
 
 #include <endian.h>

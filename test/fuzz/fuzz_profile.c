@@ -2,13 +2,13 @@
 /*
  * The calibration profile (UCX_CRYPT_PROFILE; test/perf/crypt_calibrate
  * writes one) as the bulk engine reads it
- * (src/uct_crypt/uct_crypt_bulk_input.c), from the input as a file. What
+ * (src/uct_crypt/bulk/bulk_input.c), from the input as a file. What
  * it takes must be in range whatever the file says (a value past its type
  * is undefined to convert): segment 4 KiB..1 GiB, threads 0..1024;
  * everything else leaves the defaults and is warned about or ignored.
  */
 #include "ucx_crypt_config.h"
-#include "uct_crypt/uct_crypt_bulk_input.h"
+#include "uct_crypt/bulk/bulk_input.h"
 
 #include <stdarg.h>
 #include <stdlib.h>

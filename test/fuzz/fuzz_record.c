@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * The record layer's receive side (src/uct_crypt/uct_crypt_record_input.c)
+ * The record layer's receive side (src/uct_crypt/record/record_input.c)
  * with real keys, driven the way uct_crypt_record_am_handler drives it
  * (parse, find the flow, admit, key the HELLO's new flow, open under the
  * current or the next key generation, check the opened record), against a
@@ -30,7 +30,7 @@
  * reason a record is refused is the model's.
  */
 #include "ucx_crypt_config.h"
-#include "uct_crypt/uct_crypt_record_input.h"
+#include "uct_crypt/record/record_input.h"
 #include "fuzz_common.h"
 
 #include <openssl/crypto.h>

@@ -15,7 +15,7 @@
  *   make_seeds CORPUS_DIR
  */
 #include "fuzz_common.h"
-#include "uct_crypt/uct_crypt_format.h"
+#include "uct_crypt/base/format.h"
 #include "uct_crypt/wire/wire_frame.h"
 
 #include <endian.h>

@@ -54,7 +54,7 @@ def tcp_put_req(addr, data):
 
 
 def crypt_hello(public_key, wire_version):
-    """a HELLO record (uct_crypt_format.h): type 2, generation 0, flags 0, a
+    """a HELLO record (base/format.h): type 2, generation 0, flags 0, a
     new flow id, sequence 1 (what forced a victim's eps to fail), the
     victim peer's public key, 16 bytes of sealed AM id and payload, a
     made-up tag"""
@@ -117,7 +117,7 @@ def sockcm_request(data):
     return struct.pack("<QB", len(data), 0) + bytes(7) + data
 
 
-# CRYPT_WIRE_VERSION of the build under attack (uct_crypt_format.h), read
+# CRYPT_WIRE_VERSION of the build under attack (base/format.h), read
 # from the header by the caller: a version this script did not know made
 # its "forged HELLO with a real peer's key" use a random key unseen
 WIRE_VERSION = int(os.environ.get("CRYPT_WIRE_VERSION", "7"))

@@ -64,35 +64,89 @@ check_layering() {
     fi
 }
 
-# The wire has one door (src/uct_crypt/wire/README.md): the record layer
-# reaches it only through the inner ops table, never by telling it apart
-# by its function pointers; the wire sees nothing of the record layer;
-# and no source file is over 1,000 lines (a file a reviewer reads whole).
-check_wire_door() {
-    local why="" f
-    # what wire/ may include of the transport: its own files, the byte
-    # formats, the counters, the UCX release differences, the ops table,
-    # the keepalive knobs' type
-    why+=$(grep -rnE '^#include "uct_crypt/' "$src/src/uct_crypt/wire" |
-           grep -vE '"uct_crypt/(wire/|uct_crypt_format\.h|uct_crypt_counters\.h|uct_crypt_compat\.h|uct_crypt_inner_ops\.h|uct_crypt_keepalive\.h|api/uct_crypt_stats\.h)' |
-           sed "s|$src/||" | head -5)
-    # who may open the door: the iface, the lane, the connection manager
-    why+=$(grep -rln '#include "uct_crypt/wire/wire\.h"' "$src/src" |
-           grep -vE '/src/uct_crypt/(uct_crypt_iface\.c|uct_crypt_lane\.c|cm/|wire/)' |
-           sed "s|$src/|includes wire.h: |" | head -5)
-    why+=$(grep -rln 'wire/wire_int\.h' "$src/src" | grep -v '/src/uct_crypt/wire/' |
-           sed "s|$src/|includes wire_int.h: |" | head -5)
-    why+=$(grep -rnE 'iface_progress *==|== *uct_crypt_sock_|uct_crypt_sock_is_own' "$src/src" |
-           grep -v '/src/uct_crypt/wire/' | sed "s|$src/|tells the wire apart: |" | head -5)
+# The rooms of the transport (src/uct_crypt/README.md) and their doors:
+# what each room's files may include of the transport, who may open the
+# wire, and that nobody tells the wire apart by its function pointers; no
+# source file is over 1,000 lines (a file a reviewer reads whole).
+
+# TREE ROOM ALLOWED: the includes of TREE/src/uct_crypt/ROOM that name a
+# part of the transport not matched by the extended regex ALLOWED
+room_includes_beyond() {
+    grep -rnE '^#include "uct_crypt/' "$1/src/uct_crypt/$2" \
+         --include='*.c' --include='*.h' 2>/dev/null |
+        grep -vE "\"uct_crypt/($3)" | sed "s|$1/||" | head -5
+}
+
+# TREE: what breaks a room's door in TREE, nothing when every door holds
+rooms_broken() {
+    local tree=$1
+    # base/: what every room shares (byte formats, counters, the UCX
+    # release differences, the ops table, the keepalive knobs' type, the
+    # TLS words); it includes nothing of a room
+    room_includes_beyond "$tree" base 'base/|api/'
+    # wire/ and cm/: the listeners, the wire's internals behind its door
+    room_includes_beyond "$tree" wire 'wire/|base/|api/'
+    room_includes_beyond "$tree" cm 'cm/|base/|api/|wire/wire\.h|wire/wire_admit\.h|uct_crypt\.h'
+    # record/, bulk/, lane/: the wrapper's structs, base/, and the one
+    # header of a room below (record/ hands segments to bulk/; the lane
+    # opens the wire)
+    room_includes_beyond "$tree" record 'record/|base/|api/|uct_crypt\.h|bulk/bulk\.h'
+    room_includes_beyond "$tree" bulk 'bulk/|base/|api/|uct_crypt\.h'
+    room_includes_beyond "$tree" lane 'lane/|base/|api/|uct_crypt\.h|wire/wire\.h'
+    # who may open the wire's door: the iface, the lane, the connection
+    # manager; nobody reaches its internals or tells it apart by pointer
+    grep -rln '#include "uct_crypt/wire/wire\.h"' "$tree/src" |
+        grep -vE '/src/uct_crypt/(uct_crypt_iface\.c|lane/lane\.c|cm/|wire/)' |
+        sed "s|$tree/|includes wire.h: |" | head -5
+    grep -rln 'wire/wire_int\.h' "$tree/src" | grep -v '/src/uct_crypt/wire/' |
+        sed "s|$tree/|includes wire_int.h: |" | head -5
+    grep -rnE 'iface_progress *==|== *uct_crypt_sock_|uct_crypt_sock_is_own' "$tree/src" |
+        grep -v '/src/uct_crypt/wire/' | sed "s|$tree/|tells the wire apart: |" | head -5
+}
+
+check_rooms() {
+    local why f room planted missed=""
+    why=$(rooms_broken "$src")
     for f in $(find "$src/src" -name '*.[ch]'); do
         if [ "$(wc -l <"$f")" -gt 1000 ]; then
             why+="${f#$src/}: $(wc -l <"$f") lines "
         fi
     done
     if [ -z "$why" ]; then
-        record the_wire_has_one_door pass
+        record every_room_keeps_its_door pass
     else
-        record the_wire_has_one_door fail "$why"
+        record every_room_keeps_its_door fail "$why"
+    fi
+    # the rules catch a break: a copy of the transport with one include
+    # through a wall per room must fail them
+    for planted in base:uct_crypt.h wire:record/record_input.h cm:wire/wire_int.h \
+                   record:lane/lane_rx.h bulk:record/record_input.h lane:bulk/bulk.h; do
+        room=${planted%%:*}
+        rm -rf "$work/tree" && mkdir -p "$work/tree/src" &&
+            cp -r "$src/src/uct_crypt" "$work/tree/src/"
+        f=$(ls "$work/tree/src/uct_crypt/$room/"*.c "$work/tree/src/uct_crypt/$room/"*.h |
+            head -1)
+        echo "#include \"uct_crypt/${planted#*:}\"" >>"$f"
+        [ -n "$(rooms_broken "$work/tree")" ] || missed+="$room ($planted) passed; "
+    done
+    if [ -z "$missed" ]; then
+        record door_rules_catch_an_include_through_a_wall pass
+    else
+        record door_rules_catch_an_include_through_a_wall fail "$missed"
+    fi
+}
+
+# Every citation points into the tree or to a public source: nothing
+# names a folder beside the checkout (a reader of a clone has none)
+check_citations() {
+    local hits
+    hits=$(grep -rnE '\.\./shared/|/work/' "$src"/src "$src"/test "$src"/docs \
+               "$src"/contrib "$src"/README.md "$src"/Makefile.am 2>/dev/null |
+           grep -v -e '/test/fuzz/corpus/' -e 'build_check\.sh:' | sed "s|$src/||" | head -5)
+    if [ -z "$hits" ]; then
+        record citations_stay_in_the_tree pass
+    else
+        record citations_stay_in_the_tree fail "$hits"
     fi
 }
 
@@ -222,7 +276,8 @@ check_no_fatal() {
 }
 
 check_layering
-check_wire_door
+check_rooms
+check_citations
 check_no_fatal
 check_licence
 check_exports

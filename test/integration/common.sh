@@ -37,7 +37,7 @@ runtime_first="${sanitizer_runtime:+$sanitizer_runtime:}" # before any preload o
 preload="$runtime_first$plugin"
 # the wire version of the source under test, for attacker.py
 CRYPT_WIRE_VERSION=$(sed -n 's/^ *CRYPT_WIRE_VERSION *= *\([0-9]*\),.*/\1/p' \
-                     "$it_dir/../../src/uct_crypt/uct_crypt_format.h")
+                     "$it_dir/../../src/uct_crypt/base/format.h")
 export CRYPT_WIRE_VERSION
 case "$sanitizer_runtime" in
 *libasan*)
@@ -149,7 +149,7 @@ abort_verdict() {
 
 # mpi_verdict NAME LOG NP [gets]: every rank verified its data and sealed
 # records; with "gets", every rank also served its neighbour's MPI_Gets
-# with crypt's bulk get (a get the peer seals and puts, uct_crypt_get.c)
+# with crypt's bulk get (a get the peer seals and puts, bulk/bulk_get.c)
 mpi_verdict() {
     local name=$1 log=$2 np=$3 gets=${4:-}
     if [ "$(grep -c "^MPI OK rank" "$log")" != "$np" ] ||

@@ -11,11 +11,11 @@
  *
  * Threads beyond the PUs this machine has are still started (the point is
  * to see the curve flatten); the profile recommends at most the PUs left
- * to one rank (crypt_pool.h). Not a test: nothing here asserts.
+ * to one rank (bulk/pool.h). Not a test: nothing here asserts.
  */
 #include "ucx_crypt_config.h"
 #include "aead/aead.h"
-#include "uct_crypt/crypt_pool.h"
+#include "uct_crypt/bulk/pool.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -5,7 +5,7 @@
  * call on the same buffers. The ratio ours/raw shows what our framing
  * costs (target: >= 0.90 from 16 KiB up). lane_tag is what the collective
  * lane adds to a chunk of that size already sealed above: AES-GCM with
- * nothing to encrypt over its bytes (GMAC, uct_crypt_lane_rx.h).
+ * nothing to encrypt over its bytes (GMAC, lane/lane_rx.h).
  *
  * usage: crypt_engine_bench [--csv FILE] [--min-time SECONDS] [--key-bits 128|256]
  */

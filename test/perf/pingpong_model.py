@@ -41,7 +41,7 @@ def profile(path):
 
 
 def segments(m, seg, first=65536):
-    """the engine's segment sizes for an m-byte put (uct_crypt_bulk.c)"""
+    """the engine's segment sizes for an m-byte put (bulk/bulk.c)"""
     out, size, left = [], min(first, seg), m
     while left > 0:
         out.append(min(size, left))

@@ -3,7 +3,7 @@
  * Encrypted collectives, core layer: a team (ranks, node map, a group key,
  * point-to-point pipes between its ranks) and the all-gather algorithms of
  * "Efficient Algorithms for Encrypted All-gather Operation" (Naive, O-Ring,
- * O-RD, O-RD2, C-Ring, C-RD, HS1, HS2; ../shared/papers/encrypted-allgather-algorithms.txt,
+ * O-RD, O-RD2, C-Ring, C-RD, HS1, HS2; Naser et al., IPDPS 2021,
  * section IV). Inter-node data is sealed once by the node that owns it and
  * opened once per receiving node; intra-node data moves in plaintext.
  *

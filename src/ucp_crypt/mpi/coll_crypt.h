@@ -2,8 +2,8 @@
 /*
  * Open MPI front end of the MPI adapter (crypt_mpi.h): a coll component,
  * "crypt", built out of tree against the installed Open MPI 4.1 headers
- * (../shared/research/collectives-integration.md section 2(b)) and loaded
- * from the shipped site configuration (mca_base_component_path).
+ * (docs/mpi.md) and loaded from the shipped site configuration
+ * (mca_base_component_path).
  *
  * Unlike PMPI interposition it sees every caller: C, both Fortran bindings,
  * and collectives the library runs itself. Priority 80 by default

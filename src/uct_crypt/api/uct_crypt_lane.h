@@ -4,8 +4,7 @@
  * layers above it (installed as <uct_crypt/uct_crypt_lane.h>). It carries the collective layer's sealed frames between
  * nodes on the network transport *underneath* crypt, so that a frame sealed
  * once under the team key is not sealed a second time by the transport
- * (../shared/research/collectives-integration.md section 2, "double
- * encryption"). The crypt plugin implements it (src/uct_crypt/uct_crypt_lane.c)
+ * (no double encryption). The crypt plugin implements it (src/uct_crypt/lane/lane.c)
  * because only the plugin holds the network components it hides from UCP;
  * front ends find it at run time, so that nothing above links the plugin:
  *

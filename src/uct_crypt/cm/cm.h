@@ -27,7 +27,7 @@
  *   can tell its user.
  * - UCP's private data (its worker and lane addresses) and the device
  *   address each side hands UCP travel only in frames sealed under the
- *   handshake's transport keys (uct_crypt_format.h). The server's
+ *   handshake's transport keys (base/format.h). The server's
  *   application sees a connection request only once the client's CONNECT
  *   opened: after the client proved the psk and its fresh ephemeral.
  * - A frame's length is checked against a constant before it is read in;

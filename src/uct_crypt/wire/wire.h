@@ -11,7 +11,7 @@
  * This header is the wire's door: the crypt iface and the collective lane
  * open the wire with it, the connection manager takes its socket options,
  * and the record layer uses the wire only through uct_crypt_wire_inner_ops
- * (uct_crypt_inner_ops.h). The files of the wire share wire_int.h.
+ * (base/inner_ops.h). The files of the wire share wire_int.h.
  *
  * What a stranger can make this code do: accept a connection into one of a
  * bounded number of half-open slots (when they are full, what waits on
@@ -54,8 +54,8 @@
 #ifndef UCT_CRYPT_WIRE_H
 #define UCT_CRYPT_WIRE_H
 
-#include "uct_crypt/uct_crypt_inner_ops.h"
-#include "uct_crypt/uct_crypt_keepalive.h"
+#include "uct_crypt/base/inner_ops.h"
+#include "uct_crypt/base/keepalive.h"
 #include "keyex/noise.h"
 
 #include <uct/api/uct.h>
@@ -119,7 +119,7 @@ const uint8_t *uct_crypt_sock_rx_peer(uct_iface_h tl_iface);
 void uct_crypt_sock_set_options(int fd, const uct_crypt_keepalive_t *keepalive);
 
 /* What crypt's record layer asks of the wire (wire_ops.c;
- * uct_crypt_inner_ops.h) */
+ * base/inner_ops.h) */
 extern const uct_crypt_inner_ops_t uct_crypt_wire_inner_ops;
 
 #endif

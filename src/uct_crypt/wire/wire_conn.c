@@ -525,7 +525,7 @@ void uct_crypt_sock_conn_redirect_expired(uct_crypt_sock_conn_t *conn)
 
 /* ---- frames --------------------------------------------------------------- */
 
-/* A control frame (uct_crypt_format.h): `count` sealed under the
+/* A control frame (base/format.h): `count` sealed under the
  * connection's Noise transport key, the frame header as associated data */
 static int uct_crypt_sock_conn_send_ctrl(uct_crypt_sock_conn_t *conn,
                                          uint8_t type, uint64_t count)

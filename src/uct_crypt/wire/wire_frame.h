@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * crypt's own wire after the handshake: the frames (uct_crypt_format.h) as
+ * crypt's own wire after the handshake: the frames (base/format.h) as
  * the receiving side takes them from its buffer, and the sealed control
  * frames both sides write, without the connection around them and without
  * UCX, so that the fuzz target (test/fuzz/fuzz_wire_frames.c) runs this
@@ -13,7 +13,7 @@
 #ifndef UCT_CRYPT_SOCK_FRAME_H
 #define UCT_CRYPT_SOCK_FRAME_H
 
-#include "uct_crypt/uct_crypt_format.h"
+#include "uct_crypt/base/format.h"
 #include "aead/aead.h"
 
 #include <stddef.h>

@@ -8,9 +8,9 @@
 #define UCT_CRYPT_WIRE_INT_H
 
 #include "uct_crypt/wire/wire.h"
-#include "uct_crypt/uct_crypt_format.h"
-#include "uct_crypt/uct_crypt_counters.h"
-#include "uct_crypt/uct_crypt_compat.h"
+#include "uct_crypt/base/format.h"
+#include "uct_crypt/base/counters.h"
+#include "uct_crypt/base/compat.h"
 #include "uct_crypt/wire/wire_frame.h"
 #include "uct_crypt/wire/wire_replay.h"
 #include "uct_crypt/wire/wire_admit.h"

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * The wire as crypt's record layer sees it (uct_crypt_inner_ops.h): keys
+ * The wire as crypt's record layer sees it (base/inner_ops.h): keys
  * from each connection's Noise exporter, the proven peer of the record
  * being delivered, bulk segments as frames behind their records.
  */

@@ -16,7 +16,7 @@
 #include <uct/api/uct.h>
 #include <uct/api/version.h>
 #include "uct_crypt/api/uct_crypt_stats.h"
-#include "uct_crypt/uct_crypt_format.h" /* the attacker parses the capture */
+#include "uct_crypt/base/format.h" /* the attacker parses the capture */
 #include "keyex/noise.h"
 #include "common/test_util.h"
 #include "uct/crypt_plugin.h"

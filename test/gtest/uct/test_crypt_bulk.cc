@@ -147,7 +147,7 @@ protected:
     }
 
     /* get: `from` reads `to`'s src region into its own dst region, i.e.
-     * `to` seals and puts it (uct_crypt_format.h); `extra` bytes of the range
+     * `to` seals and puts it (base/format.h); `extra` bytes of the range
      * lie past the target's registration (0: all inside) */
     void post_get(uct_ep_h ep, side &from, side &to, put_op &op, size_t len,
                   uint64_t seq, size_t extra = 0)
@@ -348,7 +348,7 @@ protected:
 
     /* What a peer handed the remote key of one region at b may reach
      * there: that region only, whatever else b registered (region tokens,
-     * uct_crypt_format.h). Each way of reaching further is refused at b
+     * base/format.h). Each way of reaching further is refused at b
      * (the flow fails, MALFORMED) and moves no byte. */
     enum reach_t {
         REACH_PUT_INTO_ANOTHER_REGION, /* A's key, B's address */

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * What the transport reads from outside the process, without UCX
- * (src/uct_crypt/uct_crypt_bulk_input.c, uct_crypt_lane_rx.c,
- * wire/wire_frame.c, uct_crypt_record_input.c): the calibration
+ * (src/uct_crypt/bulk/bulk_input.c, lane/lane_rx.c,
+ * wire/wire_frame.c, record/record_input.c): the calibration
  * profile, bulk control records, the range check that stands between a
  * peer and our memory, lane chunk reassembly, the own wire's frames, and
  * records before and after their tag. The fuzz targets
@@ -12,9 +12,9 @@
 #include <gtest/gtest.h>
 
 extern "C" {
-#include "uct_crypt/uct_crypt_bulk_input.h"
-#include "uct_crypt/uct_crypt_lane_rx.h"
-#include "uct_crypt/uct_crypt_format.h"
+#include "uct_crypt/bulk/bulk_input.h"
+#include "uct_crypt/lane/lane_rx.h"
+#include "uct_crypt/base/format.h"
 }
 
 #include <endian.h>
@@ -634,10 +634,10 @@ TEST_F(crypt_wire_frames, a_large_frame_is_read_to_its_end_and_no_further)
               (size_t)UCT_CRYPT_SOCK_FRAME_MAX - 8) << "small frames: many at a time";
 }
 
-/* ---- records (uct_crypt_record_input.c) ----------------------------------- */
+/* ---- records (record/record_input.c) ----------------------------------- */
 
 extern "C" {
-#include "uct_crypt/uct_crypt_record_input.h"
+#include "uct_crypt/record/record_input.h"
 }
 
 namespace {
@@ -839,10 +839,10 @@ TEST_F(crypt_record_input, a_changed_byte_or_length_does_not_open)
     EXPECT_NE(uct_crypt_record_open(&key, prefix, &rec), CRYPT_AEAD_OK);
 }
 
-/* ---- UCX_TLS and UCX_CRYPT_TLS (uct_crypt_tls_words.c) -------------------- */
+/* ---- UCX_TLS and UCX_CRYPT_TLS (base/tls_words.c) -------------------- */
 
 extern "C" {
-#include "uct_crypt/uct_crypt_tls_words.h"
+#include "uct_crypt/base/tls_words.h"
 }
 
 namespace {

@@ -9,7 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "aead/aead.h"
-#include "uct_crypt/crypt_pool.h"
+#include "uct_crypt/bulk/pool.h"
 #include "common/aead_backends.h"
 
 #include <algorithm>
@@ -252,7 +252,7 @@ CRYPT_TEST_ALL_BACKENDS(crypt_pool_seal_test);
 /* ---- per-node registry: min(T0 - T1, t) ------------------------------------ */
 
 /* A live claim in the registry: its line, and a lock on its slot's byte
- * (crypt_pool.c) held through a file description of our own, as another
+ * (bulk/pool.c) held through a file description of our own, as another
  * process's pool holds it */
 static int hold_claim(const std::string &path, unsigned slot, unsigned count)
 {

@@ -28,7 +28,7 @@ TEST_F(uct_crypt_wire_test, loopback_of_another_host_or_namespace_is_unreachable
         return uct_iface_is_reachable(a.iface, (const uct_device_addr_t*)dev.data(),
                                       (const uct_iface_addr_t*)iface_addr.data());
     };
-    /* (uct_crypt_format.h) family 4, flags, 127.0.0.1, LE64 machine, LE32 netns */
+    /* (base/format.h) family 4, flags, 127.0.0.1, LE64 machine, LE32 netns */
     ASSERT_EQ(dev_addr.size(), 2u + 4 + 8 + 4);
     ASSERT_EQ(dev_addr[0], 4);
     ASSERT_EQ(dev_addr[1], CRYPT_SOCK_DEV_ADDR_FLAG_LOOPBACK);

@@ -63,7 +63,7 @@ TEST_F(uct_crypt_test, capabilities_am_and_encrypted_put_get_only_reduced_by_the
  * iface shares the tl name "crypt": an address of another inner must be
  * unreachable, or crypt(ud) would take crypt(rc)'s entry and connect to a
  * bogus address under the wrong key. The inner's identity sits after the
- * version, flags, key size and public key (uct_crypt_format.h). */
+ * version, flags, key size and public key (base/format.h). */
 /* A process with hundreds of workers, each with crypt's connection manager
  * (UCP opens one per worker): they cost UCX's async thread nothing while
  * idle. UCX keeps all timers of the process in one queue that its

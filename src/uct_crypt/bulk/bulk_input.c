@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The bulk engine's parsers of control records and profiles
- * (uct_crypt_bulk_input.h).
+ * (bulk/bulk_input.h).
  */
-#include "uct_crypt/uct_crypt_bulk_input.h"
-#include "uct_crypt/uct_crypt_format.h"
+#include "uct_crypt/bulk/bulk_input.h"
+#include "uct_crypt/base/format.h"
 
 #include <endian.h>
 #include <string.h>

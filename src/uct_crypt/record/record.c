@@ -13,8 +13,8 @@
  * §3.4.3).
  */
 #include "uct_crypt/uct_crypt.h"
-#include "uct_crypt/uct_crypt_bulk.h"
-#include "uct_crypt/uct_crypt_record_input.h"
+#include "uct_crypt/bulk/bulk.h"
+#include "uct_crypt/record/record_input.h"
 
 #include <ucs/sys/math.h>
 #include <ucs/sys/string.h>
@@ -431,7 +431,7 @@ ucs_status_t uct_crypt_record_am_handler(void *arg, void *data, size_t length,
 
     /* Nothing in the header is acted on before the tag is checked, except
      * to find the key: the flow id (and for a HELLO the sender's key), and
-     * the sequence number, which only ever refuses (uct_crypt_record_input.h) */
+     * the sequence number, which only ever refuses (record/record_input.h) */
     reason = uct_crypt_record_parse(data, length, &rec);
     if (reason != UCT_CRYPT_RECORD_PASS) {
         return uct_crypt_record_drop(iface, NULL, rec.flow_id, reason);

@@ -4,8 +4,7 @@
  * (1.13 to 1.22), named by what they are, keyed on the version of the
  * headers being compiled (uct/api/version.h). Code elsewhere tests these
  * names, never a version; what needs code of its own per release lives in
- * uct_crypt_compat.c. ../shared/research/ucx-versions.md has the evidence
- * per release (git show/diff of each tag).
+ * uct_crypt_compat.c. docs/ucx-releases.md keeps the facts per release.
  */
 #ifndef UCT_CRYPT_COMPAT_H
 #define UCT_CRYPT_COMPAT_H

@@ -10,13 +10,13 @@
  * tag. The target's pool opens it in place while the progress thread goes
  * on receiving, so sealing, transfer and opening of consecutive segments
  * overlap at both ends; the target acts on opened segments in arrival
- * order (uct_crypt_bulk_rx.c). After the last segment the target sends an
+ * order (bulk/bulk_rx.c). After the last segment the target sends an
  * ACK and only then does the initiator complete UCP's put: UCP's rendezvous
  * "data arrived" message (sent after the put completes) can never overtake
  * authentication. The wire rules are in
- * uct_crypt_format.h; the files are listed in uct_crypt_bulk.h.
+ * base/format.h; the files are listed in bulk/bulk.h.
  *
- * Threads: the pool's threads only seal and open (crypt_pool.h). Every UCT
+ * Threads: the pool's threads only seal and open (bulk/pool.h). Every UCT
  * call, every completion and every list here belongs to the progress
  * thread; segments are handed back through their `done` flag, which the
  * iface's progress callback polls while any put is in flight or any
@@ -34,7 +34,7 @@
  * is one segment in a buffer of its own, sealed by the progress thread,
  * sent, then opened.
  */
-#include "uct_crypt/uct_crypt_bulk.h"
+#include "uct_crypt/bulk/bulk.h"
 
 #include <ucs/sys/string.h>
 #include <ucs/sys/math.h>
@@ -57,7 +57,7 @@ static void uct_crypt_bulk_profile_warn(const char *fmt, ...)
     ucs_warn("%s", message);
 }
 
-/* A calibration profile (uct_crypt_bulk_input.h), where one is named */
+/* A calibration profile (bulk/bulk_input.h), where one is named */
 static void uct_crypt_bulk_read_profile(const char *path, size_t *segment,
                                         unsigned long *threads)
 {

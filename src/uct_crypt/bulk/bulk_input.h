@@ -3,7 +3,7 @@
  * What the bulk engine reads from outside the process, checked before
  * anything acts on it, without UCX (so the fuzz targets run this very
  * code: test/fuzz/fuzz_bulk_control.c, fuzz_profile.c):
- *   - its control records (uct_crypt_format.h), from the network: a record
+ *   - its control records (base/format.h), from the network: a record
  *     is authenticated and in sequence before it gets here, so this stands
  *     between an authenticated peer and our memory;
  *   - the calibration profile (UCX_CRYPT_PROFILE), from a file.

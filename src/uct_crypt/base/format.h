@@ -8,12 +8,12 @@
  * defines or parses a wire format.
  *
  * Wires:
- *   - records (uct_crypt_record.c): every AM of UCP, and crypt's own
+ *   - records (record/record.c): every AM of UCP, and crypt's own
  *     control messages, on the inner transport;
  *   - addresses exchanged by UCP (uct_crypt_iface.c, uct_crypt_ep.c);
  *   - bulk segments and their control records (uct_crypt_bulk_*.c,
- *     uct_crypt_get.c);
- *   - collective lane chunks (uct_crypt_lane.c);
+ *     bulk/bulk_get.c);
+ *   - collective lane chunks (lane/lane.c);
  *   - crypt's own TCP wire (wire/): the Noise handshake
  *     messages (src/keyex/noise.h), then frames.
  *
@@ -136,7 +136,7 @@ typedef struct crypt_ep_addr {
 } __attribute__((packed)) crypt_ep_addr_t;
 
 /*
- * Bulk put (the bulk engine, uct_crypt_bulk_tx.c / uct_crypt_bulk_rx.c). The initiator seals segment
+ * Bulk put (the bulk engine, bulk/bulk_tx.c / bulk/bulk_rx.c). The initiator seals segment
  * i of put P into a bounce buffer, puts the ciphertext with the inner
  * transport to where the plaintext belongs, then sends a SEGMENT control
  * record (sealed and sequenced like every record) with the segment's
@@ -226,7 +226,7 @@ typedef struct crypt_bulk_get_req {
  * ep is destroyed: sealed and sequenced like any record, so only the
  * flow's sender can end it, and only after everything it sent before. The
  * receiver frees the flow's state and keys and remembers its id alone, so
- * a replay of any of its records is refused (uct_crypt_keys.c). On crypt's
+ * a replay of any of its records is refused (record/keys.c). On crypt's
  * own wire a flow ends with its connection instead.
  */
 typedef struct crypt_flow_end {
@@ -265,7 +265,7 @@ typedef struct crypt_bulk_aad {
 } __attribute__((packed)) crypt_bulk_aad_t;
 
 /*
- * Collective lane chunk (uct_crypt_lane.c; the contract is
+ * Collective lane chunk (lane/lane.c; the contract is
  * api/uct_crypt_lane.h). A lane message (sealed collective frames, opened
  * by the collective layer, not here) goes as am_bcopy chunks on AM id
  * UCT_CRYPT_LANE_AM_ID of the lane's own inner iface, each behind this
@@ -283,7 +283,7 @@ typedef struct crypt_bulk_aad {
  * last; total is the whole message's length, repeated in every chunk;
  * sequence counts the chunks of (team, src -> dst) from 0. The tag is
  * AES-GCM's with nothing to encrypt (GMAC) under the team's lane key, over
- * header and chunk bytes as associated data (uct_crypt_lane_rx.h).
+ * header and chunk bytes as associated data (lane/lane_rx.h).
  */
 enum {
     UCT_CRYPT_LANE_AM_ID   = 0,

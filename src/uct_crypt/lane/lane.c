@@ -10,7 +10,7 @@
  * am_bcopy chunks of that iface, each behind a small header (team, source
  * and destination rank, sequence, first/last, total length) and followed
  * by a tag under the team's lane key (crypt_lane_chunk_hdr_t,
- * uct_crypt_format.h; uct_crypt_lane_rx.h). The receiver checks the tag
+ * base/format.h; lane/lane_rx.h). The receiver checks the tag
  * before anything else, then writes a message straight into the buffer
  * the collective posted for it (a receive that found nothing yet: one
  * copy less, no allocation); otherwise it reassembles per (team, rank) and
@@ -37,7 +37,7 @@
  * chunk's header could otherwise race a copy with other bytes ahead of it.
  */
 #include "uct_crypt/uct_crypt.h"
-#include "uct_crypt/uct_crypt_lane_rx.h"
+#include "uct_crypt/lane/lane_rx.h"
 #include "uct_crypt/wire/wire.h"
 #include "uct_crypt/api/uct_crypt_lane.h"
 
@@ -97,7 +97,7 @@ struct uct_crypt_lane {
     uct_crypt_lane_peer_t   *peers;
     int                     num_peers;
     uct_crypt_lane_rx_t     rx;        /* teams, keys, what arrives
-                                          (uct_crypt_lane_rx.h) */
+                                          (lane/lane_rx.h) */
     uint64_t                bytes_sent;
 #if UCX_CRYPT_FAULT_INJECTION
     uct_crypt_lane_fault_t  fault;

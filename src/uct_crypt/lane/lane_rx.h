@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * The collective lane's chunks (uct_crypt_lane.c), without UCX: each
+ * The collective lane's chunks (lane/lane.c), without UCX: each
  * team's lane key, a chunk's tag made (sending) and checked (receiving),
  * and what arrives reassembled per (team, sending rank), written straight
  * into the buffer a receive posted or held in a bounded buffer until one

@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The collective lane's chunks: tags, teams, reassembly
- * (uct_crypt_lane_rx.h).
+ * (lane/lane_rx.h).
  */
-#include "uct_crypt/uct_crypt_lane_rx.h"
-#include "uct_crypt/uct_crypt_format.h"
+#include "uct_crypt/lane/lane_rx.h"
+#include "uct_crypt/base/format.h"
 
 #include <endian.h>
 #include <stdio.h>
@@ -393,7 +393,7 @@ uct_crypt_lane_rx_authentic(uct_crypt_lane_rx_t *rx, const uint8_t *data,
         return NULL;
     }
     memcpy(hdr, data, sizeof(*hdr));
-    /* little endian on the wire (uct_crypt_format.h); host order from here */
+    /* little endian on the wire (base/format.h); host order from here */
     hdr->team     = le64toh(hdr->team);
     hdr->src_rank = le32toh(hdr->src_rank);
     hdr->dst_rank = le32toh(hdr->dst_rank);

@@ -6,7 +6,7 @@
  * order per ep; and the ep fence that keeps later sends behind bulk work
  * still inside crypt.
  */
-#include "uct_crypt/uct_crypt_bulk.h"
+#include "uct_crypt/bulk/bulk.h"
 
 #include <ucs/sys/math.h>
 

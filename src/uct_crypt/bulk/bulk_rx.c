@@ -9,7 +9,7 @@
  * order, and the last of a put is acknowledged. Also the initiator's
  * handling of ACKs, and the dispatch of every bulk control record.
  */
-#include "uct_crypt/uct_crypt_bulk.h"
+#include "uct_crypt/bulk/bulk.h"
 
 
 uct_crypt_ep_t *uct_crypt_bulk_ep_to(uct_crypt_iface_t *iface,
@@ -422,7 +422,7 @@ void uct_crypt_bulk_control(uct_crypt_iface_t *iface, uct_crypt_rx_flow_t *flow,
     crypt_bulk_ack_t ack;
     int kind;
 
-    /* well formed first (uct_crypt_bulk_input.c), then checked against
+    /* well formed first (bulk/bulk_input.c), then checked against
      * the flow's state; what came before it is opened first, as a record
      * after a put's segments is delivered after them (the ep fence counts
      * on it) */

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * The words of UCX_TLS and UCX_CRYPT_TLS (uct_crypt_tls_words.h). libc only:
+ * The words of UCX_TLS and UCX_CRYPT_TLS (base/tls_words.h). libc only:
  * the launcher's helper links it without UCX.
  */
-#include "uct_crypt/uct_crypt_tls_words.h"
+#include "uct_crypt/base/tls_words.h"
 
 #include <stdlib.h>
 #include <string.h>

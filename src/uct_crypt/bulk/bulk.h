@@ -2,33 +2,33 @@
 /*
  * The bulk engine's own state, shared by its files and by no one else:
  *
- *   uct_crypt_bulk.c     the engine of an iface: options, bounce segments,
+ *   bulk/bulk.c     the engine of an iface: options, bounce segments,
  *                        the pool, sleeping progress, progress, flush,
  *                        cancel
- *   uct_crypt_bulk_tx.c  an ep's puts: seal, put, announce, fence
- *   uct_crypt_bulk_rx.c  the target: open announced segments in place,
+ *   bulk/bulk_tx.c  an ep's puts: seal, put, announce, fence
+ *   bulk/bulk_rx.c  the target: open announced segments in place,
  *                        acknowledge, take ACKs
- *   uct_crypt_get.c      get = a request that the peer seal and put
- *   uct_crypt_keys.c     bulk keys and their updates
- *   uct_crypt_bulk_input.c  control records and the profile, checked
+ *   bulk/bulk_get.c      get = a request that the peer seal and put
+ *   record/keys.c     bulk keys and their updates
+ *   bulk/bulk_input.c  control records and the profile, checked
  *                        before anything acts on them (no UCX: fuzzed)
  *
- * The wire formats are in uct_crypt_format.h.
+ * The wire formats are in base/format.h.
  */
 #ifndef UCT_CRYPT_BULK_H
 #define UCT_CRYPT_BULK_H
 
 #include "uct_crypt/uct_crypt.h"
-#include "uct_crypt/uct_crypt_bulk_input.h"
-#include "uct_crypt/crypt_pool.h"
-#include "uct_crypt/uct_crypt_compat.h"
+#include "uct_crypt/bulk/bulk_input.h"
+#include "uct_crypt/bulk/pool.h"
+#include "uct_crypt/base/compat.h"
 
 #include <endian.h>
 #include <string.h>
 
 #define UCT_CRYPT_BULK_DEFAULT_SEGMENT  (256 * 1024)
 #define UCT_CRYPT_BULK_RAMP_FIRST       (64 * 1024) /* the first segment's
-                                                       most (uct_crypt_bulk_tx.c) */
+                                                       most (bulk/bulk_tx.c) */
 #define UCT_CRYPT_BULK_DEFAULT_THREADS  2
 #define UCT_CRYPT_BULK_REGISTRY_FMT     "/dev/shm/ucx-crypt-threads.%u"
 
@@ -134,7 +134,7 @@ struct uct_crypt_bulk_tx {
     crypt_aead_key_t      aead[CRYPT_POOL_MAX_THREADS + 1];
 };
 
-/* A segment the target opens in place, on the pool (uct_crypt_bulk_rx.c):
+/* A segment the target opens in place, on the pool (bulk/bulk_rx.c):
  * acted on in arrival order, once opened */
 typedef struct uct_crypt_bulk_rx_seg {
     crypt_pool_job_t      job;
@@ -188,7 +188,7 @@ struct uct_crypt_bulk {
     ucs_mpool_t           rx_seg_mp;    /* uct_crypt_bulk_rx_seg_t */
 };
 
-/* The nonce prefix and associated data of a segment (uct_crypt_format.h) */
+/* The nonce prefix and associated data of a segment (base/format.h) */
 static inline void
 uct_crypt_bulk_stream_prefix(uint8_t prefix[CRYPT_STREAM_NONCE_PREFIX_LEN],
                              uint64_t put_id)
@@ -208,7 +208,7 @@ static inline void uct_crypt_bulk_aad(crypt_bulk_aad_t *aad, uint64_t flow_id,
     aad->length  = htole64(length);
 }
 
-/* uct_crypt_bulk.c */
+/* bulk/bulk.c */
 void uct_crypt_bulk_activate(uct_crypt_bulk_tx_t *tx);
 /* progress runs while segments are being opened for us */
 void uct_crypt_bulk_activate_rx(uct_crypt_bulk_t *bulk);
@@ -219,7 +219,7 @@ void uct_crypt_bulk_op_complete(uct_crypt_bulk_tx_t *tx, uct_crypt_bulk_op_t *op
 void uct_crypt_bulk_segment_free(uct_crypt_bulk_t *bulk,
                                  uct_crypt_bulk_segment_t *seg);
 
-/* uct_crypt_bulk_tx.c */
+/* bulk/bulk_tx.c */
 void uct_crypt_bulk_tx_seal(uct_crypt_bulk_tx_t *tx);
 unsigned uct_crypt_bulk_tx_send(uct_crypt_bulk_tx_t *tx, int help);
 void uct_crypt_bulk_tx_flushes(uct_crypt_bulk_tx_t *tx);
@@ -233,7 +233,7 @@ ucs_status_t uct_crypt_bulk_put(uct_crypt_ep_t *ep, const void *src,
 ucs_status_t uct_crypt_bulk_check_iov(uct_crypt_ep_t *ep, const uct_iov_t *iov,
                                       size_t iovcnt);
 
-/* uct_crypt_bulk_rx.c */
+/* bulk/bulk_rx.c */
 
 uct_crypt_ep_t *uct_crypt_bulk_ep_to(uct_crypt_iface_t *iface,
                                      const uint8_t *peer_public);
@@ -245,7 +245,7 @@ ucs_status_t uct_crypt_bulk_tx_of(uct_crypt_iface_t *iface,
                                   uct_crypt_rx_flow_t *flow, uint64_t flow_id,
                                   uct_crypt_bulk_tx_t **tx_p);
 
-/* uct_crypt_get.c */
+/* bulk/bulk_get.c */
 uct_crypt_bulk_get_t *uct_crypt_bulk_get_of(uct_crypt_iface_t *iface,
                                            const uint8_t *peer_public,
                                            uint64_t address, uint64_t length);
@@ -256,7 +256,7 @@ void uct_crypt_bulk_serve_get(uct_crypt_iface_t *iface,
                               uct_crypt_rx_flow_t *flow,
                               const uint8_t *payload, size_t length);
 
-/* uct_crypt_keys.c */
+/* record/keys.c */
 ucs_status_t uct_crypt_bulk_rx_key(uct_crypt_iface_t *iface,
                                    uct_crypt_rx_flow_t *flow, int update);
 int uct_crypt_bulk_tx_key_ready(uct_crypt_bulk_tx_t *tx, size_t length);

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * A record's bytes, sealed and checked (uct_crypt_record_input.h). libc
+ * A record's bytes, sealed and checked (record/record_input.h). libc
  * and src/aead only: the fuzz target test/fuzz/fuzz_record.c runs it.
  *
  * The order of the checks is the point: everything that refuses a record
@@ -9,7 +9,7 @@
  * one comparison that fails a flow (REORDER) waits until the tag has shown
  * that the flow's own peer sent it.
  */
-#include "uct_crypt/uct_crypt_record_input.h"
+#include "uct_crypt/record/record_input.h"
 
 #include <endian.h>
 #include <string.h>
@@ -96,7 +96,7 @@ uct_crypt_fail_reason_t uct_crypt_record_admit(const uct_crypt_record_in_t *rec,
         if (flow != NULL) {
             return UCT_CRYPT_FAIL_REPLAY; /* the live flow stays as it is */
         }
-        /* on the own wire a HELLO names no key (zeros, uct_crypt_format.h);
+        /* on the own wire a HELLO names no key (zeros, base/format.h);
          * one it names must be the key its connection proved */
         if ((wire_peer != NULL) && !uct_crypt_record_key_is_zero(rec->sender_public) &&
             crypt_memcmp_ct(wire_peer, rec->sender_public, KEYEX_PUBLIC_KEY_LEN)) {

@@ -1,13 +1,13 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * Worker pool of the bulk engine; see crypt_pool.h for the rules.
+ * Worker pool of the bulk engine; see bulk/pool.h for the rules.
  */
 #define _GNU_SOURCE /* pthread_setaffinity_np, cpu_set_t */
 #ifdef HAVE_CONFIG_H
 #include "ucx_crypt_config.h"
 #endif
 
-#include "uct_crypt/crypt_pool.h"
+#include "uct_crypt/bulk/pool.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * The handshake and the whole key lifecycle of the transport, in one place
- * (as WireGuard keeps them in noise.c): per-iface X25519 key pair (made in
- * uct_crypt_iface.c), the keys of every flow (a sending half per ep, a
- * receiving half per flow id, found by the HELLO that opens it), their
- * updates before the per-key usage limits of src/keyex/keyex.h, and their
- * wiping. Keys live in secure memory (keyex_secure_alloc) and are wiped
+ * The keys of flows: the keys of every flow (a sending half per ep, a
+ * receiving half per flow id, found by the HELLO that opens it) from the
+ * per-iface X25519 key pair (made in uct_crypt_iface.c), their updates
+ * before the per-key usage limits of src/keyex/keyex.h, and their wiping.
+ * The handshakes that prove a connection live in their rooms: the wire's
+ * Noise_IKpsk2 in wire/wire_handshake.c, the connection manager's
+ * Noise_NNpsk0 in cm/cm_handshake.c. Keys live in secure memory (keyex_secure_alloc) and are wiped
  * with crypt_wipe when they are replaced or freed.
  *
  * Key derivation (src/keyex/schedule.c): a pair secret, then HKDF-SHA256
@@ -26,8 +27,8 @@
  * record opens (uct_crypt_rx_flow_open).
  */
 #include "uct_crypt/uct_crypt.h"
-#include "uct_crypt/uct_crypt_bulk.h"
-#include "uct_crypt/uct_crypt_record_input.h"
+#include "uct_crypt/bulk/bulk.h"
+#include "uct_crypt/record/record_input.h"
 
 #include <string.h>
 

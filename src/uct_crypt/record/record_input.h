@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * A record's bytes (crypt_record_hdr_t, uct_crypt_format.h), without UCX:
+ * A record's bytes (crypt_record_hdr_t, base/format.h), without UCX:
  * sealed in place on the way out, and on the way in split and checked in
  * three steps around the tag, so that nothing in the cleartext is acted on
  * before the tag is checked except to find the key:
@@ -16,21 +16,21 @@
  *                             not be delivered: out of sequence, or an AM
  *                             id UCP never sends.
  *
- * The record layer (uct_crypt_record.c) keeps the flows, counts and logs,
+ * The record layer (record/record.c) keeps the flows, counts and logs,
  * and fails endpoints; the fuzz target (test/fuzz/fuzz_record.c) runs this
  * very code against a model of honest senders.
  */
 #ifndef UCT_CRYPT_RECORD_INPUT_H
 #define UCT_CRYPT_RECORD_INPUT_H
 
-#include "uct_crypt/uct_crypt_format.h"
+#include "uct_crypt/base/format.h"
 #include "uct_crypt/api/uct_crypt_stats.h"
 
 #include <stddef.h>
 #include <stdint.h>
 
 /* UCT's AM ids are below this (UCT_AM_ID_MAX, asserted in
- * uct_crypt_record.c): UCP sends no other */
+ * record/record.c): UCP sends no other */
 #define UCT_CRYPT_RECORD_AM_ID_LIMIT 32
 
 /* what the checks answer when a record may go on; anything else is the

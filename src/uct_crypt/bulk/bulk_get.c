@@ -1,14 +1,14 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Bulk get over crypt: a GET_REQ record asks the peer to seal the range and
- * put it into our buffer (uct_crypt_format.h). The target serves it only from
+ * put it into our buffer (base/format.h). The target serves it only from
  * the registered region whose remote key the initiator names (its token);
  * the initiator opens the answer only inside the window of a get it asked
  * for, and completes the get once the answer's last segment opened and
  * every byte of the window was opened (no round trip more: the data
  * itself says the get is done).
  */
-#include "uct_crypt/uct_crypt_bulk.h"
+#include "uct_crypt/bulk/bulk.h"
 
 
 /* get = ask the peer to seal the range and put it into our buffer
