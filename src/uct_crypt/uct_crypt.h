@@ -642,8 +642,8 @@ ucs_status_t uct_crypt_record_drop(uct_crypt_iface_t *iface,
                                    uct_crypt_fail_reason_t reason);
 /* crypt's own wire: an authenticated peer's connection ended badly */
 /* crypt's own wire: one of its connections ended (wire/wire.h) */
-void uct_crypt_wire_conn_ended(void *arg, uint64_t conn_id);
-void uct_crypt_wire_peer_failed(void *arg,
+void uct_crypt_record_conn_ended(void *arg, uint64_t conn_id);
+void uct_crypt_record_peer_failed(void *arg,
                                 const uint8_t peer_static[KEYEX_PUBLIC_KEY_LEN],
                                 const char *peer_name, const char *reason);
 size_t uct_crypt_record_header_len(const uct_crypt_tx_flow_t *tx);

@@ -126,12 +126,12 @@ void uct_crypt_internal_ops_init(uct_iface_internal_ops_t *ops, int own_wire)
 #endif
 }
 
-static uct_iface_internal_ops_t uct_crypt_iface_ops_table, uct_crypt_sock_ops_table;
+static uct_iface_internal_ops_t uct_crypt_iface_ops_table, uct_crypt_wire_ops_table;
 
 static void uct_crypt_internal_ops_tables_init(void)
 {
     uct_crypt_internal_ops_init(&uct_crypt_iface_ops_table, 0);
-    uct_crypt_internal_ops_init(&uct_crypt_sock_ops_table, 1);
+    uct_crypt_internal_ops_init(&uct_crypt_wire_ops_table, 1);
 }
 
 uct_iface_internal_ops_t *uct_crypt_internal_ops(int own_wire)
@@ -139,7 +139,7 @@ uct_iface_internal_ops_t *uct_crypt_internal_ops(int own_wire)
     static pthread_once_t once = PTHREAD_ONCE_INIT;
 
     (void)pthread_once(&once, uct_crypt_internal_ops_tables_init);
-    return own_wire ? &uct_crypt_sock_ops_table : &uct_crypt_iface_ops_table;
+    return own_wire ? &uct_crypt_wire_ops_table : &uct_crypt_iface_ops_table;
 }
 
 /* ---- configuration -------------------------------------------------------- */

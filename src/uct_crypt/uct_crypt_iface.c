@@ -661,14 +661,14 @@ static UCS_CLASS_INIT_FUNC(uct_crypt_iface_t, uct_md_h tl_md, uct_worker_h worke
         /* Ethernet: crypt's own wire, never UCX's tcp transport, which
          * acts on its headers before anything is authenticated
          * (wire/wire.h) */
-        uct_crypt_sock_params_t sock_params = {
+        uct_crypt_wire_params_t sock_params = {
             .dev_name        = params->mode.device.dev_name,
             .keypair         = &self->keypair,
             .job_secret      = uct_crypt_job_secret,
             .context         = { KEYEX_NOISE_ROLE_RECORDS, (uint8_t)self->key_len },
-            .peer_failed     = uct_crypt_wire_peer_failed,
+            .peer_failed     = uct_crypt_record_peer_failed,
             .peer_failed_arg = self,
-            .conn_ended      = uct_crypt_wire_conn_ended,
+            .conn_ended      = uct_crypt_record_conn_ended,
             .conn_ended_arg  = self,
             .sndbuf          = UCS_MEMUNITS_AUTO,
             .rcvbuf          = UCS_MEMUNITS_AUTO,
@@ -692,7 +692,7 @@ static UCS_CLASS_INIT_FUNC(uct_crypt_iface_t, uct_md_h tl_md, uct_worker_h worke
             sock_params.advertise_port = (uint16_t)config->wire_advertise_port;
         }
 #endif
-        status = uct_crypt_sock_iface_open(tl_md, worker, &inner_params,
+        status = uct_crypt_wire_iface_open(tl_md, worker, &inner_params,
                                            tl_config, &sock_params,
                                            &self->inner);
         self->inner_ops = &uct_crypt_wire_inner_ops;

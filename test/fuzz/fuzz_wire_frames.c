@@ -3,7 +3,7 @@
  * crypt's own wire after the handshake, as the receiving side takes frames
  * from its buffer (src/uct_crypt/wire/wire_frame.c), with a fixed
  * control key. The harness reads the way a connection does
- * (wire/wire_conn.c): into a buffer of UCT_CRYPT_SOCK_FRAME_MAX,
+ * (wire/wire_conn.c): into a buffer of UCT_CRYPT_WIRE_FRAME_MAX,
  * each read bounded by uct_crypt_frame_rx_room and cut where the input
  * says, whole frames taken from the front, the rest moved down. First
  * input byte:
@@ -32,9 +32,9 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 enum {
-    CONTROL_FRAME   = CRYPT_SOCK_FRAME_HDR_LEN + UCT_CRYPT_SOCK_CTRL_LEN,
+    CONTROL_FRAME   = CRYPT_WIRE_FRAME_HDR_LEN + UCT_CRYPT_WIRE_CTRL_LEN,
     FUZZ_MAX_FRAMES = 64,
-    FUZZ_MAX_STREAM = 3 * UCT_CRYPT_SOCK_LARGE_FRAME + 4096
+    FUZZ_MAX_STREAM = 3 * UCT_CRYPT_WIRE_LARGE_FRAME + 4096
 };
 
 static crypt_aead_key_t fuzz_key;
@@ -68,19 +68,19 @@ static void fuzz_add(fuzz_stream_t *st, uint8_t type, size_t body_len,
                      size_t announce, uint64_t *ctrl_seq, uint64_t records)
 {
     fuzz_frame_t *f = &st->frames[st->nframes++];
-    crypt_sock_frame_hdr_t hdr = {0};
+    crypt_wire_frame_hdr_t hdr = {0};
 
     f->type     = type;
     f->offset   = st->len;
     f->announce = announce;
-    if ((type == CRYPT_SOCK_FRAME_CLOSE) || (type == CRYPT_SOCK_FRAME_HEARTBEAT)) {
-        f->len = CRYPT_SOCK_FRAME_HDR_LEN + UCT_CRYPT_SOCK_CTRL_LEN;
+    if ((type == CRYPT_WIRE_FRAME_CLOSE) || (type == CRYPT_WIRE_FRAME_HEARTBEAT)) {
+        f->len = CRYPT_WIRE_FRAME_HDR_LEN + UCT_CRYPT_WIRE_CTRL_LEN;
         if (uct_crypt_frame_seal_control(&fuzz_key, (*ctrl_seq)++, type, records,
                                          st->bytes + st->len) != 0) {
             abort();
         }
     } else {
-        f->len      = CRYPT_SOCK_FRAME_HDR_LEN + body_len;
+        f->len      = CRYPT_WIRE_FRAME_HDR_LEN + body_len;
         hdr.length  = htole32((uint32_t)body_len);
         hdr.type    = type;
         memcpy(st->bytes + st->len, &hdr, sizeof(hdr));
@@ -105,19 +105,19 @@ static void fuzz_honest_stream(fuzz_stream_t *st, fuzz_input_t *in)
             if (CONTROL_FRAME > room) {
                 break;
             }
-            fuzz_add(st, CRYPT_SOCK_FRAME_HEARTBEAT, 0, 0, &ctrl_seq, records);
+            fuzz_add(st, CRYPT_WIRE_FRAME_HEARTBEAT, 0, 0, &ctrl_seq, records);
         } else if (((op & 3) == 1) &&
-                   (2 * CRYPT_SOCK_FRAME_HDR_LEN + 64 + body + CRYPT_AEAD_TAG_LEN <= room)) {
+                   (2 * CRYPT_WIRE_FRAME_HDR_LEN + 64 + body + CRYPT_AEAD_TAG_LEN <= room)) {
             /* a record that announces a segment, then the segment */
-            fuzz_add(st, CRYPT_SOCK_FRAME_RECORD, 64, body + CRYPT_AEAD_TAG_LEN,
+            fuzz_add(st, CRYPT_WIRE_FRAME_RECORD, 64, body + CRYPT_AEAD_TAG_LEN,
                      &ctrl_seq, records++);
-            fuzz_add(st, CRYPT_SOCK_FRAME_SEGMENT, body + CRYPT_AEAD_TAG_LEN, 0,
+            fuzz_add(st, CRYPT_WIRE_FRAME_SEGMENT, body + CRYPT_AEAD_TAG_LEN, 0,
                      &ctrl_seq, records++);
-        } else if (CRYPT_SOCK_FRAME_HDR_LEN + body <= room) {
-            fuzz_add(st, CRYPT_SOCK_FRAME_RECORD, body, 0, &ctrl_seq, records++);
+        } else if (CRYPT_WIRE_FRAME_HDR_LEN + body <= room) {
+            fuzz_add(st, CRYPT_WIRE_FRAME_RECORD, body, 0, &ctrl_seq, records++);
         }
     }
-    fuzz_add(st, CRYPT_SOCK_FRAME_CLOSE, 0, 0, &ctrl_seq, records);
+    fuzz_add(st, CRYPT_WIRE_FRAME_CLOSE, 0, 0, &ctrl_seq, records);
 }
 
 /* Read `stream` as a connection does; returns whether the CLOSE was taken.
@@ -130,16 +130,16 @@ static int fuzz_receive(const uint8_t *stream, size_t stream_len,
     uct_crypt_frame_rx_t rx = {.ctrl_key = &fuzz_key};
     /* (static: a fresh 256 KiB per input costs more than the parse; ASan
      * still guards its ends) */
-    static uint8_t buf[UCT_CRYPT_SOCK_FRAME_MAX];
+    static uint8_t buf[UCT_CRYPT_WIRE_FRAME_MAX];
     uct_crypt_frame_verdict_t verdict;
     size_t fed = 0, len = 0, offset, frame_len, room, cut, announced;
     int next = 0, controls = 0, control_index, k, closed = 0;
-    crypt_sock_frame_hdr_t hdr;
+    crypt_wire_frame_hdr_t hdr;
     char why[96];
 
     while (fed < stream_len) {
         room = uct_crypt_frame_rx_room(buf, len);
-        if ((room == 0) || (room > UCT_CRYPT_SOCK_FRAME_MAX - len)) {
+        if ((room == 0) || (room > UCT_CRYPT_WIRE_FRAME_MAX - len)) {
             abort(); /* a full buffer with no whole frame, or past its end */
         }
         /* where the input has no more say, reads take all there is */
@@ -155,19 +155,19 @@ static int fuzz_receive(const uint8_t *stream, size_t stream_len,
                 /* an announced segment: its header alone decides (the
                  * wire receives the body into the segment's destination;
                  * here it is looked at once all of it is in) */
-                if (len - offset < CRYPT_SOCK_FRAME_HDR_LEN) {
+                if (len - offset < CRYPT_WIRE_FRAME_HDR_LEN) {
                     break;
                 }
                 memcpy(&hdr, buf + offset, sizeof(hdr));
-                if ((len - offset < CRYPT_SOCK_FRAME_HDR_LEN + announced) &&
+                if ((len - offset < CRYPT_WIRE_FRAME_HDR_LEN + announced) &&
                     (le32toh(hdr.length) == announced) &&
-                    (hdr.type == CRYPT_SOCK_FRAME_SEGMENT)) {
+                    (hdr.type == CRYPT_WIRE_FRAME_SEGMENT)) {
                     break; /* a good header: its body is still coming */
                 }
                 verdict = uct_crypt_frame_segment_header(&rx, buf + offset,
                                                          len - offset, why,
                                                          sizeof(why));
-                frame_len = CRYPT_SOCK_FRAME_HDR_LEN + announced;
+                frame_len = CRYPT_WIRE_FRAME_HDR_LEN + announced;
             } else {
                 verdict = uct_crypt_frame_next(&rx, buf + offset, len - offset,
                                                &hdr, &frame_len, why, sizeof(why));
@@ -182,21 +182,21 @@ static int fuzz_receive(const uint8_t *stream, size_t stream_len,
                 return 0;
             }
             if ((frame_len > len - offset) ||
-                (frame_len > UCT_CRYPT_SOCK_FRAME_MAX) || closed ||
+                (frame_len > UCT_CRYPT_WIRE_FRAME_MAX) || closed ||
                 /* a segment where announced, as long as announced, and
                  * nothing else in its place */
-                ((hdr.type == CRYPT_SOCK_FRAME_SEGMENT) !=
+                ((hdr.type == CRYPT_WIRE_FRAME_SEGMENT) !=
                  (announced != 0)) ||
                 ((announced != 0) &&
-                 (frame_len != CRYPT_SOCK_FRAME_HDR_LEN + announced))) {
+                 (frame_len != CRYPT_WIRE_FRAME_HDR_LEN + announced))) {
                 abort();
             }
             if (verdict == UCT_CRYPT_FRAME_CONTROL) {
                 /* the control frame written for this place, unchanged */
                 control_index = 0;
                 for (k = 0; (k < st->nframes) && changed; ++k) {
-                    if ((st->frames[k].type != CRYPT_SOCK_FRAME_CLOSE) &&
-                        (st->frames[k].type != CRYPT_SOCK_FRAME_HEARTBEAT)) {
+                    if ((st->frames[k].type != CRYPT_WIRE_FRAME_CLOSE) &&
+                        (st->frames[k].type != CRYPT_WIRE_FRAME_HEARTBEAT)) {
                         continue;
                     }
                     if (control_index++ == controls) {
@@ -209,9 +209,9 @@ static int fuzz_receive(const uint8_t *stream, size_t stream_len,
                     }
                 }
                 ++controls;
-                closed |= (hdr.type == CRYPT_SOCK_FRAME_CLOSE);
-            } else if ((hdr.type != CRYPT_SOCK_FRAME_RECORD) &&
-                       (hdr.type != CRYPT_SOCK_FRAME_SEGMENT)) {
+                closed |= (hdr.type == CRYPT_WIRE_FRAME_CLOSE);
+            } else if ((hdr.type != CRYPT_WIRE_FRAME_RECORD) &&
+                       (hdr.type != CRYPT_WIRE_FRAME_SEGMENT)) {
                 abort();
             }
             if (honest && !changed) {
@@ -226,7 +226,7 @@ static int fuzz_receive(const uint8_t *stream, size_t stream_len,
             /* what the record layer does for an authentic announcement: a
              * segment of that length must come next */
             if ((verdict == UCT_CRYPT_FRAME_DATA) &&
-                (hdr.type == CRYPT_SOCK_FRAME_RECORD) && honest &&
+                (hdr.type == CRYPT_WIRE_FRAME_RECORD) && honest &&
                 (next < st->nframes) && (st->frames[next].announce > 0)) {
                 rx.segment_len = st->frames[next].announce;
             }

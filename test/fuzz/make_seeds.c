@@ -224,26 +224,26 @@ int main(int argc, char **argv)
          * CLOSE as a sender writes them, read whole (the stream's first
          * byte, 0x08, also cuts the first read); honest (mode 1) and
          * changed (mode 3): records, one announcing a segment, heartbeats */
-        uint8_t wire[1 + 8 + 10 + 2 * (CRYPT_SOCK_FRAME_HDR_LEN + UCT_CRYPT_SOCK_CTRL_LEN)];
+        uint8_t wire[1 + 8 + 10 + 2 * (CRYPT_WIRE_FRAME_HDR_LEN + UCT_CRYPT_WIRE_CTRL_LEN)];
         static const uint8_t honest[] = {1, 2, 10, 1, 3, 0, 0, 6, 2, 2, 40,
                                          0, 0, 9, 9, 9, 9, 9, 9};
         static const uint8_t changed[] = {3, 2, 10, 1, 3, 0, 0, 6, 2, 2, 40,
                                           0, 0, 5, 0, 1, 9, 9, 9};
-        crypt_sock_frame_hdr_t hdr = {0};
+        crypt_wire_frame_hdr_t hdr = {0};
         crypt_aead_key_t ctrl;
 
         wire[0]    = 0;
         hdr.length = htole32(10);
-        hdr.type   = CRYPT_SOCK_FRAME_RECORD;
+        hdr.type   = CRYPT_WIRE_FRAME_RECORD;
         memcpy(wire + 1, &hdr, sizeof(hdr));
         memset(wire + 1 + sizeof(hdr), 0x42, 10);
         if ((crypt_aead_key_init(&ctrl, CRYPT_AEAD_BACKEND_OPENSSL, fuzz_wire_ctrl_key,
                                  sizeof(fuzz_wire_ctrl_key)) != CRYPT_AEAD_OK) ||
-            uct_crypt_frame_seal_control(&ctrl, 0, CRYPT_SOCK_FRAME_HEARTBEAT, 1,
+            uct_crypt_frame_seal_control(&ctrl, 0, CRYPT_WIRE_FRAME_HEARTBEAT, 1,
                                          wire + 19) ||
-            uct_crypt_frame_seal_control(&ctrl, 1, CRYPT_SOCK_FRAME_CLOSE, 1,
-                                         wire + 19 + CRYPT_SOCK_FRAME_HDR_LEN +
-                                         UCT_CRYPT_SOCK_CTRL_LEN)) {
+            uct_crypt_frame_seal_control(&ctrl, 1, CRYPT_WIRE_FRAME_CLOSE, 1,
+                                         wire + 19 + CRYPT_WIRE_FRAME_HDR_LEN +
+                                         UCT_CRYPT_WIRE_CTRL_LEN)) {
             return 1;
         }
         crypt_aead_key_cleanup(&ctrl);

@@ -100,7 +100,7 @@ rooms_broken() {
         sed "s|$tree/|includes wire.h: |" | head -5
     grep -rln 'wire/wire_int\.h' "$tree/src" | grep -v '/src/uct_crypt/wire/' |
         sed "s|$tree/|includes wire_int.h: |" | head -5
-    grep -rnE 'iface_progress *==|== *uct_crypt_sock_|uct_crypt_sock_is_own' "$tree/src" |
+    grep -rnE 'iface_progress *==|== *uct_crypt_wire_|uct_crypt_wire_is_own' "$tree/src" |
         grep -v '/src/uct_crypt/wire/' | sed "s|$tree/|tells the wire apart: |" | head -5
 }
 

@@ -28,7 +28,7 @@ import struct
 import sys
 
 HANDSHAKE = 144   # the initiation (src/keyex/noise.h)
-FRAME_HDR = 8     # crypt_sock_frame_hdr_t (base/format.h)
+FRAME_HDR = 8     # crypt_wire_frame_hdr_t (base/format.h)
 
 
 def main():

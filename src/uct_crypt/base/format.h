@@ -329,55 +329,55 @@ typedef struct crypt_lane_chunk_hdr {
  * the record that announced it and only of the length announced, its
  * ciphertext received straight into the registered destination and opened
  * there, never acted on otherwise. A length above
- * UCT_CRYPT_SOCK_MAX_BCOPY, an unknown type, a SEGMENT nobody announced or
+ * UCT_CRYPT_WIRE_MAX_BCOPY, an unknown type, a SEGMENT nobody announced or
  * a non-zero reserved field closes the connection before any of the
  * frame's body is read into place.
  */
 enum {
-    CRYPT_SOCK_FRAME_HDR_LEN = 8,
-    CRYPT_SOCK_FRAME_RECORD    = 1,
-    CRYPT_SOCK_FRAME_CLOSE     = 2,
-    CRYPT_SOCK_FRAME_HEARTBEAT = 3,
-    CRYPT_SOCK_FRAME_SEGMENT   = 4
+    CRYPT_WIRE_FRAME_HDR_LEN = 8,
+    CRYPT_WIRE_FRAME_RECORD    = 1,
+    CRYPT_WIRE_FRAME_CLOSE     = 2,
+    CRYPT_WIRE_FRAME_HEARTBEAT = 3,
+    CRYPT_WIRE_FRAME_SEGMENT   = 4
 };
 
-/* Its addresses. Device: crypt_sock_dev_addr_t, then the IP address (4 or
+/* Its addresses. Device: crypt_wire_dev_addr_t, then the IP address (4 or
  * 16 bytes by family), then, for a loopback address, the machine and the
- * network namespace where it means this process (crypt_sock_dev_local_t;
+ * network namespace where it means this process (crypt_wire_dev_local_t;
  * as UCX's tcp device address, uct_tcp_device_addr_t: 127.0.0.1 of another
  * host or namespace is someone else). At most 30 bytes: UCP packs a device
  * address's length in 5 bits. Iface and ep: the listening port (LE16). */
 enum {
-    CRYPT_SOCK_DEV_ADDR_FLAG_LOOPBACK = 1
+    CRYPT_WIRE_DEV_ADDR_FLAG_LOOPBACK = 1
 };
 
-typedef struct crypt_sock_dev_addr {
+typedef struct crypt_wire_dev_addr {
     uint8_t family;  /* 4 or 6 */
-    uint8_t flags;   /* CRYPT_SOCK_DEV_ADDR_FLAG_* */
-} __attribute__((packed)) crypt_sock_dev_addr_t;
+    uint8_t flags;   /* CRYPT_WIRE_DEV_ADDR_FLAG_* */
+} __attribute__((packed)) crypt_wire_dev_addr_t;
 
-typedef struct crypt_sock_dev_local {
+typedef struct crypt_wire_dev_local {
     uint64_t system_id; /* LE64: ucs_get_system_id() */
     uint32_t net_ns;    /* LE32: the network namespace's inode number
                            (ucs_sys_get_ns; the kernel's are 32 bits) */
-} __attribute__((packed)) crypt_sock_dev_local_t;
+} __attribute__((packed)) crypt_wire_dev_local_t;
 
-static inline size_t crypt_sock_dev_addr_len(uint8_t family, uint8_t flags)
+static inline size_t crypt_wire_dev_addr_len(uint8_t family, uint8_t flags)
 {
-    return sizeof(crypt_sock_dev_addr_t) + ((family == 6) ? 16 : 4) +
-           ((flags & CRYPT_SOCK_DEV_ADDR_FLAG_LOOPBACK) ?
-            sizeof(crypt_sock_dev_local_t) : 0);
+    return sizeof(crypt_wire_dev_addr_t) + ((family == 6) ? 16 : 4) +
+           ((flags & CRYPT_WIRE_DEV_ADDR_FLAG_LOOPBACK) ?
+            sizeof(crypt_wire_dev_local_t) : 0);
 }
 
-typedef struct crypt_sock_iface_addr {
+typedef struct crypt_wire_iface_addr {
     uint16_t port;
-} __attribute__((packed)) crypt_sock_iface_addr_t;
+} __attribute__((packed)) crypt_wire_iface_addr_t;
 
-typedef struct crypt_sock_frame_hdr {
+typedef struct crypt_wire_frame_hdr {
     uint32_t length;
     uint8_t  type;
     uint8_t  reserved[3];
-} __attribute__((packed)) crypt_sock_frame_hdr_t;
+} __attribute__((packed)) crypt_wire_frame_hdr_t;
 
 /*
  * The connection manager (client/server programs: UCP's sockaddr API), on
@@ -470,7 +470,7 @@ static inline int crypt_cm_addresses_parse(const uint8_t *body, size_t len,
 #else
 #define CRYPT_WIRE_ASSERT _Static_assert
 #endif
-CRYPT_WIRE_ASSERT(sizeof(crypt_sock_frame_hdr_t) == CRYPT_SOCK_FRAME_HDR_LEN,
+CRYPT_WIRE_ASSERT(sizeof(crypt_wire_frame_hdr_t) == CRYPT_WIRE_FRAME_HDR_LEN,
                "frame header layout");
 CRYPT_WIRE_ASSERT(sizeof(crypt_record_hdr_t) == CRYPT_RECORD_HDR_LEN,
                "record header layout");

@@ -76,7 +76,7 @@ typedef struct uct_crypt_inner_ops {
      * secret of the connection it came on (CONN_KEYS), the static key
      * that connection proved and its peer's address (NULL and "" where
      * the inner proves none), the connection's id (0: none; ended ones are
-     * reported to uct_crypt_wire_conn_ended), and a refusal that closes
+     * reported to uct_crypt_record_conn_ended), and a refusal that closes
      * that connection (nothing where records are datagrams). */
     const uint8_t *(*rx_secret)(uct_iface_h iface);
     const uint8_t *(*rx_peer)(uct_iface_h iface);

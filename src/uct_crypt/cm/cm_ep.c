@@ -286,7 +286,7 @@ static ucs_status_t uct_crypt_cm_client_init(uct_crypt_cm_ep_t *ep,
         ucs_error("crypt: connection manager: socket: %m");
         return UCS_ERR_IO_ERROR;
     }
-    uct_crypt_sock_set_options(ep->fd, &cm->keepalive);
+    uct_crypt_wire_set_options(ep->fd, &cm->keepalive);
     if ((params->field_mask & UCT_EP_PARAM_FIELD_LOCAL_SOCKADDR) &&
         (bind(ep->fd, params->local_sockaddr->addr,
               params->local_sockaddr->addrlen) < 0)) {

@@ -157,7 +157,7 @@ static void uct_crypt_cm_listener_accept(int fd, ucs_event_set_types_t events,
         ++cm->half_open;
         ucs_sockaddr_str((struct sockaddr*)&peer, ep->peer_name,
                          sizeof(ep->peer_name));
-        uct_crypt_sock_set_options(conn, &cm->keepalive);
+        uct_crypt_wire_set_options(conn, &cm->keepalive);
         ev.events   = EPOLLIN;
         ev.data.ptr = ep;
         if (epoll_ctl(cm->room_fd, EPOLL_CTL_ADD, conn, &ev) < 0) {

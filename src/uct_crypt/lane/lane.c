@@ -138,7 +138,7 @@ static ucs_status_t uct_crypt_lane_am(void *arg, void *data, size_t length,
     uct_crypt_lane_t *lane = arg;
 
     uct_crypt_lane_rx_chunk(&lane->rx, data, length,
-                            uct_crypt_sock_rx_peer(lane->iface));
+                            uct_crypt_wire_rx_peer(lane->iface));
     return UCS_OK;
 }
 
@@ -566,7 +566,7 @@ static int uct_crypt_lane_connect(uct_crypt_lane_t *lane, const void *addr, size
     if (!uct_iface_is_reachable(lane->iface, params.dev_addr, params.iface_addr) ||
         (uct_ep_create(&params, &peer->ep) != UCS_OK) ||
         (lane->own_wire &&
-         (uct_crypt_sock_ep_set_peer(peer->ep, p + 2 + p[0] + p[1]) != UCS_OK))) {
+         (uct_crypt_wire_ep_set_peer(peer->ep, p + 2 + p[0] + p[1]) != UCS_OK))) {
         ucs_error("crypt lane: cannot reach a peer over %s/%s", lane->tl_name,
                   lane->dev_name);
         return -1;
@@ -637,7 +637,7 @@ static ucs_status_t uct_crypt_lane_open_iface(uct_crypt_lane_t *lane, const char
         /* Ethernet: crypt's own wire, as for the records (wire/wire.h):
          * UCX's tcp transport would open a port that acts on unauthenticated
          * headers. Only job-secret holders get past its handshake. */
-        uct_crypt_sock_params_t sock_params = {
+        uct_crypt_wire_params_t sock_params = {
             .dev_name        = dev,
             .keypair         = &lane->keypair,
             .job_secret      = uct_crypt_job_secret,
@@ -659,7 +659,7 @@ static ucs_status_t uct_crypt_lane_open_iface(uct_crypt_lane_t *lane, const char
             return status;
         }
         status = (keyex_keypair_generate(&lane->keypair) == KEYEX_OK) ?
-                 uct_crypt_sock_iface_open(lane->md, lane->worker, &params,
+                 uct_crypt_wire_iface_open(lane->md, lane->worker, &params,
                                            config, &sock_params, &lane->iface) :
                  UCS_ERR_NO_RESOURCE;
     } else {

@@ -385,13 +385,13 @@ ucs_status_t uct_crypt_record_reject(uct_crypt_iface_t *iface,
  * serves client after client kept 8 KiB of locked memory per client
  * (issue 29, item 6), and keyex.h says a flow's keys end with it. Told
  * from the wire's progress, outside any delivery. */
-void uct_crypt_wire_conn_ended(void *arg, uint64_t conn_id)
+void uct_crypt_record_conn_ended(void *arg, uint64_t conn_id)
 {
     uct_crypt_rx_flows_conn_ended(arg, conn_id);
 }
 
 /* crypt's own wire: an authenticated peer's connection ended badly */
-void uct_crypt_wire_peer_failed(void *arg,
+void uct_crypt_record_peer_failed(void *arg,
                                 const uint8_t peer_static[KEYEX_PUBLIC_KEY_LEN],
                                 const char *peer_name, const char *reason)
 {

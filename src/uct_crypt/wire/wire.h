@@ -60,13 +60,13 @@
 
 #include <uct/api/uct.h>
 
-typedef struct uct_crypt_sock_iface uct_crypt_sock_iface_t;
-typedef struct uct_crypt_sock_conn  uct_crypt_sock_conn_t;
-typedef struct uct_crypt_sock_ep    uct_crypt_sock_ep_t;
+typedef struct uct_crypt_wire_iface uct_crypt_wire_iface_t;
+typedef struct uct_crypt_wire_conn  uct_crypt_wire_conn_t;
+typedef struct uct_crypt_wire_ep    uct_crypt_wire_ep_t;
 
 /* An authenticated peer's connection ended badly, or delivered a record
  * that failed: crypt fails its endpoints to that peer. */
-typedef void (*uct_crypt_sock_peer_failed_cb_t)(void *arg,
+typedef void (*uct_crypt_wire_peer_failed_cb_t)(void *arg,
                                                 const uint8_t peer_static[KEYEX_PUBLIC_KEY_LEN],
                                                 const char *peer_name,
                                                 const char *reason);
@@ -74,17 +74,17 @@ typedef void (*uct_crypt_sock_peer_failed_cb_t)(void *arg,
 /* A connection that was established has ended: what the layer above keeps
  * per connection (its received flows) goes. Called from progress, never
  * inside a delivery. */
-typedef void (*uct_crypt_sock_conn_ended_cb_t)(void *arg, uint64_t conn_id);
+typedef void (*uct_crypt_wire_conn_ended_cb_t)(void *arg, uint64_t conn_id);
 
-typedef struct uct_crypt_sock_params {
+typedef struct uct_crypt_wire_params {
     const char                      *dev_name;
     const keyex_keypair_t           *keypair;     /* crypt iface's static */
     const uint8_t                   *job_secret;  /* NULL: unauthenticated */
     keyex_noise_context_t           context;      /* what peers must share */
     uct_crypt_keepalive_t           keepalive;
-    uct_crypt_sock_peer_failed_cb_t peer_failed;
+    uct_crypt_wire_peer_failed_cb_t peer_failed;
     void                            *peer_failed_arg;
-    uct_crypt_sock_conn_ended_cb_t  conn_ended;   /* NULL: not told */
+    uct_crypt_wire_conn_ended_cb_t  conn_ended;   /* NULL: not told */
     void                            *conn_ended_arg;
     uint16_t                        listen_port;    /* 0: any (tests: fixed) */
     uint16_t                        advertise_port; /* 0: the listening one */
@@ -92,31 +92,31 @@ typedef struct uct_crypt_sock_params {
     size_t                          rcvbuf;         /* the kernel's */
     double                          handshake_rate; /* DHs a second before
                                                        cookies (wire_admit.h) */
-} uct_crypt_sock_params_t;
+} uct_crypt_wire_params_t;
 
 
 /* Open the wire on a network device. `md` is crypt's md (used by the base
  * iface only). */
-ucs_status_t uct_crypt_sock_iface_open(uct_md_h md, uct_worker_h worker,
+ucs_status_t uct_crypt_wire_iface_open(uct_md_h md, uct_worker_h worker,
                                        const uct_iface_params_t *params,
                                        const uct_iface_config_t *config,
-                                       const uct_crypt_sock_params_t *sock_params,
+                                       const uct_crypt_wire_params_t *sock_params,
                                        uct_iface_h *iface_p);
 
 /* The responder static key crypt's ep is to prove before the wire's ep
  * sends anything: given at ep creation (connect-to-iface) or at
  * connect_to_ep, through this call on the wire's ep. */
-ucs_status_t uct_crypt_sock_ep_set_peer(uct_ep_h tl_ep,
+ucs_status_t uct_crypt_wire_ep_set_peer(uct_ep_h tl_ep,
                                         const uint8_t peer_static[KEYEX_PUBLIC_KEY_LEN]);
 
 /* Inside the AM handler of a wire iface: the static key the connection
  * of the record being delivered proved (NULL outside a delivery) */
-const uint8_t *uct_crypt_sock_rx_peer(uct_iface_h tl_iface);
+const uint8_t *uct_crypt_wire_rx_peer(uct_iface_h tl_iface);
 
 /* TCP_NODELAY, and keepalive that fails an unanswering peer after
  * uct_crypt_keepalive_seconds (off: the kernel's defaults); also the
  * connection manager's */
-void uct_crypt_sock_set_options(int fd, const uct_crypt_keepalive_t *keepalive);
+void uct_crypt_wire_set_options(int fd, const uct_crypt_keepalive_t *keepalive);
 
 /* What crypt's record layer asks of the wire (wire_ops.c;
  * base/inner_ops.h) */

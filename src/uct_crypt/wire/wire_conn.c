@@ -3,7 +3,7 @@
  * One connection of crypt's own wire (wire/wire.h): its state machine on
  * a non-blocking socket (the handshake's messages: wire_handshake.c), then
  * frames. Reads go into one fixed buffer per connection
- * (UCT_CRYPT_SOCK_FRAME_MAX): a frame's header is checked before its body
+ * (UCT_CRYPT_WIRE_FRAME_MAX): a frame's header is checked before its body
  * is waited for, so no length from the network ever sizes an allocation;
  * writes go through one fixed buffer per connection, and a sender that
  * finds it full gets NO_RESOURCE (UCT's pending path), never a larger
@@ -24,20 +24,20 @@
 
 /* A stranger gets this long to send a valid initiation (an initiator
  * waits for the response as long as the kernel keeps the connection:
- * uct_crypt_sock_timers) */
-#define UCT_CRYPT_SOCK_HANDSHAKE_TIMEOUT 5.0
+ * uct_crypt_wire_timers) */
+#define UCT_CRYPT_WIRE_HANDSHAKE_TIMEOUT 5.0
 
 /* ---- buffers: taken when a connection has bytes to hold, given back when
  * it has none, a few kept for the next (no malloc per message) -------- */
 
-void *uct_crypt_sock_buf_get(uct_crypt_sock_buf_cache_t *cache, size_t size)
+void *uct_crypt_wire_buf_get(uct_crypt_wire_buf_cache_t *cache, size_t size)
 {
     return (cache->count > 0) ? cache->bufs[--cache->count] :
                                 ucs_malloc(size, "crypt sock buffer");
 }
 
-void uct_crypt_sock_buf_put(uct_crypt_sock_iface_t *iface,
-                            uct_crypt_sock_buf_cache_t *cache, uint8_t **buf_p)
+void uct_crypt_wire_buf_put(uct_crypt_wire_iface_t *iface,
+                            uct_crypt_wire_buf_cache_t *cache, uint8_t **buf_p)
 {
     if (*buf_p == NULL) {
         return;
@@ -50,8 +50,8 @@ void uct_crypt_sock_buf_put(uct_crypt_sock_iface_t *iface,
     *buf_p = NULL;
 }
 
-ucs_status_t uct_crypt_sock_conn_start_hs(uct_crypt_sock_conn_t *conn,
-                                          uct_crypt_sock_iface_t *iface)
+ucs_status_t uct_crypt_wire_conn_start_hs(uct_crypt_wire_conn_t *conn,
+                                          uct_crypt_wire_iface_t *iface)
 {
     conn->hs = keyex_secure_alloc(sizeof(*conn->hs));
     if ((conn->hs == NULL) ||
@@ -63,11 +63,11 @@ ucs_status_t uct_crypt_sock_conn_start_hs(uct_crypt_sock_conn_t *conn,
     return UCS_OK;
 }
 
-uct_crypt_sock_conn_t *uct_crypt_sock_conn_new(uct_crypt_sock_iface_t *iface,
-                                               int fd, uct_crypt_sock_ep_t *ep,
+uct_crypt_wire_conn_t *uct_crypt_wire_conn_new(uct_crypt_wire_iface_t *iface,
+                                               int fd, uct_crypt_wire_ep_t *ep,
                                                const struct sockaddr *peer)
 {
-    uct_crypt_sock_conn_t *conn;
+    uct_crypt_wire_conn_t *conn;
     struct epoll_event ev;
 
     conn = ucs_calloc(1, sizeof(*conn), "crypt sock conn");
@@ -77,7 +77,7 @@ uct_crypt_sock_conn_t *uct_crypt_sock_conn_new(uct_crypt_sock_iface_t *iface,
     /* a responder's handshake state (secure memory, key derivations) is
      * made only for an initiation that passed mac1: a stranger costs this
      * struct and a slot, nothing more */
-    if ((ep != NULL) && (uct_crypt_sock_conn_start_hs(conn, iface) != UCS_OK)) {
+    if ((ep != NULL) && (uct_crypt_wire_conn_start_hs(conn, iface) != UCS_OK)) {
         goto err;
     }
     conn->iface    = iface;
@@ -85,10 +85,10 @@ uct_crypt_sock_conn_t *uct_crypt_sock_conn_new(uct_crypt_sock_iface_t *iface,
     conn->id       = ++iface->next_conn_id;
     conn->ep        = ep;
     conn->initiator = (ep != NULL);
-    conn->state     = (ep != NULL) ? UCT_CRYPT_SOCK_CONNECTING :
-                                     UCT_CRYPT_SOCK_WAIT_INIT;
+    conn->state     = (ep != NULL) ? UCT_CRYPT_WIRE_CONNECTING :
+                                     UCT_CRYPT_WIRE_WAIT_INIT;
     conn->deadline = ucs_get_time() +
-                     ucs_time_from_sec(UCT_CRYPT_SOCK_HANDSHAKE_TIMEOUT);
+                     ucs_time_from_sec(UCT_CRYPT_WIRE_HANDSHAKE_TIMEOUT);
     memcpy(&conn->peer_addr, peer, (peer->sa_family == AF_INET6) ?
            sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in));
     ucs_sockaddr_str(peer, conn->peer_name, sizeof(conn->peer_name));
@@ -111,7 +111,7 @@ err:
     return NULL;
 }
 
-void uct_crypt_sock_conn_set_events(uct_crypt_sock_conn_t *conn, unsigned events)
+void uct_crypt_wire_conn_set_events(uct_crypt_wire_conn_t *conn, unsigned events)
 {
     struct epoll_event ev;
 
@@ -124,7 +124,7 @@ void uct_crypt_sock_conn_set_events(uct_crypt_sock_conn_t *conn, unsigned events
     (void)epoll_ctl(conn->iface->epfd, EPOLL_CTL_MOD, conn->fd, &ev);
 }
 
-static void uct_crypt_sock_conn_free_keys(uct_crypt_sock_conn_t *conn)
+static void uct_crypt_wire_conn_free_keys(uct_crypt_wire_conn_t *conn)
 {
     if (conn->hs != NULL) {
         keyex_noise_cleanup(conn->hs);
@@ -141,7 +141,7 @@ static void uct_crypt_sock_conn_free_keys(uct_crypt_sock_conn_t *conn)
  * delivered may be what ends it, and the layer above frees per-connection
  * state). Without memory to remember it, that state stays until the iface
  * closes, as it did before connections told their end. */
-static void uct_crypt_sock_conn_ended(uct_crypt_sock_iface_t *iface, uint64_t id)
+static void uct_crypt_wire_conn_ended(uct_crypt_wire_iface_t *iface, uint64_t id)
 {
     uint64_t *ended;
     size_t max;
@@ -161,17 +161,17 @@ static void uct_crypt_sock_conn_ended(uct_crypt_sock_iface_t *iface, uint64_t id
     iface->ended[iface->ended_count++] = id;
 }
 
-/* The end of a connection, whatever its reason (uct_crypt_sock_conn_fail
+/* The end of a connection, whatever its reason (uct_crypt_wire_conn_fail
  * reports the ones that are failures before it calls this). */
-void uct_crypt_sock_conn_close(uct_crypt_sock_conn_t *conn)
+void uct_crypt_wire_conn_close(uct_crypt_wire_conn_t *conn)
 {
-    uct_crypt_sock_iface_t *iface = conn->iface;
+    uct_crypt_wire_iface_t *iface = conn->iface;
 
-    if (conn->state == UCT_CRYPT_SOCK_WAIT_INIT) {
+    if (conn->state == UCT_CRYPT_WIRE_WAIT_INIT) {
         --iface->half_open;
     }
-    if (conn->state == UCT_CRYPT_SOCK_ESTABLISHED) {
-        uct_crypt_sock_conn_ended(iface, conn->id);
+    if (conn->state == UCT_CRYPT_WIRE_ESTABLISHED) {
+        uct_crypt_wire_conn_ended(iface, conn->id);
         ++iface->closed_since_trim;
     }
     if (conn->fd >= 0) {
@@ -179,8 +179,8 @@ void uct_crypt_sock_conn_close(uct_crypt_sock_conn_t *conn)
         close(conn->fd);
         conn->fd = -1;
     }
-    conn->state = UCT_CRYPT_SOCK_CLOSED;
-    uct_crypt_sock_conn_free_keys(conn);
+    conn->state = UCT_CRYPT_WIRE_CLOSED;
+    uct_crypt_wire_conn_free_keys(conn);
     if (conn->ep != NULL) {
         conn->ep->conn = NULL;
     }
@@ -188,8 +188,8 @@ void uct_crypt_sock_conn_close(uct_crypt_sock_conn_t *conn)
         iface->rx_conn = NULL;
     }
     ucs_list_del(&conn->list);
-    uct_crypt_sock_buf_put(iface, &iface->tx_cache, &conn->tx_buf);
-    uct_crypt_sock_buf_put(iface, &iface->rx_cache, &conn->rx_buf);
+    uct_crypt_wire_buf_put(iface, &iface->tx_cache, &conn->tx_buf);
+    uct_crypt_wire_buf_put(iface, &iface->rx_cache, &conn->rx_buf);
     ucs_free(conn);
 }
 
@@ -198,7 +198,7 @@ void uct_crypt_sock_conn_close(uct_crypt_sock_conn_t *conn)
  * stayed in RSS for the process's life (red team R2): glibc's
  * malloc_trim returns the free pages of every arena, once a 250 ms tick
  * at most, after 16 connections ended */
-void uct_crypt_sock_give_heap_back(uct_crypt_sock_iface_t *iface)
+void uct_crypt_wire_give_heap_back(uct_crypt_wire_iface_t *iface)
 {
     if (iface->closed_since_trim < 16) {
         return;
@@ -209,44 +209,44 @@ void uct_crypt_sock_give_heap_back(uct_crypt_sock_iface_t *iface)
 #endif
 }
 
-void uct_crypt_sock_conn_refuse(uct_crypt_sock_conn_t *conn, const char *reason,
+void uct_crypt_wire_conn_refuse(uct_crypt_wire_conn_t *conn, const char *reason,
                                 ucs_log_level_t level)
 {
-    uct_crypt_sock_outsider(conn->iface, conn, reason, level);
-    uct_crypt_sock_conn_close(conn);
+    uct_crypt_wire_outsider(conn->iface, conn, reason, level);
+    uct_crypt_wire_conn_close(conn);
 }
 
 /* A connection that cannot go on: its ep (initiator) or the eps to its
  * authenticated peer (responder) fail, and the log says who and why. */
-void uct_crypt_sock_conn_fail(uct_crypt_sock_conn_t *conn, const char *reason)
+void uct_crypt_wire_conn_fail(uct_crypt_wire_conn_t *conn, const char *reason)
 {
-    uct_crypt_sock_iface_t *iface = conn->iface;
+    uct_crypt_wire_iface_t *iface = conn->iface;
     uint8_t peer[KEYEX_PUBLIC_KEY_LEN];
     char name[sizeof(conn->peer_name)];
-    int established = (conn->state == UCT_CRYPT_SOCK_ESTABLISHED);
+    int established = (conn->state == UCT_CRYPT_WIRE_ESTABLISHED);
     /* the peer's half carried records that may now be lost */
     int peer_lost   = established && !conn->frames.closed && (conn->frames.records > 0);
-    uct_crypt_sock_ep_t *ep = conn->ep;
+    uct_crypt_wire_ep_t *ep = conn->ep;
 
     if (!established && (ep == NULL) && !conn->initiator) {
         /* a stranger's connection: nothing of ours depended on it */
-        uct_crypt_sock_conn_refuse(conn, reason, UCS_LOG_LEVEL_WARN);
+        uct_crypt_wire_conn_refuse(conn, reason, UCS_LOG_LEVEL_WARN);
         return;
     }
     if ((ep == NULL) && !peer_lost) {
         /* nothing of ours sends on it and nothing of the peer's was cut */
         ucs_debug("crypt: wire connection %s %s ended: %s",
                   conn->initiator ? "to" : "from", conn->peer_name, reason);
-        uct_crypt_sock_conn_close(conn);
+        uct_crypt_wire_conn_close(conn);
         return;
     }
 
     UCT_CRYPT_STAT_ADD(wire_failed, 1);
     memcpy(peer, conn->peer_static, sizeof(peer));
     memcpy(name, conn->peer_name, sizeof(name));
-    uct_crypt_sock_conn_close(conn);
+    uct_crypt_wire_conn_close(conn);
     if (ep != NULL) {
-        uct_crypt_sock_ep_failed(ep, UCS_ERR_CONNECTION_RESET, reason);
+        uct_crypt_wire_ep_failed(ep, UCS_ERR_CONNECTION_RESET, reason);
     }
     if (peer_lost && (iface->peer_failed != NULL)) {
         iface->peer_failed(iface->peer_failed_arg, peer, name, reason);
@@ -258,8 +258,8 @@ void uct_crypt_sock_conn_fail(uct_crypt_sock_conn_t *conn, const char *reason)
  * which). No peer and no network caused it: said at error level whoever's
  * connection it was, and never counted as a refused stranger. Ours fails
  * its ep; a peer's ends, and its initiator opens another
- * (uct_crypt_sock_conn_handshake_lost). */
-void uct_crypt_sock_conn_fail_local(uct_crypt_sock_conn_t *conn,
+ * (uct_crypt_wire_conn_handshake_lost). */
+void uct_crypt_wire_conn_fail_local(uct_crypt_wire_conn_t *conn,
                                     const char *doing)
 {
     char reason[160];
@@ -272,11 +272,11 @@ void uct_crypt_sock_conn_fail_local(uct_crypt_sock_conn_t *conn,
         conn->ep->fail_local = 1;
     }
     if ((conn->ep == NULL) && !conn->initiator &&
-        (conn->state != UCT_CRYPT_SOCK_ESTABLISHED)) {
-        uct_crypt_sock_conn_close(conn);
+        (conn->state != UCT_CRYPT_WIRE_ESTABLISHED)) {
+        uct_crypt_wire_conn_close(conn);
         return;
     }
-    uct_crypt_sock_conn_fail(conn, reason);
+    uct_crypt_wire_conn_fail(conn, reason);
 }
 
 /* The peer closed a connection before its handshake was done. Ours: the
@@ -287,23 +287,23 @@ void uct_crypt_sock_conn_fail_local(uct_crypt_sock_conn_t *conn,
  * Nothing of the ep's went on the old one: no record leaves before the
  * answer. A peer that refuses us for good (another job secret) closes each
  * of them, and the ep fails after the last. */
-static void uct_crypt_sock_conn_handshake_lost(uct_crypt_sock_conn_t *conn,
+static void uct_crypt_wire_conn_handshake_lost(uct_crypt_wire_conn_t *conn,
                                                const char *reason)
 {
-    uct_crypt_sock_ep_t *ep = conn->ep;
+    uct_crypt_wire_ep_t *ep = conn->ep;
 
     if (!conn->initiator || (ep == NULL) ||
-        (ep->connect_retries >= UCT_CRYPT_SOCK_CONNECT_RETRIES)) {
-        uct_crypt_sock_conn_fail(conn, reason);
+        (ep->connect_retries >= UCT_CRYPT_WIRE_CONNECT_RETRIES)) {
+        uct_crypt_wire_conn_fail(conn, reason);
         return;
     }
     ++ep->connect_retries;
     ucs_debug("crypt: wire connection to %s %s, opening another (%u of %d)",
               conn->peer_name, reason, ep->connect_retries,
-              UCT_CRYPT_SOCK_CONNECT_RETRIES);
-    uct_crypt_sock_conn_close(conn);
-    if (uct_crypt_sock_ep_reconnect(ep) != UCS_OK) {
-        uct_crypt_sock_ep_failed(ep, UCS_ERR_CONNECTION_RESET, reason);
+              UCT_CRYPT_WIRE_CONNECT_RETRIES);
+    uct_crypt_wire_conn_close(conn);
+    if (uct_crypt_wire_ep_reconnect(ep) != UCS_OK) {
+        uct_crypt_wire_ep_failed(ep, UCS_ERR_CONNECTION_RESET, reason);
     }
 }
 
@@ -311,7 +311,7 @@ static void uct_crypt_sock_conn_handshake_lost(uct_crypt_sock_conn_t *conn,
 
 /* Write what the tx buffer holds; 1 when it is empty, -1 on failure (the
  * connection is then gone). */
-int uct_crypt_sock_conn_flush(uct_crypt_sock_conn_t *conn)
+int uct_crypt_wire_conn_flush(uct_crypt_wire_conn_t *conn)
 {
     size_t may;
     ssize_t sent;
@@ -319,20 +319,20 @@ int uct_crypt_sock_conn_flush(uct_crypt_sock_conn_t *conn)
     while (conn->tx_len > 0) {
         /* before the handshake's answer (and while the peer's connection
          * is awaited) only the initiation leaves: records wait */
-        may = uct_crypt_sock_conn_final(conn) ?
+        may = uct_crypt_wire_conn_final(conn) ?
               conn->tx_len : ucs_min(conn->tx_len, conn->init_left);
         if (may == 0) {
-            uct_crypt_sock_conn_set_events(conn, EPOLLIN);
+            uct_crypt_wire_conn_set_events(conn, EPOLLIN);
             return 0;
         }
         sent = send(conn->fd, conn->tx_buf + conn->tx_head, may, MSG_NOSIGNAL);
         if (sent < 0) {
             if ((errno == EAGAIN) || (errno == EWOULDBLOCK) || (errno == EINTR)) {
-                uct_crypt_sock_conn_set_events(conn, EPOLLIN | EPOLLOUT);
+                uct_crypt_wire_conn_set_events(conn, EPOLLIN | EPOLLOUT);
                 return 0;
             }
             if (((errno == EPIPE) || (errno == ECONNRESET)) &&
-                (conn->state == UCT_CRYPT_SOCK_ESTABLISHED) && !conn->frames.closed) {
+                (conn->state == UCT_CRYPT_WIRE_ESTABLISHED) && !conn->frames.closed) {
                 /* The peer closed. What it sent before (its last records,
                  * its CLOSE, most often, at the end of a job) still waits
                  * in the socket and is read first: delivered, and it
@@ -340,14 +340,14 @@ int uct_crypt_sock_conn_flush(uct_crypt_sock_conn_t *conn)
                  * written; what waits here stays (no flush completes
                  * over it) until the read that follows ends the
                  * connection and says what was lost. */
-                uct_crypt_sock_conn_set_events(conn, EPOLLIN);
+                uct_crypt_wire_conn_set_events(conn, EPOLLIN);
                 return 0;
             }
             if (((errno == EPIPE) || (errno == ECONNRESET)) &&
-                (conn->state == UCT_CRYPT_SOCK_INIT_SENT)) {
-                uct_crypt_sock_conn_handshake_lost(conn, strerror(errno));
+                (conn->state == UCT_CRYPT_WIRE_INIT_SENT)) {
+                uct_crypt_wire_conn_handshake_lost(conn, strerror(errno));
             } else {
-                uct_crypt_sock_conn_fail(conn, strerror(errno));
+                uct_crypt_wire_conn_fail(conn, strerror(errno));
             }
             return -1;
         }
@@ -357,12 +357,12 @@ int uct_crypt_sock_conn_flush(uct_crypt_sock_conn_t *conn)
     }
     conn->tx_head = 0;
     /* idle connections hold no buffer: memory follows the busy ones */
-    uct_crypt_sock_buf_put(conn->iface, &conn->iface->tx_cache, &conn->tx_buf);
+    uct_crypt_wire_buf_put(conn->iface, &conn->iface->tx_cache, &conn->tx_buf);
     if (conn->closing && conn->frames.closed) {
-        uct_crypt_sock_conn_close(conn); /* both halves done */
+        uct_crypt_wire_conn_close(conn); /* both halves done */
         return -1;
     }
-    uct_crypt_sock_conn_set_events(conn, EPOLLIN);
+    uct_crypt_wire_conn_set_events(conn, EPOLLIN);
     return 1;
 }
 
@@ -371,49 +371,49 @@ int uct_crypt_sock_conn_flush(uct_crypt_sock_conn_t *conn)
  * when the kernel took everything before them (wire/wire_ep.c), so
  * what is moved is little: a control frame's, or what waits for the
  * handshake's answer. */
-int uct_crypt_sock_conn_tx_room(const uct_crypt_sock_conn_t *conn, size_t max)
+int uct_crypt_wire_conn_tx_room(const uct_crypt_wire_conn_t *conn, size_t max)
 {
-    return conn->tx_len + CRYPT_SOCK_FRAME_HDR_LEN + max <= UCT_CRYPT_SOCK_TX_BUF;
+    return conn->tx_len + CRYPT_WIRE_FRAME_HDR_LEN + max <= UCT_CRYPT_WIRE_TX_BUF;
 }
 
 /* Room for a frame of up to `max` body bytes: a pointer to its body, or
  * NULL (no room: NO_RESOURCE). */
-void *uct_crypt_sock_conn_tx_reserve(uct_crypt_sock_conn_t *conn, size_t max)
+void *uct_crypt_wire_conn_tx_reserve(uct_crypt_wire_conn_t *conn, size_t max)
 {
-    size_t need = CRYPT_SOCK_FRAME_HDR_LEN + max;
+    size_t need = CRYPT_WIRE_FRAME_HDR_LEN + max;
 
     if ((conn->tx_buf == NULL) &&
-        ((conn->tx_buf = uct_crypt_sock_buf_get(&conn->iface->tx_cache,
-                                                UCT_CRYPT_SOCK_TX_BUF)) == NULL)) {
+        ((conn->tx_buf = uct_crypt_wire_buf_get(&conn->iface->tx_cache,
+                                                UCT_CRYPT_WIRE_TX_BUF)) == NULL)) {
         return NULL;
     }
-    if (conn->tx_head + conn->tx_len + need > UCT_CRYPT_SOCK_TX_BUF) {
-        if (!uct_crypt_sock_conn_tx_room(conn, max)) {
+    if (conn->tx_head + conn->tx_len + need > UCT_CRYPT_WIRE_TX_BUF) {
+        if (!uct_crypt_wire_conn_tx_room(conn, max)) {
             return NULL;
         }
         memmove(conn->tx_buf, conn->tx_buf + conn->tx_head, conn->tx_len);
         conn->tx_head = 0;
     }
-    return conn->tx_buf + conn->tx_head + conn->tx_len + CRYPT_SOCK_FRAME_HDR_LEN;
+    return conn->tx_buf + conn->tx_head + conn->tx_len + CRYPT_WIRE_FRAME_HDR_LEN;
 }
 
-void uct_crypt_sock_conn_tx_commit(uct_crypt_sock_conn_t *conn, uint8_t type,
+void uct_crypt_wire_conn_tx_commit(uct_crypt_wire_conn_t *conn, uint8_t type,
                                    size_t length)
 {
-    crypt_sock_frame_hdr_t hdr = {0};
+    crypt_wire_frame_hdr_t hdr = {0};
 
-    ucs_assert(length <= UCT_CRYPT_SOCK_MAX_BCOPY);
+    ucs_assert(length <= UCT_CRYPT_WIRE_MAX_BCOPY);
     hdr.length   = htole32((uint32_t)length);
     hdr.type     = type;
     memcpy(conn->tx_buf + conn->tx_head + conn->tx_len, &hdr, sizeof(hdr));
     conn->tx_len += sizeof(hdr) + length;
-    conn->tx_records += (type == CRYPT_SOCK_FRAME_RECORD) ||
-                        (type == CRYPT_SOCK_FRAME_SEGMENT);
+    conn->tx_records += (type == CRYPT_WIRE_FRAME_RECORD) ||
+                        (type == CRYPT_WIRE_FRAME_SEGMENT);
 }
 
-int uct_crypt_sock_conn_final(const uct_crypt_sock_conn_t *conn)
+int uct_crypt_wire_conn_final(const uct_crypt_wire_conn_t *conn)
 {
-    return (conn->state == UCT_CRYPT_SOCK_ESTABLISHED) && !conn->redirect_wait &&
+    return (conn->state == UCT_CRYPT_WIRE_ESTABLISHED) && !conn->redirect_wait &&
            (conn->secret != NULL);
 }
 
@@ -421,16 +421,16 @@ int uct_crypt_sock_conn_final(const uct_crypt_sock_conn_t *conn)
 
 /* Our own (initiated) connection to `peer`, still sending or about to;
  * with `opening`, only one whose handshake is still under way */
-uct_crypt_sock_conn_t *
-uct_crypt_sock_conn_own_to(uct_crypt_sock_iface_t *iface, const uint8_t *peer,
+uct_crypt_wire_conn_t *
+uct_crypt_wire_conn_own_to(uct_crypt_wire_iface_t *iface, const uint8_t *peer,
                            int opening)
 {
-    uct_crypt_sock_conn_t *conn;
+    uct_crypt_wire_conn_t *conn;
 
     ucs_list_for_each(conn, &iface->conns, list) {
         if (conn->initiator && (conn->ep != NULL) && !conn->tx_closed &&
-            (conn->state != UCT_CRYPT_SOCK_CLOSED) &&
-            (!opening || (conn->state != UCT_CRYPT_SOCK_ESTABLISHED)) &&
+            (conn->state != UCT_CRYPT_WIRE_CLOSED) &&
+            (!opening || (conn->state != UCT_CRYPT_WIRE_ESTABLISHED)) &&
             !memcmp(conn->peer_static, peer, KEYEX_PUBLIC_KEY_LEN)) {
             return conn;
         }
@@ -439,11 +439,11 @@ uct_crypt_sock_conn_own_to(uct_crypt_sock_iface_t *iface, const uint8_t *peer,
 }
 
 /* Our connection to `peer` that waits for the peer's own */
-uct_crypt_sock_conn_t *
-uct_crypt_sock_conn_redirected_to(uct_crypt_sock_iface_t *iface,
+uct_crypt_wire_conn_t *
+uct_crypt_wire_conn_redirected_to(uct_crypt_wire_iface_t *iface,
                                   const uint8_t *peer)
 {
-    uct_crypt_sock_conn_t *conn;
+    uct_crypt_wire_conn_t *conn;
 
     ucs_list_for_each(conn, &iface->conns, list) {
         if (conn->redirect_wait && (conn->ep != NULL) &&
@@ -454,13 +454,13 @@ uct_crypt_sock_conn_redirected_to(uct_crypt_sock_iface_t *iface,
     return NULL;
 }
 
-uct_crypt_sock_conn_t *uct_crypt_sock_conn_find_free(uct_crypt_sock_iface_t *iface,
+uct_crypt_wire_conn_t *uct_crypt_wire_conn_find_free(uct_crypt_wire_iface_t *iface,
                                                      const uint8_t *peer)
 {
-    uct_crypt_sock_conn_t *conn;
+    uct_crypt_wire_conn_t *conn;
 
     ucs_list_for_each(conn, &iface->conns, list) {
-        if ((conn->state == UCT_CRYPT_SOCK_ESTABLISHED) && (conn->ep == NULL) &&
+        if ((conn->state == UCT_CRYPT_WIRE_ESTABLISHED) && (conn->ep == NULL) &&
             !conn->tx_closed && !conn->frames.closed && !conn->closing &&
             !conn->redirect_wait && (conn->tx_records == 0) &&
             !memcmp(conn->peer_static, peer, KEYEX_PUBLIC_KEY_LEN)) {
@@ -474,10 +474,10 @@ uct_crypt_sock_conn_t *uct_crypt_sock_conn_find_free(uct_crypt_sock_iface_t *ifa
  * CLOSE(0). Nothing of the ep's waits in `from`: an ep takes no record
  * before its connection is final, and a redirected one is not. Returns 0
  * when `to` is gone. */
-int uct_crypt_sock_conn_move(uct_crypt_sock_conn_t *from,
-                             uct_crypt_sock_conn_t *to)
+int uct_crypt_wire_conn_move(uct_crypt_wire_conn_t *from,
+                             uct_crypt_wire_conn_t *to)
 {
-    uct_crypt_sock_ep_t *ep = from->ep;
+    uct_crypt_wire_ep_t *ep = from->ep;
 
     ucs_assert((from->init_left == 0) && (from->tx_records == 0));
     to->ep              = ep;
@@ -487,15 +487,15 @@ int uct_crypt_sock_conn_move(uct_crypt_sock_conn_t *from,
     UCT_CRYPT_STAT_ADD(wire_shared, 1);
     ucs_debug("crypt: wire connection to %s now carries both directions",
               to->peer_name);
-    uct_crypt_sock_conn_release(from);
-    return uct_crypt_sock_conn_flush(to) >= 0;
+    uct_crypt_wire_conn_release(from);
+    return uct_crypt_wire_conn_flush(to) >= 0;
 }
 
 /* From progress: each of our connections that waits for its peer's moves
  * there once that one is up. */
-void uct_crypt_sock_conn_redirects(uct_crypt_sock_iface_t *iface)
+void uct_crypt_wire_conn_redirects(uct_crypt_wire_iface_t *iface)
 {
-    uct_crypt_sock_conn_t *conn, *theirs;
+    uct_crypt_wire_conn_t *conn, *theirs;
 
     iface->redirect_pending = 0;
 restart:
@@ -503,9 +503,9 @@ restart:
         if (!conn->redirect_wait || (conn->ep == NULL)) {
             continue;
         }
-        theirs = uct_crypt_sock_conn_find_free(iface, conn->peer_static);
+        theirs = uct_crypt_wire_conn_find_free(iface, conn->peer_static);
         if (theirs != NULL) {
-            (void)uct_crypt_sock_conn_move(conn, theirs);
+            (void)uct_crypt_wire_conn_move(conn, theirs);
             goto restart;
         } else if (!conn->redirect_opening) {
             /* the peer's that was up went to another ep of ours meanwhile:
@@ -515,7 +515,7 @@ restart:
     }
 }
 
-void uct_crypt_sock_conn_redirect_expired(uct_crypt_sock_conn_t *conn)
+void uct_crypt_wire_conn_redirect_expired(uct_crypt_wire_conn_t *conn)
 {
     /* the peer's connection did not come: ours carries our records (the
      * ep's pending sends go from the iface's progress) */
@@ -527,19 +527,19 @@ void uct_crypt_sock_conn_redirect_expired(uct_crypt_sock_conn_t *conn)
 
 /* A control frame (base/format.h): `count` sealed under the
  * connection's Noise transport key, the frame header as associated data */
-static int uct_crypt_sock_conn_send_ctrl(uct_crypt_sock_conn_t *conn,
+static int uct_crypt_wire_conn_send_ctrl(uct_crypt_wire_conn_t *conn,
                                          uint8_t type, uint64_t count)
 {
     uint8_t *body;
 
-    if ((conn->state != UCT_CRYPT_SOCK_ESTABLISHED) ||
-        ((body = uct_crypt_sock_conn_tx_reserve(conn, UCT_CRYPT_SOCK_CTRL_LEN)) ==
+    if ((conn->state != UCT_CRYPT_WIRE_ESTABLISHED) ||
+        ((body = uct_crypt_wire_conn_tx_reserve(conn, UCT_CRYPT_WIRE_CTRL_LEN)) ==
          NULL)) {
         return 1;
     }
     if (uct_crypt_frame_seal_control(&conn->ctrl_send, conn->ctrl_send_seq++,
                                      type, count,
-                                     body - CRYPT_SOCK_FRAME_HDR_LEN) != 0) {
+                                     body - CRYPT_WIRE_FRAME_HDR_LEN) != 0) {
         /* a local failure: said; the frame is not sent (the peer sees the
          * connection end without it, as after a crash) */
         ucs_error("crypt: wire connection %s %s: cannot seal a control "
@@ -547,19 +547,19 @@ static int uct_crypt_sock_conn_send_ctrl(uct_crypt_sock_conn_t *conn,
                   crypt_local_failure_take());
         return 1;
     }
-    conn->tx_len += CRYPT_SOCK_FRAME_HDR_LEN + UCT_CRYPT_SOCK_CTRL_LEN;
-    return uct_crypt_sock_conn_flush(conn) >= 0;
+    conn->tx_len += CRYPT_WIRE_FRAME_HDR_LEN + UCT_CRYPT_WIRE_CTRL_LEN;
+    return uct_crypt_wire_conn_flush(conn) >= 0;
 }
 
 /* The graceful end: what this side sent so far, then CLOSE. 0 when the
  * connection is gone (it failed on the way). */
-int uct_crypt_sock_conn_send_close(uct_crypt_sock_conn_t *conn)
+int uct_crypt_wire_conn_send_close(uct_crypt_wire_conn_t *conn)
 {
-    return uct_crypt_sock_conn_send_ctrl(conn, CRYPT_SOCK_FRAME_CLOSE,
+    return uct_crypt_wire_conn_send_ctrl(conn, CRYPT_WIRE_FRAME_CLOSE,
                                          conn->tx_records);
 }
 
-void uct_crypt_sock_conn_release(uct_crypt_sock_conn_t *conn)
+void uct_crypt_wire_conn_release(uct_crypt_wire_conn_t *conn)
 {
     conn->ep = NULL;
     if (conn->tx_closed) {
@@ -568,16 +568,16 @@ void uct_crypt_sock_conn_release(uct_crypt_sock_conn_t *conn)
     conn->tx_closed = 1;
     conn->closing   = 1;
     conn->deadline  = ucs_get_time() +
-                      ucs_time_from_sec(UCT_CRYPT_SOCK_DRAIN_TIMEOUT);
-    if (conn->state != UCT_CRYPT_SOCK_ESTABLISHED) {
-        uct_crypt_sock_conn_close(conn); /* nothing of ours went yet */
+                      ucs_time_from_sec(UCT_CRYPT_WIRE_DRAIN_TIMEOUT);
+    if (conn->state != UCT_CRYPT_WIRE_ESTABLISHED) {
+        uct_crypt_wire_conn_close(conn); /* nothing of ours went yet */
         return;
     }
-    if (!uct_crypt_sock_conn_send_close(conn)) {
+    if (!uct_crypt_wire_conn_send_close(conn)) {
         return; /* gone on the way */
     }
     if ((conn->tx_len == 0) && conn->frames.closed) {
-        uct_crypt_sock_conn_close(conn); /* both halves done */
+        uct_crypt_wire_conn_close(conn); /* both halves done */
     }
 }
 
@@ -585,17 +585,17 @@ void uct_crypt_sock_conn_release(uct_crypt_sock_conn_t *conn)
  * relay that cuts a record out of the stream cleanly (at frame
  * boundaries) leaves nothing for the record layer to see when no record
  * follows; the count does. */
-void uct_crypt_sock_conn_heartbeat(uct_crypt_sock_conn_t *conn)
+void uct_crypt_wire_conn_heartbeat(uct_crypt_wire_conn_t *conn)
 {
     /* (not while records wait for a redirect: they may move to the
      * peer's connection, and this frame, under our transport key, with
      * them; and never after our CLOSE, which told the count and after
      * which the peer takes nothing, while its own half may keep the
      * connection open) */
-    if (uct_crypt_sock_conn_final(conn) && !conn->tx_closed &&
+    if (uct_crypt_wire_conn_final(conn) && !conn->tx_closed &&
         (conn->tx_records != conn->tx_records_told)) {
         conn->tx_records_told = conn->tx_records;
-        (void)uct_crypt_sock_conn_send_ctrl(conn, CRYPT_SOCK_FRAME_HEARTBEAT,
+        (void)uct_crypt_wire_conn_send_ctrl(conn, CRYPT_WIRE_FRAME_HEARTBEAT,
                                             conn->tx_records);
     }
 }
@@ -603,11 +603,11 @@ void uct_crypt_sock_conn_heartbeat(uct_crypt_sock_conn_t *conn)
 /* A RECORD frame (uct_crypt_frame_next took it) to the record layer, or
  * (body NULL) an announced segment, whole in its destination, to the bulk
  * engine. 0 when the connection is gone. */
-static int uct_crypt_sock_conn_deliver(uct_crypt_sock_conn_t *conn,
+static int uct_crypt_wire_conn_deliver(uct_crypt_wire_conn_t *conn,
                                        uint8_t *body, size_t length)
 {
-    uct_crypt_sock_iface_t *iface = conn->iface;
-    uct_crypt_sock_segment_cb_t cb;
+    uct_crypt_wire_iface_t *iface = conn->iface;
+    uct_crypt_wire_segment_cb_t cb;
     char why[96];
 
     iface->rx_conn = conn;
@@ -619,8 +619,8 @@ static int uct_crypt_sock_conn_deliver(uct_crypt_sock_conn_t *conn,
         cb(conn->segment_arg, conn->seg_tag);
     } else {
         /* a record: crypt's record layer checks its tag before it acts on
-         * it, and tells us (uct_crypt_sock_rx_reject) when it fails */
-        uct_iface_invoke_am(&iface->super, UCT_CRYPT_SOCK_AM_ID, body,
+         * it, and tells us (uct_crypt_wire_rx_reject) when it fails */
+        uct_iface_invoke_am(&iface->super, UCT_CRYPT_WIRE_AM_ID, body,
                             (unsigned)length, 0);
     }
     if (iface->rx_conn != conn) {
@@ -631,41 +631,41 @@ static int uct_crypt_sock_conn_deliver(uct_crypt_sock_conn_t *conn,
         ucs_snprintf_zero(why, sizeof(why), "the record layer refused a %s: %s",
                           (body == NULL) ? "bulk segment" : "record",
                           conn->reject);
-        uct_crypt_sock_conn_fail(conn, why);
+        uct_crypt_wire_conn_fail(conn, why);
         return 0;
     }
     return 1;
 }
 
 /* An announced segment's body still to come (ciphertext, then tag) */
-static size_t uct_crypt_sock_conn_seg_left(const uct_crypt_sock_conn_t *conn)
+static size_t uct_crypt_wire_conn_seg_left(const uct_crypt_wire_conn_t *conn)
 {
     return conn->seg_len + CRYPT_AEAD_TAG_LEN - conn->seg_got;
 }
 
 /* Where the next bytes of an announced segment's body go, and how many
  * may: its destination up to the ciphertext's end, then the tag */
-static uint8_t *uct_crypt_sock_conn_seg_place(uct_crypt_sock_conn_t *conn,
+static uint8_t *uct_crypt_wire_conn_seg_place(uct_crypt_wire_conn_t *conn,
                                               size_t *room)
 {
     if (conn->seg_got < conn->seg_len) {
         *room = conn->seg_len - conn->seg_got;
         return conn->seg_dest + conn->seg_got;
     }
-    *room = uct_crypt_sock_conn_seg_left(conn);
+    *room = uct_crypt_wire_conn_seg_left(conn);
     return conn->seg_tag + (conn->seg_got - conn->seg_len);
 }
 
 /* Bytes of the body that came into the receive buffer with what preceded
  * it (the rest is received in place): copied where they belong */
-static size_t uct_crypt_sock_conn_seg_take(uct_crypt_sock_conn_t *conn,
+static size_t uct_crypt_wire_conn_seg_take(uct_crypt_wire_conn_t *conn,
                                            const uint8_t *src, size_t len)
 {
     size_t taken = 0, room, n;
     uint8_t *place;
 
-    while ((taken < len) && (uct_crypt_sock_conn_seg_left(conn) > 0)) {
-        place = uct_crypt_sock_conn_seg_place(conn, &room);
+    while ((taken < len) && (uct_crypt_wire_conn_seg_left(conn) > 0)) {
+        place = uct_crypt_wire_conn_seg_place(conn, &room);
         n     = ucs_min(room, len - taken);
         memcpy(place, src + taken, n);
         conn->seg_got += n;
@@ -675,27 +675,27 @@ static size_t uct_crypt_sock_conn_seg_take(uct_crypt_sock_conn_t *conn,
 }
 
 /* Parse what the rx buffer holds. 0 when the connection is gone. */
-static int uct_crypt_sock_conn_parse(uct_crypt_sock_conn_t *conn)
+static int uct_crypt_wire_conn_parse(uct_crypt_wire_conn_t *conn)
 {
     uct_crypt_frame_verdict_t verdict;
-    crypt_sock_frame_hdr_t hdr;
+    crypt_wire_frame_hdr_t hdr;
     size_t offset = 0, frame_len, need;
     char why[96];
 
     for (;;) {
         switch (conn->state) {
-        case UCT_CRYPT_SOCK_WAIT_INIT:
+        case UCT_CRYPT_WIRE_WAIT_INIT:
             need = sizeof(keyex_noise_init_msg_t);
             break;
-        case UCT_CRYPT_SOCK_INIT_SENT:
+        case UCT_CRYPT_WIRE_INIT_SENT:
             /* the response, or a cookie reply (its type says) */
             need = ((conn->rx_len > offset) &&
                     (conn->rx_buf[offset] == KEYEX_NOISE_COOKIE_TYPE)) ?
                    sizeof(keyex_noise_cookie_msg_t) :
                    sizeof(keyex_noise_response_msg_t);
             break;
-        case UCT_CRYPT_SOCK_ESTABLISHED:
-            need = conn->seg_body ? 1 : CRYPT_SOCK_FRAME_HDR_LEN;
+        case UCT_CRYPT_WIRE_ESTABLISHED:
+            need = conn->seg_body ? 1 : CRYPT_WIRE_FRAME_HDR_LEN;
             break;
         default:
             return 0;
@@ -703,23 +703,23 @@ static int uct_crypt_sock_conn_parse(uct_crypt_sock_conn_t *conn)
         if (conn->rx_len - offset < need) {
             break;
         }
-        if (conn->state == UCT_CRYPT_SOCK_WAIT_INIT) {
+        if (conn->state == UCT_CRYPT_WIRE_WAIT_INIT) {
             memmove(conn->rx_buf, conn->rx_buf + offset, conn->rx_len - offset);
             conn->rx_len -= offset;
             offset = 0;
-            if (!uct_crypt_sock_conn_accept_init(conn)) {
+            if (!uct_crypt_wire_conn_accept_init(conn)) {
                 return 0;
             }
             offset = need;
             continue;
         }
-        if (conn->state == UCT_CRYPT_SOCK_INIT_SENT) {
+        if (conn->state == UCT_CRYPT_WIRE_INIT_SENT) {
             memmove(conn->rx_buf, conn->rx_buf + offset, conn->rx_len - offset);
             conn->rx_len -= offset;
             offset = 0;
             if (!((need == sizeof(keyex_noise_cookie_msg_t)) ?
-                  uct_crypt_sock_conn_accept_cookie(conn) :
-                  uct_crypt_sock_conn_accept_response(conn))) {
+                  uct_crypt_wire_conn_accept_cookie(conn) :
+                  uct_crypt_wire_conn_accept_response(conn))) {
                 return 0;
             }
             offset = need;
@@ -736,20 +736,20 @@ static int uct_crypt_sock_conn_parse(uct_crypt_sock_conn_t *conn)
             if (verdict == UCT_CRYPT_FRAME_MORE) {
                 break;
             } else if (verdict == UCT_CRYPT_FRAME_BAD) {
-                uct_crypt_sock_conn_fail(conn, why);
+                uct_crypt_wire_conn_fail(conn, why);
                 return 0;
             }
-            offset        += CRYPT_SOCK_FRAME_HDR_LEN;
+            offset        += CRYPT_WIRE_FRAME_HDR_LEN;
             conn->seg_body = 1;
             continue;
         }
         if (conn->seg_body) {
-            offset += uct_crypt_sock_conn_seg_take(conn, conn->rx_buf + offset,
+            offset += uct_crypt_wire_conn_seg_take(conn, conn->rx_buf + offset,
                                                    conn->rx_len - offset);
-            if (uct_crypt_sock_conn_seg_left(conn) > 0) {
+            if (uct_crypt_wire_conn_seg_left(conn) > 0) {
                 break; /* the rest is received in place */
             }
-            if (!uct_crypt_sock_conn_deliver(conn, NULL, 0)) {
+            if (!uct_crypt_wire_conn_deliver(conn, NULL, 0)) {
                 return 0;
             }
             continue;
@@ -762,23 +762,23 @@ static int uct_crypt_sock_conn_parse(uct_crypt_sock_conn_t *conn)
             break;
         }
         if (verdict == UCT_CRYPT_FRAME_BAD) {
-            uct_crypt_sock_conn_fail(conn, why);
+            uct_crypt_wire_conn_fail(conn, why);
             return 0;
         }
         /* (a SEGMENT frame is taken above, never here) */
         if ((verdict == UCT_CRYPT_FRAME_DATA) &&
-            !uct_crypt_sock_conn_deliver(conn, conn->rx_buf + offset +
-                                         CRYPT_SOCK_FRAME_HDR_LEN,
-                                         frame_len - CRYPT_SOCK_FRAME_HDR_LEN)) {
+            !uct_crypt_wire_conn_deliver(conn, conn->rx_buf + offset +
+                                         CRYPT_WIRE_FRAME_HDR_LEN,
+                                         frame_len - CRYPT_WIRE_FRAME_HDR_LEN)) {
             return 0;
         }
         offset += frame_len;
         if ((verdict == UCT_CRYPT_FRAME_CONTROL) &&
-            (hdr.type == CRYPT_SOCK_FRAME_CLOSE)) {
+            (hdr.type == CRYPT_WIRE_FRAME_CLOSE)) {
             /* the peer's half is done; ours goes on while an ep sends */
             ucs_debug("crypt: the peer at %s closed its half", conn->peer_name);
             if ((conn->ep == NULL) && (conn->tx_len == 0)) {
-                uct_crypt_sock_conn_close(conn);
+                uct_crypt_wire_conn_close(conn);
                 return 0;
             }
         }
@@ -793,21 +793,21 @@ static int uct_crypt_sock_conn_parse(uct_crypt_sock_conn_t *conn)
 /* Read up to the end of a large frame and no further (uct_crypt_frame_rx_room:
  * a bulk segment's bytes are copied once, by the kernel); small frames are
  * read many at a time */
-static size_t uct_crypt_sock_conn_rx_room(const uct_crypt_sock_conn_t *conn)
+static size_t uct_crypt_wire_conn_rx_room(const uct_crypt_wire_conn_t *conn)
 {
-    if ((conn->segment_cb != NULL) && (conn->rx_len < CRYPT_SOCK_FRAME_HDR_LEN)) {
+    if ((conn->segment_cb != NULL) && (conn->rx_len < CRYPT_WIRE_FRAME_HDR_LEN)) {
         /* an announced segment's header alone: its body goes straight to
          * its destination */
-        return CRYPT_SOCK_FRAME_HDR_LEN - conn->rx_len;
+        return CRYPT_WIRE_FRAME_HDR_LEN - conn->rx_len;
     }
-    return (conn->state == UCT_CRYPT_SOCK_ESTABLISHED) ?
+    return (conn->state == UCT_CRYPT_WIRE_ESTABLISHED) ?
            uct_crypt_frame_rx_room(conn->rx_buf, conn->rx_len) :
-           UCT_CRYPT_SOCK_FRAME_MAX - conn->rx_len;
+           UCT_CRYPT_WIRE_FRAME_MAX - conn->rx_len;
 }
 
-static void uct_crypt_sock_conn_read(uct_crypt_sock_conn_t *conn)
+static void uct_crypt_wire_conn_read(uct_crypt_wire_conn_t *conn)
 {
-    uct_crypt_sock_ep_t *ep;
+    uct_crypt_wire_ep_t *ep;
     uint8_t *place;
     size_t room;
     ssize_t got;
@@ -817,19 +817,19 @@ static void uct_crypt_sock_conn_read(uct_crypt_sock_conn_t *conn)
             /* an announced segment's body: in place (the receive buffer
              * is empty, what came with the record was taken) */
             ucs_assert(conn->rx_len == 0);
-            place = uct_crypt_sock_conn_seg_place(conn, &room);
+            place = uct_crypt_wire_conn_seg_place(conn, &room);
         } else {
             if ((conn->rx_buf == NULL) &&
-                ((conn->rx_buf = uct_crypt_sock_buf_get(&conn->iface->rx_cache,
-                                                        UCT_CRYPT_SOCK_FRAME_MAX)) == NULL)) {
-                uct_crypt_sock_conn_fail(conn, "out of memory");
+                ((conn->rx_buf = uct_crypt_wire_buf_get(&conn->iface->rx_cache,
+                                                        UCT_CRYPT_WIRE_FRAME_MAX)) == NULL)) {
+                uct_crypt_wire_conn_fail(conn, "out of memory");
                 return;
             }
             /* during the handshake, read no more than its message: nothing
              * a stranger sends beyond 144 bytes is read at all */
-            room  = (conn->state == UCT_CRYPT_SOCK_WAIT_INIT) ?
+            room  = (conn->state == UCT_CRYPT_WIRE_WAIT_INIT) ?
                     sizeof(keyex_noise_init_msg_t) - conn->rx_len :
-                    uct_crypt_sock_conn_rx_room(conn);
+                    uct_crypt_wire_conn_rx_room(conn);
             place = conn->rx_buf + conn->rx_len;
         }
         if (room == 0) {
@@ -837,10 +837,10 @@ static void uct_crypt_sock_conn_read(uct_crypt_sock_conn_t *conn)
         }
         got = recv(conn->fd, place, room, 0);
         if (got == 0) {
-            if ((conn->state == UCT_CRYPT_SOCK_ESTABLISHED) && conn->frames.closed &&
+            if ((conn->state == UCT_CRYPT_WIRE_ESTABLISHED) && conn->frames.closed &&
                 ((conn->ep == NULL) || conn->tx_closed)) {
-                uct_crypt_sock_conn_close(conn); /* both halves done */
-            } else if ((conn->state == UCT_CRYPT_SOCK_ESTABLISHED) &&
+                uct_crypt_wire_conn_close(conn); /* both halves done */
+            } else if ((conn->state == UCT_CRYPT_WIRE_ESTABLISHED) &&
                        conn->frames.closed && (conn->tx_len == 0)) {
                 /* The peer ended its half in order and left while our ep
                  * has nothing unsent: as UCX's tcp fails an ep that sends
@@ -849,20 +849,20 @@ static void uct_crypt_sock_conn_read(uct_crypt_sock_conn_t *conn)
                  * ours fails now, not at its next send: UCP's keepalive
                  * and an RMA flush learn of a departed peer at once. */
                 ep = conn->ep;
-                uct_crypt_sock_conn_close(conn);
+                uct_crypt_wire_conn_close(conn);
                 ep->peer_left = 1;
-                uct_crypt_sock_ep_failed(ep, UCS_ERR_CONNECTION_RESET,
+                uct_crypt_wire_ep_failed(ep, UCS_ERR_CONNECTION_RESET,
                                          "the peer closed the connection");
-            } else if ((conn->state == UCT_CRYPT_SOCK_ESTABLISHED) && conn->frames.closed) {
-                uct_crypt_sock_conn_fail(conn, "the peer closed the connection "
+            } else if ((conn->state == UCT_CRYPT_WIRE_ESTABLISHED) && conn->frames.closed) {
+                uct_crypt_wire_conn_fail(conn, "the peer closed the connection "
                                                "while this side still had "
                                                "records for it");
-            } else if (conn->state == UCT_CRYPT_SOCK_ESTABLISHED) {
-                uct_crypt_sock_conn_fail(conn, "the peer closed the connection "
+            } else if (conn->state == UCT_CRYPT_WIRE_ESTABLISHED) {
+                uct_crypt_wire_conn_fail(conn, "the peer closed the connection "
                                                "without a CLOSE (it exited or "
                                                "was killed)");
             } else {
-                uct_crypt_sock_conn_handshake_lost(conn, "connection closed "
+                uct_crypt_wire_conn_handshake_lost(conn, "connection closed "
                                                          "during the handshake");
             }
             return;
@@ -871,17 +871,17 @@ static void uct_crypt_sock_conn_read(uct_crypt_sock_conn_t *conn)
             if ((errno == EAGAIN) || (errno == EWOULDBLOCK) || (errno == EINTR)) {
                 return;
             }
-            if ((errno == ECONNRESET) && (conn->state != UCT_CRYPT_SOCK_ESTABLISHED)) {
-                uct_crypt_sock_conn_handshake_lost(conn, strerror(errno));
+            if ((errno == ECONNRESET) && (conn->state != UCT_CRYPT_WIRE_ESTABLISHED)) {
+                uct_crypt_wire_conn_handshake_lost(conn, strerror(errno));
             } else {
-                uct_crypt_sock_conn_fail(conn, strerror(errno));
+                uct_crypt_wire_conn_fail(conn, strerror(errno));
             }
             return;
         }
         if (conn->seg_body) {
             conn->seg_got += got;
-            if ((uct_crypt_sock_conn_seg_left(conn) == 0) &&
-                !uct_crypt_sock_conn_deliver(conn, NULL, 0)) {
+            if ((uct_crypt_wire_conn_seg_left(conn) == 0) &&
+                !uct_crypt_wire_conn_deliver(conn, NULL, 0)) {
                 return;
             }
             if ((size_t)got < room) {
@@ -890,11 +890,11 @@ static void uct_crypt_sock_conn_read(uct_crypt_sock_conn_t *conn)
             continue;
         }
         conn->rx_len += got;
-        if (!uct_crypt_sock_conn_parse(conn)) {
+        if (!uct_crypt_wire_conn_parse(conn)) {
             return;
         }
         if (conn->rx_len == 0) {
-            uct_crypt_sock_buf_put(conn->iface, &conn->iface->rx_cache,
+            uct_crypt_wire_buf_put(conn->iface, &conn->iface->rx_cache,
                                    &conn->rx_buf);
         }
         if ((size_t)got < room) {
@@ -903,22 +903,22 @@ static void uct_crypt_sock_conn_read(uct_crypt_sock_conn_t *conn)
     }
 }
 
-void uct_crypt_sock_conn_handle(uct_crypt_sock_conn_t *conn, unsigned events)
+void uct_crypt_wire_conn_handle(uct_crypt_wire_conn_t *conn, unsigned events)
 {
     int err       = 0;
     socklen_t len = sizeof(err);
 
-    if (conn->state == UCT_CRYPT_SOCK_CONNECTING) {
+    if (conn->state == UCT_CRYPT_WIRE_CONNECTING) {
         if (!(events & (EPOLLOUT | EPOLLERR | EPOLLHUP))) {
             return;
         }
         if ((getsockopt(conn->fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0) ||
             (err != 0)) {
-            uct_crypt_sock_conn_fail(conn, strerror(err ? err : errno));
+            uct_crypt_wire_conn_fail(conn, strerror(err ? err : errno));
             return;
         }
-        if (uct_crypt_sock_conn_make_init(conn, NULL) != UCS_OK) {
-            uct_crypt_sock_conn_fail_local(conn, "cannot make the handshake "
+        if (uct_crypt_wire_conn_make_init(conn, NULL) != UCS_OK) {
+            uct_crypt_wire_conn_fail_local(conn, "cannot make the handshake "
                                                  "initiation");
             return;
         }
@@ -927,14 +927,14 @@ void uct_crypt_sock_conn_handle(uct_crypt_sock_conn_t *conn, unsigned events)
         /* the peer closed or reset: what it sent before (its CLOSE, most
          * often, at the end of a job) is read first, and decides whether
          * this is a failure; a write now would only fail */
-        uct_crypt_sock_conn_read(conn);
+        uct_crypt_wire_conn_read(conn);
         return;
     }
     /* the ep's pending sends get the room from the iface's progress */
-    if ((events & EPOLLOUT) && (uct_crypt_sock_conn_flush(conn) < 0)) {
+    if ((events & EPOLLOUT) && (uct_crypt_wire_conn_flush(conn) < 0)) {
         return;
     }
     if (events & EPOLLIN) {
-        uct_crypt_sock_conn_read(conn);
+        uct_crypt_wire_conn_read(conn);
     }
 }

@@ -22,14 +22,14 @@ static uct_crypt_frame_verdict_t uct_crypt_frame_bad(char *why, size_t why_len,
  * control nonce is a counter of control frames (Noise's n, noise.h), the
  * associated data the frame header. */
 static uct_crypt_frame_verdict_t
-uct_crypt_frame_control(uct_crypt_frame_rx_t *rx, const crypt_sock_frame_hdr_t *hdr,
+uct_crypt_frame_control(uct_crypt_frame_rx_t *rx, const crypt_wire_frame_hdr_t *hdr,
                         const uint8_t *body, size_t length, char *why, size_t why_len)
 {
     uint8_t nonce[CRYPT_AEAD_NONCE_LEN];
     uint64_t count;
 
     keyex_noise_nonce(rx->ctrl_seq++, nonce);
-    if ((length != UCT_CRYPT_SOCK_CTRL_LEN) ||
+    if ((length != UCT_CRYPT_WIRE_CTRL_LEN) ||
         (crypt_aead_open(rx->ctrl_key, nonce, hdr, sizeof(*hdr), body,
                          sizeof(count), &count, body + sizeof(count)) !=
          CRYPT_AEAD_OK)) {
@@ -40,7 +40,7 @@ uct_crypt_frame_control(uct_crypt_frame_rx_t *rx, const crypt_sock_frame_hdr_t *
                  PRIu64 " arrived)", le64toh(count), rx->records);
         return UCT_CRYPT_FRAME_BAD;
     }
-    if (hdr->type == CRYPT_SOCK_FRAME_CLOSE) {
+    if (hdr->type == CRYPT_WIRE_FRAME_CLOSE) {
         rx->closed = 1;
     }
     return UCT_CRYPT_FRAME_CONTROL;
@@ -50,25 +50,25 @@ uct_crypt_frame_control(uct_crypt_frame_rx_t *rx, const crypt_sock_frame_hdr_t *
  * body is read: a verdict of BAD, or MORE to go on */
 static uct_crypt_frame_verdict_t
 uct_crypt_frame_header(const uct_crypt_frame_rx_t *rx, const uint8_t *buf,
-                       crypt_sock_frame_hdr_t *hdr, char *why, size_t why_len)
+                       crypt_wire_frame_hdr_t *hdr, char *why, size_t why_len)
 {
     size_t length;
 
     memcpy(hdr, buf, sizeof(*hdr));
     length = le32toh(hdr->length);
-    if ((length > UCT_CRYPT_SOCK_MAX_BCOPY) ||
+    if ((length > UCT_CRYPT_WIRE_MAX_BCOPY) ||
         (hdr->reserved[0] | hdr->reserved[1] | hdr->reserved[2]) ||
-        ((hdr->type != CRYPT_SOCK_FRAME_RECORD) &&
-         (hdr->type != CRYPT_SOCK_FRAME_CLOSE) &&
-         (hdr->type != CRYPT_SOCK_FRAME_HEARTBEAT) &&
-         (hdr->type != CRYPT_SOCK_FRAME_SEGMENT)) ||
+        ((hdr->type != CRYPT_WIRE_FRAME_RECORD) &&
+         (hdr->type != CRYPT_WIRE_FRAME_CLOSE) &&
+         (hdr->type != CRYPT_WIRE_FRAME_HEARTBEAT) &&
+         (hdr->type != CRYPT_WIRE_FRAME_SEGMENT)) ||
         rx->closed) {
         /* nothing may follow the peer's CLOSE */
         return uct_crypt_frame_bad(why, why_len, "malformed frame header");
     }
     /* a segment comes right behind the record that announced it, of the
      * length announced, and nowhere else */
-    if ((hdr->type == CRYPT_SOCK_FRAME_SEGMENT) ?
+    if ((hdr->type == CRYPT_WIRE_FRAME_SEGMENT) ?
         ((rx->segment_len == 0) || (length != rx->segment_len)) :
         (rx->segment_len != 0)) {
         return uct_crypt_frame_bad(why, why_len, "a bulk segment out of place");
@@ -78,28 +78,28 @@ uct_crypt_frame_header(const uct_crypt_frame_rx_t *rx, const uint8_t *buf,
 
 uct_crypt_frame_verdict_t
 uct_crypt_frame_next(uct_crypt_frame_rx_t *rx, const uint8_t *buf, size_t len,
-                     crypt_sock_frame_hdr_t *hdr, size_t *frame_len,
+                     crypt_wire_frame_hdr_t *hdr, size_t *frame_len,
                      char *why, size_t why_len)
 {
     size_t length;
 
-    if (len < CRYPT_SOCK_FRAME_HDR_LEN) {
+    if (len < CRYPT_WIRE_FRAME_HDR_LEN) {
         return UCT_CRYPT_FRAME_MORE;
     }
     if (uct_crypt_frame_header(rx, buf, hdr, why, why_len) == UCT_CRYPT_FRAME_BAD) {
         return UCT_CRYPT_FRAME_BAD;
     }
     length = le32toh(hdr->length);
-    if (len - CRYPT_SOCK_FRAME_HDR_LEN < length) {
+    if (len - CRYPT_WIRE_FRAME_HDR_LEN < length) {
         return UCT_CRYPT_FRAME_MORE;
     }
-    *frame_len = CRYPT_SOCK_FRAME_HDR_LEN + length;
-    if ((hdr->type == CRYPT_SOCK_FRAME_CLOSE) ||
-        (hdr->type == CRYPT_SOCK_FRAME_HEARTBEAT)) {
-        return uct_crypt_frame_control(rx, hdr, buf + CRYPT_SOCK_FRAME_HDR_LEN,
+    *frame_len = CRYPT_WIRE_FRAME_HDR_LEN + length;
+    if ((hdr->type == CRYPT_WIRE_FRAME_CLOSE) ||
+        (hdr->type == CRYPT_WIRE_FRAME_HEARTBEAT)) {
+        return uct_crypt_frame_control(rx, hdr, buf + CRYPT_WIRE_FRAME_HDR_LEN,
                                        length, why, why_len);
     }
-    if (hdr->type == CRYPT_SOCK_FRAME_SEGMENT) {
+    if (hdr->type == CRYPT_WIRE_FRAME_SEGMENT) {
         rx->segment_len = 0;
     }
     ++rx->records;
@@ -110,13 +110,13 @@ uct_crypt_frame_verdict_t
 uct_crypt_frame_segment_header(uct_crypt_frame_rx_t *rx, const uint8_t *buf,
                                size_t len, char *why, size_t why_len)
 {
-    crypt_sock_frame_hdr_t hdr;
+    crypt_wire_frame_hdr_t hdr;
 
-    if (len < CRYPT_SOCK_FRAME_HDR_LEN) {
+    if (len < CRYPT_WIRE_FRAME_HDR_LEN) {
         return UCT_CRYPT_FRAME_MORE;
     }
     if ((uct_crypt_frame_header(rx, buf, &hdr, why, why_len) == UCT_CRYPT_FRAME_BAD) ||
-        (hdr.type != CRYPT_SOCK_FRAME_SEGMENT)) {
+        (hdr.type != CRYPT_WIRE_FRAME_SEGMENT)) {
         return uct_crypt_frame_bad(why, why_len, "a bulk segment out of place");
     }
     rx->segment_len = 0;
@@ -126,29 +126,29 @@ uct_crypt_frame_segment_header(uct_crypt_frame_rx_t *rx, const uint8_t *buf,
 
 size_t uct_crypt_frame_rx_room(const uint8_t *buf, size_t len)
 {
-    crypt_sock_frame_hdr_t hdr;
+    crypt_wire_frame_hdr_t hdr;
     size_t frame;
 
-    if (len >= CRYPT_SOCK_FRAME_HDR_LEN) {
+    if (len >= CRYPT_WIRE_FRAME_HDR_LEN) {
         memcpy(&hdr, buf, sizeof(hdr));
-        frame = CRYPT_SOCK_FRAME_HDR_LEN + le32toh(hdr.length);
-        if ((frame >= UCT_CRYPT_SOCK_LARGE_FRAME) &&
-            (frame <= UCT_CRYPT_SOCK_FRAME_MAX) && (frame > len)) {
+        frame = CRYPT_WIRE_FRAME_HDR_LEN + le32toh(hdr.length);
+        if ((frame >= UCT_CRYPT_WIRE_LARGE_FRAME) &&
+            (frame <= UCT_CRYPT_WIRE_FRAME_MAX) && (frame > len)) {
             return frame - len;
         }
     }
-    return UCT_CRYPT_SOCK_FRAME_MAX - len;
+    return UCT_CRYPT_WIRE_FRAME_MAX - len;
 }
 
 int uct_crypt_frame_seal_control(crypt_aead_key_t *key, uint64_t seq,
                                  uint8_t type, uint64_t count, uint8_t *out)
 {
-    crypt_sock_frame_hdr_t hdr = {0};
+    crypt_wire_frame_hdr_t hdr = {0};
     uint8_t nonce[CRYPT_AEAD_NONCE_LEN];
     uint64_t le_count = htole64(count);
     uint8_t *body = out + sizeof(hdr);
 
-    hdr.length = htole32(UCT_CRYPT_SOCK_CTRL_LEN);
+    hdr.length = htole32(UCT_CRYPT_WIRE_CTRL_LEN);
     hdr.type   = type;
     memcpy(out, &hdr, sizeof(hdr));
     keyex_noise_nonce(seq, nonce);

@@ -10,8 +10,8 @@
  * announced; a control frame must be authentic and count the records that
  * arrived.
  */
-#ifndef UCT_CRYPT_SOCK_FRAME_H
-#define UCT_CRYPT_SOCK_FRAME_H
+#ifndef UCT_CRYPT_WIRE_FRAME_H
+#define UCT_CRYPT_WIRE_FRAME_H
 
 #include "uct_crypt/base/format.h"
 #include "aead/aead.h"
@@ -21,11 +21,11 @@
 
 /* Frame sizes: a record of at most max_bcopy bytes behind the header */
 enum {
-    UCT_CRYPT_SOCK_MAX_BCOPY   = 262144 + 256,
-    UCT_CRYPT_SOCK_FRAME_MAX   = CRYPT_SOCK_FRAME_HDR_LEN + UCT_CRYPT_SOCK_MAX_BCOPY,
-    UCT_CRYPT_SOCK_LARGE_FRAME = 16384, /* read alone, to its end */
+    UCT_CRYPT_WIRE_MAX_BCOPY   = 262144 + 256,
+    UCT_CRYPT_WIRE_FRAME_MAX   = CRYPT_WIRE_FRAME_HDR_LEN + UCT_CRYPT_WIRE_MAX_BCOPY,
+    UCT_CRYPT_WIRE_LARGE_FRAME = 16384, /* read alone, to its end */
     /* a control frame's body: the count, sealed */
-    UCT_CRYPT_SOCK_CTRL_LEN    = 8 + CRYPT_AEAD_TAG_LEN
+    UCT_CRYPT_WIRE_CTRL_LEN    = 8 + CRYPT_AEAD_TAG_LEN
 };
 
 /* The receiving side's frame state of one established connection */
@@ -51,7 +51,7 @@ typedef enum {
  * length (header and body) in *frame_len unless MORE or BAD. */
 uct_crypt_frame_verdict_t
 uct_crypt_frame_next(uct_crypt_frame_rx_t *rx, const uint8_t *buf, size_t len,
-                     crypt_sock_frame_hdr_t *hdr, size_t *frame_len,
+                     crypt_wire_frame_hdr_t *hdr, size_t *frame_len,
                      char *why, size_t why_len);
 
 /* The announced SEGMENT's header at the front of buf[len], whose body the
@@ -63,15 +63,15 @@ uct_crypt_frame_verdict_t
 uct_crypt_frame_segment_header(uct_crypt_frame_rx_t *rx, const uint8_t *buf,
                                size_t len, char *why, size_t why_len);
 
-/* How many bytes to read next into a buffer of UCT_CRYPT_SOCK_FRAME_MAX that
+/* How many bytes to read next into a buffer of UCT_CRYPT_WIRE_FRAME_MAX that
  * holds buf[len]: up to the end of a large frame at its front and no
  * further (it then ends where the buffer's bytes do and is never moved),
  * else all the room there is. */
 size_t uct_crypt_frame_rx_room(const uint8_t *buf, size_t len);
 
 /* A control frame of `type` counting `count` records, sealed under `key`
- * with nonce `seq`, into out[CRYPT_SOCK_FRAME_HDR_LEN +
- * UCT_CRYPT_SOCK_CTRL_LEN]. 0 on success. */
+ * with nonce `seq`, into out[CRYPT_WIRE_FRAME_HDR_LEN +
+ * UCT_CRYPT_WIRE_CTRL_LEN]. 0 on success. */
 int uct_crypt_frame_seal_control(crypt_aead_key_t *key, uint64_t seq,
                                  uint8_t type, uint64_t count, uint8_t *out);
 

@@ -15,7 +15,7 @@
 #include <sys/epoll.h>
 #include <unistd.h>
 
-static ucs_status_t uct_crypt_sock_conn_keys(uct_crypt_sock_conn_t *conn,
+static ucs_status_t uct_crypt_wire_conn_keys(uct_crypt_wire_conn_t *conn,
                                              const keyex_noise_transport_t *keys)
 {
     conn->secret = keyex_secure_alloc(KEYEX_SECRET_LEN);
@@ -39,7 +39,7 @@ static ucs_status_t uct_crypt_sock_conn_keys(uct_crypt_sock_conn_t *conn,
  * one that waited in the peer's full listen backlog (a SYN retried a
  * second later) arrived behind a hundred newer ones of the same key and
  * was refused as stale (wire/wire_replay.h). */
-ucs_status_t uct_crypt_sock_conn_make_init(uct_crypt_sock_conn_t *conn,
+ucs_status_t uct_crypt_wire_conn_make_init(uct_crypt_wire_conn_t *conn,
                                            const uint8_t *cookie)
 {
     uint8_t timestamp[KEYEX_NOISE_TIMESTAMP_LEN];
@@ -47,7 +47,7 @@ ucs_status_t uct_crypt_sock_conn_make_init(uct_crypt_sock_conn_t *conn,
     keyex_noise_init_msg_t *msg;
     keyex_status_t kstatus;
 
-    msg = uct_crypt_sock_conn_tx_reserve(conn, 0);
+    msg = uct_crypt_wire_conn_tx_reserve(conn, 0);
     if (msg == NULL) {
         return UCS_ERR_NO_MEMORY;
     }
@@ -71,7 +71,7 @@ ucs_status_t uct_crypt_sock_conn_make_init(uct_crypt_sock_conn_t *conn,
     conn->tx_head   = 0;
     conn->tx_len    = sizeof(*msg);
     conn->init_left = sizeof(*msg);
-    conn->state     = UCT_CRYPT_SOCK_INIT_SENT;
+    conn->state     = UCT_CRYPT_WIRE_INIT_SENT;
     return UCS_OK;
 }
 
@@ -84,9 +84,9 @@ ucs_status_t uct_crypt_sock_conn_make_init(uct_crypt_sock_conn_t *conn,
  * EPOLLOUT path, the initiations came after the responder had accepted and
  * reclaimed, and honest connections were closed). Not connected yet, or
  * refused: poll says so without consuming the socket's error, and the
- * EPOLLOUT path makes and sends the initiation (uct_crypt_sock_conn_handle).
+ * EPOLLOUT path makes and sends the initiation (uct_crypt_wire_conn_handle).
  * A failed send here is left to that path too. */
-ucs_status_t uct_crypt_sock_conn_start(uct_crypt_sock_conn_t *conn)
+ucs_status_t uct_crypt_wire_conn_start(uct_crypt_wire_conn_t *conn)
 {
     struct pollfd pfd = { .fd = conn->fd, .events = POLLOUT };
     ucs_status_t status;
@@ -95,7 +95,7 @@ ucs_status_t uct_crypt_sock_conn_start(uct_crypt_sock_conn_t *conn)
     if ((poll(&pfd, 1, 0) != 1) || (pfd.revents != POLLOUT)) {
         return UCS_OK;
     }
-    status = uct_crypt_sock_conn_make_init(conn, NULL);
+    status = uct_crypt_wire_conn_make_init(conn, NULL);
     if (status != UCS_OK) {
         return status;
     }
@@ -112,12 +112,12 @@ ucs_status_t uct_crypt_sock_conn_start(uct_crypt_sock_conn_t *conn)
  * (the answer to an initiation): never partial in practice; a short write
  * ends the connection rather than buffering for strangers. Returns 0 when
  * the connection is gone. */
-static int uct_crypt_sock_conn_send_whole(uct_crypt_sock_conn_t *conn,
+static int uct_crypt_wire_conn_send_whole(uct_crypt_wire_conn_t *conn,
                                           const void *msg, size_t len,
                                           const char *what)
 {
     if (send(conn->fd, msg, len, MSG_NOSIGNAL) != (ssize_t)len) {
-        uct_crypt_sock_conn_fail(conn, what);
+        uct_crypt_wire_conn_fail(conn, what);
         return 0;
     }
     return 1;
@@ -128,16 +128,16 @@ static int uct_crypt_sock_conn_send_whole(uct_crypt_sock_conn_t *conn,
  * sends a new initiation on this connection; one that still has none
  * after UCT_CRYPT_COOKIE_ROUNDS replies is a stranger's. Returns 0 when
  * the connection is gone. */
-static int uct_crypt_sock_conn_send_cookie(uct_crypt_sock_conn_t *conn,
+static int uct_crypt_wire_conn_send_cookie(uct_crypt_wire_conn_t *conn,
                                            const keyex_noise_init_msg_t *init,
                                            double now)
 {
-    uct_crypt_sock_iface_t *iface = conn->iface;
+    uct_crypt_wire_iface_t *iface = conn->iface;
     uint8_t cookie[KEYEX_NOISE_COOKIE_LEN];
     keyex_noise_cookie_msg_t reply;
 
     if (conn->cookie_rounds >= UCT_CRYPT_COOKIE_ROUNDS) {
-        uct_crypt_sock_conn_fail(conn, "handshake initiation still without a "
+        uct_crypt_wire_conn_fail(conn, "handshake initiation still without a "
                                        "valid mac2 after a cookie reply");
         return 0;
     }
@@ -146,10 +146,10 @@ static int uct_crypt_sock_conn_send_cookie(uct_crypt_sock_conn_t *conn,
                                 cookie) != 0) ||
         (keyex_noise_cookie_reply_create(iface->cookie_key, cookie, init->mac1,
                                          &reply) != KEYEX_OK)) {
-        uct_crypt_sock_conn_fail_local(conn, "cannot make a cookie reply");
+        uct_crypt_wire_conn_fail_local(conn, "cannot make a cookie reply");
         return 0;
     }
-    if (!uct_crypt_sock_conn_send_whole(conn, &reply, sizeof(reply),
+    if (!uct_crypt_wire_conn_send_whole(conn, &reply, sizeof(reply),
                                         "cannot send a cookie reply")) {
         return 0;
     }
@@ -160,14 +160,14 @@ static int uct_crypt_sock_conn_send_cookie(uct_crypt_sock_conn_t *conn,
 
 /* Responder: the first 144 bytes (again after a cookie reply). Returns 0
  * when the connection is gone. */
-int uct_crypt_sock_conn_accept_init(uct_crypt_sock_conn_t *conn)
+int uct_crypt_wire_conn_accept_init(uct_crypt_wire_conn_t *conn)
 {
-    uct_crypt_sock_iface_t *iface = conn->iface;
+    uct_crypt_wire_iface_t *iface = conn->iface;
     keyex_noise_init_msg_t init;
     keyex_noise_response_msg_t resp;
     keyex_noise_transport_t keys;
     uint8_t ts[KEYEX_NOISE_TIMESTAMP_LEN];
-    uct_crypt_sock_conn_t *waiting;
+    uct_crypt_wire_conn_t *waiting;
     keyex_status_t kstatus;
     double now = ucs_time_to_sec(ucs_get_time());
     uint8_t flags;
@@ -179,9 +179,9 @@ int uct_crypt_sock_conn_accept_init(uct_crypt_sock_conn_t *conn)
     crypt_local_failure_set(NULL);
     if (!keyex_noise_init_precheck(iface->mac1_key, &init)) {
         if (*crypt_local_failure() != '\0') {
-            uct_crypt_sock_conn_fail_local(conn, "cannot check the initiation's mac1");
+            uct_crypt_wire_conn_fail_local(conn, "cannot check the initiation's mac1");
         } else {
-            uct_crypt_sock_conn_fail(conn, "handshake initiation without a valid "
+            uct_crypt_wire_conn_fail(conn, "handshake initiation without a valid "
                                            "mac1 (not a job-secret holder)");
         }
         return 0;
@@ -192,10 +192,10 @@ int uct_crypt_sock_conn_accept_init(uct_crypt_sock_conn_t *conn)
         break;
     case UCT_CRYPT_SEEN_AGAIN:
         UCT_CRYPT_STAT_ADD(replays_refused, 1);
-        uct_crypt_sock_conn_fail(conn, "replayed handshake initiation");
+        uct_crypt_wire_conn_fail(conn, "replayed handshake initiation");
         return 0;
     default:
-        uct_crypt_sock_conn_fail_local(conn, "no memory for the replay check");
+        uct_crypt_wire_conn_fail_local(conn, "no memory for the replay check");
         return 0;
     }
     /* under load, a DH only for who holds the job secret at this address */
@@ -205,32 +205,32 @@ int uct_crypt_sock_conn_accept_init(uct_crypt_sock_conn_t *conn)
         break;
     case 0:
         if (!uct_crypt_cookies_dh_allowed(&iface->cookies, now)) {
-            return uct_crypt_sock_conn_send_cookie(conn, &init, now);
+            return uct_crypt_wire_conn_send_cookie(conn, &init, now);
         }
         break;
     default:
-        uct_crypt_sock_conn_fail_local(conn, "cannot check the initiation's mac2");
+        uct_crypt_wire_conn_fail_local(conn, "cannot check the initiation's mac2");
         return 0;
     }
-    if (uct_crypt_sock_conn_start_hs(conn, iface) != UCS_OK) {
-        uct_crypt_sock_conn_fail_local(conn, "cannot start the handshake");
+    if (uct_crypt_wire_conn_start_hs(conn, iface) != UCS_OK) {
+        uct_crypt_wire_conn_fail_local(conn, "cannot start the handshake");
         return 0;
     }
     kstatus = keyex_noise_init_consume(conn->hs, iface->keypair, &init, ts);
     if (kstatus == KEYEX_ERR_AUTH) {
         UCT_CRYPT_STAT_ADD(stranger_dh, 1);
         uct_crypt_cookies_stranger(&iface->cookies, now);
-        uct_crypt_sock_conn_fail(conn, "handshake initiation did not decrypt");
+        uct_crypt_wire_conn_fail(conn, "handshake initiation did not decrypt");
         return 0;
     } else if (kstatus != KEYEX_OK) {
-        uct_crypt_sock_conn_fail_local(conn, "cannot read the handshake initiation");
+        uct_crypt_wire_conn_fail_local(conn, "cannot read the handshake initiation");
         return 0;
     }
     switch (uct_crypt_replay_check(&iface->replay, conn->hs->rs, ts, now)) {
     case UCT_CRYPT_REPLAY_FRESH:
         break;
     case UCT_CRYPT_REPLAY_NO_MEMORY:
-        uct_crypt_sock_conn_fail_local(conn, "cannot make the replay check");
+        uct_crypt_wire_conn_fail_local(conn, "cannot make the replay check");
         return 0;
     case UCT_CRYPT_REPLAY_STALE:
         /* older than what the window keeps: a replay the ephemeral set
@@ -239,13 +239,13 @@ int uct_crypt_sock_conn_accept_init(uct_crypt_sock_conn_t *conn)
          * warning, and honest jobs see it) */
         UCT_CRYPT_STAT_ADD(stranger_dh, 1);
         uct_crypt_cookies_stranger(&iface->cookies, now);
-        uct_crypt_sock_conn_refuse(conn, "stale handshake initiation",
+        uct_crypt_wire_conn_refuse(conn, "stale handshake initiation",
                                    UCS_LOG_LEVEL_DEBUG);
         return 0;
     default:
         UCT_CRYPT_STAT_ADD(stranger_dh, 1);
         uct_crypt_cookies_stranger(&iface->cookies, now);
-        uct_crypt_sock_conn_fail(conn, "replayed handshake initiation");
+        uct_crypt_wire_conn_fail(conn, "replayed handshake initiation");
         return 0;
     }
     /* both sides opened a connection: the one of the lower key carries
@@ -258,21 +258,21 @@ int uct_crypt_sock_conn_accept_init(uct_crypt_sock_conn_t *conn)
     flags = 0;
     if ((memcmp(iface->keypair->public_key, conn->hs->rs,
                 KEYEX_PUBLIC_KEY_LEN) < 0) &&
-        (uct_crypt_sock_conn_own_to(iface, conn->hs->rs, 0) != NULL)) {
+        (uct_crypt_wire_conn_own_to(iface, conn->hs->rs, 0) != NULL)) {
         flags = KEYEX_NOISE_RESPONSE_REDIRECT;
-        if (uct_crypt_sock_conn_own_to(iface, conn->hs->rs, 1) != NULL) {
+        if (uct_crypt_wire_conn_own_to(iface, conn->hs->rs, 1) != NULL) {
             flags |= KEYEX_NOISE_RESPONSE_OPENING;
         }
     }
     ok = (keyex_noise_response_create(conn->hs, iface->job_secret, flags, &resp,
                                       &keys) == KEYEX_OK) &&
-         (uct_crypt_sock_conn_keys(conn, &keys) == UCS_OK);
+         (uct_crypt_wire_conn_keys(conn, &keys) == UCS_OK);
     crypt_wipe(&keys, sizeof(keys));
     if (!ok) {
-        uct_crypt_sock_conn_fail_local(conn, "cannot answer the handshake");
+        uct_crypt_wire_conn_fail_local(conn, "cannot answer the handshake");
         return 0;
     }
-    if (!uct_crypt_sock_conn_send_whole(conn, &resp, sizeof(resp),
+    if (!uct_crypt_wire_conn_send_whole(conn, &resp, sizeof(resp),
                                         "cannot send the handshake response")) {
         return 0;
     }
@@ -280,7 +280,7 @@ int uct_crypt_sock_conn_accept_init(uct_crypt_sock_conn_t *conn)
     keyex_noise_cleanup(conn->hs);
     keyex_secure_free(conn->hs, sizeof(*conn->hs));
     conn->hs    = NULL;
-    conn->state = UCT_CRYPT_SOCK_ESTABLISHED;
+    conn->state = UCT_CRYPT_WIRE_ESTABLISHED;
     --iface->half_open;
     UCT_CRYPT_STAT_ADD(wire_handshakes, 1);
     ucs_debug("crypt: wire connection from %s, peer %02x%02x%02x%02x%s",
@@ -288,9 +288,9 @@ int uct_crypt_sock_conn_accept_init(uct_crypt_sock_conn_t *conn)
               conn->peer_static[2], conn->peer_static[3],
               flags ? " (asked to send here)" : "");
     /* an ep of ours that was asked to send on this one */
-    waiting = uct_crypt_sock_conn_redirected_to(iface, conn->peer_static);
+    waiting = uct_crypt_wire_conn_redirected_to(iface, conn->peer_static);
     if (waiting != NULL) {
-        return uct_crypt_sock_conn_move(waiting, conn);
+        return uct_crypt_wire_conn_move(waiting, conn);
     }
     return 1;
 }
@@ -298,7 +298,7 @@ int uct_crypt_sock_conn_accept_init(uct_crypt_sock_conn_t *conn)
 /* Initiator: a cookie reply instead of the response (the responder is
  * under load, wire/wire_admit.h): a new initiation, with mac2, on this
  * connection. Returns 0 when the connection is gone. */
-int uct_crypt_sock_conn_accept_cookie(uct_crypt_sock_conn_t *conn)
+int uct_crypt_wire_conn_accept_cookie(uct_crypt_wire_conn_t *conn)
 {
     uint8_t cookie_key[KEYEX_SECRET_LEN], cookie[KEYEX_NOISE_COOKIE_LEN];
     keyex_noise_cookie_msg_t reply;
@@ -306,7 +306,7 @@ int uct_crypt_sock_conn_accept_cookie(uct_crypt_sock_conn_t *conn)
 
     memcpy(&reply, conn->rx_buf, sizeof(reply));
     if (conn->cookie_rounds >= UCT_CRYPT_COOKIE_ROUNDS) {
-        uct_crypt_sock_conn_fail(conn, "the peer asked for a cookie again "
+        uct_crypt_wire_conn_fail(conn, "the peer asked for a cookie again "
                                        "after it had one");
         return 0;
     }
@@ -318,11 +318,11 @@ int uct_crypt_sock_conn_accept_cookie(uct_crypt_sock_conn_t *conn)
     }
     crypt_wipe(cookie_key, sizeof(cookie_key));
     if (kstatus == KEYEX_ERR_AUTH) {
-        uct_crypt_sock_conn_fail(conn, "cookie reply refused (the peer does "
+        uct_crypt_wire_conn_fail(conn, "cookie reply refused (the peer does "
                                        "not hold the job secret)");
         return 0;
     } else if (kstatus != KEYEX_OK) {
-        uct_crypt_sock_conn_fail_local(conn, "cannot read the cookie reply");
+        uct_crypt_wire_conn_fail_local(conn, "cannot read the cookie reply");
         return 0;
     }
     ++conn->cookie_rounds;
@@ -332,18 +332,18 @@ int uct_crypt_sock_conn_accept_cookie(uct_crypt_sock_conn_t *conn)
     if ((keyex_noise_start(conn->hs, conn->iface->keypair,
                            conn->iface->job_secret, &conn->iface->context) !=
          KEYEX_OK) ||
-        (uct_crypt_sock_conn_make_init(conn, cookie) != UCS_OK)) {
+        (uct_crypt_wire_conn_make_init(conn, cookie) != UCS_OK)) {
         crypt_wipe(cookie, sizeof(cookie));
-        uct_crypt_sock_conn_fail_local(conn, "cannot make the handshake "
+        uct_crypt_wire_conn_fail_local(conn, "cannot make the handshake "
                                              "initiation");
         return 0;
     }
     crypt_wipe(cookie, sizeof(cookie));
-    return uct_crypt_sock_conn_flush(conn) >= 0;
+    return uct_crypt_wire_conn_flush(conn) >= 0;
 }
 
 /* Initiator: the 69-byte response */
-int uct_crypt_sock_conn_accept_response(uct_crypt_sock_conn_t *conn)
+int uct_crypt_wire_conn_accept_response(uct_crypt_wire_conn_t *conn)
 {
     keyex_noise_response_msg_t resp;
     keyex_noise_transport_t keys;
@@ -357,40 +357,40 @@ int uct_crypt_sock_conn_accept_response(uct_crypt_sock_conn_t *conn)
     if (kstatus != KEYEX_OK) {
         crypt_wipe(&keys, sizeof(keys));
         if (kstatus == KEYEX_ERR_AUTH) {
-            uct_crypt_sock_conn_fail(conn, "handshake response refused (the "
+            uct_crypt_wire_conn_fail(conn, "handshake response refused (the "
                                            "peer does not hold the job secret, "
                                            "or not the key its address names)");
         } else {
-            uct_crypt_sock_conn_fail_local(conn, "cannot read the handshake "
+            uct_crypt_wire_conn_fail_local(conn, "cannot read the handshake "
                                                  "response");
         }
         return 0;
     }
-    ok = (uct_crypt_sock_conn_keys(conn, &keys) == UCS_OK);
+    ok = (uct_crypt_wire_conn_keys(conn, &keys) == UCS_OK);
     crypt_wipe(&keys, sizeof(keys));
     if (!ok) {
-        uct_crypt_sock_conn_fail_local(conn, "cannot set up the connection's keys");
+        uct_crypt_wire_conn_fail_local(conn, "cannot set up the connection's keys");
         return 0;
     }
     keyex_noise_cleanup(conn->hs);
     keyex_secure_free(conn->hs, sizeof(*conn->hs));
     conn->hs    = NULL;
-    conn->state = UCT_CRYPT_SOCK_ESTABLISHED;
+    conn->state = UCT_CRYPT_WIRE_ESTABLISHED;
     UCT_CRYPT_STAT_ADD(wire_handshakes, 1);
     if ((flags & KEYEX_NOISE_RESPONSE_REDIRECT) && (conn->ep != NULL) &&
         ((flags & KEYEX_NOISE_RESPONSE_OPENING) ||
-         (uct_crypt_sock_conn_find_free(conn->iface, conn->peer_static) != NULL))) {
+         (uct_crypt_wire_conn_find_free(conn->iface, conn->peer_static) != NULL))) {
         /* the peer opened one to us too, and its carries both ways: our
          * records wait for it (or for the deadline) */
         conn->redirect_wait    = 1;
         conn->redirect_opening = !!(flags & KEYEX_NOISE_RESPONSE_OPENING);
         conn->deadline      = ucs_get_time() +
-                              ucs_time_from_sec(UCT_CRYPT_SOCK_REDIRECT_TIMEOUT);
+                              ucs_time_from_sec(UCT_CRYPT_WIRE_REDIRECT_TIMEOUT);
         /* theirs may be up already: moved from progress, not from inside
          * this connection's parsing */
         conn->iface->redirect_pending = 1;
         return 1;
     }
-    return uct_crypt_sock_conn_flush(conn) >= 0;
+    return uct_crypt_wire_conn_flush(conn) >= 0;
 }
 

@@ -32,15 +32,15 @@
 
 /* epoll's data for the listening socket and the deadline timer
  * (connections carry their conn) */
-static char uct_crypt_sock_listen_marker;
-static char uct_crypt_sock_timer_marker;
+static char uct_crypt_wire_listen_marker;
+static char uct_crypt_wire_timer_marker;
 
-static uct_iface_ops_t uct_crypt_sock_iface_ops;
+static uct_iface_ops_t uct_crypt_wire_iface_ops;
 
 /* ---- strangers: drop, count, log rate-limited ----------------------------- */
 
-void uct_crypt_sock_outsider(uct_crypt_sock_iface_t *iface,
-                             const uct_crypt_sock_conn_t *conn, const char *what,
+void uct_crypt_wire_outsider(uct_crypt_wire_iface_t *iface,
+                             const uct_crypt_wire_conn_t *conn, const char *what,
                              ucs_log_level_t level)
 {
     static uint64_t count;
@@ -55,7 +55,7 @@ void uct_crypt_sock_outsider(uct_crypt_sock_iface_t *iface,
 
 /* ---- addresses ------------------------------------------------------------ */
 
-static ucs_status_t uct_crypt_sock_dev_sockaddr(const char *dev_name,
+static ucs_status_t uct_crypt_wire_dev_sockaddr(const char *dev_name,
                                                 struct sockaddr_storage *addr)
 {
     struct ifaddrs *ifa, *list;
@@ -86,68 +86,68 @@ static ucs_status_t uct_crypt_sock_dev_sockaddr(const char *dev_name,
     return found ? UCS_OK : UCS_ERR_NO_DEVICE;
 }
 
-static socklen_t uct_crypt_sock_addr_len(const struct sockaddr_storage *addr)
+static socklen_t uct_crypt_wire_addr_len(const struct sockaddr_storage *addr)
 {
     return (addr->ss_family == AF_INET6) ? sizeof(struct sockaddr_in6) :
                                            sizeof(struct sockaddr_in);
 }
 
-static uint16_t uct_crypt_sock_port(const struct sockaddr_storage *addr)
+static uint16_t uct_crypt_wire_port(const struct sockaddr_storage *addr)
 {
     return (addr->ss_family == AF_INET6) ?
            ntohs(((const struct sockaddr_in6*)addr)->sin6_port) :
            ntohs(((const struct sockaddr_in*)addr)->sin_port);
 }
 
-static uint8_t uct_crypt_sock_dev_flags(const uct_crypt_sock_iface_t *iface)
+static uint8_t uct_crypt_wire_dev_flags(const uct_crypt_wire_iface_t *iface)
 {
     return ucs_sockaddr_is_inaddr_loopback((const struct sockaddr*)&iface->addr) ?
-           CRYPT_SOCK_DEV_ADDR_FLAG_LOOPBACK : 0;
+           CRYPT_WIRE_DEV_ADDR_FLAG_LOOPBACK : 0;
 }
 
-static uint8_t uct_crypt_sock_dev_family(const uct_crypt_sock_iface_t *iface)
+static uint8_t uct_crypt_wire_dev_family(const uct_crypt_wire_iface_t *iface)
 {
     return (iface->addr.ss_family == AF_INET6) ? 6 : 4;
 }
 
-static ucs_status_t uct_crypt_sock_iface_get_device_address(uct_iface_h tl_iface,
+static ucs_status_t uct_crypt_wire_iface_get_device_address(uct_iface_h tl_iface,
                                                             uct_device_addr_t *addr)
 {
-    uct_crypt_sock_iface_t *iface = ucs_derived_of(tl_iface, uct_crypt_sock_iface_t);
-    crypt_sock_dev_addr_t *dev    = (crypt_sock_dev_addr_t*)addr;
+    uct_crypt_wire_iface_t *iface = ucs_derived_of(tl_iface, uct_crypt_wire_iface_t);
+    crypt_wire_dev_addr_t *dev    = (crypt_wire_dev_addr_t*)addr;
     uint8_t *ip                   = (uint8_t*)(dev + 1);
 
-    dev->family = uct_crypt_sock_dev_family(iface);
-    dev->flags  = uct_crypt_sock_dev_flags(iface);
+    dev->family = uct_crypt_wire_dev_family(iface);
+    dev->flags  = uct_crypt_wire_dev_flags(iface);
     if (dev->family == 6) {
         memcpy(ip, &((struct sockaddr_in6*)&iface->addr)->sin6_addr, 16);
     } else {
         memcpy(ip, &((struct sockaddr_in*)&iface->addr)->sin_addr, 4);
     }
-    if (dev->flags & CRYPT_SOCK_DEV_ADDR_FLAG_LOOPBACK) {
+    if (dev->flags & CRYPT_WIRE_DEV_ADDR_FLAG_LOOPBACK) {
         memcpy(ip + ((dev->family == 6) ? 16 : 4), &iface->dev_local,
                sizeof(iface->dev_local));
     }
     return UCS_OK;
 }
 
-static ucs_status_t uct_crypt_sock_iface_get_address(uct_iface_h tl_iface,
+static ucs_status_t uct_crypt_wire_iface_get_address(uct_iface_h tl_iface,
                                                      uct_iface_addr_t *addr)
 {
-    uct_crypt_sock_iface_t *iface = ucs_derived_of(tl_iface, uct_crypt_sock_iface_t);
-    crypt_sock_iface_addr_t *sock = (crypt_sock_iface_addr_t*)addr;
+    uct_crypt_wire_iface_t *iface = ucs_derived_of(tl_iface, uct_crypt_wire_iface_t);
+    crypt_wire_iface_addr_t *sock = (crypt_wire_iface_addr_t*)addr;
 
     sock->port = htole16(iface->advertise_port ? iface->advertise_port :
-                         uct_crypt_sock_port(&iface->addr));
+                         uct_crypt_wire_port(&iface->addr));
     return UCS_OK;
 }
 
 /* The socket address of a peer from what UCP gave us; 0 when malformed */
-int uct_crypt_sock_dest(const uct_device_addr_t *dev_addr, const void *port_addr,
+int uct_crypt_wire_dest(const uct_device_addr_t *dev_addr, const void *port_addr,
                         struct sockaddr_storage *dest)
 {
-    const crypt_sock_dev_addr_t *dev = (const crypt_sock_dev_addr_t*)dev_addr;
-    const crypt_sock_iface_addr_t *sock = port_addr;
+    const crypt_wire_dev_addr_t *dev = (const crypt_wire_dev_addr_t*)dev_addr;
+    const crypt_wire_iface_addr_t *sock = port_addr;
     struct sockaddr_in6 *in6 = (struct sockaddr_in6*)dest;
     struct sockaddr_in *in   = (struct sockaddr_in*)dest;
 
@@ -167,19 +167,19 @@ int uct_crypt_sock_dest(const uct_device_addr_t *dev_addr, const void *port_addr
     return 0;
 }
 
-static int uct_crypt_sock_iface_is_reachable(const uct_iface_h tl_iface,
+static int uct_crypt_wire_iface_is_reachable(const uct_iface_h tl_iface,
                                              const uct_device_addr_t *dev_addr,
                                              const uct_iface_addr_t *iface_addr)
 {
-    uct_crypt_sock_iface_t *iface = ucs_derived_of(tl_iface, uct_crypt_sock_iface_t);
-    const crypt_sock_dev_addr_t *dev = (const crypt_sock_dev_addr_t*)dev_addr;
-    crypt_sock_iface_addr_t any_port = {0};
-    crypt_sock_dev_local_t peer_local;
+    uct_crypt_wire_iface_t *iface = ucs_derived_of(tl_iface, uct_crypt_wire_iface_t);
+    const crypt_wire_dev_addr_t *dev = (const crypt_wire_dev_addr_t*)dev_addr;
+    crypt_wire_iface_addr_t any_port = {0};
+    crypt_wire_dev_local_t peer_local;
     struct sockaddr_storage peer;
     int local_loopback, peer_loopback;
 
-    if ((dev == NULL) || (dev->family != uct_crypt_sock_dev_family(iface)) ||
-        !uct_crypt_sock_dest(dev_addr, &any_port, &peer)) {
+    if ((dev == NULL) || (dev->family != uct_crypt_wire_dev_family(iface)) ||
+        !uct_crypt_wire_dest(dev_addr, &any_port, &peer)) {
         return 0;
     }
     /* As UCX's tcp (uct_tcp_iface_is_reachable): loopback reaches only
@@ -187,7 +187,7 @@ static int uct_crypt_sock_iface_is_reachable(const uct_iface_h tl_iface,
      * UCX's default UCX_NET_DEVICES every host opens lo too, and its
      * 127.0.0.1 must never be dialled from another host. An address that
      * is loopback by its bytes counts as one whatever its flags say. */
-    local_loopback = !!uct_crypt_sock_dev_flags(iface);
+    local_loopback = !!uct_crypt_wire_dev_flags(iface);
     peer_loopback  = ucs_sockaddr_is_inaddr_loopback((const struct sockaddr*)&peer);
     if (local_loopback != peer_loopback) {
         return 0;
@@ -195,7 +195,7 @@ static int uct_crypt_sock_iface_is_reachable(const uct_iface_h tl_iface,
     if (!peer_loopback) {
         return 1; /* as tcp: connect() says whether it answers */
     }
-    if (!(dev->flags & CRYPT_SOCK_DEV_ADDR_FLAG_LOOPBACK)) {
+    if (!(dev->flags & CRYPT_WIRE_DEV_ADDR_FLAG_LOOPBACK)) {
         return 0; /* no machine and namespace to compare */
     }
     memcpy(&peer_local, (const uint8_t*)(dev + 1) + ((dev->family == 6) ? 16 : 4),
@@ -203,10 +203,10 @@ static int uct_crypt_sock_iface_is_reachable(const uct_iface_h tl_iface,
     return !memcmp(&peer_local, &iface->dev_local, sizeof(peer_local));
 }
 
-static ucs_status_t uct_crypt_sock_iface_query(uct_iface_h tl_iface,
+static ucs_status_t uct_crypt_wire_iface_query(uct_iface_h tl_iface,
                                                uct_iface_attr_t *attr)
 {
-    uct_crypt_sock_iface_t *iface = ucs_derived_of(tl_iface, uct_crypt_sock_iface_t);
+    uct_crypt_wire_iface_t *iface = ucs_derived_of(tl_iface, uct_crypt_wire_iface_t);
     char path[128];
     long mbps = 0;
     FILE *f;
@@ -225,12 +225,12 @@ static ucs_status_t uct_crypt_sock_iface_query(uct_iface_h tl_iface,
                             UCT_IFACE_FLAG_EVENT_RECV |
                             UCT_IFACE_FLAG_EVENT_FD;
     attr->cap.am.max_short = 8192;
-    attr->cap.am.max_bcopy = UCT_CRYPT_SOCK_MAX_BCOPY;
+    attr->cap.am.max_bcopy = UCT_CRYPT_WIRE_MAX_BCOPY;
     attr->cap.am.max_iov   = 1;
-    attr->device_addr_len  = crypt_sock_dev_addr_len(uct_crypt_sock_dev_family(iface),
-                                                     uct_crypt_sock_dev_flags(iface));
-    attr->iface_addr_len   = sizeof(crypt_sock_iface_addr_t);
-    attr->ep_addr_len      = sizeof(crypt_sock_iface_addr_t);
+    attr->device_addr_len  = crypt_wire_dev_addr_len(uct_crypt_wire_dev_family(iface),
+                                                     uct_crypt_wire_dev_flags(iface));
+    attr->iface_addr_len   = sizeof(crypt_wire_iface_addr_t);
+    attr->ep_addr_len      = sizeof(crypt_wire_iface_addr_t);
     attr->max_conn_priv    = 0;
     attr->dev_num_paths    = 1;
     attr->max_num_eps      = SIZE_MAX;
@@ -306,12 +306,12 @@ double uct_crypt_keepalive_seconds(const uct_crypt_keepalive_t *keepalive)
 
 /* whole seconds, at least one: what the kernel takes (a time read as
  * "7s" comes back from cycles as 6.99...) */
-static int uct_crypt_sock_keepalive_sec(ucs_time_t time)
+static int uct_crypt_wire_keepalive_sec(ucs_time_t time)
 {
     return ucs_max((int)ucs_min(ucs_time_to_sec(time) + 0.5, INT_MAX), 1);
 }
 
-void uct_crypt_sock_set_options(int fd, const uct_crypt_keepalive_t *keepalive)
+void uct_crypt_wire_set_options(int fd, const uct_crypt_keepalive_t *keepalive)
 {
     int one = 1, idle, intvl, cnt = uct_crypt_keepalive_count(keepalive);
 
@@ -328,19 +328,19 @@ void uct_crypt_sock_set_options(int fd, const uct_crypt_keepalive_t *keepalive)
      * test_ucp_sockaddr_protocols_err_sender showed it); UCX tcp never
      * fails a busy peer. On the wire's connections, data that gets no
      * acknowledgement at all (a cut link, a dead host) is found by
-     * uct_crypt_sock_unanswered; the connection manager's carry a few
+     * uct_crypt_wire_unanswered; the connection manager's carry a few
      * small frames and are idle otherwise. */
-    idle  = uct_crypt_sock_keepalive_sec(keepalive->idle);
-    intvl = uct_crypt_sock_keepalive_sec(keepalive->intvl);
+    idle  = uct_crypt_wire_keepalive_sec(keepalive->idle);
+    intvl = uct_crypt_wire_keepalive_sec(keepalive->intvl);
     (void)setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
     (void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
     (void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl));
     (void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
 }
 
-void uct_crypt_sock_iface_set_options(uct_crypt_sock_iface_t *iface, int fd)
+void uct_crypt_wire_iface_set_options(uct_crypt_wire_iface_t *iface, int fd)
 {
-    uct_crypt_sock_set_options(fd, &iface->keepalive);
+    uct_crypt_wire_set_options(fd, &iface->keepalive);
     /* (as tcp_iface.c: best effort, the kernel bounds and doubles them) */
     (void)ucs_socket_set_buffer_size(fd, iface->sndbuf, iface->rcvbuf);
 }
@@ -349,9 +349,9 @@ void uct_crypt_sock_iface_set_options(uct_crypt_sock_iface_t *iface, int fd)
  * epoll set fires once a second: it makes the epoll fd readable, which
  * brings a progress call (UCP polls or waits on that fd; an iface no
  * endpoint uses is progressed only when it is readable), and the progress
- * enforces their deadline (uct_crypt_sock_timers). Without it, a process
+ * enforces their deadline (uct_crypt_wire_timers). Without it, a process
  * that had no endpoint yet held a stranger's silent connections for ever. */
-static void uct_crypt_sock_timer_arm(uct_crypt_sock_iface_t *iface, int on)
+static void uct_crypt_wire_timer_arm(uct_crypt_wire_iface_t *iface, int on)
 {
     struct itimerspec its;
 
@@ -368,10 +368,10 @@ static void uct_crypt_sock_timer_arm(uct_crypt_sock_iface_t *iface, int on)
     }
 }
 
-static void uct_crypt_sock_accept(uct_crypt_sock_iface_t *iface)
+static void uct_crypt_wire_accept(uct_crypt_wire_iface_t *iface)
 {
     struct sockaddr_storage peer;
-    uct_crypt_sock_conn_t *conn;
+    uct_crypt_wire_conn_t *conn;
     socklen_t len;
     int fd;
 
@@ -379,7 +379,7 @@ static void uct_crypt_sock_accept(uct_crypt_sock_iface_t *iface)
      * half-open slots per call (the oldest are reclaimed after it), so
      * that neither memory nor descriptors follow a flood; what is left
      * waits in the kernel for the next call */
-    while (iface->half_open < 2 * UCT_CRYPT_SOCK_HALF_OPEN_MAX) {
+    while (iface->half_open < 2 * UCT_CRYPT_WIRE_HALF_OPEN_MAX) {
         len = sizeof(peer);
         fd  = accept4(iface->listen_fd, (struct sockaddr*)&peer, &len,
                       SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -389,14 +389,14 @@ static void uct_crypt_sock_accept(uct_crypt_sock_iface_t *iface)
             }
             return;
         }
-        uct_crypt_sock_iface_set_options(iface, fd);
-        conn = uct_crypt_sock_conn_new(iface, fd, NULL, (struct sockaddr*)&peer);
+        uct_crypt_wire_iface_set_options(iface, fd);
+        conn = uct_crypt_wire_conn_new(iface, fd, NULL, (struct sockaddr*)&peer);
         if (conn == NULL) {
             close(fd);
             continue;
         }
         ++iface->half_open;
-        uct_crypt_sock_timer_arm(iface, 1);
+        uct_crypt_wire_timer_arm(iface, 1);
     }
 }
 
@@ -410,31 +410,31 @@ static void uct_crypt_sock_accept(uct_crypt_sock_iface_t *iface)
  * ones go, each the oldest of the source address that holds the most
  * (uct_crypt_admit_victim): a stranger's flood from one host costs its own
  * connections, not an honest peer's. */
-static void uct_crypt_sock_reclaim_half_open(uct_crypt_sock_iface_t *iface)
+static void uct_crypt_wire_reclaim_half_open(uct_crypt_wire_iface_t *iface)
 {
-    const struct sockaddr_storage *sources[2 * UCT_CRYPT_SOCK_HALF_OPEN_MAX];
-    uct_crypt_sock_conn_t *silent[2 * UCT_CRYPT_SOCK_HALF_OPEN_MAX];
+    const struct sockaddr_storage *sources[2 * UCT_CRYPT_WIRE_HALF_OPEN_MAX];
+    uct_crypt_wire_conn_t *silent[2 * UCT_CRYPT_WIRE_HALF_OPEN_MAX];
     unsigned round = ++iface->reclaim_round;
-    uct_crypt_sock_conn_t *conn;
+    uct_crypt_wire_conn_t *conn;
     size_t count;
 
 restart:
     ucs_list_for_each(conn, &iface->conns, list) {
-        if ((conn->state == UCT_CRYPT_SOCK_WAIT_INIT) &&
+        if ((conn->state == UCT_CRYPT_WIRE_WAIT_INIT) &&
             (conn->reclaim_round != round)) {
             conn->reclaim_round = round;
             /* (nothing there: EAGAIN, the connection stays as it is; the
              * read may close this connection or move another's records, so
              * the walk starts over, each connection read once) */
-            uct_crypt_sock_conn_handle(conn, EPOLLIN);
+            uct_crypt_wire_conn_handle(conn, EPOLLIN);
             goto restart;
         }
     }
 
-    while (iface->half_open > UCT_CRYPT_SOCK_HALF_OPEN_MAX) {
+    while (iface->half_open > UCT_CRYPT_WIRE_HALF_OPEN_MAX) {
         count = 0;
         ucs_list_for_each(conn, &iface->conns, list) { /* oldest first */
-            if ((conn->state == UCT_CRYPT_SOCK_WAIT_INIT) &&
+            if ((conn->state == UCT_CRYPT_WIRE_WAIT_INIT) &&
                 (count < ucs_static_array_size(silent))) {
                 silent[count]  = conn;
                 sources[count] = &conn->peer_addr;
@@ -446,7 +446,7 @@ restart:
         }
         /* (an honest initiator whose initiation had not come yet opens
          * another connection: only a debug line) */
-        uct_crypt_sock_conn_refuse(silent[uct_crypt_admit_victim(sources, count)],
+        uct_crypt_wire_conn_refuse(silent[uct_crypt_admit_victim(sources, count)],
                                    "half-open slots full, reclaimed from the "
                                    "address that held the most",
                                    UCS_LOG_LEVEL_DEBUG);
@@ -458,8 +458,8 @@ restart:
  * the kernel retransmits for many minutes (tcp_retries2). A peer process
  * that is only busy still has its kernel acknowledge, window probes
  * included (last_ack_recv stays fresh), and is never failed here: what
- * TCP_USER_TIMEOUT does not tell apart (uct_crypt_sock_set_options). */
-static int uct_crypt_sock_unanswered(const uct_crypt_sock_conn_t *conn,
+ * TCP_USER_TIMEOUT does not tell apart (uct_crypt_wire_set_options). */
+static int uct_crypt_wire_unanswered(const uct_crypt_wire_conn_t *conn,
                                      double keepalive)
 {
     struct tcp_info info;
@@ -471,9 +471,9 @@ static int uct_crypt_sock_unanswered(const uct_crypt_sock_conn_t *conn,
            (info.tcpi_last_ack_recv > (uint32_t)(keepalive * 1000));
 }
 
-static void uct_crypt_sock_timers(uct_crypt_sock_iface_t *iface, ucs_time_t now)
+static void uct_crypt_wire_timers(uct_crypt_wire_iface_t *iface, ucs_time_t now)
 {
-    uct_crypt_sock_conn_t *conn, *tmp;
+    uct_crypt_wire_conn_t *conn, *tmp;
     int liveness = 0;
 
     if ((iface->keepalive_s > 0) && (now > iface->next_liveness)) {
@@ -488,36 +488,36 @@ static void uct_crypt_sock_timers(uct_crypt_sock_iface_t *iface, ucs_time_t now)
          * computing answers late, as over UCX's tcp, whose connection
          * waits for its peer's answer as long as the kernel keeps it (a
          * dead host: keepalive and the check below). */
-        if ((conn->state == UCT_CRYPT_SOCK_WAIT_INIT) && (now > conn->deadline)) {
-            uct_crypt_sock_conn_fail(conn, "handshake timed out");
+        if ((conn->state == UCT_CRYPT_WIRE_WAIT_INIT) && (now > conn->deadline)) {
+            uct_crypt_wire_conn_fail(conn, "handshake timed out");
         } else if (conn->closing && (now > conn->deadline)) {
             /* our half is done; the peer neither read the rest nor closed
              * its own in time */
-            uct_crypt_sock_conn_close(conn);
+            uct_crypt_wire_conn_close(conn);
         } else if (conn->redirect_wait && (now > conn->deadline)) {
-            uct_crypt_sock_conn_redirect_expired(conn);
-        } else if (liveness && ((conn->state == UCT_CRYPT_SOCK_ESTABLISHED) ||
-                                (conn->state == UCT_CRYPT_SOCK_INIT_SENT)) &&
-                   uct_crypt_sock_unanswered(conn, iface->keepalive_s)) {
-            uct_crypt_sock_conn_fail(conn, "the peer's host stopped answering "
+            uct_crypt_wire_conn_redirect_expired(conn);
+        } else if (liveness && ((conn->state == UCT_CRYPT_WIRE_ESTABLISHED) ||
+                                (conn->state == UCT_CRYPT_WIRE_INIT_SENT)) &&
+                   uct_crypt_wire_unanswered(conn, iface->keepalive_s)) {
+            uct_crypt_wire_conn_fail(conn, "the peer's host stopped answering "
                                            "(no acknowledgement within "
                                            "KEEPIDLE + KEEPCNT * KEEPINTVL with "
                                            "data in flight: a cut link or a "
                                            "dead host)");
         } else {
-            uct_crypt_sock_conn_heartbeat(conn);
+            uct_crypt_wire_conn_heartbeat(conn);
         }
     }
     if (iface->half_open == 0) {
-        uct_crypt_sock_timer_arm(iface, 0);
+        uct_crypt_wire_timer_arm(iface, 0);
     }
 }
 
-static unsigned uct_crypt_sock_iface_progress(uct_iface_h tl_iface)
+static unsigned uct_crypt_wire_iface_progress(uct_iface_h tl_iface)
 {
-    uct_crypt_sock_iface_t *iface = ucs_derived_of(tl_iface, uct_crypt_sock_iface_t);
+    uct_crypt_wire_iface_t *iface = ucs_derived_of(tl_iface, uct_crypt_wire_iface_t);
     struct epoll_event events[16];
-    uct_crypt_sock_ep_t *ep, *tmp;
+    uct_crypt_wire_ep_t *ep, *tmp;
     uint64_t expirations;
     unsigned count = 0;
     ucs_time_t now;
@@ -525,9 +525,9 @@ static unsigned uct_crypt_sock_iface_progress(uct_iface_h tl_iface)
 
     n = epoll_wait(iface->epfd, events, ucs_static_array_size(events), 0);
     for (i = 0; i < n; ++i) {
-        if (events[i].data.ptr == &uct_crypt_sock_listen_marker) {
-            uct_crypt_sock_accept(iface);
-        } else if (events[i].data.ptr == &uct_crypt_sock_timer_marker) {
+        if (events[i].data.ptr == &uct_crypt_wire_listen_marker) {
+            uct_crypt_wire_accept(iface);
+        } else if (events[i].data.ptr == &uct_crypt_wire_timer_marker) {
             /* (its count of expirations, read so that it stops firing; the
              * deadlines are checked below) */
             if (read(iface->timer_fd, &expirations, sizeof(expirations)) < 0) {
@@ -535,35 +535,35 @@ static unsigned uct_crypt_sock_iface_progress(uct_iface_h tl_iface)
             }
             iface->next_timer = 0;
         } else {
-            uct_crypt_sock_conn_handle(events[i].data.ptr, events[i].events);
+            uct_crypt_wire_conn_handle(events[i].data.ptr, events[i].events);
         }
         ++count;
     }
-    if (iface->half_open > UCT_CRYPT_SOCK_HALF_OPEN_MAX) {
-        uct_crypt_sock_reclaim_half_open(iface);
+    if (iface->half_open > UCT_CRYPT_WIRE_HALF_OPEN_MAX) {
+        uct_crypt_wire_reclaim_half_open(iface);
     }
 
     /* pending sends and flushes, where the tx buffers have room again */
     ucs_list_for_each_safe(ep, tmp, &iface->busy_eps, busy) {
-        count += uct_crypt_sock_ep_progress_tx(ep);
+        count += uct_crypt_wire_ep_progress_tx(ep);
     }
 
     now = ucs_get_time();
     if (now > iface->next_timer) {
         iface->next_timer = now + ucs_time_from_msec(250);
-        uct_crypt_sock_timers(iface, now);
+        uct_crypt_wire_timers(iface, now);
         /* keys idle for the replay window keep their floor alone */
         uct_crypt_replay_expire(&iface->replay, ucs_time_to_sec(now));
-        uct_crypt_sock_give_heap_back(iface);
+        uct_crypt_wire_give_heap_back(iface);
     }
     if (iface->redirect_pending) {
-        uct_crypt_sock_conn_redirects(iface);
+        uct_crypt_wire_conn_redirects(iface);
     }
     while (iface->reject_pending) {
-        uct_crypt_sock_iface_rejects(iface);
+        uct_crypt_wire_iface_rejects(iface);
     }
     if (iface->ep_fail_pending) {
-        uct_crypt_sock_iface_report_failures(iface);
+        uct_crypt_wire_iface_report_failures(iface);
     }
     for (i = 0; i < (int)iface->ended_count; ++i) {
         iface->conn_ended(iface->conn_ended_arg, iface->ended[i]);
@@ -572,17 +572,17 @@ static unsigned uct_crypt_sock_iface_progress(uct_iface_h tl_iface)
     return count;
 }
 
-static ucs_status_t uct_crypt_sock_iface_event_fd_get(uct_iface_h tl_iface,
+static ucs_status_t uct_crypt_wire_iface_event_fd_get(uct_iface_h tl_iface,
                                                       int *fd_p)
 {
-    *fd_p = ucs_derived_of(tl_iface, uct_crypt_sock_iface_t)->epfd;
+    *fd_p = ucs_derived_of(tl_iface, uct_crypt_wire_iface_t)->epfd;
     return UCS_OK;
 }
 
-static ucs_status_t uct_crypt_sock_iface_event_arm(uct_iface_h tl_iface,
+static ucs_status_t uct_crypt_wire_iface_event_arm(uct_iface_h tl_iface,
                                                    unsigned events)
 {
-    uct_crypt_sock_iface_t *iface = ucs_derived_of(tl_iface, uct_crypt_sock_iface_t);
+    uct_crypt_wire_iface_t *iface = ucs_derived_of(tl_iface, uct_crypt_wire_iface_t);
 
     /* level-triggered epoll: anything unread keeps the fd readable; only
      * failures not yet reported need a progress call first */
@@ -590,12 +590,12 @@ static ucs_status_t uct_crypt_sock_iface_event_arm(uct_iface_h tl_iface,
                                                                 UCS_OK;
 }
 
-static ucs_status_t uct_crypt_sock_iface_flush(uct_iface_h tl_iface,
+static ucs_status_t uct_crypt_wire_iface_flush(uct_iface_h tl_iface,
                                                unsigned flags,
                                                uct_completion_t *comp)
 {
-    uct_crypt_sock_iface_t *iface = ucs_derived_of(tl_iface, uct_crypt_sock_iface_t);
-    uct_crypt_sock_ep_t *ep;
+    uct_crypt_wire_iface_t *iface = ucs_derived_of(tl_iface, uct_crypt_wire_iface_t);
+    uct_crypt_wire_ep_t *ep;
 
     /* an ep's connection still being set up counts, as tcp's CONNECTING
      * and WAITING_ACK eps count in its iface's outstanding: after an iface
@@ -604,7 +604,7 @@ static ucs_status_t uct_crypt_sock_iface_flush(uct_iface_h tl_iface,
      * ep and do not count. */
     ucs_list_for_each(ep, &iface->eps, list) {
         if (((ep->conn != NULL) && ((ep->conn->tx_len > 0) ||
-                                    !uct_crypt_sock_conn_final(ep->conn))) ||
+                                    !uct_crypt_wire_conn_final(ep->conn))) ||
             !ucs_queue_is_empty(&ep->pending)) {
             /* as tcp: no completion for an iface flush, poll instead */
             return (comp == NULL) ? UCS_INPROGRESS : UCS_ERR_UNSUPPORTED;
@@ -613,7 +613,7 @@ static ucs_status_t uct_crypt_sock_iface_flush(uct_iface_h tl_iface,
     return UCS_OK;
 }
 
-static ucs_status_t uct_crypt_sock_iface_fence(uct_iface_h tl_iface,
+static ucs_status_t uct_crypt_wire_iface_fence(uct_iface_h tl_iface,
                                                unsigned flags)
 {
     return UCS_OK; /* one ordered stream per ep */
@@ -621,20 +621,20 @@ static ucs_status_t uct_crypt_sock_iface_fence(uct_iface_h tl_iface,
 
 /* ---- open / close ----------------------------------------------------------- */
 
-static UCS_CLASS_INIT_FUNC(uct_crypt_sock_iface_t, uct_md_h md,
+static UCS_CLASS_INIT_FUNC(uct_crypt_wire_iface_t, uct_md_h md,
                            uct_worker_h worker, const uct_iface_params_t *params,
                            const uct_iface_config_t *config,
-                           const uct_crypt_sock_params_t *sock_params)
+                           const uct_crypt_wire_params_t *sock_params)
 {
     struct epoll_event ev;
     socklen_t len;
     ucs_status_t status;
     int one = 1;
 
-    UCS_CLASS_CALL_SUPER_INIT(uct_base_iface_t, &uct_crypt_sock_iface_ops,
+    UCS_CLASS_CALL_SUPER_INIT(uct_base_iface_t, &uct_crypt_wire_iface_ops,
                               uct_crypt_internal_ops(1), md, worker, params,
                               config UCS_STATS_ARG(params->stats_root)
-                              UCS_STATS_ARG("crypt_sock"));
+                              UCS_STATS_ARG("crypt_wire"));
 
     self->listen_fd       = -1;
     self->epfd            = -1;
@@ -704,7 +704,7 @@ static UCS_CLASS_INIT_FUNC(uct_crypt_sock_iface_t, uct_md_h md,
     uct_crypt_cookies_init(&self->cookies, sock_params->handshake_rate,
                            ucs_time_to_sec(ucs_get_time()));
 
-    status = uct_crypt_sock_dev_sockaddr(sock_params->dev_name, &self->addr);
+    status = uct_crypt_wire_dev_sockaddr(sock_params->dev_name, &self->addr);
     if (status != UCS_OK) {
         ucs_error("crypt: network device %s has no IP address for the wire",
                   sock_params->dev_name);
@@ -724,7 +724,7 @@ static UCS_CLASS_INIT_FUNC(uct_crypt_sock_iface_t, uct_md_h md,
     } else {
         ((struct sockaddr_in*)&self->addr)->sin_port = htons(sock_params->listen_port);
     }
-    len = uct_crypt_sock_addr_len(&self->addr);
+    len = uct_crypt_wire_addr_len(&self->addr);
     if ((bind(self->listen_fd, (struct sockaddr*)&self->addr, len) < 0) ||
         (listen(self->listen_fd, 1024) < 0) ||
         (getsockname(self->listen_fd, (struct sockaddr*)&self->addr, &len) < 0)) {
@@ -733,14 +733,14 @@ static UCS_CLASS_INIT_FUNC(uct_crypt_sock_iface_t, uct_md_h md,
         goto err;
     }
     ev.events   = EPOLLIN;
-    ev.data.ptr = &uct_crypt_sock_listen_marker;
+    ev.data.ptr = &uct_crypt_wire_listen_marker;
     if (epoll_ctl(self->epfd, EPOLL_CTL_ADD, self->listen_fd, &ev) < 0) {
         status = UCS_ERR_IO_ERROR;
         goto err;
     }
     self->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
     ev.events      = EPOLLIN;
-    ev.data.ptr    = &uct_crypt_sock_timer_marker;
+    ev.data.ptr    = &uct_crypt_wire_timer_marker;
     if ((self->timer_fd < 0) ||
         (epoll_ctl(self->epfd, EPOLL_CTL_ADD, self->timer_fd, &ev) < 0)) {
         ucs_error("crypt: cannot make the wire's deadline timer: %m");
@@ -748,7 +748,7 @@ static UCS_CLASS_INIT_FUNC(uct_crypt_sock_iface_t, uct_md_h md,
         goto err;
     }
     ucs_debug("crypt: wire on %s listening at port %u", sock_params->dev_name,
-              uct_crypt_sock_port(&self->addr));
+              uct_crypt_wire_port(&self->addr));
     return UCS_OK;
 
 err:
@@ -771,16 +771,16 @@ err:
  * eps released, most often) gets a short grace to leave before the sockets
  * close; a peer that sees our half end without its CLOSE counts the
  * connection as lost. Bounded: a peer that does not read is not waited for. */
-static void uct_crypt_sock_iface_drain(uct_crypt_sock_iface_t *iface)
+static void uct_crypt_wire_iface_drain(uct_crypt_wire_iface_t *iface)
 {
     ucs_time_t deadline = ucs_get_time() + ucs_time_from_msec(200);
-    uct_crypt_sock_conn_t *conn, *tmp;
+    uct_crypt_wire_conn_t *conn, *tmp;
     struct pollfd pfd;
     int left;
 
     ucs_list_for_each_safe(conn, tmp, &iface->conns, list) {
-        while ((conn->tx_len > 0) && uct_crypt_sock_conn_final(conn) &&
-               (uct_crypt_sock_conn_flush(conn) == 0)) {
+        while ((conn->tx_len > 0) && uct_crypt_wire_conn_final(conn) &&
+               (uct_crypt_wire_conn_flush(conn) == 0)) {
             left = (int)ucs_time_to_msec(deadline - ucs_min(deadline,
                                                             ucs_get_time()));
             pfd.fd     = conn->fd;
@@ -797,7 +797,7 @@ static void uct_crypt_sock_iface_drain(uct_crypt_sock_iface_t *iface)
  * of a job, while the peer still writes to us): the peer would report a
  * lost connection. Our FIN goes behind what we sent; what came in unread
  * is discarded (nobody is left to read it) before the close. */
-static void uct_crypt_sock_iface_quiet_close(uct_crypt_sock_conn_t *conn)
+static void uct_crypt_wire_iface_quiet_close(uct_crypt_wire_conn_t *conn)
 {
     uint8_t discard[4096];
     int reads = 256; /* bounded: a peer that keeps writing is not waited for */
@@ -808,20 +808,20 @@ static void uct_crypt_sock_iface_quiet_close(uct_crypt_sock_conn_t *conn)
                (recv(conn->fd, discard, sizeof(discard), MSG_DONTWAIT) > 0)) {
         }
     }
-    uct_crypt_sock_conn_close(conn);
+    uct_crypt_wire_conn_close(conn);
 }
 
-static UCS_CLASS_CLEANUP_FUNC(uct_crypt_sock_iface_t)
+static UCS_CLASS_CLEANUP_FUNC(uct_crypt_wire_iface_t)
 {
-    uct_crypt_sock_conn_t *conn, *tmp;
+    uct_crypt_wire_conn_t *conn, *tmp;
 
     /* off the worker's progress before anything here goes */
     uct_base_iface_progress_disable(&self->super.super,
                                     UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
     ucs_assert(ucs_list_is_empty(&self->eps));
-    uct_crypt_sock_iface_drain(self);
+    uct_crypt_wire_iface_drain(self);
     ucs_list_for_each_safe(conn, tmp, &self->conns, list) {
-        uct_crypt_sock_iface_quiet_close(conn);
+        uct_crypt_wire_iface_quiet_close(conn);
     }
     close(self->listen_fd);
     close(self->timer_fd);
@@ -840,103 +840,103 @@ static UCS_CLASS_CLEANUP_FUNC(uct_crypt_sock_iface_t)
     }
 }
 
-UCS_CLASS_DEFINE(uct_crypt_sock_iface_t, uct_base_iface_t);
-static UCS_CLASS_DEFINE_NEW_FUNC(uct_crypt_sock_iface_t, uct_iface_t, uct_md_h,
+UCS_CLASS_DEFINE(uct_crypt_wire_iface_t, uct_base_iface_t);
+static UCS_CLASS_DEFINE_NEW_FUNC(uct_crypt_wire_iface_t, uct_iface_t, uct_md_h,
                                  uct_worker_h, const uct_iface_params_t*,
                                  const uct_iface_config_t*,
-                                 const uct_crypt_sock_params_t*);
-static UCS_CLASS_DEFINE_DELETE_FUNC(uct_crypt_sock_iface_t, uct_iface_t);
+                                 const uct_crypt_wire_params_t*);
+static UCS_CLASS_DEFINE_DELETE_FUNC(uct_crypt_wire_iface_t, uct_iface_t);
 
-static uct_iface_ops_t uct_crypt_sock_iface_ops = {
-    .ep_am_short              = uct_crypt_sock_ep_am_short,
+static uct_iface_ops_t uct_crypt_wire_iface_ops = {
+    .ep_am_short              = uct_crypt_wire_ep_am_short,
     .ep_am_short_iov          = uct_base_ep_am_short_iov,
-    .ep_am_bcopy              = uct_crypt_sock_ep_am_bcopy,
-    .ep_pending_add           = uct_crypt_sock_ep_pending_add,
-    .ep_pending_purge         = uct_crypt_sock_ep_pending_purge,
-    .ep_flush                 = uct_crypt_sock_ep_flush,
-    .ep_fence                 = uct_crypt_sock_ep_fence,
-    .ep_check                 = uct_crypt_sock_ep_check,
-    .ep_create                = UCS_CLASS_NEW_FUNC_NAME(uct_crypt_sock_ep_t),
-    .ep_destroy               = UCS_CLASS_DELETE_FUNC_NAME(uct_crypt_sock_ep_t),
-    .ep_get_address           = uct_crypt_sock_ep_get_address,
-    .ep_connect_to_ep         = uct_crypt_sock_ep_connect_to_ep,
-    .iface_flush              = uct_crypt_sock_iface_flush,
-    .iface_fence              = uct_crypt_sock_iface_fence,
+    .ep_am_bcopy              = uct_crypt_wire_ep_am_bcopy,
+    .ep_pending_add           = uct_crypt_wire_ep_pending_add,
+    .ep_pending_purge         = uct_crypt_wire_ep_pending_purge,
+    .ep_flush                 = uct_crypt_wire_ep_flush,
+    .ep_fence                 = uct_crypt_wire_ep_fence,
+    .ep_check                 = uct_crypt_wire_ep_check,
+    .ep_create                = UCS_CLASS_NEW_FUNC_NAME(uct_crypt_wire_ep_t),
+    .ep_destroy               = UCS_CLASS_DELETE_FUNC_NAME(uct_crypt_wire_ep_t),
+    .ep_get_address           = uct_crypt_wire_ep_get_address,
+    .ep_connect_to_ep         = uct_crypt_wire_ep_connect_to_ep,
+    .iface_flush              = uct_crypt_wire_iface_flush,
+    .iface_fence              = uct_crypt_wire_iface_fence,
     .iface_progress_enable    = uct_base_iface_progress_enable,
     .iface_progress_disable   = uct_base_iface_progress_disable,
-    .iface_progress           = uct_crypt_sock_iface_progress,
-    .iface_event_fd_get       = uct_crypt_sock_iface_event_fd_get,
-    .iface_event_arm          = uct_crypt_sock_iface_event_arm,
-    .iface_close              = UCS_CLASS_DELETE_FUNC_NAME(uct_crypt_sock_iface_t),
-    .iface_query              = uct_crypt_sock_iface_query,
-    .iface_get_device_address = uct_crypt_sock_iface_get_device_address,
-    .iface_get_address        = uct_crypt_sock_iface_get_address,
-    .iface_is_reachable       = uct_crypt_sock_iface_is_reachable
+    .iface_progress           = uct_crypt_wire_iface_progress,
+    .iface_event_fd_get       = uct_crypt_wire_iface_event_fd_get,
+    .iface_event_arm          = uct_crypt_wire_iface_event_arm,
+    .iface_close              = UCS_CLASS_DELETE_FUNC_NAME(uct_crypt_wire_iface_t),
+    .iface_query              = uct_crypt_wire_iface_query,
+    .iface_get_device_address = uct_crypt_wire_iface_get_device_address,
+    .iface_get_address        = uct_crypt_wire_iface_get_address,
+    .iface_is_reachable       = uct_crypt_wire_iface_is_reachable
 };
 
-ucs_status_t uct_crypt_sock_iface_open(uct_md_h md, uct_worker_h worker,
+ucs_status_t uct_crypt_wire_iface_open(uct_md_h md, uct_worker_h worker,
                                        const uct_iface_params_t *params,
                                        const uct_iface_config_t *config,
-                                       const uct_crypt_sock_params_t *sock_params,
+                                       const uct_crypt_wire_params_t *sock_params,
                                        uct_iface_h *iface_p)
 {
-    return UCS_CLASS_NEW_FUNC_NAME(uct_crypt_sock_iface_t)(md, worker, params,
+    return UCS_CLASS_NEW_FUNC_NAME(uct_crypt_wire_iface_t)(md, worker, params,
                                                            config, sock_params,
                                                            iface_p);
 }
 
-int uct_crypt_sock_is_own(uct_iface_h tl_iface)
+int uct_crypt_wire_is_own(uct_iface_h tl_iface)
 {
-    return tl_iface->ops.iface_progress == uct_crypt_sock_iface_progress;
+    return tl_iface->ops.iface_progress == uct_crypt_wire_iface_progress;
 }
 
-const uint8_t *uct_crypt_sock_rx_peer(uct_iface_h tl_iface)
+const uint8_t *uct_crypt_wire_rx_peer(uct_iface_h tl_iface)
 {
-    uct_crypt_sock_iface_t *iface = ucs_derived_of(tl_iface, uct_crypt_sock_iface_t);
+    uct_crypt_wire_iface_t *iface = ucs_derived_of(tl_iface, uct_crypt_wire_iface_t);
 
-    return (uct_crypt_sock_is_own(tl_iface) && (iface->rx_conn != NULL)) ?
+    return (uct_crypt_wire_is_own(tl_iface) && (iface->rx_conn != NULL)) ?
            iface->rx_conn->peer_static : NULL;
 }
 
-const uint8_t *uct_crypt_sock_rx_secret(uct_iface_h tl_iface)
+const uint8_t *uct_crypt_wire_rx_secret(uct_iface_h tl_iface)
 {
-    uct_crypt_sock_iface_t *iface = ucs_derived_of(tl_iface, uct_crypt_sock_iface_t);
+    uct_crypt_wire_iface_t *iface = ucs_derived_of(tl_iface, uct_crypt_wire_iface_t);
 
-    ucs_assert(uct_crypt_sock_is_own(tl_iface)); /* (uct_crypt_wire_inner_ops) */
+    ucs_assert(uct_crypt_wire_is_own(tl_iface)); /* (uct_crypt_wire_inner_ops) */
     return (iface->rx_conn != NULL) ? iface->rx_conn->secret : NULL;
 }
 
-uint64_t uct_crypt_sock_rx_conn(uct_iface_h tl_iface)
+uint64_t uct_crypt_wire_rx_conn(uct_iface_h tl_iface)
 {
-    uct_crypt_sock_iface_t *iface = ucs_derived_of(tl_iface, uct_crypt_sock_iface_t);
+    uct_crypt_wire_iface_t *iface = ucs_derived_of(tl_iface, uct_crypt_wire_iface_t);
 
-    ucs_assert(uct_crypt_sock_is_own(tl_iface));
+    ucs_assert(uct_crypt_wire_is_own(tl_iface));
     return (iface->rx_conn != NULL) ? iface->rx_conn->id : 0;
 }
 
-const char *uct_crypt_sock_rx_peer_name(uct_iface_h tl_iface)
+const char *uct_crypt_wire_rx_peer_name(uct_iface_h tl_iface)
 {
-    uct_crypt_sock_iface_t *iface = ucs_derived_of(tl_iface, uct_crypt_sock_iface_t);
+    uct_crypt_wire_iface_t *iface = ucs_derived_of(tl_iface, uct_crypt_wire_iface_t);
 
-    ucs_assert(uct_crypt_sock_is_own(tl_iface));
+    ucs_assert(uct_crypt_wire_is_own(tl_iface));
     return (iface->rx_conn != NULL) ? iface->rx_conn->peer_name : "";
 }
 
-void uct_crypt_sock_rx_reject(uct_iface_h tl_iface, const char *reason)
+void uct_crypt_wire_rx_reject(uct_iface_h tl_iface, const char *reason)
 {
-    uct_crypt_sock_iface_t *iface = ucs_derived_of(tl_iface, uct_crypt_sock_iface_t);
+    uct_crypt_wire_iface_t *iface = ucs_derived_of(tl_iface, uct_crypt_wire_iface_t);
 
-    ucs_assert(uct_crypt_sock_is_own(tl_iface));
+    ucs_assert(uct_crypt_wire_is_own(tl_iface));
     if (iface->rx_conn != NULL) {
         iface->rx_conn->reject = reason; /* (a static name) */
     }
 }
 
-void uct_crypt_sock_rx_reject_conn(uct_iface_h tl_iface, uint64_t conn_id,
+void uct_crypt_wire_rx_reject_conn(uct_iface_h tl_iface, uint64_t conn_id,
                                    const char *reason)
 {
-    uct_crypt_sock_iface_t *iface = ucs_derived_of(tl_iface, uct_crypt_sock_iface_t);
-    uct_crypt_sock_conn_t *conn;
+    uct_crypt_wire_iface_t *iface = ucs_derived_of(tl_iface, uct_crypt_wire_iface_t);
+    uct_crypt_wire_conn_t *conn;
 
     ucs_list_for_each(conn, &iface->conns, list) {
         if (conn->id == conn_id) {
@@ -949,9 +949,9 @@ void uct_crypt_sock_rx_reject_conn(uct_iface_h tl_iface, uint64_t conn_id,
 
 /* From progress, outside any delivery: connections whose records the
  * record layer refused after it had them */
-void uct_crypt_sock_iface_rejects(uct_crypt_sock_iface_t *iface)
+void uct_crypt_wire_iface_rejects(uct_crypt_wire_iface_t *iface)
 {
-    uct_crypt_sock_conn_t *conn, *tmp;
+    uct_crypt_wire_conn_t *conn, *tmp;
     char why[96];
 
     iface->reject_pending = 0;
@@ -960,7 +960,7 @@ void uct_crypt_sock_iface_rejects(uct_crypt_sock_iface_t *iface)
             ucs_snprintf_zero(why, sizeof(why), "the record layer refused a "
                               "bulk segment: %s", conn->reject_later);
             conn->reject_later = NULL;
-            uct_crypt_sock_conn_fail(conn, why);
+            uct_crypt_wire_conn_fail(conn, why);
             /* (failing one may close others: from the top) */
             iface->reject_pending = 1;
             return;
@@ -968,18 +968,18 @@ void uct_crypt_sock_iface_rejects(uct_crypt_sock_iface_t *iface)
     }
 }
 
-void uct_crypt_sock_rx_expect_segment(uct_iface_h tl_iface, void *dest,
+void uct_crypt_wire_rx_expect_segment(uct_iface_h tl_iface, void *dest,
                                       size_t length,
-                                      uct_crypt_sock_segment_cb_t cb, void *arg)
+                                      uct_crypt_wire_segment_cb_t cb, void *arg)
 {
-    uct_crypt_sock_iface_t *iface = ucs_derived_of(tl_iface, uct_crypt_sock_iface_t);
-    uct_crypt_sock_conn_t *conn   = iface->rx_conn;
+    uct_crypt_wire_iface_t *iface = ucs_derived_of(tl_iface, uct_crypt_wire_iface_t);
+    uct_crypt_wire_conn_t *conn   = iface->rx_conn;
 
-    ucs_assert(uct_crypt_sock_is_own(tl_iface) && (conn != NULL));
+    ucs_assert(uct_crypt_wire_is_own(tl_iface) && (conn != NULL));
     /* segment_len != 0 is what lets the frame reader take a SEGMENT frame
      * (uct_crypt_frame_segment_header); it clears it as it does, and the
      * connection clears segment_cb as it hands the tag on */
-    ucs_assert(length + CRYPT_AEAD_TAG_LEN <= UCT_CRYPT_SOCK_MAX_BCOPY);
+    ucs_assert(length + CRYPT_AEAD_TAG_LEN <= UCT_CRYPT_WIRE_MAX_BCOPY);
     conn->segment_cb         = cb;
     conn->segment_arg        = arg;
     conn->seg_dest           = dest;

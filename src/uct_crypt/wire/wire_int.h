@@ -26,15 +26,15 @@
  * has one user (crypt's records, or the collective lane), and the frame
  * header names none. */
 enum {
-    UCT_CRYPT_SOCK_AM_ID       = 0,
-    UCT_CRYPT_SOCK_TX_BUF      = 4 * UCT_CRYPT_SOCK_FRAME_MAX,
-    UCT_CRYPT_SOCK_WIRE_SEGMENT_MAX = 262144, /* a bulk segment's frame */
-    UCT_CRYPT_SOCK_HALF_OPEN_MAX = 64,
-    UCT_CRYPT_SOCK_DRAIN_TIMEOUT = 10,  /* s: a closing connection's last bytes */
-    UCT_CRYPT_SOCK_REDIRECT_TIMEOUT = 2, /* s: for the peer's own connection */
+    UCT_CRYPT_WIRE_AM_ID       = 0,
+    UCT_CRYPT_WIRE_TX_BUF      = 4 * UCT_CRYPT_WIRE_FRAME_MAX,
+    UCT_CRYPT_WIRE_WIRE_SEGMENT_MAX = 262144, /* a bulk segment's frame */
+    UCT_CRYPT_WIRE_HALF_OPEN_MAX = 64,
+    UCT_CRYPT_WIRE_DRAIN_TIMEOUT = 10,  /* s: a closing connection's last bytes */
+    UCT_CRYPT_WIRE_REDIRECT_TIMEOUT = 2, /* s: for the peer's own connection */
     /* connections an ep opens again when the peer closed them before it
      * answered (UCX tcp's UCX_TCP_MAX_CONN_RETRIES default) */
-    UCT_CRYPT_SOCK_CONNECT_RETRIES = 25
+    UCT_CRYPT_WIRE_CONNECT_RETRIES = 25
 };
 
 /*
@@ -50,62 +50,62 @@ enum {
  */
 /* The exporter secret of the ep's connection once it is final, else NULL
  * (the ep takes no record yet) */
-const uint8_t *uct_crypt_sock_ep_secret(uct_ep_h tl_ep);
+const uint8_t *uct_crypt_wire_ep_secret(uct_ep_h tl_ep);
 /* Did the ep fail for a reason of this process's own (its handshake could
  * not get memory, a cipher context, randomness)? */
-int uct_crypt_sock_ep_failed_locally(uct_ep_h tl_ep);
+int uct_crypt_wire_ep_failed_locally(uct_ep_h tl_ep);
 /* Inside crypt's AM handler: the exporter secret of the connection the
  * record came on (NULL outside a sock iface's delivery) */
-const uint8_t *uct_crypt_sock_rx_secret(uct_iface_h tl_iface);
+const uint8_t *uct_crypt_wire_rx_secret(uct_iface_h tl_iface);
 
 /* ... and that connection's peer address ("" outside a delivery) */
-const char *uct_crypt_sock_rx_peer_name(uct_iface_h tl_iface);
-/* ... and its id, which uct_crypt_sock_conn_ended_cb_t names when it ends
+const char *uct_crypt_wire_rx_peer_name(uct_iface_h tl_iface);
+/* ... and its id, which uct_crypt_wire_conn_ended_cb_t names when it ends
  * (0 outside a delivery; never 0 inside one) */
-uint64_t uct_crypt_sock_rx_conn(uct_iface_h tl_iface);
-void uct_crypt_sock_rx_reject(uct_iface_h tl_iface, const char *reason);
+uint64_t uct_crypt_wire_rx_conn(uct_iface_h tl_iface);
+void uct_crypt_wire_rx_reject(uct_iface_h tl_iface, const char *reason);
 /* ... and outside a delivery, by the connection's id: failed from progress
- * (uct_crypt_sock_iface_rejects) */
-void uct_crypt_sock_rx_reject_conn(uct_iface_h tl_iface, uint64_t conn_id,
+ * (uct_crypt_wire_iface_rejects) */
+void uct_crypt_wire_rx_reject_conn(uct_iface_h tl_iface, uint64_t conn_id,
                                    const char *reason);
-void uct_crypt_sock_iface_rejects(uct_crypt_sock_iface_t *iface);
+void uct_crypt_wire_iface_rejects(uct_crypt_wire_iface_t *iface);
 
 /* Bulk segments on the wire (the bulk engine, uct_crypt_bulk_*.c): the
  * sender puts a SEGMENT frame right behind the record that announces it;
  * room for both is checked first, so nothing goes between them. The frame
  * is reserved, written in place (sealed into), then committed. */
-int uct_crypt_sock_ep_segment_room(uct_ep_h tl_ep, size_t record_max,
+int uct_crypt_wire_ep_segment_room(uct_ep_h tl_ep, size_t record_max,
                                    size_t length);
-void *uct_crypt_sock_ep_segment_reserve(uct_ep_h tl_ep, size_t length);
-void uct_crypt_sock_ep_segment_commit(uct_ep_h tl_ep, size_t length);
+void *uct_crypt_wire_ep_segment_reserve(uct_ep_h tl_ep, size_t length);
+void uct_crypt_wire_ep_segment_commit(uct_ep_h tl_ep, size_t length);
 /* Inside crypt's AM handler, on a record that announced a segment: the next
  * frame of its connection must be that segment, `length` bytes of
  * ciphertext received into `dest`, then its tag, which `cb` gets (and may
  * reject, as for a record); anything else closes the connection. */
-typedef uct_crypt_inner_segment_cb_t uct_crypt_sock_segment_cb_t;
-void uct_crypt_sock_rx_expect_segment(uct_iface_h tl_iface, void *dest,
+typedef uct_crypt_inner_segment_cb_t uct_crypt_wire_segment_cb_t;
+void uct_crypt_wire_rx_expect_segment(uct_iface_h tl_iface, void *dest,
                                       size_t length,
-                                      uct_crypt_sock_segment_cb_t cb, void *arg);
+                                      uct_crypt_wire_segment_cb_t cb, void *arg);
 
 /* Is `tl_iface` crypt's own wire? */
-int uct_crypt_sock_is_own(uct_iface_h tl_iface);
+int uct_crypt_wire_is_own(uct_iface_h tl_iface);
 
 
 typedef enum {
-    UCT_CRYPT_SOCK_CONNECTING,   /* initiator: connect() in progress */
-    UCT_CRYPT_SOCK_INIT_SENT,    /* initiator: waiting for the response */
-    UCT_CRYPT_SOCK_WAIT_INIT,    /* responder: half-open, nothing proved */
-    UCT_CRYPT_SOCK_ESTABLISHED,
-    UCT_CRYPT_SOCK_CLOSED
-} uct_crypt_sock_state_t;
+    UCT_CRYPT_WIRE_CONNECTING,   /* initiator: connect() in progress */
+    UCT_CRYPT_WIRE_INIT_SENT,    /* initiator: waiting for the response */
+    UCT_CRYPT_WIRE_WAIT_INIT,    /* responder: half-open, nothing proved */
+    UCT_CRYPT_WIRE_ESTABLISHED,
+    UCT_CRYPT_WIRE_CLOSED
+} uct_crypt_wire_state_t;
 
-struct uct_crypt_sock_conn {
+struct uct_crypt_wire_conn {
     ucs_list_link_t          list;         /* in the iface's conns */
-    uct_crypt_sock_iface_t   *iface;
+    uct_crypt_wire_iface_t   *iface;
     int                      fd;
     uint64_t                 id;           /* 1, 2, ... per iface */
-    uct_crypt_sock_state_t   state;
-    uct_crypt_sock_ep_t      *ep;          /* initiator's ep; NULL: responder */
+    uct_crypt_wire_state_t   state;
+    uct_crypt_wire_ep_t      *ep;          /* initiator's ep; NULL: responder */
     unsigned                 events;       /* EPOLL* registered */
     ucs_time_t               deadline;     /* half-open / handshake */
     struct sockaddr_storage  peer_addr;
@@ -130,7 +130,7 @@ struct uct_crypt_sock_conn {
     /* the record just delivered announced a bulk segment: the next frame
      * (set with frames.segment_len, which the frame reader checks), its
      * ciphertext received straight into seg_dest, then its tag */
-    uct_crypt_sock_segment_cb_t segment_cb;  /* NULL: none announced */
+    uct_crypt_wire_segment_cb_t segment_cb;  /* NULL: none announced */
     void                     *segment_arg;
     uint8_t                  *seg_dest;
     size_t                   seg_len;      /* ciphertext bytes */
@@ -156,14 +156,14 @@ struct uct_crypt_sock_conn {
     uint64_t                 tx_records, tx_records_told;
 };
 
-typedef struct uct_crypt_sock_buf_cache {
+typedef struct uct_crypt_wire_buf_cache {
     void     *bufs[8];
     unsigned count;
-} uct_crypt_sock_buf_cache_t;
+} uct_crypt_wire_buf_cache_t;
 
-struct uct_crypt_sock_iface {
+struct uct_crypt_wire_iface {
     uct_base_iface_t                super;
-    uct_crypt_sock_buf_cache_t      rx_cache, tx_cache;
+    uct_crypt_wire_buf_cache_t      rx_cache, tx_cache;
     int                             listen_fd;
     int                             epfd;
     struct sockaddr_storage         addr;   /* bound: device address, port */
@@ -178,9 +178,9 @@ struct uct_crypt_sock_iface {
     uct_crypt_keepalive_t           keepalive;
     double                          keepalive_s; /* 0: off */
     size_t                          sndbuf, rcvbuf; /* sockets' buffers */
-    uct_crypt_sock_peer_failed_cb_t peer_failed;
+    uct_crypt_wire_peer_failed_cb_t peer_failed;
     void                            *peer_failed_arg;
-    uct_crypt_sock_conn_ended_cb_t  conn_ended;
+    uct_crypt_wire_conn_ended_cb_t  conn_ended;
     void                            *conn_ended_arg;
     uint64_t                        next_conn_id;
     uint64_t                        *ended;   /* ids to tell from progress */
@@ -190,7 +190,7 @@ struct uct_crypt_sock_iface {
     ucs_list_link_t                 busy_eps; /* with pending or flushes */
     unsigned                        half_open;
     unsigned                        reclaim_round;
-    uct_crypt_sock_conn_t           *rx_conn; /* delivering a record now */
+    uct_crypt_wire_conn_t           *rx_conn; /* delivering a record now */
     uct_crypt_replay_t              replay; /* initiations taken, per key */
     unsigned                        closed_since_trim; /* connections ended since
                                               the heap was given back */
@@ -198,19 +198,19 @@ struct uct_crypt_sock_iface {
     int                             timer_fd; /* in epfd: the deadlines of
                                                  half-open connections */
     int                             timer_armed;
-    crypt_sock_dev_local_t          dev_local; /* this machine and netns */
+    crypt_wire_dev_local_t          dev_local; /* this machine and netns */
     ucs_time_t                      next_timer;
-    ucs_time_t                      next_liveness; /* uct_crypt_sock_unanswered */
+    ucs_time_t                      next_liveness; /* uct_crypt_wire_unanswered */
     int                             ep_fail_pending;
     int                             reject_pending; /* a conn's reject_later */
     int                             redirect_pending;
     char                            dev_name[IFNAMSIZ];
 };
 
-struct uct_crypt_sock_ep {
+struct uct_crypt_wire_ep {
     uct_base_ep_t         super;
     ucs_list_link_t       list;            /* in the iface's eps */
-    uct_crypt_sock_conn_t *conn;           /* NULL until connected */
+    uct_crypt_wire_conn_t *conn;           /* NULL until connected */
     struct sockaddr_storage dest;
     int                   have_dest;
     uint8_t               peer_static[KEYEX_PUBLIC_KEY_LEN];
@@ -226,7 +226,7 @@ struct uct_crypt_sock_ep {
     ucs_queue_head_t      pending;         /* uct_pending_req_t */
     int                   dispatching;     /* progress runs a pending
                                               request: it may send */
-    ucs_queue_head_t      flushes;         /* uct_crypt_sock_flush_t */
+    ucs_queue_head_t      flushes;         /* uct_crypt_wire_flush_t */
     ucs_list_link_t       busy;            /* in the iface's busy_eps while
                                               it has pending or flushes */
     unsigned              connect_retries; /* connections the peer closed
@@ -234,110 +234,110 @@ struct uct_crypt_sock_ep {
 };
 
 /* wire/wire_conn.c */
-void *uct_crypt_sock_buf_get(uct_crypt_sock_buf_cache_t *cache, size_t size);
-void uct_crypt_sock_buf_put(uct_crypt_sock_iface_t *iface,
-                            uct_crypt_sock_buf_cache_t *cache, uint8_t **buf_p);
-uct_crypt_sock_conn_t *uct_crypt_sock_conn_new(uct_crypt_sock_iface_t *iface,
-                                               int fd, uct_crypt_sock_ep_t *ep,
+void *uct_crypt_wire_buf_get(uct_crypt_wire_buf_cache_t *cache, size_t size);
+void uct_crypt_wire_buf_put(uct_crypt_wire_iface_t *iface,
+                            uct_crypt_wire_buf_cache_t *cache, uint8_t **buf_p);
+uct_crypt_wire_conn_t *uct_crypt_wire_conn_new(uct_crypt_wire_iface_t *iface,
+                                               int fd, uct_crypt_wire_ep_t *ep,
                                                const struct sockaddr *peer);
-void uct_crypt_sock_conn_close(uct_crypt_sock_conn_t *conn);
+void uct_crypt_wire_conn_close(uct_crypt_wire_conn_t *conn);
 /* Once many connections ended, their memory back to the system (from
  * the iface's 250 ms tick) */
-void uct_crypt_sock_give_heap_back(uct_crypt_sock_iface_t *iface);
-void uct_crypt_sock_conn_fail(uct_crypt_sock_conn_t *conn, const char *reason);
+void uct_crypt_wire_give_heap_back(uct_crypt_wire_iface_t *iface);
+void uct_crypt_wire_conn_fail(uct_crypt_wire_conn_t *conn, const char *reason);
 /* A connection of no proven peer closed (counted; logged at `level`) */
-void uct_crypt_sock_conn_refuse(uct_crypt_sock_conn_t *conn, const char *reason,
+void uct_crypt_wire_conn_refuse(uct_crypt_wire_conn_t *conn, const char *reason,
                                 ucs_log_level_t level);
-void uct_crypt_sock_conn_handle(uct_crypt_sock_conn_t *conn, unsigned events);
-int uct_crypt_sock_conn_flush(uct_crypt_sock_conn_t *conn);
+void uct_crypt_wire_conn_handle(uct_crypt_wire_conn_t *conn, unsigned events);
+int uct_crypt_wire_conn_flush(uct_crypt_wire_conn_t *conn);
 /* May the records of its ep go out sealed now (handshake answered, no
  * redirect pending)? */
-int uct_crypt_sock_conn_final(const uct_crypt_sock_conn_t *conn);
-int uct_crypt_sock_conn_tx_room(const uct_crypt_sock_conn_t *conn, size_t max);
-void *uct_crypt_sock_conn_tx_reserve(uct_crypt_sock_conn_t *conn, size_t max);
-void uct_crypt_sock_conn_tx_commit(uct_crypt_sock_conn_t *conn, uint8_t type,
+int uct_crypt_wire_conn_final(const uct_crypt_wire_conn_t *conn);
+int uct_crypt_wire_conn_tx_room(const uct_crypt_wire_conn_t *conn, size_t max);
+void *uct_crypt_wire_conn_tx_reserve(uct_crypt_wire_conn_t *conn, size_t max);
+void uct_crypt_wire_conn_tx_commit(uct_crypt_wire_conn_t *conn, uint8_t type,
                                    size_t length);
-void uct_crypt_sock_conn_set_events(uct_crypt_sock_conn_t *conn, unsigned events);
-ucs_status_t uct_crypt_sock_conn_start(uct_crypt_sock_conn_t *conn);
-int uct_crypt_sock_conn_send_close(uct_crypt_sock_conn_t *conn);
-void uct_crypt_sock_conn_heartbeat(uct_crypt_sock_conn_t *conn);
+void uct_crypt_wire_conn_set_events(uct_crypt_wire_conn_t *conn, unsigned events);
+ucs_status_t uct_crypt_wire_conn_start(uct_crypt_wire_conn_t *conn);
+int uct_crypt_wire_conn_send_close(uct_crypt_wire_conn_t *conn);
+void uct_crypt_wire_conn_heartbeat(uct_crypt_wire_conn_t *conn);
 /* Our half of `conn` is done (its ep left): CLOSE, then the socket closes
  * once drained and the peer's half is done too */
-void uct_crypt_sock_conn_release(uct_crypt_sock_conn_t *conn);
+void uct_crypt_wire_conn_release(uct_crypt_wire_conn_t *conn);
 /* An established connection from `peer` whose sending half nobody uses,
  * for a new ep to attach to; NULL if none */
-uct_crypt_sock_conn_t *uct_crypt_sock_conn_find_free(uct_crypt_sock_iface_t *iface,
+uct_crypt_wire_conn_t *uct_crypt_wire_conn_find_free(uct_crypt_wire_iface_t *iface,
                                                      const uint8_t *peer);
-int uct_crypt_sock_conn_move(uct_crypt_sock_conn_t *from,
-                             uct_crypt_sock_conn_t *to);
+int uct_crypt_wire_conn_move(uct_crypt_wire_conn_t *from,
+                             uct_crypt_wire_conn_t *to);
 /* Our own (initiated) connection to `peer`, still sending or about to;
  * with `opening`, only one whose handshake is still under way */
-uct_crypt_sock_conn_t *uct_crypt_sock_conn_own_to(uct_crypt_sock_iface_t *iface,
+uct_crypt_wire_conn_t *uct_crypt_wire_conn_own_to(uct_crypt_wire_iface_t *iface,
                                                   const uint8_t *peer,
                                                   int opening);
 /* Our connection to `peer` that waits for the peer's own */
-uct_crypt_sock_conn_t *
-uct_crypt_sock_conn_redirected_to(uct_crypt_sock_iface_t *iface,
+uct_crypt_wire_conn_t *
+uct_crypt_wire_conn_redirected_to(uct_crypt_wire_iface_t *iface,
                                   const uint8_t *peer);
 /* A failure of this process, not of the peer (memory, cipher, randomness):
  * said with its reason; fails our ep, ends a peer's connection */
-void uct_crypt_sock_conn_fail_local(uct_crypt_sock_conn_t *conn,
+void uct_crypt_wire_conn_fail_local(uct_crypt_wire_conn_t *conn,
                                     const char *doing);
-ucs_status_t uct_crypt_sock_conn_start_hs(uct_crypt_sock_conn_t *conn,
-                                          uct_crypt_sock_iface_t *iface);
+ucs_status_t uct_crypt_wire_conn_start_hs(uct_crypt_wire_conn_t *conn,
+                                          uct_crypt_wire_iface_t *iface);
 
 /* wire_handshake.c: the initiation made (initiator, connected), with mac2
  * under `cookie` (NULL: none yet); the responder's 144 bytes and the
  * initiator's 69-byte answer or 36-byte cookie reply taken (0: the
  * connection is gone) */
-ucs_status_t uct_crypt_sock_conn_make_init(uct_crypt_sock_conn_t *conn,
+ucs_status_t uct_crypt_wire_conn_make_init(uct_crypt_wire_conn_t *conn,
                                            const uint8_t *cookie);
-int uct_crypt_sock_conn_accept_init(uct_crypt_sock_conn_t *conn);
-int uct_crypt_sock_conn_accept_response(uct_crypt_sock_conn_t *conn);
-int uct_crypt_sock_conn_accept_cookie(uct_crypt_sock_conn_t *conn);
-void uct_crypt_sock_conn_redirects(uct_crypt_sock_iface_t *iface);
+int uct_crypt_wire_conn_accept_init(uct_crypt_wire_conn_t *conn);
+int uct_crypt_wire_conn_accept_response(uct_crypt_wire_conn_t *conn);
+int uct_crypt_wire_conn_accept_cookie(uct_crypt_wire_conn_t *conn);
+void uct_crypt_wire_conn_redirects(uct_crypt_wire_iface_t *iface);
 /* The deadline of a connection waiting for its peer's (redirect) passed */
-void uct_crypt_sock_conn_redirect_expired(uct_crypt_sock_conn_t *conn);
+void uct_crypt_wire_conn_redirect_expired(uct_crypt_wire_conn_t *conn);
 
 /* wire/wire_iface.c */
-int uct_crypt_sock_dest(const uct_device_addr_t *dev_addr, const void *port_addr,
+int uct_crypt_wire_dest(const uct_device_addr_t *dev_addr, const void *port_addr,
                         struct sockaddr_storage *dest);
-void uct_crypt_sock_iface_set_options(uct_crypt_sock_iface_t *iface, int fd);
+void uct_crypt_wire_iface_set_options(uct_crypt_wire_iface_t *iface, int fd);
 
 /* wire/wire_ep.c (progress_tx takes a busy ep off the busy list when
  * it has nothing left) */
-UCS_CLASS_DECLARE_NEW_FUNC(uct_crypt_sock_ep_t, uct_ep_t, const uct_ep_params_t*);
-UCS_CLASS_DECLARE_DELETE_FUNC(uct_crypt_sock_ep_t, uct_ep_t);
-ucs_status_t uct_crypt_sock_ep_am_short(uct_ep_h tl_ep, uint8_t id,
+UCS_CLASS_DECLARE_NEW_FUNC(uct_crypt_wire_ep_t, uct_ep_t, const uct_ep_params_t*);
+UCS_CLASS_DECLARE_DELETE_FUNC(uct_crypt_wire_ep_t, uct_ep_t);
+ucs_status_t uct_crypt_wire_ep_am_short(uct_ep_h tl_ep, uint8_t id,
                                         uint64_t header, const void *payload,
                                         unsigned length);
-ssize_t uct_crypt_sock_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
+ssize_t uct_crypt_wire_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
                                    uct_pack_callback_t pack_cb, void *arg,
                                    unsigned flags);
-ucs_status_t uct_crypt_sock_ep_pending_add(uct_ep_h tl_ep, uct_pending_req_t *req,
+ucs_status_t uct_crypt_wire_ep_pending_add(uct_ep_h tl_ep, uct_pending_req_t *req,
                                            unsigned flags);
-void uct_crypt_sock_ep_pending_purge(uct_ep_h tl_ep,
+void uct_crypt_wire_ep_pending_purge(uct_ep_h tl_ep,
                                      uct_pending_purge_callback_t cb, void *arg);
-ucs_status_t uct_crypt_sock_ep_flush(uct_ep_h tl_ep, unsigned flags,
+ucs_status_t uct_crypt_wire_ep_flush(uct_ep_h tl_ep, unsigned flags,
                                      uct_completion_t *comp);
-ucs_status_t uct_crypt_sock_ep_fence(uct_ep_h tl_ep, unsigned flags);
-ucs_status_t uct_crypt_sock_ep_check(uct_ep_h tl_ep, unsigned flags,
+ucs_status_t uct_crypt_wire_ep_fence(uct_ep_h tl_ep, unsigned flags);
+ucs_status_t uct_crypt_wire_ep_check(uct_ep_h tl_ep, unsigned flags,
                                      uct_completion_t *comp);
-ucs_status_t uct_crypt_sock_ep_get_address(uct_ep_h tl_ep, uct_ep_addr_t *addr);
-ucs_status_t uct_crypt_sock_ep_connect_to_ep(uct_ep_h tl_ep,
+ucs_status_t uct_crypt_wire_ep_get_address(uct_ep_h tl_ep, uct_ep_addr_t *addr);
+ucs_status_t uct_crypt_wire_ep_connect_to_ep(uct_ep_h tl_ep,
                                              const uct_device_addr_t *dev_addr,
                                              const uct_ep_addr_t *ep_addr);
 /* A new connection for `ep`, whose last one ended before the handshake's
  * answer */
-ucs_status_t uct_crypt_sock_ep_reconnect(uct_crypt_sock_ep_t *ep);
-void uct_crypt_sock_ep_failed(uct_crypt_sock_ep_t *ep, ucs_status_t status,
+ucs_status_t uct_crypt_wire_ep_reconnect(uct_crypt_wire_ep_t *ep);
+void uct_crypt_wire_ep_failed(uct_crypt_wire_ep_t *ep, ucs_status_t status,
                               const char *reason);
-unsigned uct_crypt_sock_ep_progress_tx(uct_crypt_sock_ep_t *ep);
-void uct_crypt_sock_iface_report_failures(uct_crypt_sock_iface_t *iface);
+unsigned uct_crypt_wire_ep_progress_tx(uct_crypt_wire_ep_t *ep);
+void uct_crypt_wire_iface_report_failures(uct_crypt_wire_iface_t *iface);
 
 /* drop-and-count accounting (rate-limited log) */
-void uct_crypt_sock_outsider(uct_crypt_sock_iface_t *iface,
-                             const uct_crypt_sock_conn_t *conn, const char *what,
+void uct_crypt_wire_outsider(uct_crypt_wire_iface_t *iface,
+                             const uct_crypt_wire_conn_t *conn, const char *what,
                              ucs_log_level_t level);
 
 #endif

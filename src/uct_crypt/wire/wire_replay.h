@@ -18,8 +18,8 @@
  * its oldest entry becomes the floor: a flood of honest initiations can
  * refuse some of the oldest ones, never take a replay.
  */
-#ifndef UCT_CRYPT_SOCK_REPLAY_H
-#define UCT_CRYPT_SOCK_REPLAY_H
+#ifndef UCT_CRYPT_WIRE_REPLAY_H
+#define UCT_CRYPT_WIRE_REPLAY_H
 
 #include "keyex/keyex.h"
 #include "keyex/noise.h"

@@ -518,7 +518,7 @@ protected:
     }
     static void append_frame(std::vector<uint8_t> &wire, uint8_t type, size_t len)
     {
-        crypt_sock_frame_hdr_t hdr = {};
+        crypt_wire_frame_hdr_t hdr = {};
         hdr.length = htole32((uint32_t)len);
         hdr.type   = type;
         const uint8_t *p = reinterpret_cast<const uint8_t*>(&hdr);
@@ -527,7 +527,7 @@ protected:
     }
     void append_control(std::vector<uint8_t> &wire, uint8_t type, uint64_t count)
     {
-        uint8_t frame[CRYPT_SOCK_FRAME_HDR_LEN + UCT_CRYPT_SOCK_CTRL_LEN];
+        uint8_t frame[CRYPT_WIRE_FRAME_HDR_LEN + UCT_CRYPT_WIRE_CTRL_LEN];
         ASSERT_EQ(uct_crypt_frame_seal_control(&key, seq++, type, count, frame), 0);
         wire.insert(wire.end(), frame, frame + sizeof(frame));
     }
@@ -545,7 +545,7 @@ protected:
     }
     crypt_aead_key_t key;
     uct_crypt_frame_rx_t rx;
-    crypt_sock_frame_hdr_t hdr;
+    crypt_wire_frame_hdr_t hdr;
     uint64_t seq = 0;
     char why[96];
 };
@@ -555,17 +555,17 @@ protected:
 TEST_F(crypt_wire_frames, records_segments_and_control_frames_in_order)
 {
     std::vector<uint8_t> wire;
-    append_frame(wire, CRYPT_SOCK_FRAME_RECORD, 100);
-    append_frame(wire, CRYPT_SOCK_FRAME_SEGMENT, 5000);
-    append_control(wire, CRYPT_SOCK_FRAME_HEARTBEAT, 2);
-    append_control(wire, CRYPT_SOCK_FRAME_CLOSE, 2);
+    append_frame(wire, CRYPT_WIRE_FRAME_RECORD, 100);
+    append_frame(wire, CRYPT_WIRE_FRAME_SEGMENT, 5000);
+    append_control(wire, CRYPT_WIRE_FRAME_HEARTBEAT, 2);
+    append_control(wire, CRYPT_WIRE_FRAME_CLOSE, 2);
     size_t off = 0;
     EXPECT_EQ(next(std::vector<uint8_t>(wire.begin(), wire.begin() + 50), off),
               UCT_CRYPT_FRAME_MORE) << "half a record";
     ASSERT_EQ(next(wire, off), UCT_CRYPT_FRAME_DATA);
     rx.segment_len = 5000; /* the record announced it */
     ASSERT_EQ(next(wire, off), UCT_CRYPT_FRAME_DATA);
-    EXPECT_EQ(hdr.type, CRYPT_SOCK_FRAME_SEGMENT);
+    EXPECT_EQ(hdr.type, CRYPT_WIRE_FRAME_SEGMENT);
     EXPECT_EQ(rx.segment_len, 0u);
     ASSERT_EQ(next(wire, off), UCT_CRYPT_FRAME_CONTROL) << why;
     ASSERT_EQ(next(wire, off), UCT_CRYPT_FRAME_CONTROL) << why;
@@ -583,41 +583,41 @@ TEST_F(crypt_wire_frames, what_fails_the_connection)
 
     reset();
     wire.clear(), off = 0;
-    append_frame(wire, CRYPT_SOCK_FRAME_RECORD, UCT_CRYPT_SOCK_MAX_BCOPY + 1);
+    append_frame(wire, CRYPT_WIRE_FRAME_RECORD, UCT_CRYPT_WIRE_MAX_BCOPY + 1);
     EXPECT_EQ(next(wire, off), UCT_CRYPT_FRAME_BAD) << "longer than the wire allows";
 
     reset();
     wire.clear(), off = 0;
-    append_frame(wire, CRYPT_SOCK_FRAME_SEGMENT, 64);
+    append_frame(wire, CRYPT_WIRE_FRAME_SEGMENT, 64);
     EXPECT_EQ(next(wire, off), UCT_CRYPT_FRAME_BAD);
     EXPECT_STREQ(why, "a bulk segment out of place") << "nobody announced it";
 
     reset();
     wire.clear(), off = 0;
     rx.segment_len = 64;
-    append_frame(wire, CRYPT_SOCK_FRAME_RECORD, 64);
+    append_frame(wire, CRYPT_WIRE_FRAME_RECORD, 64);
     EXPECT_EQ(next(std::vector<uint8_t>(wire.begin(), wire.begin() + 8), off),
               UCT_CRYPT_FRAME_BAD) << "refused at its header, before its body";
 
     reset();
     wire.clear(), off = 0;
-    append_frame(wire, CRYPT_SOCK_FRAME_RECORD, 1);
-    append_control(wire, CRYPT_SOCK_FRAME_CLOSE, 0); /* counts none */
+    append_frame(wire, CRYPT_WIRE_FRAME_RECORD, 1);
+    append_control(wire, CRYPT_WIRE_FRAME_CLOSE, 0); /* counts none */
     ASSERT_EQ(next(wire, off), UCT_CRYPT_FRAME_DATA);
     EXPECT_EQ(next(wire, off), UCT_CRYPT_FRAME_BAD);
     EXPECT_STREQ(why, "records lost on the way (0 sent, 1 arrived)");
 
     reset();
     wire.clear(), off = 0;
-    append_control(wire, CRYPT_SOCK_FRAME_CLOSE, 0);
-    wire[CRYPT_SOCK_FRAME_HDR_LEN] ^= 1;
+    append_control(wire, CRYPT_WIRE_FRAME_CLOSE, 0);
+    wire[CRYPT_WIRE_FRAME_HDR_LEN] ^= 1;
     EXPECT_EQ(next(wire, off), UCT_CRYPT_FRAME_BAD);
     EXPECT_STREQ(why, "forged control frame");
 
     reset();
     wire.clear(), off = 0;
-    append_control(wire, CRYPT_SOCK_FRAME_CLOSE, 0);
-    append_frame(wire, CRYPT_SOCK_FRAME_RECORD, 1);
+    append_control(wire, CRYPT_WIRE_FRAME_CLOSE, 0);
+    append_frame(wire, CRYPT_WIRE_FRAME_RECORD, 1);
     ASSERT_EQ(next(wire, off), UCT_CRYPT_FRAME_CONTROL);
     EXPECT_EQ(next(wire, off), UCT_CRYPT_FRAME_BAD) << "a record after the CLOSE";
 }
@@ -625,13 +625,13 @@ TEST_F(crypt_wire_frames, what_fails_the_connection)
 TEST_F(crypt_wire_frames, a_large_frame_is_read_to_its_end_and_no_further)
 {
     std::vector<uint8_t> wire;
-    append_frame(wire, CRYPT_SOCK_FRAME_RECORD, 100000);
+    append_frame(wire, CRYPT_WIRE_FRAME_RECORD, 100000);
     EXPECT_EQ(uct_crypt_frame_rx_room(wire.data(), 8), 100000u);
     EXPECT_EQ(uct_crypt_frame_rx_room(wire.data(), 5000), 100008u - 5000);
     std::vector<uint8_t> small;
-    append_frame(small, CRYPT_SOCK_FRAME_RECORD, 100);
+    append_frame(small, CRYPT_WIRE_FRAME_RECORD, 100);
     EXPECT_EQ(uct_crypt_frame_rx_room(small.data(), 8),
-              (size_t)UCT_CRYPT_SOCK_FRAME_MAX - 8) << "small frames: many at a time";
+              (size_t)UCT_CRYPT_WIRE_FRAME_MAX - 8) << "small frames: many at a time";
 }
 
 /* ---- records (record/record_input.c) ----------------------------------- */

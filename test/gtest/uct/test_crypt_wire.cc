@@ -31,7 +31,7 @@ TEST_F(uct_crypt_wire_test, loopback_of_another_host_or_namespace_is_unreachable
     /* (base/format.h) family 4, flags, 127.0.0.1, LE64 machine, LE32 netns */
     ASSERT_EQ(dev_addr.size(), 2u + 4 + 8 + 4);
     ASSERT_EQ(dev_addr[0], 4);
-    ASSERT_EQ(dev_addr[1], CRYPT_SOCK_DEV_ADDR_FLAG_LOOPBACK);
+    ASSERT_EQ(dev_addr[1], CRYPT_WIRE_DEV_ADDR_FLAG_LOOPBACK);
     EXPECT_TRUE(reachable(dev_addr)) << "this process's own lo";
 
     for (size_t byte = 6; byte < dev_addr.size(); ++byte) {
@@ -769,15 +769,15 @@ TEST_F(uct_crypt_wire_test, recorded_wire_stays_closed_to_the_static_keys_and_th
                     sizeof(keyex_noise_init_msg_t), records = 0, opened = 0;
     uint64_t flow_id = 0;
     ASSERT_GT(wire.size(), offset);
-    while (offset + sizeof(crypt_sock_frame_hdr_t) <= wire.size()) {
-        crypt_sock_frame_hdr_t frame;
+    while (offset + sizeof(crypt_wire_frame_hdr_t) <= wire.size()) {
+        crypt_wire_frame_hdr_t frame;
         memcpy(&frame, &wire[offset], sizeof(frame));
         size_t length = le32toh(frame.length);
         offset += sizeof(frame);
         ASSERT_LE(offset + length, wire.size()) << "the capture parses as frames";
         const uint8_t *body = &wire[offset];
         offset += length;
-        if (frame.type != CRYPT_SOCK_FRAME_RECORD) {
+        if (frame.type != CRYPT_WIRE_FRAME_RECORD) {
             continue;
         }
         crypt_record_hdr_t hdr;
