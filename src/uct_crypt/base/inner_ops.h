@@ -5,7 +5,7 @@
  * iface init (the shape of UCX's uct_iface_internal_ops_t). Two
  * implementations:
  *
- * - UCX's transports (rc, ud, dc: uct_crypt_inner_ucx.c). A record is one
+ * - UCX's transports (rc, ud, dc: uct_crypt_inner.c). A record is one
  *   AM the inner carries as it is; a flow's keys come from the two static
  *   keys and the job secret, so the first record needs no round trip; bulk
  *   segments are the inner's puts.
@@ -99,7 +99,7 @@ typedef struct uct_crypt_inner_ops {
                                       void *arg);
 } uct_crypt_inner_ops_t;
 
-/* UCX's transports (uct_crypt_inner_ucx.c) */
+/* UCX's transports (uct_crypt_inner.c) */
 extern const uct_crypt_inner_ops_t uct_crypt_ucx_inner_ops;
 
 #endif

@@ -4,9 +4,9 @@
  * in one process (over crypt's own wire on loopback, or UCX's tcp standing
  * in for an RDMA inner), driven through the public UCT API the way UCP
  * drives it, with the plugin loaded the way the launcher loads it.
- * test_uct_crypt.cc (the transport), test_crypt_wire.cc (crypt's own
- * wire), test_crypt_bulk.cc (the bulk engine), test_crypt_lane.cc (the
- * collective lane) build on it.
+ * test_uct_crypt.cc (the transport), test_crypt_flows.cc (flows over a
+ * UCX inner), test_crypt_wire.cc (crypt's own wire), crypt_bulk_test.h
+ * (the bulk engine), test_crypt_lane.cc (the collective lane) build on it.
  */
 #ifndef UCX_CRYPT_TEST_GTEST_UCT_CRYPT_TEST_H
 #define UCX_CRYPT_TEST_GTEST_UCT_CRYPT_TEST_H
