@@ -53,6 +53,14 @@ typedef enum {
 extern const char *uct_crypt_lane_fault_names[];
 #endif
 
+/* A knob only test builds have (a test's switch, a benchmark's baseline):
+ * a release build takes _release, the test build's default */
+#if UCX_CRYPT_FAULT_INJECTION
+#define UCT_CRYPT_TEST_KNOB(_config, _field, _release) ((_config)->_field)
+#else
+#define UCT_CRYPT_TEST_KNOB(_config, _field, _release) (_release)
+#endif
+
 /* Process-wide configuration (UCX_CRYPT_*), read once. */
 typedef struct uct_crypt_global_config {
     int                   enable;
@@ -62,8 +70,10 @@ typedef struct uct_crypt_global_config {
     unsigned              key_bits;
     int                   backend;        /* crypt_aead_backend_t */
     int                   stats;
+#if UCX_CRYPT_FAULT_INJECTION
     unsigned long         rekey_records;  /* 0: keyex default */
     unsigned long         handshake_rate; /* UCS_ULUNITS_INF: no cookies */
+#endif
     int                   abort_on_ep_failure; /* resolved: never AUTO */
     int                   abort_in_mpi_rank;   /* ... because AUTO found one */
     /* read by the collectives' MPI adapter (src/ucp_crypt/mpi), never
@@ -85,18 +95,16 @@ typedef struct uct_crypt_global_config {
 } uct_crypt_global_config_t;
 
 /* Flows an iface receives at once (record/keys.c): in all, and from
- * one peer key (both roles: UCX_CRYPT_RX_FLOWS*, UCX_CRYPT_AUX_RX_FLOWS*) */
+ * one peer key (UCX_CRYPT_RX_FLOWS*, both roles) */
 typedef struct uct_crypt_rx_limits {
     unsigned           flows;
     unsigned           flows_per_peer;
 } uct_crypt_rx_limits_t;
 
-/* The auxiliary tl's iface options: the base ones only (no bulk engine,
- * no tamper hook) */
+/* The auxiliary tl's iface options: UCT's base ones only; it takes the
+ * data role's keepalive and flow bounds (uct_crypt_data_role_options) */
 typedef struct uct_crypt_aux_iface_config {
     uct_iface_config_t    super;
-    uct_crypt_keepalive_t keepalive; /* crypt's own wire beneath */
-    uct_crypt_rx_limits_t rx_limits;
 } uct_crypt_aux_iface_config_t;
 
 typedef struct uct_crypt_md_config {
@@ -122,15 +130,16 @@ typedef struct uct_crypt_iface_config {
     int                inner_ucx_tcp;   /* UCX's tcp stands in for rc */
     unsigned           wire_port;       /* own wire: listen here */
     unsigned           wire_advertise_port; /* ... and name this one */
+    /* the bulk engine's test and benchmark switches (bulk/bulk.c) */
+    int                bulk_mode;       /* uct_crypt_bulk_mode_t */
+    unsigned           bulk_max_outstanding; /* above: seal inline (k=1) */
+    char               *profile;        /* calibration file, "" = none */
 #endif
     /* the bulk engine (bulk/bulk.c) */
     int                bulk;            /* advertise encrypted put_zcopy */
-    int                bulk_mode;       /* uct_crypt_bulk_mode_t */
     size_t             bulk_segment;    /* bytes per segment (auto: profile) */
     unsigned long      bulk_threads;    /* auto: profile, else min(T0-T1, 2) */
     unsigned           bulk_depth;      /* bounce segments per iface */
-    unsigned           bulk_max_outstanding; /* above: seal inline (k=1) */
-    char               *profile;        /* calibration file, "" = none */
     /* crypt's own wire: its sockets' buffers and keepalive, as UCX tcp's
      * SNDBUF, RCVBUF, KEEPIDLE, KEEPCNT, KEEPINTVL */
     size_t             sndbuf;          /* UCS_MEMUNITS_AUTO: the kernel's */
@@ -395,6 +404,8 @@ extern uct_crypt_global_config_t uct_crypt_global;
  * replayed initiation cost the own wire about 160 us of DHs: issue 29) */
 #define UCT_CRYPT_HANDSHAKE_RATE_AUTO 1000.0
 double uct_crypt_handshake_rate(void);
+/* UCX_CRYPT_REKEY_RECORDS (test builds; 0: the limits of keyex.h) */
+unsigned long uct_crypt_rekey_records(void);
 extern uint8_t *uct_crypt_job_secret;  /* NULL: none configured */
 
 
@@ -402,6 +413,14 @@ extern uint8_t *uct_crypt_job_secret;  /* NULL: none configured */
  * `dev_name` (the connection manager hands it to UCP, which puts it in
  * place of the peer's own); UCS_ERR_NO_DEVICE where there is none.
  * uct_crypt_iface.c */
+/* The data role's keepalive and flow bounds (UCX_CRYPT_KEEP*,
+ * UCX_CRYPT_RX_FLOWS*), read from the environment for what has no table
+ * of its own: the auxiliary role, the lane, the connection manager (one
+ * set of knobs for every socket and flow table of the process); either
+ * may be NULL. uct_crypt_iface.c */
+ucs_status_t uct_crypt_data_role_options(uct_crypt_keepalive_t *keepalive,
+                                         uct_crypt_rx_limits_t *rx_limits);
+
 ucs_status_t uct_crypt_iface_device_address(uct_worker_h worker,
                                             const char *dev_name,
                                             void *addr, size_t max,
@@ -412,8 +431,6 @@ typedef struct uct_crypt_cm_config {
     uct_cm_config_t super;
     size_t          priv_data_len;
     double          handshake_timeout;
-    unsigned        max_half_open;
-    uct_crypt_keepalive_t keepalive;
 } uct_crypt_cm_config_t;
 
 extern ucs_config_field_t uct_crypt_cm_config_table[];

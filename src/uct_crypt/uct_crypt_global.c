@@ -19,12 +19,20 @@ uint8_t *uct_crypt_job_secret;
 
 double uct_crypt_handshake_rate(void)
 {
-    if (uct_crypt_global.handshake_rate == UCS_ULUNITS_INF) {
+    unsigned long rate = UCT_CRYPT_TEST_KNOB(&uct_crypt_global, handshake_rate,
+                                             UCS_ULUNITS_AUTO);
+
+    if (rate == UCS_ULUNITS_INF) {
         return HUGE_VAL;
-    } else if (uct_crypt_global.handshake_rate == UCS_ULUNITS_AUTO) {
+    } else if (rate == UCS_ULUNITS_AUTO) {
         return UCT_CRYPT_HANDSHAKE_RATE_AUTO;
     }
-    return (double)uct_crypt_global.handshake_rate;
+    return (double)rate;
+}
+
+unsigned long uct_crypt_rekey_records(void)
+{
+    return UCT_CRYPT_TEST_KNOB(&uct_crypt_global, rekey_records, 0);
 }
 
 static const char *uct_crypt_abort_on_ep_failure_names[] = {
@@ -84,23 +92,6 @@ ucs_config_field_t uct_crypt_global_config_table[] = {
      ucs_offsetof(uct_crypt_global_config_t, abort_on_ep_failure),
      UCS_CONFIG_TYPE_ENUM(uct_crypt_abort_on_ep_failure_names)},
 
-    {"HANDSHAKE_RATE", "1000",
-     "First messages a second that each of crypt's listeners (its own wire and\n"
-     "its connection manager) answers with a Diffie-Hellman. Past that, and for\n"
-     "a second after one went to a replayed message, a listener is under load:\n"
-     "it answers a first message with a cookie, which only a holder of the job\n"
-     "secret can use, and takes the DH when the initiator sends its first\n"
-     "message again with it (one more round trip), as WireGuard does. So a\n"
-     "replayed first message costs no DH. 0: always ask; inf: never; auto: 1000.",
-     ucs_offsetof(uct_crypt_global_config_t, handshake_rate),
-     UCS_CONFIG_TYPE_ULUNITS},
-
-    {"REKEY_RECORDS", "0",
-     "Update a flow's key after this many records, and its bulk key after\n"
-     "this many bulk segments, at the next put (0: the limits of\n"
-     "src/keyex/keyex.h). Lower values are for testing key updates.",
-     ucs_offsetof(uct_crypt_global_config_t, rekey_records), UCS_CONFIG_TYPE_ULONG},
-
     /* The collectives' settings: read by the MPI adapter
      * (src/ucp_crypt/mpi/crypt_mpi_config.c, one typed parser each), never
      * by the transport; declared here so that UCX documents them and does
@@ -121,6 +112,23 @@ ucs_config_field_t uct_crypt_global_config_table[] = {
      ucs_offsetof(uct_crypt_global_config_t, coll_verbose), UCS_CONFIG_TYPE_BOOL},
 
 #if UCX_CRYPT_FAULT_INJECTION
+    {"HANDSHAKE_RATE", "1000",
+     "TESTING ONLY: first messages a second that each of crypt's listeners (its\n"
+     "own wire and its connection manager) answers with a Diffie-Hellman. Past\n"
+     "that, and for a second after one went to a replayed message, a listener\n"
+     "is under load: it answers a first message with a cookie, which only a\n"
+     "holder of the job secret can use, and takes the DH when the initiator\n"
+     "sends its first message again with it (one more round trip), as WireGuard\n"
+     "does. 0: always ask (load made for the tests); inf: never; auto: 1000.",
+     ucs_offsetof(uct_crypt_global_config_t, handshake_rate),
+     UCS_CONFIG_TYPE_ULUNITS},
+
+    {"REKEY_RECORDS", "0",
+     "TESTING ONLY: update a flow's key after this many records, and its bulk\n"
+     "key after this many bulk segments, at the next put (0: the limits of\n"
+     "src/keyex/keyex.h).",
+     ucs_offsetof(uct_crypt_global_config_t, rekey_records), UCS_CONFIG_TYPE_ULONG},
+
     {"COLL_FAULT", "",
      "TESTING ONLY (MPI adapter, test builds): this rank forges its first frame\n"
      "to another node. Empty or none: no forgery.",

@@ -12,11 +12,13 @@
 #include <ucs/time/time.h>
 #include <endian.h>
 
+#if UCX_CRYPT_FAULT_INJECTION
 static const char *uct_crypt_bulk_mode_names[] = {
     [UCT_CRYPT_BULK_PIPELINED]  = "pipelined",
     [UCT_CRYPT_BULK_NAIVE]      = "naive",
     [UCT_CRYPT_BULK_MODE_LAST]  = NULL
 };
+#endif
 
 static ucs_config_field_t uct_crypt_rx_limits_config_table[] = {
     {"RX_FLOWS", "65536",
@@ -36,6 +38,24 @@ static ucs_config_field_t uct_crypt_rx_limits_config_table[] = {
 
     {NULL}
 };
+
+ucs_status_t uct_crypt_data_role_options(uct_crypt_keepalive_t *keepalive,
+                                         uct_crypt_rx_limits_t *rx_limits)
+{
+    ucs_status_t status = UCS_OK;
+
+    if (keepalive != NULL) {
+        status = uct_crypt_config_fill(keepalive, uct_crypt_keepalive_config_table,
+                                       sizeof(*keepalive), "crypt keepalive",
+                                       UCT_CRYPT_CONFIG_PREFIX);
+    }
+    if ((status == UCS_OK) && (rx_limits != NULL)) {
+        status = uct_crypt_config_fill(rx_limits, uct_crypt_rx_limits_config_table,
+                                       sizeof(*rx_limits), "crypt flow bounds",
+                                       UCT_CRYPT_CONFIG_PREFIX);
+    }
+    return status;
+}
 
 static ucs_config_field_t uct_crypt_iface_config_table[] = {
     {"", "", NULL, ucs_offsetof(uct_crypt_iface_config_t, super),
@@ -80,6 +100,23 @@ static ucs_config_field_t uct_crypt_iface_config_table[] = {
      "TESTING ONLY: number of records (bulk faults: segments) sent intact\n"
      "before UCX_CRYPT_FAULT applies.",
      ucs_offsetof(uct_crypt_iface_config_t, fault_after), UCS_CONFIG_TYPE_ULONG},
+
+    {"BULK_MODE", "pipelined",
+     "TESTING ONLY: pipelined: segments sealed by the worker pool and sent as\n"
+     "each is ready. naive: the whole put sealed by one thread, then sent, then\n"
+     "opened (the CryptMPI paper's baseline, for benchmarks).",
+     ucs_offsetof(uct_crypt_iface_config_t, bulk_mode),
+     UCS_CONFIG_TYPE_ENUM(uct_crypt_bulk_mode_names)},
+
+    {"BULK_MAX_OUTSTANDING", "8",
+     "TESTING ONLY: puts in flight on an iface above which a new put is sealed\n"
+     "by the progress thread instead of the pool (CryptMPI's k = 1 rule).",
+     ucs_offsetof(uct_crypt_iface_config_t, bulk_max_outstanding), UCS_CONFIG_TYPE_UINT},
+
+    {"PROFILE", "",
+     "TESTING ONLY: the calibration profile written by test/perf/crypt_calibrate\n"
+     "(segment size, threads, model parameters). Empty: built-in defaults.",
+     ucs_offsetof(uct_crypt_iface_config_t, profile), UCS_CONFIG_TYPE_STRING},
 #endif
 
     {"SNDBUF", "auto",
@@ -105,40 +142,22 @@ static ucs_config_field_t uct_crypt_iface_config_table[] = {
      "put). With 'n' large messages go as AM fragments.",
      ucs_offsetof(uct_crypt_iface_config_t, bulk), UCS_CONFIG_TYPE_BOOL},
 
-    {"BULK_MODE", "pipelined",
-     "pipelined: segments sealed by the worker pool and sent as each is ready.\n"
-     "naive: the whole put sealed by one thread, then sent, then opened (the\n"
-     "CryptMPI paper's baseline, for benchmarks).",
-     ucs_offsetof(uct_crypt_iface_config_t, bulk_mode),
-     UCS_CONFIG_TYPE_ENUM(uct_crypt_bulk_mode_names)},
-
     {"BULK_SEGMENT", "auto",
-     "Bytes per bulk segment. auto: from UCX_CRYPT_PROFILE, else 256k. On crypt's\n"
-     "own Ethernet wire a segment is one frame: at most 256k.",
+     "Bytes per bulk segment. auto: 256k. On crypt's own Ethernet wire a segment\n"
+     "is one frame: at most 256k.",
      ucs_offsetof(uct_crypt_iface_config_t, bulk_segment), UCS_CONFIG_TYPE_MEMUNITS},
 
     {"BULK_THREADS", "auto",
-     "Crypto worker threads per iface. auto: from UCX_CRYPT_PROFILE, else 2,\n"
-     "capped by CryptMPI's min(T0 - T1, t): the node's spare PUs shared by the\n"
-     "job's ranks on it (OMPI_COMM_WORLD_LOCAL_SIZE, MPI_LOCALNRANKS or\n"
-     "SLURM_NTASKS_PER_NODE) and what other processes registered in\n"
-     "/dev/shm. A number is taken as is.",
+     "Crypto worker threads per iface. auto: 2, capped by CryptMPI's\n"
+     "min(T0 - T1, t): the node's spare PUs shared by the job's ranks on it\n"
+     "(OMPI_COMM_WORLD_LOCAL_SIZE, MPI_LOCALNRANKS or SLURM_NTASKS_PER_NODE) and\n"
+     "what other processes registered in /dev/shm. A number is taken as is.",
      ucs_offsetof(uct_crypt_iface_config_t, bulk_threads), UCS_CONFIG_TYPE_ULUNITS},
 
     {"BULK_DEPTH", "16",
      "Bounce segments per iface, registered with the inner md once; puts wait\n"
      "(never fail) when all are in flight.",
      ucs_offsetof(uct_crypt_iface_config_t, bulk_depth), UCS_CONFIG_TYPE_UINT},
-
-    {"BULK_MAX_OUTSTANDING", "8",
-     "Puts in flight on an iface above which a new put is sealed by the\n"
-     "progress thread instead of the pool (CryptMPI's k = 1 rule).",
-     ucs_offsetof(uct_crypt_iface_config_t, bulk_max_outstanding), UCS_CONFIG_TYPE_UINT},
-
-    {"PROFILE", "",
-     "Calibration profile written by test/perf/crypt_calibrate (segment size,\n"
-     "threads, model parameters). Empty: built-in defaults.",
-     ucs_offsetof(uct_crypt_iface_config_t, profile), UCS_CONFIG_TYPE_STRING},
 
     {NULL}
 };
@@ -581,8 +600,11 @@ static UCS_CLASS_INIT_FUNC(uct_crypt_iface_t, uct_md_h tl_md, uct_worker_h worke
                            const uct_iface_config_t *tl_config)
 {
     uct_crypt_md_t *md = ucs_derived_of(tl_md, uct_crypt_md_t);
+    int aux = !strcmp(params->mode.device.tl_name, UCT_CRYPT_AUX_NAME);
     uct_iface_config_t *inner_config;
     uct_iface_params_t inner_params;
+    uct_crypt_keepalive_t keepalive;
+    uct_crypt_rx_limits_t rx_limits;
     ucs_status_t status;
 
     UCT_CHECK_PARAM(params->field_mask & UCT_IFACE_PARAM_FIELD_OPEN_MODE,
@@ -591,6 +613,16 @@ static UCS_CLASS_INIT_FUNC(uct_crypt_iface_t, uct_md_h tl_md, uct_worker_h worke
         ucs_error("crypt: only UCT_IFACE_OPEN_MODE_DEVICE is supported "
                   "(client/server sockaddr connections are not wrapped)");
         return UCS_ERR_UNSUPPORTED;
+    }
+    if (aux) {
+        /* the auxiliary role has no table of crypt's own: the data role's */
+        status = uct_crypt_data_role_options(&keepalive, &rx_limits);
+        if (status != UCS_OK) {
+            return status;
+        }
+    } else {
+        keepalive = ucs_derived_of(tl_config, uct_crypt_iface_config_t)->keepalive;
+        rx_limits = ucs_derived_of(tl_config, uct_crypt_iface_config_t)->rx_limits;
     }
 
     UCS_CLASS_CALL_SUPER_INIT(uct_base_iface_t, &uct_crypt_iface_ops,
@@ -611,14 +643,9 @@ static UCS_CLASS_INIT_FUNC(uct_crypt_iface_t, uct_md_h tl_md, uct_worker_h worke
             (crypt_aead_backend_t)uct_crypt_global.backend);
     self->key_len = uct_crypt_global.key_bits / 8;
     self->fail_cb_id = UCS_CALLBACKQ_ID_NULL;
-    self->role       = !strcmp(params->mode.device.tl_name, UCT_CRYPT_AUX_NAME) ?
-                       UCT_CRYPT_ROLE_AUX : UCT_CRYPT_ROLE_DATA;
+    self->role       = aux ? UCT_CRYPT_ROLE_AUX : UCT_CRYPT_ROLE_DATA;
     self->inner_id   = uct_crypt_inner_id(md);
-    uct_crypt_rx_flows_init(self, (self->role == UCT_CRYPT_ROLE_DATA) ?
-                            &ucs_derived_of(tl_config,
-                                            uct_crypt_iface_config_t)->rx_limits :
-                            &ucs_derived_of(tl_config,
-                                            uct_crypt_aux_iface_config_t)->rx_limits);
+    uct_crypt_rx_flows_init(self, &rx_limits);
     self->bulk       = NULL;
     if (self->role == UCT_CRYPT_ROLE_DATA) {
         uct_crypt_fault_init(self, ucs_derived_of(tl_config,
@@ -672,6 +699,7 @@ static UCS_CLASS_INIT_FUNC(uct_crypt_iface_t, uct_md_h tl_md, uct_worker_h worke
             .conn_ended_arg  = self,
             .sndbuf          = UCS_MEMUNITS_AUTO,
             .rcvbuf          = UCS_MEMUNITS_AUTO,
+            .keepalive       = keepalive,
             .handshake_rate  = uct_crypt_handshake_rate()
         };
         if (self->role == UCT_CRYPT_ROLE_DATA) {
@@ -679,10 +707,6 @@ static UCS_CLASS_INIT_FUNC(uct_crypt_iface_t, uct_md_h tl_md, uct_worker_h worke
                     ucs_derived_of(tl_config, uct_crypt_iface_config_t);
             sock_params.sndbuf    = config->sndbuf;
             sock_params.rcvbuf    = config->rcvbuf;
-            sock_params.keepalive = config->keepalive;
-        } else {
-            sock_params.keepalive = ucs_derived_of(
-                    tl_config, uct_crypt_aux_iface_config_t)->keepalive;
         }
 #if UCX_CRYPT_FAULT_INJECTION
         if (self->role == UCT_CRYPT_ROLE_DATA) {
@@ -834,15 +858,11 @@ static uct_iface_ops_t uct_crypt_iface_ops = {
     .iface_is_reachable       = uct_crypt_iface_is_reachable
 };
 
+/* UCT's base options only: what crypt's own are the data role's
+ * (uct_crypt_data_role_options) */
 static ucs_config_field_t uct_crypt_aux_iface_config_table[] = {
     {"", "", NULL, ucs_offsetof(uct_crypt_aux_iface_config_t, super),
      UCS_CONFIG_TYPE_TABLE(uct_iface_config_table)},
-
-    {"", "", NULL, ucs_offsetof(uct_crypt_aux_iface_config_t, keepalive),
-     UCS_CONFIG_TYPE_TABLE(uct_crypt_keepalive_config_table)},
-
-    {"", "", NULL, ucs_offsetof(uct_crypt_aux_iface_config_t, rx_limits),
-     UCS_CONFIG_TYPE_TABLE(uct_crypt_rx_limits_config_table)},
 
     {NULL}
 };

@@ -240,6 +240,34 @@ check_test_hooks() {
     fi
 }
 
+# Knobs a user needs: crypt's own UCX_CRYPT_* in a release build, at most
+# 25 (UCX tcp has 15); UCX's own that every UCT tl and cm inherits
+# (ALLOC, FAILURE, MAX_NUM_EPS, REUSEADDR, under each role's prefix) are
+# not crypt's. The test and benchmark switches exist in test builds only.
+own_knobs() { # prefix
+    LD_PRELOAD="$1/lib/libuct_crypt.so" ucx_info -c -f 2>/dev/null |
+        grep -oE '^UCX_CRYPT_[A-Z0-9_]+' | sort -u |
+        grep -vE '^UCX_CRYPT_(AUX_|CM_)?(ALLOC|FAILURE|MAX_NUM_EPS|REUSEADDR)$'
+}
+
+check_knobs() {
+    local rel tst switch missing=""
+    rel=$(own_knobs "$prefix")
+    tst=$(own_knobs "$prefix_test")
+    for switch in BULK_MODE BULK_MAX_OUTSTANDING PROFILE REKEY_RECORDS HANDSHAKE_RATE; do
+        grep -qx "UCX_CRYPT_$switch" <<<"$tst" || missing+="$switch not in the test build; "
+        grep -qx "UCX_CRYPT_$switch" <<<"$rel" && missing+="$switch in the release build; "
+    done
+    echo "  crypt's own knobs: release $(grep -c . <<<"$rel"), test $(grep -c . <<<"$tst")"
+    if [ "$(grep -c . <<<"$rel")" -le 25 ] && [ "$(grep -c . <<<"$rel")" -ge 10 ] &&
+       [ -z "$missing" ]; then
+        record release_build_has_at_most_25_knobs pass
+    else
+        record release_build_has_at_most_25_knobs fail \
+            "$(grep -c . <<<"$rel") knobs: $(echo $rel | cut -c1-400); $missing"
+    fi
+}
+
 # ---- licence -------------------------------------------------------------------
 check_licence() {
     local missing
@@ -287,5 +315,6 @@ check_licence
 check_exports
 check_api_headers
 check_test_hooks
+check_knobs
 write_report build "$results/build.xml"
 exit 0

@@ -9,7 +9,6 @@
 cs_check="$obj/test/integration/cs_check"
 cs_crypt=(LD_PRELOAD="$preload" UCX_TLS=crypt UCX_CRYPT_TLS=tcp
           UCX_CRYPT_KEY_FILE="$work/job.key" UCX_CRYPT_STATS=y
-          UCX_CRYPT_CM_KEEPIDLE=1s UCX_CRYPT_CM_KEEPINTVL=1s
           UCX_CRYPT_KEEPIDLE=1s UCX_CRYPT_KEEPINTVL=1s UCX_WARN_UNUSED_ENV_VARS=n)
 cs_plain=(UCX_TLS=tcp UCX_WARN_UNUSED_ENV_VARS=n)
 

@@ -62,18 +62,20 @@ spare=$(spare_pus_per_rank) # crypto threads per emulated host
 # the bulk engine's inner: UCX's tcp standing in for rc (test builds only)
 rc_like=UCX_CRYPT_INNER_UCX_TCP=y
 bulk_modes=(pipelined naive am pipe64k)
+profile_env="UCX_CRYPT_PROFILE=$profile" # (test builds read the profile)
 if ! env LD_PRELOAD="$plugin" ucx_info -c -f 2>/dev/null | grep -q CRYPT_INNER_UCX_TCP; then
     echo "note: $prefix is a release build: only plaintext and crypt's own wire" \
          "(pass _build/install-test for the bulk engine's rows)"
     bulk_modes=()
+    profile_env=""
 fi
 mode_env() { # mode -> env assignments for both sides
     case $1 in
     plain)     echo "UCX_TLS=tcp" ;;
-    own)       echo "LD_PRELOAD=$plugin UCX_TLS=crypt UCX_CRYPT_TLS=tcp UCX_CRYPT_KEY_FILE=$work/job.key UCX_CRYPT_PROFILE=$profile UCX_CRYPT_BULK_THREADS=$spare" ;;
+    own)       echo "LD_PRELOAD=$plugin UCX_TLS=crypt UCX_CRYPT_TLS=tcp UCX_CRYPT_KEY_FILE=$work/job.key $profile_env UCX_CRYPT_BULK_THREADS=$spare" ;;
     own-am)    echo "LD_PRELOAD=$plugin UCX_TLS=crypt UCX_CRYPT_TLS=tcp UCX_CRYPT_KEY_FILE=$work/job.key UCX_CRYPT_BULK=n" ;;
-    pipelined) echo "LD_PRELOAD=$plugin UCX_TLS=crypt UCX_CRYPT_TLS=tcp UCX_CRYPT_KEY_FILE=$work/job.key $rc_like UCX_CRYPT_PROFILE=$profile UCX_CRYPT_BULK_THREADS=$spare" ;;
-    pipe64k)   echo "LD_PRELOAD=$plugin UCX_TLS=crypt UCX_CRYPT_TLS=tcp UCX_CRYPT_KEY_FILE=$work/job.key $rc_like UCX_CRYPT_PROFILE=$profile UCX_CRYPT_BULK_THREADS=$spare UCX_CRYPT_BULK_SEGMENT=64k" ;;
+    pipelined) echo "LD_PRELOAD=$plugin UCX_TLS=crypt UCX_CRYPT_TLS=tcp UCX_CRYPT_KEY_FILE=$work/job.key $rc_like $profile_env UCX_CRYPT_BULK_THREADS=$spare" ;;
+    pipe64k)   echo "LD_PRELOAD=$plugin UCX_TLS=crypt UCX_CRYPT_TLS=tcp UCX_CRYPT_KEY_FILE=$work/job.key $rc_like $profile_env UCX_CRYPT_BULK_THREADS=$spare UCX_CRYPT_BULK_SEGMENT=64k" ;;
     naive)     echo "LD_PRELOAD=$plugin UCX_TLS=crypt UCX_CRYPT_TLS=tcp UCX_CRYPT_KEY_FILE=$work/job.key $rc_like UCX_CRYPT_BULK_MODE=naive" ;;
     am)        echo "LD_PRELOAD=$plugin UCX_TLS=crypt UCX_CRYPT_TLS=tcp UCX_CRYPT_KEY_FILE=$work/job.key $rc_like UCX_CRYPT_BULK=n" ;;
     esac

@@ -2,8 +2,8 @@
 /*
  * TCP keepalive of crypt's own sockets (its wire, its connection manager):
  * the knobs of UCX tcp (tcp_iface.c: KEEPIDLE, KEEPCNT, KEEPINTVL), in the
- * tables of the crypt iface (UCX_CRYPT_KEEP*), the auxiliary one
- * (UCX_CRYPT_AUX_KEEP*) and the connection manager (UCX_CRYPT_CM_KEEP*).
+ * table of the crypt iface (UCX_CRYPT_KEEP*); the auxiliary role, the lane
+ * and the connection manager take the same (uct_crypt_data_role_options).
  * The table is defined by the wire (wire_iface.c), which applies it.
  */
 #ifndef UCT_CRYPT_KEEPALIVE_H

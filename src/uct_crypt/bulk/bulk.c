@@ -129,7 +129,8 @@ ucs_status_t uct_crypt_bulk_init(uct_crypt_iface_t *iface,
          !(iface->inner_ops->flags & UCT_CRYPT_INNER_INLINE_SEGMENTS))) {
         return UCS_OK; /* AM only: UCP runs rendezvous over AM */
     }
-    uct_crypt_bulk_read_profile(config->profile, &segment, &threads);
+    uct_crypt_bulk_read_profile(UCT_CRYPT_TEST_KNOB(config, profile, NULL),
+                                &segment, &threads);
     if (config->bulk_segment != UCS_MEMUNITS_AUTO) {
         segment = config->bulk_segment;
     }
@@ -148,7 +149,8 @@ ucs_status_t uct_crypt_bulk_init(uct_crypt_iface_t *iface,
     }
     if (iface->inner_ops->flags & UCT_CRYPT_INNER_INLINE_SEGMENTS) {
         /* a segment is one frame of the inner (crypt's own wire) */
-        if (config->bulk_mode == UCT_CRYPT_BULK_NAIVE) {
+        if (UCT_CRYPT_TEST_KNOB(config, bulk_mode, UCT_CRYPT_BULK_PIPELINED) ==
+            UCT_CRYPT_BULK_NAIVE) {
             ucs_error("crypt: UCX_CRYPT_BULK_MODE=naive needs an inner with "
                       "puts (rc); on Ethernet use pipelined");
             return UCS_ERR_INVALID_PARAM;
@@ -161,7 +163,9 @@ ucs_status_t uct_crypt_bulk_init(uct_crypt_iface_t *iface,
         return UCS_ERR_NO_MEMORY;
     }
     bulk->iface           = iface;
-    bulk->naive           = (config->bulk_mode == UCT_CRYPT_BULK_NAIVE);
+    bulk->naive           = (UCT_CRYPT_TEST_KNOB(config, bulk_mode,
+                                                 UCT_CRYPT_BULK_PIPELINED) ==
+                             UCT_CRYPT_BULK_NAIVE);
     bulk->inline_segments = !!(iface->inner_ops->flags &
                                UCT_CRYPT_INNER_INLINE_SEGMENTS);
     status = uct_md_query(&md->super, &md_attr);
@@ -173,7 +177,8 @@ ucs_status_t uct_crypt_bulk_init(uct_crypt_iface_t *iface,
     bulk->need_memh        = !!(md_attr.cap.flags & UCT_MD_FLAG_NEED_MEMH);
     bulk->segment         = segment;
     bulk->depth           = ucs_max(config->bulk_depth, 2);
-    bulk->max_outstanding = config->bulk_max_outstanding;
+    bulk->max_outstanding = UCT_CRYPT_TEST_KNOB(config, bulk_max_outstanding,
+                                                UCT_CRYPT_BULK_MAX_OUTSTANDING);
     bulk->progress_id     = UCS_CALLBACKQ_ID_NULL;
     bulk->event_fd        = -1;
     bulk->wake_fd         = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);

@@ -30,6 +30,9 @@
 #define UCT_CRYPT_BULK_RAMP_FIRST       (64 * 1024) /* the first segment's
                                                        most (bulk/bulk_tx.c) */
 #define UCT_CRYPT_BULK_DEFAULT_THREADS  2
+/* puts in flight above which a new one is sealed by the progress thread
+ * (CryptMPI's k = 1 rule; UCX_CRYPT_BULK_MAX_OUTSTANDING in test builds) */
+#define UCT_CRYPT_BULK_MAX_OUTSTANDING  8
 #define UCT_CRYPT_BULK_REGISTRY_FMT     "/dev/shm/ucx-crypt-threads.%u"
 
 typedef enum {

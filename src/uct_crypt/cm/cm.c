@@ -38,16 +38,6 @@ ucs_config_field_t uct_crypt_cm_config_table[] = {
      "within this time is closed (client: the endpoint fails).",
      ucs_offsetof(uct_crypt_cm_config_t, handshake_timeout), UCS_CONFIG_TYPE_TIME},
 
-    {"MAX_HALF_OPEN", "64",
-     "Server: connections held before their first message passed its check,\n"
-     "and, apart, those that passed and wait for their CONNECT; past it one\n"
-     "of the silent ones is closed, of the address that holds the most (a\n"
-     "flood of strangers cannot hold the listener).",
-     ucs_offsetof(uct_crypt_cm_config_t, max_half_open), UCS_CONFIG_TYPE_UINT},
-
-    {"", "", NULL, ucs_offsetof(uct_crypt_cm_config_t, keepalive),
-     UCS_CONFIG_TYPE_TABLE(uct_crypt_keepalive_config_table)},
-
     {NULL}
 };
 
@@ -280,6 +270,10 @@ static UCS_CLASS_INIT_FUNC(uct_crypt_cm_t, uct_component_h component,
     if (status != UCS_OK) {
         return status;
     }
+    status = uct_crypt_data_role_options(&self->keepalive, NULL);
+    if (status != UCS_OK) {
+        return status;
+    }
     if ((cm_config->priv_data_len == 0) ||
         (cm_config->priv_data_len >
          UCT_CRYPT_CM_MAX_BODY - 1 - UCT_CRYPT_CM_MAX_DEV_ADDR)) {
@@ -288,16 +282,14 @@ static UCS_CLASS_INIT_FUNC(uct_crypt_cm_t, uct_component_h component,
                   UCT_CRYPT_CM_MAX_BODY - 1 - UCT_CRYPT_CM_MAX_DEV_ADDR);
         return UCS_ERR_INVALID_PARAM;
     }
-    if ((cm_config->max_half_open == 0) || (cm_config->handshake_timeout <= 0)) {
-        ucs_error("crypt: UCX_CRYPT_CM_MAX_HALF_OPEN and "
-                  "UCX_CRYPT_CM_HANDSHAKE_TIMEOUT must be above zero");
+    if (cm_config->handshake_timeout <= 0) {
+        ucs_error("crypt: UCX_CRYPT_CM_HANDSHAKE_TIMEOUT must be above zero");
         return UCS_ERR_INVALID_PARAM;
     }
     self->priv_data_len     = cm_config->priv_data_len;
     self->max_body          = 1 + UCT_CRYPT_CM_MAX_DEV_ADDR + self->priv_data_len;
     self->handshake_timeout = ucs_time_from_sec(cm_config->handshake_timeout);
-    self->max_half_open     = cm_config->max_half_open;
-    self->keepalive         = cm_config->keepalive;
+    self->max_half_open     = UCT_CRYPT_CM_MAX_HALF_OPEN;
     self->half_open         = 0;
     self->proven            = 0;
     memset(&self->seen, 0, sizeof(self->seen));

@@ -13,8 +13,8 @@
  *   connection is closed there, counted and logged rate-limited, and the
  *   listener goes on. Until then a connection holds no handshake state
  *   (the tag is checked in the cm's one scratch state) and is half-open:
- *   those are bounded in number and time (UCX_CRYPT_CM_MAX_HALF_OPEN,
- *   _HANDSHAKE_TIMEOUT); when they are all taken, what waits on them is
+ *   those are bounded in number and time (UCT_CRYPT_CM_MAX_HALF_OPEN,
+ *   UCX_CRYPT_CM_HANDSHAKE_TIMEOUT); when they are all taken, what waits on them is
  *   read first, then one of the silent ones goes (of the source address
  *   that holds the most, the oldest: wire/wire_admit.h). A first message
  *   whose ephemeral was seen before is a replay, refused before the DH;
@@ -33,7 +33,8 @@
  * - A frame's length is checked against a constant before it is read in;
  *   one that does not open, or comes out of turn, ends the connection.
  *
- * Liveness: TCP keepalive (UCX_CRYPT_CM_KEEPIDLE, KEEPCNT, KEEPINTVL); a
+ * Liveness: TCP keepalive (the data role's UCX_CRYPT_KEEPIDLE, KEEPCNT,
+ * KEEPINTVL: one set for every socket of crypt's); a
  * peer that ends (kill, close) ends this connection and UCP hears of it
  * through the disconnect callback, as with tcp_sockcm.
  */
@@ -53,13 +54,20 @@
 #define UCT_CRYPT_CM_MAX_BODY     (UINT16_MAX - CRYPT_AEAD_TAG_LEN)
 
 
+/* Connections a server holds before their first message passed its check,
+ * and, apart, those that passed and wait for their CONNECT: past it one of
+ * the silent ones is closed, of the address that holds the most (a flood
+ * of strangers cannot hold the listener). The wire's half-open slots have
+ * no knob either. */
+#define UCT_CRYPT_CM_MAX_HALF_OPEN 64
+
 typedef struct uct_crypt_cm {
     uct_cm_t        super;
     size_t          priv_data_len;
     size_t          max_body;         /* sealed part of a frame, tag excluded */
     ucs_time_t      handshake_timeout;
     unsigned        max_half_open;
-    uct_crypt_keepalive_t keepalive;  /* of every connection (UCX_CRYPT_CM_KEEP*) */
+    uct_crypt_keepalive_t keepalive;  /* of every connection (UCX_CRYPT_KEEP*) */
     unsigned        half_open;        /* server eps: first message not passed */
     unsigned        proven;           /* ... passed, CONNECT not yet */
     keyex_noise_t   *scratch;         /* secure: where first messages are

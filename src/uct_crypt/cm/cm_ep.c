@@ -88,8 +88,7 @@ static const char *uct_crypt_cm_client_refusal(const uct_crypt_cm_ep_t *ep)
     case KEYEX_NOISE_REFUSED_BUSY:
         return "the server closed the connection unanswered: all its slots "
                "for connections still in their handshake were taken (a flood "
-               "of connections at the server? UCX_CRYPT_CM_MAX_HALF_OPEN "
-               "there); try again";
+               "of connections at the server?); try again";
     case KEYEX_NOISE_REFUSED_LOCAL:
         return "the server failed to answer (its log says why)";
     default:

@@ -94,7 +94,7 @@ static void uct_crypt_cm_listener_make_room(uct_crypt_cm_t *cm)
             ep = silent[uct_crypt_admit_victim(sources, count)];
             uct_crypt_cm_refused(ep, "half-open connections all taken; a silent "
                                  "one of the address that held the most was "
-                                 "closed (UCX_CRYPT_CM_MAX_HALF_OPEN)");
+                                 "closed (64 at most)");
             ep->refusal = KEYEX_NOISE_REFUSED_BUSY;
             uct_crypt_cm_ep_tell_refusal(ep);
             UCS_CLASS_DELETE_FUNC_NAME(uct_crypt_cm_ep_t)(&ep->super.super.super);
@@ -105,7 +105,7 @@ static void uct_crypt_cm_listener_make_room(uct_crypt_cm_t *cm)
             if (uct_crypt_cm_ep_waiting(ep, UCT_CRYPT_CM_EP_PROVEN)) {
                 uct_crypt_cm_refused(ep, "connections waiting for their "
                                      "CONNECT all taken; the oldest was closed "
-                                     "(UCX_CRYPT_CM_MAX_HALF_OPEN)");
+                                     "(64 at most)");
                 UCS_CLASS_DELETE_FUNC_NAME(uct_crypt_cm_ep_t)(&ep->super.super.super);
                 break;
             }
@@ -172,7 +172,7 @@ static void uct_crypt_cm_listener_accept(int fd, ucs_event_set_types_t events,
 /* What a cm needs to serve, made with its first listener: the room, the
  * state every handshake starts from and the scratch state where first
  * messages are checked, the lists of the make-room step (sized by
- * UCX_CRYPT_CM_MAX_HALF_OPEN: on the heap, not the stack) */
+ * UCT_CRYPT_CM_MAX_HALF_OPEN: on the heap, not the stack) */
 void uct_crypt_cm_server_cleanup(uct_crypt_cm_t *cm)
 {
     keyex_noise_t **state[] = {&cm->start, &cm->scratch};

@@ -650,10 +650,7 @@ static ucs_status_t uct_crypt_lane_open_iface(uct_crypt_lane_t *lane, const char
         };
         /* the crypt iface's keepalive knobs (UCX_CRYPT_KEEP*): the lane
          * is the same wire to the same hosts */
-        status = uct_crypt_config_fill(&sock_params.keepalive,
-                                       uct_crypt_keepalive_config_table,
-                                       sizeof(sock_params.keepalive),
-                                       "crypt keepalive", UCT_CRYPT_CONFIG_PREFIX);
+        status = uct_crypt_data_role_options(&sock_params.keepalive, NULL);
         if (status != UCS_OK) {
             uct_config_release(config);
             return status;

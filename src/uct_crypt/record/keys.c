@@ -174,10 +174,10 @@ void uct_crypt_tx_flow_cleanup(uct_crypt_tx_flow_t *tx)
     memset(tx, 0, sizeof(*tx));
 }
 
-static unsigned long uct_crypt_rekey_records(void)
+static unsigned long uct_crypt_records_per_key(void)
 {
-    return uct_crypt_global.rekey_records ? uct_crypt_global.rekey_records :
-                                            KEYEX_REKEY_RECORDS;
+    return uct_crypt_rekey_records() ? uct_crypt_rekey_records() :
+                                       KEYEX_REKEY_RECORDS;
 }
 
 /* After a record left: update the flow's key before any per-key limit
@@ -186,7 +186,7 @@ static unsigned long uct_crypt_rekey_records(void)
 void uct_crypt_tx_flow_rekey_check(uct_crypt_iface_t *iface,
                                    uct_crypt_tx_flow_t *tx)
 {
-    if ((tx->records_this_key < uct_crypt_rekey_records()) &&
+    if ((tx->records_this_key < uct_crypt_records_per_key()) &&
         (keyex_usage_check(tx->records_this_key, tx->bytes_this_key, 0) ==
          KEYEX_USAGE_OK)) {
         return;
@@ -741,8 +741,8 @@ int uct_crypt_bulk_tx_key_ready(uct_crypt_bulk_tx_t *tx, size_t length)
     /* UCX_CRYPT_REKEY_RECORDS, when set, counts bulk segments too (tests) */
     if ((keyex_usage_check(tx->segments_this_key, tx->bytes_this_key,
                            length) == KEYEX_USAGE_OK) &&
-        ((uct_crypt_global.rekey_records == 0) ||
-         (tx->segments_this_key < uct_crypt_global.rekey_records))) {
+        ((uct_crypt_rekey_records() == 0) ||
+         (tx->segments_this_key < uct_crypt_rekey_records()))) {
         return 1;
     }
     if (!ucs_list_is_empty(&tx->segments)) {

@@ -284,24 +284,25 @@ protected:
     cm_side         client, server;
 };
 
-/* The connection manager's sockets take UCX tcp's keepalive knobs from the
- * cm config (UCX_CRYPT_CM_KEEPIDLE, KEEPCNT, KEEPINTVL), on both sides */
+/* The connection manager's sockets take UCX tcp's keepalive knobs, the
+ * crypt iface's (UCX_CRYPT_KEEPIDLE, KEEPCNT, KEEPINTVL: one set for every
+ * socket of crypt's), on both sides */
 class uct_crypt_cm_keepalive_test : public uct_crypt_cm_test {
 protected:
     void SetUp() override
     {
         /* read by uct_cm_config_read in SetUp, as a user's would be */
-        setenv("UCX_CRYPT_CM_KEEPIDLE", "7s", 1);
-        setenv("UCX_CRYPT_CM_KEEPCNT", "5", 1);
-        setenv("UCX_CRYPT_CM_KEEPINTVL", "3s", 1);
+        setenv("UCX_CRYPT_KEEPIDLE", "7s", 1);
+        setenv("UCX_CRYPT_KEEPCNT", "5", 1);
+        setenv("UCX_CRYPT_KEEPINTVL", "3s", 1);
         uct_crypt_cm_test::SetUp();
-        unsetenv("UCX_CRYPT_CM_KEEPIDLE");
-        unsetenv("UCX_CRYPT_CM_KEEPCNT");
-        unsetenv("UCX_CRYPT_CM_KEEPINTVL");
+        unsetenv("UCX_CRYPT_KEEPIDLE");
+        unsetenv("UCX_CRYPT_KEEPCNT");
+        unsetenv("UCX_CRYPT_KEEPINTVL");
     }
 };
 
-TEST_F(uct_crypt_cm_keepalive_test, keepalive_knobs_of_the_cm_reach_both_sides_sockets)
+TEST_F(uct_crypt_cm_keepalive_test, the_ifaces_keepalive_knobs_reach_both_sides_sockets)
 {
     std::set<int> before = crypt_plugin::connected_tcp_sockets();
     ASSERT_NO_FATAL_FAILURE(connect_pair());
