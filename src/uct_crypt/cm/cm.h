@@ -186,6 +186,10 @@ UCS_CLASS_DECLARE_DELETE_FUNC(uct_crypt_cm_listener_t, uct_listener_t);
 /* Server, a connection ending before its handshake was done: tell the
  * client why (keyex_noise_refusal_msg_t), if ep->refusal says */
 void uct_crypt_cm_ep_tell_refusal(uct_crypt_cm_ep_t *ep);
+
+/* The one place an ep's state bits are set (cm_ep.c), asserting what makes
+ * them a state machine, as tcp_sockcm_ep.c asserts its flags */
+void uct_crypt_cm_ep_set(uct_crypt_cm_ep_t *ep, uint32_t bits);
 void uct_crypt_cm_refused(uct_crypt_cm_ep_t *ep, const char *why);
 ucs_status_t uct_crypt_cm_device(uct_crypt_cm_t *cm, int fd,
                                  char dev_name[UCT_DEVICE_NAME_MAX],

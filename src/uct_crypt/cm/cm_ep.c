@@ -21,6 +21,46 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+/* ---- state -------------------------------------------------------------- */
+
+#define UCT_CRYPT_CM_EP_SERVER_ONLY (UCT_CRYPT_CM_EP_PROVEN | \
+                                     UCT_CRYPT_CM_EP_CONN_REQ | \
+                                     UCT_CRYPT_CM_EP_CREATED | \
+                                     UCT_CRYPT_CM_EP_REJECTING)
+#define UCT_CRYPT_CM_EP_CLIENT_ONLY (UCT_CRYPT_CM_EP_CONNECTING | \
+                                     UCT_CRYPT_CM_EP_RESOLVED | \
+                                     UCT_CRYPT_CM_EP_CONNECT_SENT)
+/* set once: the handshake's end, and each of the user's callbacks */
+#define UCT_CRYPT_CM_EP_ONCE        (UCT_CRYPT_CM_EP_KEYS | \
+                                     UCT_CRYPT_CM_EP_PROVEN | \
+                                     UCT_CRYPT_CM_EP_CONN_REQ | \
+                                     UCT_CRYPT_CM_EP_CONNECTED | \
+                                     UCT_CRYPT_CM_EP_DISCONNECTED)
+
+void uct_crypt_cm_ep_set(uct_crypt_cm_ep_t *ep, uint32_t bits)
+{
+    uint32_t state = ep->state | bits;
+
+    ucs_assertv(!(ep->state & bits & UCT_CRYPT_CM_EP_ONCE),
+                "crypt cm ep %p: state 0x%x set 0x%x again", ep, ep->state, bits);
+    /* one role, and only its own bits */
+    ucs_assert(!((state & UCT_CRYPT_CM_EP_SERVER) && (state & UCT_CRYPT_CM_EP_CLIENT)));
+    ucs_assert(!(state & UCT_CRYPT_CM_EP_SERVER_ONLY) || (state & UCT_CRYPT_CM_EP_SERVER));
+    ucs_assert(!(state & UCT_CRYPT_CM_EP_CLIENT_ONLY) || (state & UCT_CRYPT_CM_EP_CLIENT));
+    /* the protocol's order: nothing the user hears before the handshake's
+     * keys; an ep the server's user made or refused came as a request; a
+     * disconnect only of what was connected */
+    ucs_assert(!(state & (UCT_CRYPT_CM_EP_CONN_REQ | UCT_CRYPT_CM_EP_CONNECTED)) ||
+               (state & UCT_CRYPT_CM_EP_KEYS));
+    ucs_assert(!(state & (UCT_CRYPT_CM_EP_CREATED | UCT_CRYPT_CM_EP_REJECTING)) ||
+               (state & UCT_CRYPT_CM_EP_CONN_REQ));
+    ucs_assert(!(bits & UCT_CRYPT_CM_EP_DISCONNECTED) ||
+               (state & UCT_CRYPT_CM_EP_CONNECTED));
+    ucs_trace("crypt cm ep %p %s: state 0x%x + 0x%x", ep, ep->peer_name,
+              ep->state, bits);
+    ep->state = state;
+}
+
 /* ---- events ------------------------------------------------------------- */
 
 void uct_crypt_cm_ep_events(uct_crypt_cm_ep_t *ep)
@@ -58,7 +98,7 @@ static void uct_crypt_cm_ep_remove_handler(uct_crypt_cm_ep_t *ep)
     } else if (!(ep->state & UCT_CRYPT_CM_EP_FAILED) && (ep->fd >= 0)) {
         (void)ucs_async_remove_handler(ep->fd, 1);
     }
-    ep->state |= UCT_CRYPT_CM_EP_FAILED;
+    uct_crypt_cm_ep_set(ep, UCT_CRYPT_CM_EP_FAILED);
 }
 
 void uct_crypt_cm_ep_invoke_resolve(uct_crypt_cm_ep_t *ep,
@@ -66,13 +106,13 @@ void uct_crypt_cm_ep_invoke_resolve(uct_crypt_cm_ep_t *ep,
 {
     uct_cm_ep_resolve_args_t args;
 
-    ep->state      |= UCT_CRYPT_CM_EP_RESOLVED;
+    uct_crypt_cm_ep_set(ep, UCT_CRYPT_CM_EP_RESOLVED);
     args.field_mask = UCT_CM_EP_RESOLVE_ARGS_FIELD_DEV_NAME |
                       UCT_CM_EP_RESOLVE_ARGS_FIELD_STATUS;
     args.status     = status;
     ucs_strncpy_zero(args.dev_name, ep->dev_name, UCT_DEVICE_NAME_MAX);
     if (uct_cm_ep_resolve_cb(&ep->super, &args) != UCS_OK) {
-        ep->state |= UCT_CRYPT_CM_EP_CB_FAILED;
+        uct_crypt_cm_ep_set(ep, UCT_CRYPT_CM_EP_CB_FAILED);
     }
 }
 
@@ -129,7 +169,7 @@ void uct_crypt_cm_ep_fail(uct_crypt_cm_ep_t *ep, ucs_status_t status,
                      ep->peer_name, why);
         }
         if (!(ep->state & UCT_CRYPT_CM_EP_DISCONNECTED)) {
-            ep->state |= UCT_CRYPT_CM_EP_DISCONNECTED;
+            uct_crypt_cm_ep_set(ep, UCT_CRYPT_CM_EP_DISCONNECTED);
             uct_cm_ep_disconnect_cb(&ep->super);
         }
     } else if (ep->state & UCT_CRYPT_CM_EP_CLIENT) {
@@ -164,7 +204,7 @@ void uct_crypt_cm_ep_fail(uct_crypt_cm_ep_t *ep, ucs_status_t status,
             (ep->super.resolve_cb != NULL)) {
             uct_crypt_cm_ep_invoke_resolve(ep, status);
         } else {
-            ep->state |= UCT_CRYPT_CM_EP_RESOLVED;
+            uct_crypt_cm_ep_set(ep, UCT_CRYPT_CM_EP_RESOLVED);
             remote_data.field_mask = 0;
             uct_cm_ep_client_connect_cb(&ep->super, &remote_data, status);
         }
@@ -218,7 +258,7 @@ ucs_status_t uct_crypt_cm_ep_flush_tx(uct_crypt_cm_ep_t *ep)
     ep->tx_sent = ep->tx_len = 0;
     if ((ep->state & UCT_CRYPT_CM_EP_DISCONNECTING) &&
         !(ep->state & UCT_CRYPT_CM_EP_SHUT)) {
-        ep->state |= UCT_CRYPT_CM_EP_SHUT;
+        uct_crypt_cm_ep_set(ep, UCT_CRYPT_CM_EP_SHUT);
         (void)shutdown(ep->fd, SHUT_WR);
     }
     return UCS_OK;
@@ -234,7 +274,7 @@ void uct_crypt_cm_ep_fail_local(uct_crypt_cm_ep_t *ep, const char *doing)
     ucs_error("crypt: connection manager: connection %s %s: %s%s",
               (ep->state & UCT_CRYPT_CM_EP_SERVER) ? "from" : "to",
               ep->peer_name, doing, crypt_local_failure_take());
-    ep->state |= UCT_CRYPT_CM_EP_LOCAL_FAILURE;
+    uct_crypt_cm_ep_set(ep, UCT_CRYPT_CM_EP_LOCAL_FAILURE);
     if (ep->state & UCT_CRYPT_CM_EP_SERVER) {
         ep->refusal = KEYEX_NOISE_REFUSED_LOCAL;
     }
@@ -268,7 +308,7 @@ static ucs_status_t uct_crypt_cm_client_init(uct_crypt_cm_ep_t *ep,
     const struct sockaddr *addr = params->sockaddr->addr;
     ucs_status_t status;
 
-    ep->state |= UCT_CRYPT_CM_EP_CLIENT | UCT_CRYPT_CM_EP_CONNECTING;
+    uct_crypt_cm_ep_set(ep, UCT_CRYPT_CM_EP_CLIENT | UCT_CRYPT_CM_EP_CONNECTING);
     status = UCT_CM_SET_CB(params, UCT_EP_PARAM_FIELD_SOCKADDR_CONNECT_CB_CLIENT,
                            ep->super.client.connect_cb, params->sockaddr_cb_client,
                            uct_cm_ep_client_connect_callback_t, ucs_empty_function);
@@ -359,14 +399,16 @@ static UCS_CLASS_INIT_FUNC(uct_crypt_cm_ep_t, const uct_ep_params_t *params)
     } else if (params->field_mask & UCT_EP_PARAM_FIELD_SOCKADDR) {
         status = uct_crypt_cm_client_init(self, params);
     } else {
-        self->state |= UCT_CRYPT_CM_EP_SERVER; /* no state until it proves */
+        /* no state until it proves */
+        uct_crypt_cm_ep_set(self, UCT_CRYPT_CM_EP_SERVER);
         status       = UCS_OK;
     }
     if (status == UCS_OK) {
         status = uct_crypt_cm_timer_arm(cm); /* the handshake's deadline */
     }
     if (status != UCS_OK) {
-        self->state |= UCT_CRYPT_CM_EP_FAILED; /* no handler, or gone with it */
+        /* no handler, or gone with it */
+        uct_crypt_cm_ep_set(self, UCT_CRYPT_CM_EP_FAILED);
         if (self->fd >= 0) {
             (void)ucs_async_remove_handler(self->fd, 1);
         }
@@ -448,7 +490,7 @@ static ucs_status_t uct_crypt_cm_server_create(uct_crypt_cm_ep_t *ep,
                                          UCS_EVENT_SET_EVREAD,
                                          uct_crypt_cm_ep_handler, ep, async);
     if (status != UCS_OK) {
-        ep->state |= UCT_CRYPT_CM_EP_FAILED;
+        uct_crypt_cm_ep_set(ep, UCT_CRYPT_CM_EP_FAILED);
         return status;
     }
 
@@ -466,7 +508,7 @@ static ucs_status_t uct_crypt_cm_server_create(uct_crypt_cm_ep_t *ep,
     if (status != UCS_OK) {
         return status;
     }
-    ep->state |= UCT_CRYPT_CM_EP_CREATED;
+    uct_crypt_cm_ep_set(ep, UCT_CRYPT_CM_EP_CREATED);
     status = uct_crypt_cm_ep_flush_tx(ep);
     if (status != UCS_OK) {
         return status;
@@ -525,7 +567,7 @@ ucs_status_t uct_crypt_cm_ep_connect(uct_ep_h tl_ep,
         status = uct_crypt_cm_ep_queue_addresses(ep, CRYPT_CM_FRAME_CONNECT,
                                                  priv, priv_len);
         if (status == UCS_OK) {
-            ep->state |= UCT_CRYPT_CM_EP_CONNECT_SENT;
+            uct_crypt_cm_ep_set(ep, UCT_CRYPT_CM_EP_CONNECT_SENT);
             status     = uct_crypt_cm_ep_flush_tx(ep);
         }
         if (status == UCS_OK) {
@@ -575,7 +617,7 @@ ucs_status_t uct_crypt_cm_ep_disconnect(uct_ep_h tl_ep, unsigned flags)
     } else if (!(ep->state & UCT_CRYPT_CM_EP_CONNECTED)) {
         status = UCS_ERR_BUSY;
     } else {
-        ep->state |= UCT_CRYPT_CM_EP_DISCONNECTING;
+        uct_crypt_cm_ep_set(ep, UCT_CRYPT_CM_EP_DISCONNECTING);
         status = UCS_OK;
         /* A sealed DISCONNECT, then our FIN once it left. Also after the
          * peer's own end was read (DISCONNECTED, handler gone): the peer

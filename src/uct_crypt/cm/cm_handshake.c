@@ -132,7 +132,7 @@ ucs_status_t uct_crypt_cm_ep_queue_packed(uct_crypt_cm_ep_t *ep,
     if (status == UCS_OK) {
         status = uct_crypt_cm_ep_queue_addresses(ep, type, priv, priv_len);
     } else {
-        ep->state |= UCT_CRYPT_CM_EP_CB_FAILED;
+        uct_crypt_cm_ep_set(ep, UCT_CRYPT_CM_EP_CB_FAILED);
     }
     ucs_free(priv);
     return status;
@@ -156,7 +156,7 @@ static ucs_status_t uct_crypt_cm_ep_take_keys(uct_crypt_cm_ep_t *ep,
     keyex_noise_cleanup(ep->hs);
     keyex_secure_free(ep->hs, sizeof(*ep->hs));
     ep->hs     = NULL;
-    ep->state |= UCT_CRYPT_CM_EP_KEYS;
+    uct_crypt_cm_ep_set(ep, UCT_CRYPT_CM_EP_KEYS);
     UCT_CRYPT_STAT_ADD(cm_handshakes, 1);
     return status;
 }
@@ -183,10 +183,10 @@ static ucs_status_t uct_crypt_cm_client_resolve(uct_crypt_cm_ep_t *ep)
         return UCS_ERR_CANCELED;
     }
 
-    ep->state |= UCT_CRYPT_CM_EP_RESOLVED;
+    uct_crypt_cm_ep_set(ep, UCT_CRYPT_CM_EP_RESOLVED);
     status = uct_crypt_cm_ep_queue_packed(ep, CRYPT_CM_FRAME_CONNECT);
     if (status == UCS_OK) {
-        ep->state |= UCT_CRYPT_CM_EP_CONNECT_SENT;
+        uct_crypt_cm_ep_set(ep, UCT_CRYPT_CM_EP_CONNECT_SENT);
     }
     return status;
 }
@@ -342,7 +342,7 @@ ucs_status_t uct_crypt_cm_server_handshake(uct_crypt_cm_ep_t *ep,
     /* proven: out of the half-open set, and never evicted by it */
     --cm->half_open;
     ++cm->proven;
-    ep->state |= UCT_CRYPT_CM_EP_PROVEN;
+    uct_crypt_cm_ep_set(ep, UCT_CRYPT_CM_EP_PROVEN);
     ep->hs     = keyex_secure_alloc(sizeof(*ep->hs));
     if (ep->hs != NULL) {
         memcpy(ep->hs, cm->scratch, sizeof(*ep->hs));
@@ -455,7 +455,7 @@ static ucs_status_t uct_crypt_cm_server_connect(uct_crypt_cm_ep_t *ep,
     ucs_strncpy_zero(args.dev_name, ep->dev_name, UCT_DEVICE_NAME_MAX);
 
     /* from here the ep is the user's: uct_ep_create or a reject */
-    ep->state |= UCT_CRYPT_CM_EP_CONN_REQ;
+    uct_crypt_cm_ep_set(ep, UCT_CRYPT_CM_EP_CONN_REQ);
     --cm->proven;
     listener = ep->listener;
     ep->listener = NULL;
@@ -474,7 +474,7 @@ static ucs_status_t uct_crypt_cm_client_accept(uct_crypt_cm_ep_t *ep,
         return UCS_ERR_INVALID_PARAM;
     }
     uct_crypt_cm_remote_data(&peer, &remote_data);
-    ep->state |= UCT_CRYPT_CM_EP_CONNECTED;
+    uct_crypt_cm_ep_set(ep, UCT_CRYPT_CM_EP_CONNECTED);
     uct_cm_ep_client_connect_cb(&ep->super, &remote_data, UCS_OK);
     return UCS_ERR_CANCELED;
 }
@@ -497,7 +497,7 @@ static ucs_status_t uct_crypt_cm_ep_dispatch(uct_crypt_cm_ep_t *ep, uint8_t type
     }
     if ((type == CRYPT_CM_FRAME_NOTIFY) && (len == 0) &&
         (s & UCT_CRYPT_CM_EP_CREATED) && !(s & UCT_CRYPT_CM_EP_CONNECTED)) {
-        ep->state |= UCT_CRYPT_CM_EP_CONNECTED;
+        uct_crypt_cm_ep_set(ep, UCT_CRYPT_CM_EP_CONNECTED);
         uct_cm_ep_server_conn_notify_cb(&ep->super, UCS_OK);
         return UCS_ERR_CANCELED;
     }
@@ -513,7 +513,7 @@ static ucs_status_t uct_crypt_cm_ep_dispatch(uct_crypt_cm_ep_t *ep, uint8_t type
     if ((type == CRYPT_CM_FRAME_DISCONNECT) && (len == 0) &&
         (s & UCT_CRYPT_CM_EP_CONNECTED)) {
         ucs_debug("crypt: connection manager: %s disconnected", ep->peer_name);
-        ep->state |= UCT_CRYPT_CM_EP_DISCONNECTED;
+        uct_crypt_cm_ep_set(ep, UCT_CRYPT_CM_EP_DISCONNECTED);
         uct_cm_ep_disconnect_cb(&ep->super);
         return UCS_ERR_CANCELED;
     }

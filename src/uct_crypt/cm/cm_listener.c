@@ -161,11 +161,11 @@ static void uct_crypt_cm_listener_accept(int fd, ucs_event_set_types_t events,
         ev.events   = EPOLLIN;
         ev.data.ptr = ep;
         if (epoll_ctl(cm->room_fd, EPOLL_CTL_ADD, conn, &ev) < 0) {
-            ep->state |= UCT_CRYPT_CM_EP_FAILED;
+            uct_crypt_cm_ep_set(ep, UCT_CRYPT_CM_EP_FAILED);
             UCS_CLASS_DELETE_FUNC_NAME(uct_crypt_cm_ep_t)(tl_ep);
             continue;
         }
-        ep->state |= UCT_CRYPT_CM_EP_IN_ROOM;
+        uct_crypt_cm_ep_set(ep, UCT_CRYPT_CM_EP_IN_ROOM);
     }
 }
 
@@ -315,7 +315,7 @@ ucs_status_t uct_crypt_cm_listener_reject(uct_listener_h tl_listener,
     ucs_status_t status;
 
     UCS_ASYNC_BLOCK(async);
-    ep->state |= UCT_CRYPT_CM_EP_REJECTING;
+    uct_crypt_cm_ep_set(ep, UCT_CRYPT_CM_EP_REJECTING);
     if (ep->state & UCT_CRYPT_CM_EP_FAILED) {
         status = UCS_ERR_NOT_CONNECTED;
     } else {

@@ -161,15 +161,52 @@ static void uct_crypt_wire_conn_ended(uct_crypt_wire_iface_t *iface, uint64_t id
     iface->ended[iface->ended_count++] = id;
 }
 
+static const char *uct_crypt_wire_state_names[] = {
+    [UCT_CRYPT_WIRE_CONNECTING]  = "connecting",
+    [UCT_CRYPT_WIRE_INIT_SENT]   = "initiation sent",
+    [UCT_CRYPT_WIRE_WAIT_INIT]   = "waiting for the initiation",
+    [UCT_CRYPT_WIRE_ESTABLISHED] = "established",
+    [UCT_CRYPT_WIRE_CLOSED]      = "closed"
+};
+
+/* as UCX tcp's uct_tcp_cm_change_conn_state: the only writer of `state`
+ * after a connection is made, tracing and asserting each change; a
+ * responder stops counting as half-open when it leaves WAIT_INIT */
+void uct_crypt_wire_conn_set_state(uct_crypt_wire_conn_t *conn,
+                                   uct_crypt_wire_state_t state)
+{
+    static const unsigned next[] = {
+        [UCT_CRYPT_WIRE_CONNECTING]  = UCS_BIT(UCT_CRYPT_WIRE_INIT_SENT) |
+                                       UCS_BIT(UCT_CRYPT_WIRE_CLOSED),
+        [UCT_CRYPT_WIRE_INIT_SENT]   = UCS_BIT(UCT_CRYPT_WIRE_INIT_SENT) |
+                                       UCS_BIT(UCT_CRYPT_WIRE_ESTABLISHED) |
+                                       UCS_BIT(UCT_CRYPT_WIRE_CLOSED),
+        [UCT_CRYPT_WIRE_WAIT_INIT]   = UCS_BIT(UCT_CRYPT_WIRE_ESTABLISHED) |
+                                       UCS_BIT(UCT_CRYPT_WIRE_CLOSED),
+        [UCT_CRYPT_WIRE_ESTABLISHED] = UCS_BIT(UCT_CRYPT_WIRE_CLOSED),
+        [UCT_CRYPT_WIRE_CLOSED]      = 0
+    };
+    uct_crypt_wire_state_t old = conn->state;
+
+    ucs_assertv((old < UCT_CRYPT_WIRE_STATE_LAST) && (next[old] & UCS_BIT(state)),
+                "crypt wire conn %p: %s -> %s", conn,
+                uct_crypt_wire_state_names[old], uct_crypt_wire_state_names[state]);
+    ucs_assert((state != UCT_CRYPT_WIRE_ESTABLISHED) || (conn->hs == NULL));
+    ucs_trace("crypt wire conn %p %s: %s -> %s", conn, conn->peer_name,
+              uct_crypt_wire_state_names[old], uct_crypt_wire_state_names[state]);
+    if ((old == UCT_CRYPT_WIRE_WAIT_INIT) && (state != old)) {
+        ucs_assert(conn->iface->half_open > 0);
+        --conn->iface->half_open;
+    }
+    conn->state = state;
+}
+
 /* The end of a connection, whatever its reason (uct_crypt_wire_conn_fail
  * reports the ones that are failures before it calls this). */
 void uct_crypt_wire_conn_close(uct_crypt_wire_conn_t *conn)
 {
     uct_crypt_wire_iface_t *iface = conn->iface;
 
-    if (conn->state == UCT_CRYPT_WIRE_WAIT_INIT) {
-        --iface->half_open;
-    }
     if (conn->state == UCT_CRYPT_WIRE_ESTABLISHED) {
         uct_crypt_wire_conn_ended(iface, conn->id);
         ++iface->closed_since_trim;
@@ -179,7 +216,7 @@ void uct_crypt_wire_conn_close(uct_crypt_wire_conn_t *conn)
         close(conn->fd);
         conn->fd = -1;
     }
-    conn->state = UCT_CRYPT_WIRE_CLOSED;
+    uct_crypt_wire_conn_set_state(conn, UCT_CRYPT_WIRE_CLOSED);
     uct_crypt_wire_conn_free_keys(conn);
     if (conn->ep != NULL) {
         conn->ep->conn = NULL;

@@ -71,7 +71,7 @@ ucs_status_t uct_crypt_wire_conn_make_init(uct_crypt_wire_conn_t *conn,
     conn->tx_head   = 0;
     conn->tx_len    = sizeof(*msg);
     conn->init_left = sizeof(*msg);
-    conn->state     = UCT_CRYPT_WIRE_INIT_SENT;
+    uct_crypt_wire_conn_set_state(conn, UCT_CRYPT_WIRE_INIT_SENT);
     return UCS_OK;
 }
 
@@ -280,8 +280,7 @@ int uct_crypt_wire_conn_accept_init(uct_crypt_wire_conn_t *conn)
     keyex_noise_cleanup(conn->hs);
     keyex_secure_free(conn->hs, sizeof(*conn->hs));
     conn->hs    = NULL;
-    conn->state = UCT_CRYPT_WIRE_ESTABLISHED;
-    --iface->half_open;
+    uct_crypt_wire_conn_set_state(conn, UCT_CRYPT_WIRE_ESTABLISHED);
     UCT_CRYPT_STAT_ADD(wire_handshakes, 1);
     ucs_debug("crypt: wire connection from %s, peer %02x%02x%02x%02x%s",
               conn->peer_name, conn->peer_static[0], conn->peer_static[1],
@@ -375,7 +374,7 @@ int uct_crypt_wire_conn_accept_response(uct_crypt_wire_conn_t *conn)
     keyex_noise_cleanup(conn->hs);
     keyex_secure_free(conn->hs, sizeof(*conn->hs));
     conn->hs    = NULL;
-    conn->state = UCT_CRYPT_WIRE_ESTABLISHED;
+    uct_crypt_wire_conn_set_state(conn, UCT_CRYPT_WIRE_ESTABLISHED);
     UCT_CRYPT_STAT_ADD(wire_handshakes, 1);
     if ((flags & KEYEX_NOISE_RESPONSE_REDIRECT) && (conn->ep != NULL) &&
         ((flags & KEYEX_NOISE_RESPONSE_OPENING) ||

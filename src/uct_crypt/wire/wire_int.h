@@ -91,12 +91,22 @@ void uct_crypt_wire_rx_expect_segment(uct_iface_h tl_iface, void *dest,
 int uct_crypt_wire_is_own(uct_iface_h tl_iface);
 
 
+/* A connection's states; uct_crypt_wire_conn_set_state is the one place
+ * they change, and asserts each change is one of these:
+ *   CONNECTING -> INIT_SENT -> ESTABLISHED -> CLOSED   (initiator)
+ *   WAIT_INIT -> ESTABLISHED -> CLOSED                  (responder)
+ *   INIT_SENT -> INIT_SENT (again, with a cookie), any -> CLOSED.
+ * Flags refine ESTABLISHED: closing, tx_closed, frames.closed (the CLOSE
+ * exchange), redirect_wait, redirect_opening (one connection per pair). */
 typedef enum {
     UCT_CRYPT_WIRE_CONNECTING,   /* initiator: connect() in progress */
     UCT_CRYPT_WIRE_INIT_SENT,    /* initiator: waiting for the response */
     UCT_CRYPT_WIRE_WAIT_INIT,    /* responder: half-open, nothing proved */
-    UCT_CRYPT_WIRE_ESTABLISHED,
-    UCT_CRYPT_WIRE_CLOSED
+    UCT_CRYPT_WIRE_ESTABLISHED,  /* both proved: records and segments flow,
+                                    under the exporter's keys */
+    UCT_CRYPT_WIRE_CLOSED,       /* the socket closed, the keys wiped; the
+                                    conn is freed right after */
+    UCT_CRYPT_WIRE_STATE_LAST
 } uct_crypt_wire_state_t;
 
 struct uct_crypt_wire_conn {
@@ -241,6 +251,9 @@ uct_crypt_wire_conn_t *uct_crypt_wire_conn_new(uct_crypt_wire_iface_t *iface,
                                                int fd, uct_crypt_wire_ep_t *ep,
                                                const struct sockaddr *peer);
 void uct_crypt_wire_conn_close(uct_crypt_wire_conn_t *conn);
+/* The one place a connection's state changes (the transitions above) */
+void uct_crypt_wire_conn_set_state(uct_crypt_wire_conn_t *conn,
+                                   uct_crypt_wire_state_t state);
 /* Once many connections ended, their memory back to the system (from
  * the iface's 250 ms tick) */
 void uct_crypt_wire_give_heap_back(uct_crypt_wire_iface_t *iface);
