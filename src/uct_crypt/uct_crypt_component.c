@@ -17,6 +17,7 @@
 #define _GNU_SOURCE /* dladdr */
 #endif
 #include "uct_crypt/uct_crypt.h"
+#include "uct_crypt/cm/cm.h"
 
 #include <uct/api/version.h>
 #include <ucs/sys/module.h>

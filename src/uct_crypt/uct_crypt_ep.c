@@ -6,6 +6,7 @@
  * nor reuses a nonce.
  */
 #include "uct_crypt/uct_crypt.h"
+#include "uct_crypt/bulk/bulk.h"
 
 #include <uct/base/uct_iov.inl>
 
@@ -490,7 +491,7 @@ static size_t uct_crypt_bcopy_pack(void *dest, void *arg)
 /* TESTING ONLY: a sealed record of UCP's under the tamper hook. UCP sends
  * small messages as am_short up to 1.13 and as am_zcopy from 1.16 on; the
  * hook acts on sealed records either way: sealed into a buffer of its own
- * first (uct_crypt_fault.c may hold, drop or repeat it), then copied. */
+ * first (fault/fault.c may hold, drop or repeat it), then copied. */
 static ssize_t uct_crypt_ep_bcopy_faulty(uct_crypt_bcopy_ctx_t *ctx)
 {
     size_t max    = ctx->iface->inner_attr.cap.am.max_bcopy;

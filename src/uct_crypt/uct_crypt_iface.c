@@ -5,6 +5,7 @@
  * plaintext (RMA, atomics, tag offload) and minus the record overhead.
  */
 #include "uct_crypt/uct_crypt.h"
+#include "uct_crypt/bulk/bulk.h"
 #include "uct_crypt/wire/wire.h"
 
 #include <stdio.h>

@@ -265,4 +265,45 @@ ucs_status_t uct_crypt_bulk_rx_key(uct_crypt_iface_t *iface,
 int uct_crypt_bulk_tx_key_ready(uct_crypt_bulk_tx_t *tx, size_t length);
 void uct_crypt_bulk_tx_keys_cleanup(uct_crypt_bulk_tx_t *tx);
 
+/* ---- what the wrapper and the record layer call ---------------------------- */
+
+ucs_status_t uct_crypt_bulk_init(uct_crypt_iface_t *iface,
+                                 const uct_crypt_iface_config_t *config);
+void uct_crypt_bulk_cleanup(uct_crypt_iface_t *iface);
+void uct_crypt_bulk_iface_attr(uct_crypt_iface_t *iface, uct_iface_attr_t *attr);
+ucs_status_t uct_crypt_ep_put_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
+                                    size_t iovcnt, uint64_t remote_addr,
+                                    uct_rkey_t rkey, uct_completion_t *comp);
+ucs_status_t uct_crypt_ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
+                                    size_t iovcnt, uint64_t remote_addr,
+                                    uct_rkey_t rkey, uct_completion_t *comp);
+/* UCS_OK: no put outstanding, flush the inner; else INPROGRESS (comp kept) */
+ucs_status_t uct_crypt_bulk_ep_flush(uct_crypt_ep_t *ep, unsigned flags,
+                                     uct_completion_t *comp);
+/* ep fence: later sends wait until earlier bulk work has left crypt */
+void uct_crypt_bulk_ep_fence(uct_crypt_ep_t *ep);
+/* Event fd and arm: pool threads wake a progress thread that sleeps */
+ucs_status_t uct_crypt_bulk_event_fd_get(uct_crypt_iface_t *iface, int *fd_p);
+ucs_status_t uct_crypt_bulk_event_arm(uct_crypt_iface_t *iface);
+/* An ep of the iface has bulk work outstanding (a put, a get until its
+ * answer landed, a flush, a fence): uct_iface_flush is not done */
+int uct_crypt_bulk_iface_busy(uct_crypt_iface_t *iface);
+int uct_crypt_bulk_ep_idle(uct_crypt_ep_t *ep);
+/* ep going away or failed: wait for its jobs, complete its puts with status */
+void uct_crypt_bulk_ep_cancel(uct_crypt_ep_t *ep, ucs_status_t status);
+void uct_crypt_bulk_control(uct_crypt_iface_t *iface, uct_crypt_rx_flow_t *flow,
+                            uint8_t *payload, size_t length);
+void uct_crypt_bulk_rx_flow_cleanup(uct_crypt_rx_flow_t *flow);
+/* Acts on the segments being opened for the iface, in arrival order: those
+ * at the head that are opened; with `wait`, every one (the progress thread
+ * opens those no worker took). Nothing where the iface has no bulk engine */
+void uct_crypt_bulk_rx_reap(uct_crypt_iface_t *iface, int wait);
+/* No worker writes into a destination any more (a failure is about to be
+ * told, and UCP may then give buffers back): every segment being opened is
+ * done, here where no worker took it; acted on later, in order */
+void uct_crypt_bulk_rx_quiesce(uct_crypt_iface_t *iface);
+/* how many threads seal the bulk engine's segments together (its pool's,
+ * or the progress thread alone); 0 without the engine */
+unsigned uct_crypt_bulk_seal_threads(const uct_crypt_iface_t *iface);
+
 #endif

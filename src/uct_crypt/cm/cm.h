@@ -61,6 +61,18 @@
  * no knob either. */
 #define UCT_CRYPT_CM_MAX_HALF_OPEN 64
 
+/* the connection manager's options (UCX_CRYPT_CM_*) and its open, for the
+ * component (uct_crypt_component.c) */
+typedef struct uct_crypt_cm_config {
+    uct_cm_config_t super;
+    size_t          priv_data_len;
+    double          handshake_timeout;
+} uct_crypt_cm_config_t;
+
+extern ucs_config_field_t uct_crypt_cm_config_table[];
+ucs_status_t uct_crypt_cm_open(uct_component_t *component, uct_worker_h worker,
+                               const uct_cm_config_t *config, uct_cm_t **cm_p);
+
 typedef struct uct_crypt_cm {
     uct_cm_t        super;
     size_t          priv_data_len;

@@ -9,6 +9,7 @@
  * its self-tests behind DEBUG.
  */
 #include "uct_crypt/uct_crypt.h"
+#include "uct_crypt/bulk/bulk.h"
 
 #include <ucs/sys/math.h>
 #include <endian.h>
