@@ -220,32 +220,6 @@ crypt_aead_status_t crypt_stream_open_segment(crypt_aead_key_t *key,
                                               const void *in, size_t len, void *out,
                                               const uint8_t tag[CRYPT_AEAD_TAG_LEN]);
 
-/* A receiver that opens segments strictly in order and knows whether the
- * stream ended properly. The caller says where it believes a segment sits
- * (is_last from its framing); a lie about that fails authentication. */
-typedef struct crypt_stream_reader {
-    crypt_aead_key_t *key;
-    uint8_t          prefix[CRYPT_STREAM_NONCE_PREFIX_LEN];
-    uint32_t         next_index;
-    int              finished;  /* the last segment was opened */
-    int              failed;    /* any failure poisons the stream */
-} crypt_stream_reader_t;
-
-void crypt_stream_reader_init(crypt_stream_reader_t *reader,
-                              crypt_aead_key_t *key,
-                              const uint8_t prefix[CRYPT_STREAM_NONCE_PREFIX_LEN]);
-
-/* Open the next segment. ERR_ORDER once the stream is finished or failed. */
-crypt_aead_status_t crypt_stream_reader_open(crypt_stream_reader_t *reader,
-                                             int is_last,
-                                             const void *aad, size_t aad_len,
-                                             const void *in, size_t len, void *out,
-                                             const uint8_t tag[CRYPT_AEAD_TAG_LEN]);
-
-/* OK only if the last segment was opened and nothing failed; a stream that
- * ends without its last segment was truncated. */
-crypt_aead_status_t crypt_stream_reader_finish(const crypt_stream_reader_t *reader);
-
 #ifdef __cplusplus
 }
 #endif

@@ -103,7 +103,6 @@ typedef enum {
 typedef enum {
     KEYEX_PURPOSE_RECORD = 0,  /* eager / AM records of the transport */
     KEYEX_PURPOSE_BULK,        /* segment streams of the bulk engine */
-    KEYEX_PURPOSE_COLLECTIVE,  /* node-to-node collective ciphertexts */
     KEYEX_PURPOSE_LAST
 } keyex_purpose_t;
 

@@ -233,10 +233,9 @@ static keyex_status_t keyex_expand_label(const uint8_t secret[KEYEX_SECRET_LEN],
 const char *keyex_purpose_name(keyex_purpose_t purpose)
 {
     switch (purpose) {
-    case KEYEX_PURPOSE_RECORD:     return "record";
-    case KEYEX_PURPOSE_BULK:       return "bulk";
-    case KEYEX_PURPOSE_COLLECTIVE: return "collective";
-    default:                       return NULL;
+    case KEYEX_PURPOSE_RECORD: return "record";
+    case KEYEX_PURPOSE_BULK:   return "bulk";
+    default:                   return NULL;
     }
 }
 

@@ -14,6 +14,46 @@ using test_util::bytes;
 
 namespace {
 
+/* A receiver that opens segments strictly in order and knows whether the
+ * stream ended properly, as the bulk engine's target does: the caller says
+ * where it believes a segment sits (is_last from its framing); a lie about
+ * that fails authentication, and a failure poisons the stream. */
+struct stream_reader {
+    crypt_aead_key_t *key;
+    const uint8_t    *prefix;
+    uint32_t         next_index = 0;
+    int              finished   = 0;  /* the last segment was opened */
+    int              failed     = 0;
+
+    crypt_aead_status_t open(int is_last, const void *aad, size_t aad_len,
+                             const void *in, size_t len, void *out,
+                             const uint8_t tag[CRYPT_AEAD_TAG_LEN])
+    {
+        if (finished || failed) {
+            /* after the last: an extension; after a failure: a splice */
+            failed = 1;
+            return CRYPT_AEAD_ERR_ORDER;
+        }
+        crypt_aead_status_t status =
+                crypt_stream_open_segment(key, prefix, next_index, is_last, aad,
+                                          aad_len, in, len, out, tag);
+        if (status != CRYPT_AEAD_OK) {
+            failed = 1;
+            return status;
+        }
+        ++next_index;
+        finished = !!is_last;
+        return CRYPT_AEAD_OK;
+    }
+
+    /* a stream that ends without its last segment was truncated */
+    crypt_aead_status_t finish() const
+    {
+        return failed ? CRYPT_AEAD_ERR_AUTH :
+               finished ? CRYPT_AEAD_OK : CRYPT_AEAD_ERR_ORDER;
+    }
+};
+
 struct sealed_segment {
     bytes   ciphertext;
     uint8_t tag[CRYPT_AEAD_TAG_LEN];
@@ -58,21 +98,19 @@ protected:
     crypt_aead_status_t read(const std::vector<sealed_segment> &segs, bytes *out,
                              const uint8_t *pfx = nullptr)
     {
-        crypt_stream_reader_t reader;
-        crypt_stream_reader_init(&reader, &key, pfx ? pfx : prefix);
+        stream_reader reader = {&key, pfx ? pfx : prefix};
         out->clear();
         for (const sealed_segment &s : segs) {
             bytes pt(s.ciphertext.size());
-            crypt_aead_status_t st =
-                    crypt_stream_reader_open(&reader, s.is_last, "ad", 2,
-                                             s.ciphertext.data(), pt.size(),
-                                             pt.data(), s.tag);
+            crypt_aead_status_t st = reader.open(s.is_last, "ad", 2,
+                                                 s.ciphertext.data(), pt.size(),
+                                                 pt.data(), s.tag);
             if (st != CRYPT_AEAD_OK) {
                 return st;
             }
             out->insert(out->end(), pt.begin(), pt.end());
         }
-        return crypt_stream_reader_finish(&reader);
+        return reader.finish();
     }
 
     crypt_aead_key_t key;
