@@ -342,6 +342,18 @@ uct_component_h uct_crypt_inner_component_find(const char *name);
 /* the crypt md name of an (inner md, inner tl) pair, UCT_MD_NAME_MAX */
 void uct_crypt_md_name(char *name, const char *inner_md, const char *tl);
 
+/* Opens the inner iface of `tl` on its md `md`: crypt's own wire where tl
+ * is tcp (given `wire`), UCX's transport otherwise (the tests' ucx_tcp:
+ * UCX's tcp standing in for rc, ud or dc); *ops_p is the ops table that
+ * goes with it. The one place where tcp means the wire: the data and
+ * auxiliary ifaces and the collective lane open their inner here. */
+struct uct_crypt_wire_params;
+ucs_status_t uct_crypt_inner_open(uct_md_h md, const char *tl, uct_worker_h worker,
+                                  const uct_iface_params_t *params,
+                                  const struct uct_crypt_wire_params *wire,
+                                  int ucx_tcp, uct_iface_h *iface_p,
+                                  const uct_crypt_inner_ops_t **ops_p);
+
 /* md (uct_crypt_md.c) */
 extern ucs_config_field_t uct_crypt_md_config_table[];
 ucs_status_t uct_crypt_md_open(uct_component_t *component, const char *md_name,

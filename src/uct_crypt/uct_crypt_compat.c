@@ -90,7 +90,7 @@ uct_crypt_iface_is_reachable_v2(const uct_iface_h iface,
 }
 #endif
 
-void uct_crypt_internal_ops_init(uct_iface_internal_ops_t *ops, int own_wire)
+void uct_crypt_internal_ops_init(uct_iface_internal_ops_t *ops, int wire)
 {
     memset(ops, 0, sizeof(*ops));
 #if UCT_CRYPT_HAVE_IFACE_QUERY_V2
@@ -98,7 +98,7 @@ void uct_crypt_internal_ops_init(uct_iface_internal_ops_t *ops, int own_wire)
 #endif
     /* crypt's own iface: the cipher's bandwidth where it is below the
      * wire's; the own wire's sockets: the link's */
-    ops->iface_estimate_perf   = own_wire ? uct_base_iface_estimate_perf :
+    ops->iface_estimate_perf   = wire ? uct_base_iface_estimate_perf :
                                  uct_crypt_iface_estimate_perf;
     ops->iface_vfs_refresh     = uct_crypt_iface_vfs_refresh;
 #if UCT_CRYPT_HAVE_MEM_ELEMENT_PACK
@@ -113,10 +113,10 @@ void uct_crypt_internal_ops_init(uct_iface_internal_ops_t *ops, int own_wire)
     ops->iface_is_reachable_v2 = uct_crypt_iface_is_reachable_v2;
 #endif
 #if UCT_CRYPT_HAVE_EP_IS_CONNECTED
-    ops->ep_is_connected       = own_wire ? uct_base_ep_is_connected :
+    ops->ep_is_connected       = wire ? uct_base_ep_is_connected :
                                  uct_crypt_ep_is_connected;
 #else
-    (void)own_wire;
+    (void)wire;
 #endif
 #if UCT_CRYPT_HAVE_GET_DEVICE_EP
     ops->ep_get_device_ep      = uct_crypt_ep_get_device_ep;
@@ -134,12 +134,12 @@ static void uct_crypt_internal_ops_tables_init(void)
     uct_crypt_internal_ops_init(&uct_crypt_wire_ops_table, 1);
 }
 
-uct_iface_internal_ops_t *uct_crypt_internal_ops(int own_wire)
+uct_iface_internal_ops_t *uct_crypt_internal_ops(int wire)
 {
     static pthread_once_t once = PTHREAD_ONCE_INIT;
 
     (void)pthread_once(&once, uct_crypt_internal_ops_tables_init);
-    return own_wire ? &uct_crypt_wire_ops_table : &uct_crypt_iface_ops_table;
+    return wire ? &uct_crypt_wire_ops_table : &uct_crypt_iface_ops_table;
 }
 
 /* ---- configuration -------------------------------------------------------- */

@@ -550,22 +550,6 @@ ucs_status_t uct_crypt_iface_inner_err(void *arg, uct_ep_h inner_ep,
     return uct_crypt_iface_closing_failed(iface, inner_ep) ? UCS_OK : status;
 }
 
-/* Is the inner the Ethernet (UCX's tcp), which crypt replaces by its own
- * wire? */
-static int uct_crypt_inner_is_ethernet(const uct_crypt_md_t *md,
-                                       const uct_iface_config_t *tl_config)
-{
-#if UCX_CRYPT_FAULT_INJECTION
-    if ((tl_config != NULL) &&
-        ucs_derived_of(tl_config, uct_crypt_iface_config_t)->inner_ucx_tcp) {
-        return 0;
-    }
-#else
-    (void)tl_config;
-#endif
-    return !strcmp(md->inner_tl, "tcp");
-}
-
 static keyex_status_t uct_crypt_iface_keypair(uct_crypt_iface_t *iface,
                                               const uct_crypt_iface_config_t *config)
 {
@@ -602,7 +586,10 @@ static UCS_CLASS_INIT_FUNC(uct_crypt_iface_t, uct_md_h tl_md, uct_worker_h worke
 {
     uct_crypt_md_t *md = ucs_derived_of(tl_md, uct_crypt_md_t);
     int aux = !strcmp(params->mode.device.tl_name, UCT_CRYPT_AUX_NAME);
-    uct_iface_config_t *inner_config;
+    /* crypt's own options: the data role's (the auxiliary role has none) */
+    const uct_crypt_iface_config_t *config =
+            aux ? NULL : ucs_derived_of(tl_config, uct_crypt_iface_config_t);
+    uct_crypt_wire_params_t wire = {0};
     uct_iface_params_t inner_params;
     uct_crypt_keepalive_t keepalive;
     uct_crypt_rx_limits_t rx_limits;
@@ -622,8 +609,8 @@ static UCS_CLASS_INIT_FUNC(uct_crypt_iface_t, uct_md_h tl_md, uct_worker_h worke
             return status;
         }
     } else {
-        keepalive = ucs_derived_of(tl_config, uct_crypt_iface_config_t)->keepalive;
-        rx_limits = ucs_derived_of(tl_config, uct_crypt_iface_config_t)->rx_limits;
+        keepalive = config->keepalive;
+        rx_limits = config->rx_limits;
     }
 
     UCS_CLASS_CALL_SUPER_INIT(uct_base_iface_t, &uct_crypt_iface_ops,
@@ -648,19 +635,15 @@ static UCS_CLASS_INIT_FUNC(uct_crypt_iface_t, uct_md_h tl_md, uct_worker_h worke
     self->inner_id   = uct_crypt_inner_id(md);
     uct_crypt_rx_flows_init(self, &rx_limits);
     self->bulk       = NULL;
-    if (self->role == UCT_CRYPT_ROLE_DATA) {
-        uct_crypt_fault_init(self, ucs_derived_of(tl_config,
-                                                  uct_crypt_iface_config_t));
+    if (!aux) {
+        uct_crypt_fault_init(self, config);
     } else {
         uct_crypt_fault_init_none(self);
     }
 
     /* a fresh key pair per iface (its traffic's forward secrecy: see
      * record/keys.c) */
-    if (uct_crypt_iface_keypair(self, (self->role == UCT_CRYPT_ROLE_DATA) ?
-                                ucs_derived_of(tl_config,
-                                               uct_crypt_iface_config_t) :
-                                NULL) != KEYEX_OK) {
+    if (uct_crypt_iface_keypair(self, config) != KEYEX_OK) {
         ucs_error("crypt: cannot generate an X25519 key pair%s",
                   crypt_local_failure_take());
         status = UCS_ERR_NO_RESOURCE;
@@ -684,54 +667,30 @@ static UCS_CLASS_INIT_FUNC(uct_crypt_iface_t, uct_md_h tl_md, uct_worker_h worke
                                  UCT_IFACE_PARAM_FIELD_AM_ALIGNMENT |
                                  UCT_IFACE_PARAM_FIELD_AM_ALIGN_OFFSET);
 
-    if (uct_crypt_inner_is_ethernet(md, (self->role == UCT_CRYPT_ROLE_DATA) ?
-                                    tl_config : NULL)) {
-        /* Ethernet: crypt's own wire, never UCX's tcp transport, which
-         * acts on its headers before anything is authenticated
-         * (wire/wire.h) */
-        uct_crypt_wire_params_t sock_params = {
-            .dev_name        = params->mode.device.dev_name,
-            .keypair         = &self->keypair,
-            .job_secret      = uct_crypt_job_secret,
-            .context         = { KEYEX_NOISE_ROLE_RECORDS, (uint8_t)self->key_len },
-            .peer_failed     = uct_crypt_record_peer_failed,
-            .peer_failed_arg = self,
-            .conn_ended      = uct_crypt_record_conn_ended,
-            .conn_ended_arg  = self,
-            .sndbuf          = UCS_MEMUNITS_AUTO,
-            .rcvbuf          = UCS_MEMUNITS_AUTO,
-            .keepalive       = keepalive,
-            .handshake_rate  = uct_crypt_handshake_rate()
-        };
-        if (self->role == UCT_CRYPT_ROLE_DATA) {
-            const uct_crypt_iface_config_t *config =
-                    ucs_derived_of(tl_config, uct_crypt_iface_config_t);
-            sock_params.sndbuf    = config->sndbuf;
-            sock_params.rcvbuf    = config->rcvbuf;
-        }
+    /* where the inner is crypt's own wire (uct_crypt_inner_open decides) */
+    wire.dev_name        = params->mode.device.dev_name;
+    wire.keypair         = &self->keypair;
+    wire.job_secret      = uct_crypt_job_secret;
+    wire.context.role      = KEYEX_NOISE_ROLE_RECORDS;
+    wire.context.key_bytes = (uint8_t)self->key_len;
+    wire.peer_failed     = uct_crypt_record_peer_failed;
+    wire.peer_failed_arg = self;
+    wire.conn_ended      = uct_crypt_record_conn_ended;
+    wire.conn_ended_arg  = self;
+    wire.sndbuf          = aux ? UCS_MEMUNITS_AUTO : config->sndbuf;
+    wire.rcvbuf          = aux ? UCS_MEMUNITS_AUTO : config->rcvbuf;
+    wire.keepalive       = keepalive;
+    wire.handshake_rate  = uct_crypt_handshake_rate();
 #if UCX_CRYPT_FAULT_INJECTION
-        if (self->role == UCT_CRYPT_ROLE_DATA) {
-            const uct_crypt_iface_config_t *config =
-                    ucs_derived_of(tl_config, uct_crypt_iface_config_t);
-            sock_params.listen_port    = (uint16_t)config->wire_port;
-            sock_params.advertise_port = (uint16_t)config->wire_advertise_port;
-        }
-#endif
-        status = uct_crypt_wire_iface_open(tl_md, worker, &inner_params,
-                                           tl_config, &sock_params,
-                                           &self->inner);
-        self->inner_ops = &uct_crypt_wire_inner_ops;
-    } else {
-        status = uct_md_iface_config_read(md->inner_md, md->inner_tl, NULL,
-                                          NULL, &inner_config);
-        if (status != UCS_OK) {
-            goto err_keypair;
-        }
-        status = uct_iface_open(md->inner_md, worker, &inner_params,
-                                inner_config, &self->inner);
-        uct_config_release(inner_config);
-        self->inner_ops = &uct_crypt_ucx_inner_ops;
+    if (!aux) {
+        wire.listen_port    = (uint16_t)config->wire_port;
+        wire.advertise_port = (uint16_t)config->wire_advertise_port;
     }
+#endif
+    status = uct_crypt_inner_open(md->inner_md, md->inner_tl, worker,
+                                  &inner_params, &wire,
+                                  !aux && UCT_CRYPT_TEST_KNOB(config, inner_ucx_tcp, 0),
+                                  &self->inner, &self->inner_ops);
     if (status != UCS_OK) {
         ucs_error("crypt: cannot open inner transport %s on %s: %s",
                   md->inner_tl, params->mode.device.dev_name,
@@ -778,9 +737,7 @@ static UCS_CLASS_INIT_FUNC(uct_crypt_iface_t, uct_md_h tl_md, uct_worker_h worke
         goto err_scratch;
     }
 
-    status = (self->role == UCT_CRYPT_ROLE_AUX) ? UCS_OK :
-             uct_crypt_bulk_init(self, ucs_derived_of(tl_config,
-                                                      uct_crypt_iface_config_t));
+    status = aux ? UCS_OK : uct_crypt_bulk_init(self, config);
     if (status != UCS_OK) {
         goto err_scratch;
     }

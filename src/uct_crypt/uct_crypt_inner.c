@@ -9,6 +9,7 @@
  * adds ud as ":aux").
  */
 #include "uct_crypt/uct_crypt.h"
+#include "uct_crypt/wire/wire.h"
 
 #include <ucs/sys/module.h>
 #include <ucs/sys/string.h>
@@ -273,6 +274,36 @@ void uct_crypt_inner_restore(void)
         ucs_list_del(&component->list);
         ucs_list_add_tail(&uct_components_list, &component->list);
     }
+}
+
+/* ---- opening an inner ----------------------------------------------------- */
+
+ucs_status_t uct_crypt_inner_open(uct_md_h md, const char *tl, uct_worker_h worker,
+                                  const uct_iface_params_t *params,
+                                  const uct_crypt_wire_params_t *wire, int ucx_tcp,
+                                  uct_iface_h *iface_p,
+                                  const uct_crypt_inner_ops_t **ops_p)
+{
+    uct_iface_config_t *config;
+    ucs_status_t status;
+
+    status = uct_md_iface_config_read(md, tl, NULL, NULL, &config);
+    if (status != UCS_OK) {
+        return status;
+    }
+    if (!strcmp(tl, "tcp") && !ucx_tcp) {
+        /* Ethernet: crypt's own wire, never UCX's tcp transport, which acts
+         * on its headers (a PUT request's address among them) before
+         * anything is authenticated (wire/wire.h) */
+        status = uct_crypt_wire_iface_open(md, worker, params, config, wire,
+                                           iface_p);
+        *ops_p = &uct_crypt_wire_inner_ops;
+    } else {
+        status = uct_iface_open(md, worker, params, config, iface_p);
+        *ops_p = &uct_crypt_ucx_inner_ops;
+    }
+    uct_config_release(config);
+    return status;
 }
 
 /* ---- the inner ops of UCX's transports (rc, ud, dc) -------------------------

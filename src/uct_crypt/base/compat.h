@@ -103,14 +103,14 @@ uct_crypt_mpool_init(ucs_mpool_t *mp, size_t elem_size, unsigned per_chunk,
 
 /* ---- uct_crypt_compat.c ---------------------------------------------------- */
 
-/* The internal ops of an iface of ours, crypt's or (own_wire) the own
+/* The internal ops of an iface of ours, crypt's or (wire) the own
  * wire's: the members this UCX has, the v2 entry points that UCP calls
  * forwarded to the iface's public ops, crypt's own ep_is_connected */
-uct_iface_internal_ops_t *uct_crypt_internal_ops(int own_wire);
+uct_iface_internal_ops_t *uct_crypt_internal_ops(int wire);
 
 /* Fill such a table (the connection manager's "iface" starts from the
  * own wire's, with its own ep_query) */
-void uct_crypt_internal_ops_init(uct_iface_internal_ops_t *ops, int own_wire);
+void uct_crypt_internal_ops_init(uct_iface_internal_ops_t *ops, int wire);
 
 /* Fill `opts` from the environment (UCX_<prefix><name>), by `table` */
 ucs_status_t uct_crypt_config_fill(void *opts, ucs_config_field_t *table,

@@ -89,7 +89,9 @@ struct uct_crypt_lane {
     uct_worker_h            worker;
     uct_md_h                md;
     uct_iface_h             iface;
-    int                     own_wire;  /* tcp: crypt's own wire */
+    const uct_crypt_inner_ops_t *inner_ops; /* uct_crypt_inner_open's */
+    int                     proven_peers; /* the inner proves each peer's
+                                             static key (crypt's own wire) */
     keyex_keypair_t         keypair;   /* its handshake key (own wire) */
     uct_iface_attr_t        attr;
     char                    tl_name[UCT_TL_NAME_MAX];
@@ -138,7 +140,7 @@ static ucs_status_t uct_crypt_lane_am(void *arg, void *data, size_t length,
     uct_crypt_lane_t *lane = arg;
 
     uct_crypt_lane_rx_chunk(&lane->rx, data, length,
-                            uct_crypt_wire_rx_peer(lane->iface));
+                            lane->inner_ops->rx_peer(lane->iface));
     return UCS_OK;
 }
 
@@ -154,7 +156,7 @@ static void uct_crypt_lane_worker_progress(uct_crypt_lane_t *lane)
  * wire), else NULL */
 static const uint8_t *uct_crypt_lane_peer_key(uct_crypt_lane_t *lane, int peer)
 {
-    return (lane->own_wire && (peer >= 0) && (peer < lane->num_peers)) ?
+    return (lane->proven_peers && (peer >= 0) && (peer < lane->num_peers)) ?
            lane->peers[peer].peer_static : NULL;
 }
 
@@ -486,7 +488,7 @@ static ucs_status_t uct_crypt_lane_ep_err(void *arg, uct_ep_h ep,
  * addresses, and on crypt's own wire the static key its handshake proves */
 static size_t uct_crypt_lane_key_len(const uct_crypt_lane_t *lane)
 {
-    return lane->own_wire ? KEYEX_PUBLIC_KEY_LEN : 0;
+    return lane->proven_peers ? KEYEX_PUBLIC_KEY_LEN : 0;
 }
 
 /* crypt's own wire: a peer's connection to us ended badly */
@@ -565,8 +567,7 @@ static int uct_crypt_lane_connect(uct_crypt_lane_t *lane, const void *addr, size
     params.iface_addr = (const uct_iface_addr_t*)(p + 2 + p[0]);
     if (!uct_iface_is_reachable(lane->iface, params.dev_addr, params.iface_addr) ||
         (uct_ep_create(&params, &peer->ep) != UCS_OK) ||
-        (lane->own_wire &&
-         (uct_crypt_wire_ep_set_peer(peer->ep, p + 2 + p[0] + p[1]) != UCS_OK))) {
+        (lane->inner_ops->ep_set_peer(peer->ep, peer->peer_static) != UCS_OK)) {
         ucs_error("crypt lane: cannot reach a peer over %s/%s", lane->tl_name,
                   lane->dev_name);
         return -1;
@@ -596,25 +597,21 @@ static int uct_crypt_lane_device_allowed(const char *dev_name)
 
 static void uct_crypt_lane_drop_key(uct_crypt_lane_t *lane)
 {
-    if (lane->own_wire && (lane->keypair.pkey != NULL)) {
+    if (lane->keypair.pkey != NULL) {
         keyex_keypair_cleanup(&lane->keypair);
     }
-    lane->own_wire = 0;
+    lane->proven_peers = 0;
 }
 
 static ucs_status_t uct_crypt_lane_open_iface(uct_crypt_lane_t *lane, const char *tl,
                                               const char *dev)
 {
-    uct_iface_config_t *config;
+    uct_crypt_wire_params_t wire = {0};
     uct_iface_params_t params;
     ucs_status_t status;
     const uint64_t need = UCT_IFACE_FLAG_CONNECT_TO_IFACE | UCT_IFACE_FLAG_AM_BCOPY |
                           UCT_IFACE_FLAG_CB_SYNC;
 
-    status = uct_md_iface_config_read(lane->md, tl, NULL, NULL, &config);
-    if (status != UCS_OK) {
-        return status;
-    }
     memset(&params, 0, sizeof(params));
     params.field_mask = UCT_IFACE_PARAM_FIELD_OPEN_MODE |
                         UCT_IFACE_PARAM_FIELD_DEVICE |
@@ -627,47 +624,37 @@ static ucs_status_t uct_crypt_lane_open_iface(uct_crypt_lane_t *lane, const char
     params.err_handler          = uct_crypt_lane_ep_err;
     params.err_handler_arg      = lane;
     params.err_handler_flags    = 0;
-    lane->own_wire = !strcmp(tl, "tcp");
-#if UCX_CRYPT_FAULT_INJECTION
-    /* tests: UCX's own tcp transport stands in for ud and dc (anyone who
-     * reaches the iface may send to it) */
-    lane->own_wire = lane->own_wire && !uct_crypt_global.lane_ucx_tcp;
-#endif
-    if (lane->own_wire) {
-        /* Ethernet: crypt's own wire, as for the records (wire/wire.h):
-         * UCX's tcp transport would open a port that acts on unauthenticated
-         * headers. Only job-secret holders get past its handshake. */
-        uct_crypt_wire_params_t sock_params = {
-            .dev_name        = dev,
-            .keypair         = &lane->keypair,
-            .job_secret      = uct_crypt_job_secret,
-            .context         = { KEYEX_NOISE_ROLE_LANE, 0 },
-            .peer_failed     = uct_crypt_lane_peer_failed,
-            .peer_failed_arg = lane,
-            .sndbuf          = UCS_MEMUNITS_AUTO,
-            .rcvbuf          = UCS_MEMUNITS_AUTO,
-            .handshake_rate  = uct_crypt_handshake_rate()
-        };
-        /* the crypt iface's keepalive knobs (UCX_CRYPT_KEEP*): the lane
-         * is the same wire to the same hosts */
-        status = uct_crypt_data_role_options(&sock_params.keepalive, NULL);
-        if (status != UCS_OK) {
-            uct_config_release(config);
-            return status;
-        }
-        status = (keyex_keypair_generate(&lane->keypair) == KEYEX_OK) ?
-                 uct_crypt_wire_iface_open(lane->md, lane->worker, &params,
-                                           config, &sock_params, &lane->iface) :
-                 UCS_ERR_NO_RESOURCE;
-    } else {
-        status = uct_iface_open(lane->md, lane->worker, &params, config,
-                                &lane->iface);
+    /* where the inner is crypt's own wire (as for the records: only
+     * job-secret holders get past its handshake), with the crypt iface's
+     * keepalive (UCX_CRYPT_KEEP*): the lane is the same wire to the same
+     * hosts */
+    status = uct_crypt_data_role_options(&wire.keepalive, NULL);
+    if (status != UCS_OK) {
+        return status;
     }
-    uct_config_release(config);
+    if (keyex_keypair_generate(&lane->keypair) != KEYEX_OK) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+    wire.dev_name        = dev;
+    wire.keypair         = &lane->keypair;
+    wire.job_secret      = uct_crypt_job_secret;
+    wire.context.role    = KEYEX_NOISE_ROLE_LANE;
+    wire.peer_failed     = uct_crypt_lane_peer_failed;
+    wire.peer_failed_arg = lane;
+    wire.sndbuf          = UCS_MEMUNITS_AUTO;
+    wire.rcvbuf          = UCS_MEMUNITS_AUTO;
+    wire.handshake_rate  = uct_crypt_handshake_rate();
+    /* (tests: UCX's own tcp transport stands in for ud and dc, where anyone
+     * who reaches the iface may send to it) */
+    status = uct_crypt_inner_open(lane->md, tl, lane->worker, &params, &wire,
+                                  UCT_CRYPT_TEST_KNOB(&uct_crypt_global,
+                                                      lane_ucx_tcp, 0),
+                                  &lane->iface, &lane->inner_ops);
     if (status != UCS_OK) {
         uct_crypt_lane_drop_key(lane);
         return status;
     }
+    lane->proven_peers = !!(lane->inner_ops->flags & UCT_CRYPT_INNER_CONN_KEYS);
     if ((uct_iface_query(lane->iface, &lane->attr) != UCS_OK) ||
         ((lane->attr.cap.flags & need) != need) ||
         (lane->attr.cap.am.max_bcopy <= 2 * sizeof(crypt_lane_chunk_hdr_t) +

@@ -103,16 +103,6 @@ ucs_status_t uct_crypt_wire_iface_open(uct_md_h md, uct_worker_h worker,
                                        const uct_crypt_wire_params_t *sock_params,
                                        uct_iface_h *iface_p);
 
-/* The responder static key crypt's ep is to prove before the wire's ep
- * sends anything: given at ep creation (connect-to-iface) or at
- * connect_to_ep, through this call on the wire's ep. */
-ucs_status_t uct_crypt_wire_ep_set_peer(uct_ep_h tl_ep,
-                                        const uint8_t peer_static[KEYEX_PUBLIC_KEY_LEN]);
-
-/* Inside the AM handler of a wire iface: the static key the connection
- * of the record being delivered proved (NULL outside a delivery) */
-const uint8_t *uct_crypt_wire_rx_peer(uct_iface_h tl_iface);
-
 /* TCP_NODELAY, and keepalive that fails an unanswering peer after
  * uct_crypt_keepalive_seconds (off: the kernel's defaults); also the
  * connection manager's */

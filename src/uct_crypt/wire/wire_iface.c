@@ -885,24 +885,17 @@ ucs_status_t uct_crypt_wire_iface_open(uct_md_h md, uct_worker_h worker,
                                                            iface_p);
 }
 
-int uct_crypt_wire_is_own(uct_iface_h tl_iface)
-{
-    return tl_iface->ops.iface_progress == uct_crypt_wire_iface_progress;
-}
-
 const uint8_t *uct_crypt_wire_rx_peer(uct_iface_h tl_iface)
 {
     uct_crypt_wire_iface_t *iface = ucs_derived_of(tl_iface, uct_crypt_wire_iface_t);
 
-    return (uct_crypt_wire_is_own(tl_iface) && (iface->rx_conn != NULL)) ?
-           iface->rx_conn->peer_static : NULL;
+    return (iface->rx_conn != NULL) ? iface->rx_conn->peer_static : NULL;
 }
 
 const uint8_t *uct_crypt_wire_rx_secret(uct_iface_h tl_iface)
 {
     uct_crypt_wire_iface_t *iface = ucs_derived_of(tl_iface, uct_crypt_wire_iface_t);
 
-    ucs_assert(uct_crypt_wire_is_own(tl_iface)); /* (uct_crypt_wire_inner_ops) */
     return (iface->rx_conn != NULL) ? iface->rx_conn->secret : NULL;
 }
 
@@ -910,7 +903,6 @@ uint64_t uct_crypt_wire_rx_conn(uct_iface_h tl_iface)
 {
     uct_crypt_wire_iface_t *iface = ucs_derived_of(tl_iface, uct_crypt_wire_iface_t);
 
-    ucs_assert(uct_crypt_wire_is_own(tl_iface));
     return (iface->rx_conn != NULL) ? iface->rx_conn->id : 0;
 }
 
@@ -918,7 +910,6 @@ const char *uct_crypt_wire_rx_peer_name(uct_iface_h tl_iface)
 {
     uct_crypt_wire_iface_t *iface = ucs_derived_of(tl_iface, uct_crypt_wire_iface_t);
 
-    ucs_assert(uct_crypt_wire_is_own(tl_iface));
     return (iface->rx_conn != NULL) ? iface->rx_conn->peer_name : "";
 }
 
@@ -926,7 +917,6 @@ void uct_crypt_wire_rx_reject(uct_iface_h tl_iface, const char *reason)
 {
     uct_crypt_wire_iface_t *iface = ucs_derived_of(tl_iface, uct_crypt_wire_iface_t);
 
-    ucs_assert(uct_crypt_wire_is_own(tl_iface));
     if (iface->rx_conn != NULL) {
         iface->rx_conn->reject = reason; /* (a static name) */
     }
@@ -975,7 +965,7 @@ void uct_crypt_wire_rx_expect_segment(uct_iface_h tl_iface, void *dest,
     uct_crypt_wire_iface_t *iface = ucs_derived_of(tl_iface, uct_crypt_wire_iface_t);
     uct_crypt_wire_conn_t *conn   = iface->rx_conn;
 
-    ucs_assert(uct_crypt_wire_is_own(tl_iface) && (conn != NULL));
+    ucs_assert(conn != NULL);
     /* segment_len != 0 is what lets the frame reader take a SEGMENT frame
      * (uct_crypt_frame_segment_header); it clears it as it does, and the
      * connection clears segment_cb as it hands the tag on */

@@ -54,6 +54,16 @@ const uint8_t *uct_crypt_wire_ep_secret(uct_ep_h tl_ep);
 /* Did the ep fail for a reason of this process's own (its handshake could
  * not get memory, a cipher context, randomness)? */
 int uct_crypt_wire_ep_failed_locally(uct_ep_h tl_ep);
+/* The responder static key crypt's ep is to prove before the wire's ep
+ * sends anything: given at ep creation (connect-to-iface) or at
+ * connect_to_ep, through the ops table's ep_set_peer. */
+ucs_status_t uct_crypt_wire_ep_set_peer(uct_ep_h tl_ep,
+                                        const uint8_t peer_static[KEYEX_PUBLIC_KEY_LEN]);
+
+/* Inside the AM handler of a wire iface: the static key the connection
+ * of the record being delivered proved (NULL outside a delivery) */
+const uint8_t *uct_crypt_wire_rx_peer(uct_iface_h tl_iface);
+
 /* Inside crypt's AM handler: the exporter secret of the connection the
  * record came on (NULL outside a sock iface's delivery) */
 const uint8_t *uct_crypt_wire_rx_secret(uct_iface_h tl_iface);
@@ -87,8 +97,6 @@ void uct_crypt_wire_rx_expect_segment(uct_iface_h tl_iface, void *dest,
                                       size_t length,
                                       uct_crypt_wire_segment_cb_t cb, void *arg);
 
-/* Is `tl_iface` crypt's own wire? */
-int uct_crypt_wire_is_own(uct_iface_h tl_iface);
 
 
 /* A connection's states; uct_crypt_wire_conn_set_state is the one place
