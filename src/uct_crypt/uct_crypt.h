@@ -311,8 +311,10 @@ ucs_status_t uct_crypt_iface_device_address(uct_worker_h worker,
                                             void *addr, size_t max,
                                             size_t *length);
 
-/* process-wide (uct_crypt_global.c) */
+/* process-wide, and the ifaces' options (uct_crypt_global.c) */
 extern ucs_config_field_t uct_crypt_global_config_table[];
+extern ucs_config_field_t uct_crypt_iface_config_table[];
+extern ucs_config_field_t uct_crypt_aux_iface_config_table[];
 void uct_crypt_global_config_read(void);
 void uct_crypt_global_config_release(void);
 uct_crypt_abort_on_ep_failure_t
@@ -413,11 +415,6 @@ ucs_status_t uct_crypt_ep_fence(uct_ep_h tl_ep, unsigned flags);
 ucs_status_t uct_crypt_ep_check(uct_ep_h tl_ep, unsigned flags,
                                 uct_completion_t *comp);
 
-/* inner eps kept after their crypt ep went, until its FLOW_END left
- * (uct_crypt_ep.c): destroyed when the iface closes */
-void uct_crypt_iface_closing_cleanup(uct_crypt_iface_t *iface);
-void uct_crypt_iface_closing_free(uct_crypt_iface_t *iface);
-int uct_crypt_iface_closing_failed(uct_crypt_iface_t *iface, uct_ep_h inner_ep);
 /* UCP 1.16+'s protocol selection: crypt's bandwidth per operation, the
  * cipher's where the wire is faster (uct_crypt_iface.c) */
 ucs_status_t uct_crypt_iface_estimate_perf(uct_iface_h tl_iface,

@@ -142,6 +142,38 @@ uct_iface_internal_ops_t *uct_crypt_internal_ops(int wire)
     return wire ? &uct_crypt_wire_ops_table : &uct_crypt_iface_ops_table;
 }
 
+/* ---- ep ------------------------------------------------------------------- */
+
+/* UCP (1.16+) asks whether an ep already leads to an address (wireup
+ * reconfiguration): ours does when the address names our peer's key and
+ * the inner ep leads to the inner part of it */
+#if UCT_CRYPT_HAVE_EP_IS_CONNECTED
+int uct_crypt_ep_is_connected(const uct_ep_h tl_ep,
+                              const uct_ep_is_connected_params_t *params)
+{
+    const uct_crypt_ep_t *ep = ucs_derived_of(tl_ep, uct_crypt_ep_t);
+    uct_ep_is_connected_params_t inner = *params;
+    const uint8_t *peer_public         = NULL;
+
+    if ((params->field_mask & UCT_EP_IS_CONNECTED_FIELD_EP_ADDR) &&
+        (params->ep_addr != NULL)) {
+        peer_public    = ((const crypt_ep_addr_t*)params->ep_addr)->public_key;
+        inner.ep_addr  = (const uct_ep_addr_t*)((const crypt_ep_addr_t*)
+                                                params->ep_addr + 1);
+    }
+    if ((params->field_mask & UCT_EP_IS_CONNECTED_FIELD_IFACE_ADDR) &&
+        (params->iface_addr != NULL)) {
+        peer_public      = ((const crypt_iface_addr_t*)
+                            params->iface_addr)->public_key;
+        inner.iface_addr = (const uct_iface_addr_t*)((const crypt_iface_addr_t*)
+                                                     params->iface_addr + 1);
+    }
+    return ep->peer_known && (peer_public != NULL) &&
+           !memcmp(peer_public, ep->peer_public, KEYEX_PUBLIC_KEY_LEN) &&
+           uct_ep_is_connected(ep->inner, &inner);
+}
+#endif
+
 /* ---- configuration -------------------------------------------------------- */
 
 ucs_status_t uct_crypt_config_fill(void *opts, ucs_config_field_t *table,

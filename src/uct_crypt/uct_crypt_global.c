@@ -1,9 +1,12 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * Process-wide state of the crypt transport: the UCX_CRYPT_* options that
- * are not per iface (one UCX config table, registered with UCX's list and
- * read once by the loader), the job secret and AES-GCM backend (set up once, by the first md
- * opened), and the record counters (uct_crypt_stats.h).
+ * Process-wide state of the crypt transport and every UCX_CRYPT_* option:
+ * those of the process (one UCX config table, registered with UCX's list
+ * and read once by the loader), those of an iface (the data role's table;
+ * the auxiliary role, the lane and the connection manager take its
+ * keepalive and flow bounds); the job secret and AES-GCM backend (set up
+ * once, by the first md opened), and the record counters
+ * (uct_crypt_stats.h).
  */
 #include "uct_crypt/uct_crypt.h"
 
@@ -430,3 +433,164 @@ void uct_crypt_global_cleanup(void)
     }
     uct_crypt_global_config_release();
 }
+
+/* ---- the ifaces' options (the tl entries are uct_crypt_iface.c's) -------- */
+
+#if UCX_CRYPT_FAULT_INJECTION
+static const char *uct_crypt_bulk_mode_names[] = {
+    [UCT_CRYPT_BULK_PIPELINED]  = "pipelined",
+    [UCT_CRYPT_BULK_NAIVE]      = "naive",
+    [UCT_CRYPT_BULK_MODE_LAST]  = NULL
+};
+#endif
+
+static ucs_config_field_t uct_crypt_rx_limits_config_table[] = {
+    {"RX_FLOWS", "65536",
+     "Flows one crypt iface receives at once (each an endpoint of a peer that\n"
+     "sent to it; their keys take locked memory). A flow ends when its sender's\n"
+     "endpoint goes, or, on crypt's own wire, its connection. Past the bound the\n"
+     "oldest flow whose peer this process has no endpoint to any more is\n"
+     "forgotten; with none, a new flow's first record is refused, counted and\n"
+     "logged, and what its sender sends on it is lost: raise it for jobs where\n"
+     "one process hears from more endpoints than this.",
+     ucs_offsetof(uct_crypt_rx_limits_t, flows), UCS_CONFIG_TYPE_UINT},
+
+    {"RX_FLOWS_PER_PEER", "4096",
+     "Flows one crypt iface receives at once from one peer key (one iface of\n"
+     "another process), within UCX_CRYPT_RX_FLOWS; past it the same holds.",
+     ucs_offsetof(uct_crypt_rx_limits_t, flows_per_peer), UCS_CONFIG_TYPE_UINT},
+
+    {NULL}
+};
+
+ucs_status_t uct_crypt_data_role_options(uct_crypt_keepalive_t *keepalive,
+                                         uct_crypt_rx_limits_t *rx_limits)
+{
+    ucs_status_t status = UCS_OK;
+
+    if (keepalive != NULL) {
+        status = uct_crypt_config_fill(keepalive, uct_crypt_keepalive_config_table,
+                                       sizeof(*keepalive), "crypt keepalive",
+                                       UCT_CRYPT_CONFIG_PREFIX);
+    }
+    if ((status == UCS_OK) && (rx_limits != NULL)) {
+        status = uct_crypt_config_fill(rx_limits, uct_crypt_rx_limits_config_table,
+                                       sizeof(*rx_limits), "crypt flow bounds",
+                                       UCT_CRYPT_CONFIG_PREFIX);
+    }
+    return status;
+}
+
+ucs_config_field_t uct_crypt_iface_config_table[] = {
+    {"", "", NULL, ucs_offsetof(uct_crypt_iface_config_t, super),
+     UCS_CONFIG_TYPE_TABLE(uct_iface_config_table)},
+
+#if UCX_CRYPT_FAULT_INJECTION
+    {"FAULT", "none",
+     "TESTING ONLY: tamper with this process's own outgoing records to check\n"
+     "that peers detect it: none, flip_header, flip_ciphertext, flip_tag,\n"
+     "truncate, replay, reorder, drop, inject, forge_hello, replay_ended (a flow's\n"
+     "first record again after the flow ended), replay_hellos (every flow's first\n"
+     "record twice) (am_short records);\n"
+     "bulk_flip_ciphertext,\n"
+     "bulk_flip_tag, bulk_drop, bulk_reorder, bulk_truncate, bulk_move,\n"
+     "bulk_splice (bulk segments); bulk_frame_alone, bulk_frame_short (a\n"
+     "segment's frame on crypt's own wire).",
+     ucs_offsetof(uct_crypt_iface_config_t, fault), UCS_CONFIG_TYPE_STRING},
+
+    {"INNER_UCX_TCP", "n",
+     "TESTING ONLY: beneath crypt, UCX's own tcp transport instead of crypt's own\n"
+     "wire, standing in for an RDMA inner (rc) whose puts carry the bulk engine.\n"
+     "Never safe where an attacker can reach the network: UCX's tcp acts on its\n"
+     "headers before anything is authenticated.",
+     ucs_offsetof(uct_crypt_iface_config_t, inner_ucx_tcp), UCS_CONFIG_TYPE_BOOL},
+
+    {"WIRE_PORT", "0",
+     "TESTING ONLY: the port crypt's own wire listens on (0: any).",
+     ucs_offsetof(uct_crypt_iface_config_t, wire_port), UCS_CONFIG_TYPE_UINT},
+
+    {"WIRE_ADVERTISE_PORT", "0",
+     "TESTING ONLY: the port put in this iface's address instead of the one it\n"
+     "listens on, as behind a port-forwarding middlebox: the on-path relay of\n"
+     "the tests sits there.",
+     ucs_offsetof(uct_crypt_iface_config_t, wire_advertise_port), UCS_CONFIG_TYPE_UINT},
+
+    {"FAULT_STATIC_KEY", "",
+     "TESTING ONLY: this iface's X25519 private key, 64 hex digits, instead of\n"
+     "a fresh one: the forward-secrecy test plays an attacker who learns it.",
+     ucs_offsetof(uct_crypt_iface_config_t, fault_static_key), UCS_CONFIG_TYPE_STRING},
+
+    {"FAULT_AFTER", "100",
+     "TESTING ONLY: number of records (bulk faults: segments) sent intact\n"
+     "before UCX_CRYPT_FAULT applies.",
+     ucs_offsetof(uct_crypt_iface_config_t, fault_after), UCS_CONFIG_TYPE_ULONG},
+
+    {"BULK_MODE", "pipelined",
+     "TESTING ONLY: pipelined: segments sealed by the worker pool and sent as\n"
+     "each is ready. naive: the whole put sealed by one thread, then sent, then\n"
+     "opened (the CryptMPI paper's baseline, for benchmarks).",
+     ucs_offsetof(uct_crypt_iface_config_t, bulk_mode),
+     UCS_CONFIG_TYPE_ENUM(uct_crypt_bulk_mode_names)},
+
+    {"BULK_MAX_OUTSTANDING", "8",
+     "TESTING ONLY: puts in flight on an iface above which a new put is sealed\n"
+     "by the progress thread instead of the pool (CryptMPI's k = 1 rule).",
+     ucs_offsetof(uct_crypt_iface_config_t, bulk_max_outstanding), UCS_CONFIG_TYPE_UINT},
+
+    {"PROFILE", "",
+     "TESTING ONLY: the calibration profile written by test/perf/crypt_calibrate\n"
+     "(segment size, threads, model parameters). Empty: built-in defaults.",
+     ucs_offsetof(uct_crypt_iface_config_t, profile), UCS_CONFIG_TYPE_STRING},
+#endif
+
+    {"SNDBUF", "auto",
+     "Socket send buffer size of crypt's own wire's connections, as UCX tcp's\n"
+     "UCX_TCP_SNDBUF (auto: the kernel's).",
+     ucs_offsetof(uct_crypt_iface_config_t, sndbuf), UCS_CONFIG_TYPE_MEMUNITS},
+
+    {"RCVBUF", "auto",
+     "Socket receive buffer size of crypt's own wire's connections, as UCX\n"
+     "tcp's UCX_TCP_RCVBUF (auto: the kernel's).",
+     ucs_offsetof(uct_crypt_iface_config_t, rcvbuf), UCS_CONFIG_TYPE_MEMUNITS},
+
+    {"", "", NULL, ucs_offsetof(uct_crypt_iface_config_t, keepalive),
+     UCS_CONFIG_TYPE_TABLE(uct_crypt_keepalive_config_table)},
+
+    {"", "", NULL, ucs_offsetof(uct_crypt_iface_config_t, rx_limits),
+     UCS_CONFIG_TYPE_TABLE(uct_crypt_rx_limits_config_table)},
+
+    {"BULK", "y",
+     "Offer encrypted put_zcopy and get_zcopy (the bulk engine), which give UCP\n"
+     "its RMA rendezvous back: segments sealed in parallel, put by the inner\n"
+     "transport, opened in place by the target (a get asks the peer to seal and\n"
+     "put). With 'n' large messages go as AM fragments.",
+     ucs_offsetof(uct_crypt_iface_config_t, bulk), UCS_CONFIG_TYPE_BOOL},
+
+    {"BULK_SEGMENT", "auto",
+     "Bytes per bulk segment. auto: 256k. On crypt's own Ethernet wire a segment\n"
+     "is one frame: at most 256k.",
+     ucs_offsetof(uct_crypt_iface_config_t, bulk_segment), UCS_CONFIG_TYPE_MEMUNITS},
+
+    {"BULK_THREADS", "auto",
+     "Crypto worker threads per iface. auto: 2, capped by CryptMPI's\n"
+     "min(T0 - T1, t): the node's spare PUs shared by the job's ranks on it\n"
+     "(OMPI_COMM_WORLD_LOCAL_SIZE, MPI_LOCALNRANKS or SLURM_NTASKS_PER_NODE) and\n"
+     "what other processes registered in /dev/shm. A number is taken as is.",
+     ucs_offsetof(uct_crypt_iface_config_t, bulk_threads), UCS_CONFIG_TYPE_ULUNITS},
+
+    {"BULK_DEPTH", "16",
+     "Bounce segments per iface, registered with the inner md once; puts wait\n"
+     "(never fail) when all are in flight.",
+     ucs_offsetof(uct_crypt_iface_config_t, bulk_depth), UCS_CONFIG_TYPE_UINT},
+
+    {NULL}
+};
+
+/* UCT's base options only: what crypt's own are the data role's
+ * (uct_crypt_data_role_options) */
+ucs_config_field_t uct_crypt_aux_iface_config_table[] = {
+    {"", "", NULL, ucs_offsetof(uct_crypt_aux_iface_config_t, super),
+     UCS_CONFIG_TYPE_TABLE(uct_iface_config_table)},
+
+    {NULL}
+};

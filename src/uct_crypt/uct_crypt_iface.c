@@ -13,156 +13,6 @@
 #include <ucs/time/time.h>
 #include <endian.h>
 
-#if UCX_CRYPT_FAULT_INJECTION
-static const char *uct_crypt_bulk_mode_names[] = {
-    [UCT_CRYPT_BULK_PIPELINED]  = "pipelined",
-    [UCT_CRYPT_BULK_NAIVE]      = "naive",
-    [UCT_CRYPT_BULK_MODE_LAST]  = NULL
-};
-#endif
-
-static ucs_config_field_t uct_crypt_rx_limits_config_table[] = {
-    {"RX_FLOWS", "65536",
-     "Flows one crypt iface receives at once (each an endpoint of a peer that\n"
-     "sent to it; their keys take locked memory). A flow ends when its sender's\n"
-     "endpoint goes, or, on crypt's own wire, its connection. Past the bound the\n"
-     "oldest flow whose peer this process has no endpoint to any more is\n"
-     "forgotten; with none, a new flow's first record is refused, counted and\n"
-     "logged, and what its sender sends on it is lost: raise it for jobs where\n"
-     "one process hears from more endpoints than this.",
-     ucs_offsetof(uct_crypt_rx_limits_t, flows), UCS_CONFIG_TYPE_UINT},
-
-    {"RX_FLOWS_PER_PEER", "4096",
-     "Flows one crypt iface receives at once from one peer key (one iface of\n"
-     "another process), within UCX_CRYPT_RX_FLOWS; past it the same holds.",
-     ucs_offsetof(uct_crypt_rx_limits_t, flows_per_peer), UCS_CONFIG_TYPE_UINT},
-
-    {NULL}
-};
-
-ucs_status_t uct_crypt_data_role_options(uct_crypt_keepalive_t *keepalive,
-                                         uct_crypt_rx_limits_t *rx_limits)
-{
-    ucs_status_t status = UCS_OK;
-
-    if (keepalive != NULL) {
-        status = uct_crypt_config_fill(keepalive, uct_crypt_keepalive_config_table,
-                                       sizeof(*keepalive), "crypt keepalive",
-                                       UCT_CRYPT_CONFIG_PREFIX);
-    }
-    if ((status == UCS_OK) && (rx_limits != NULL)) {
-        status = uct_crypt_config_fill(rx_limits, uct_crypt_rx_limits_config_table,
-                                       sizeof(*rx_limits), "crypt flow bounds",
-                                       UCT_CRYPT_CONFIG_PREFIX);
-    }
-    return status;
-}
-
-static ucs_config_field_t uct_crypt_iface_config_table[] = {
-    {"", "", NULL, ucs_offsetof(uct_crypt_iface_config_t, super),
-     UCS_CONFIG_TYPE_TABLE(uct_iface_config_table)},
-
-#if UCX_CRYPT_FAULT_INJECTION
-    {"FAULT", "none",
-     "TESTING ONLY: tamper with this process's own outgoing records to check\n"
-     "that peers detect it: none, flip_header, flip_ciphertext, flip_tag,\n"
-     "truncate, replay, reorder, drop, inject, forge_hello, replay_ended (a flow's\n"
-     "first record again after the flow ended), replay_hellos (every flow's first\n"
-     "record twice) (am_short records);\n"
-     "bulk_flip_ciphertext,\n"
-     "bulk_flip_tag, bulk_drop, bulk_reorder, bulk_truncate, bulk_move,\n"
-     "bulk_splice (bulk segments); bulk_frame_alone, bulk_frame_short (a\n"
-     "segment's frame on crypt's own wire).",
-     ucs_offsetof(uct_crypt_iface_config_t, fault), UCS_CONFIG_TYPE_STRING},
-
-    {"INNER_UCX_TCP", "n",
-     "TESTING ONLY: beneath crypt, UCX's own tcp transport instead of crypt's own\n"
-     "wire, standing in for an RDMA inner (rc) whose puts carry the bulk engine.\n"
-     "Never safe where an attacker can reach the network: UCX's tcp acts on its\n"
-     "headers before anything is authenticated.",
-     ucs_offsetof(uct_crypt_iface_config_t, inner_ucx_tcp), UCS_CONFIG_TYPE_BOOL},
-
-    {"WIRE_PORT", "0",
-     "TESTING ONLY: the port crypt's own wire listens on (0: any).",
-     ucs_offsetof(uct_crypt_iface_config_t, wire_port), UCS_CONFIG_TYPE_UINT},
-
-    {"WIRE_ADVERTISE_PORT", "0",
-     "TESTING ONLY: the port put in this iface's address instead of the one it\n"
-     "listens on, as behind a port-forwarding middlebox: the on-path relay of\n"
-     "the tests sits there.",
-     ucs_offsetof(uct_crypt_iface_config_t, wire_advertise_port), UCS_CONFIG_TYPE_UINT},
-
-    {"FAULT_STATIC_KEY", "",
-     "TESTING ONLY: this iface's X25519 private key, 64 hex digits, instead of\n"
-     "a fresh one: the forward-secrecy test plays an attacker who learns it.",
-     ucs_offsetof(uct_crypt_iface_config_t, fault_static_key), UCS_CONFIG_TYPE_STRING},
-
-    {"FAULT_AFTER", "100",
-     "TESTING ONLY: number of records (bulk faults: segments) sent intact\n"
-     "before UCX_CRYPT_FAULT applies.",
-     ucs_offsetof(uct_crypt_iface_config_t, fault_after), UCS_CONFIG_TYPE_ULONG},
-
-    {"BULK_MODE", "pipelined",
-     "TESTING ONLY: pipelined: segments sealed by the worker pool and sent as\n"
-     "each is ready. naive: the whole put sealed by one thread, then sent, then\n"
-     "opened (the CryptMPI paper's baseline, for benchmarks).",
-     ucs_offsetof(uct_crypt_iface_config_t, bulk_mode),
-     UCS_CONFIG_TYPE_ENUM(uct_crypt_bulk_mode_names)},
-
-    {"BULK_MAX_OUTSTANDING", "8",
-     "TESTING ONLY: puts in flight on an iface above which a new put is sealed\n"
-     "by the progress thread instead of the pool (CryptMPI's k = 1 rule).",
-     ucs_offsetof(uct_crypt_iface_config_t, bulk_max_outstanding), UCS_CONFIG_TYPE_UINT},
-
-    {"PROFILE", "",
-     "TESTING ONLY: the calibration profile written by test/perf/crypt_calibrate\n"
-     "(segment size, threads, model parameters). Empty: built-in defaults.",
-     ucs_offsetof(uct_crypt_iface_config_t, profile), UCS_CONFIG_TYPE_STRING},
-#endif
-
-    {"SNDBUF", "auto",
-     "Socket send buffer size of crypt's own wire's connections, as UCX tcp's\n"
-     "UCX_TCP_SNDBUF (auto: the kernel's).",
-     ucs_offsetof(uct_crypt_iface_config_t, sndbuf), UCS_CONFIG_TYPE_MEMUNITS},
-
-    {"RCVBUF", "auto",
-     "Socket receive buffer size of crypt's own wire's connections, as UCX\n"
-     "tcp's UCX_TCP_RCVBUF (auto: the kernel's).",
-     ucs_offsetof(uct_crypt_iface_config_t, rcvbuf), UCS_CONFIG_TYPE_MEMUNITS},
-
-    {"", "", NULL, ucs_offsetof(uct_crypt_iface_config_t, keepalive),
-     UCS_CONFIG_TYPE_TABLE(uct_crypt_keepalive_config_table)},
-
-    {"", "", NULL, ucs_offsetof(uct_crypt_iface_config_t, rx_limits),
-     UCS_CONFIG_TYPE_TABLE(uct_crypt_rx_limits_config_table)},
-
-    {"BULK", "y",
-     "Offer encrypted put_zcopy and get_zcopy (the bulk engine), which give UCP\n"
-     "its RMA rendezvous back: segments sealed in parallel, put by the inner\n"
-     "transport, opened in place by the target (a get asks the peer to seal and\n"
-     "put). With 'n' large messages go as AM fragments.",
-     ucs_offsetof(uct_crypt_iface_config_t, bulk), UCS_CONFIG_TYPE_BOOL},
-
-    {"BULK_SEGMENT", "auto",
-     "Bytes per bulk segment. auto: 256k. On crypt's own Ethernet wire a segment\n"
-     "is one frame: at most 256k.",
-     ucs_offsetof(uct_crypt_iface_config_t, bulk_segment), UCS_CONFIG_TYPE_MEMUNITS},
-
-    {"BULK_THREADS", "auto",
-     "Crypto worker threads per iface. auto: 2, capped by CryptMPI's\n"
-     "min(T0 - T1, t): the node's spare PUs shared by the job's ranks on it\n"
-     "(OMPI_COMM_WORLD_LOCAL_SIZE, MPI_LOCALNRANKS or SLURM_NTASKS_PER_NODE) and\n"
-     "what other processes registered in /dev/shm. A number is taken as is.",
-     ucs_offsetof(uct_crypt_iface_config_t, bulk_threads), UCS_CONFIG_TYPE_ULUNITS},
-
-    {"BULK_DEPTH", "16",
-     "Bounce segments per iface, registered with the inner md once; puts wait\n"
-     "(never fail) when all are in flight.",
-     ucs_offsetof(uct_crypt_iface_config_t, bulk_depth), UCS_CONFIG_TYPE_UINT},
-
-    {NULL}
-};
-
 static uct_iface_ops_t uct_crypt_iface_ops;
 
 /* Capabilities passed through from the inner transport; everything else,
@@ -255,61 +105,6 @@ static ucs_status_t uct_crypt_iface_query(uct_iface_h tl_iface,
     attr->overhead      += 100e-9;
     uct_crypt_bulk_iface_attr(iface, attr);
     return UCS_OK;
-}
-
-/*
- * How fast one thread seals, in bytes a second: AES-GCM over 256 KiB with
- * the backend, the best of three runs (a run the scheduler cut into says
- * nothing of the cipher), measured once per process and backend. The key
- * and nonce are a throwaway all-zero pair over zeros: nothing sealed here
- * leaves the process or is secret.
- */
-static double uct_crypt_seal_bandwidth(crypt_aead_backend_t backend)
-{
-    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-    static double measured[CRYPT_AEAD_BACKEND_LAST];
-    static const uint8_t zero_key[32], zero_nonce[CRYPT_AEAD_NONCE_LEN];
-    const size_t len = 256 * UCS_KBYTE;
-    uint8_t tag[CRYPT_AEAD_TAG_LEN], *buf;
-    double best = 0, elapsed;
-    crypt_aead_key_t key;
-    ucs_time_t start;
-    int run;
-
-#if UCX_CRYPT_FAULT_INJECTION
-    if (uct_crypt_global.test_seal_bandwidth > 0) {
-        return uct_crypt_global.test_seal_bandwidth; /* tests: a slow core */
-    }
-#endif
-    if ((unsigned)backend >= CRYPT_AEAD_BACKEND_LAST) {
-        return 0;
-    }
-    pthread_mutex_lock(&lock);
-    if ((measured[backend] == 0) &&
-        ((buf = ucs_calloc(1, len, "crypt seal bench")) != NULL)) {
-        if (crypt_aead_key_init(&key, backend, zero_key, sizeof(zero_key)) ==
-            CRYPT_AEAD_OK) {
-            for (run = 0; run < 3; ++run) {
-                start = ucs_get_time();
-                if (crypt_aead_seal(&key, zero_nonce, NULL, 0, buf, len, buf,
-                                    tag) != CRYPT_AEAD_OK) {
-                    break;
-                }
-                elapsed = ucs_time_to_sec(ucs_get_time() - start);
-                if (elapsed > 0) {
-                    best = ucs_max(best, len / elapsed);
-                }
-            }
-            crypt_aead_key_cleanup(&key);
-        }
-        ucs_free(buf);
-        measured[backend] = best;
-        ucs_debug("crypt: one thread seals %.2f GB/s (%s)", best / 1e9,
-                  crypt_aead_backend_name(backend));
-    }
-    best = measured[backend];
-    pthread_mutex_unlock(&lock);
-    return best;
 }
 
 /*
@@ -502,84 +297,6 @@ static ucs_status_t uct_crypt_iface_event_arm(uct_iface_h tl_iface,
     return (status != UCS_OK) ? status : uct_iface_event_arm(iface->inner, events);
 }
 
-/* The inner transport reports a failed endpoint: fail ours with it. */
-ucs_status_t uct_crypt_iface_inner_err(void *arg, uct_ep_h inner_ep,
-                                       ucs_status_t status)
-{
-    uct_crypt_iface_t *iface = arg;
-    uint8_t peer_public[KEYEX_PUBLIC_KEY_LEN];
-    uint64_t flow_id;
-    uct_crypt_ep_t *ep;
-
-    /* no worker writes into a buffer that UCP, told now, gives back */
-    uct_crypt_bulk_rx_quiesce(iface);
-    ucs_list_for_each(ep, &iface->eps, list) {
-        if (ep->inner == inner_ep) {
-            if (ep->failed != UCT_CRYPT_EP_OK) {
-                /* said once already, or the record layer will say it with
-                 * its reason (and abort where nobody handles it) */
-                return UCS_OK;
-            }
-            /* once: a failure the record layer marked is reported here */
-            ep->failed = UCT_CRYPT_EP_FAIL_REPORTED;
-            if (!iface->inner_ops->ep_failed_locally(inner_ep)) {
-                return uct_iface_handle_ep_err(&iface->super.super,
-                                               &ep->super.super, status);
-            }
-            /* This process's own failure (the own wire's handshake had no
-             * memory, cipher context or randomness): ended by the rules of
-             * a record this side failed (uct_crypt_ep_failure_told), where
-             * nobody handles it or in an MPI rank, never left to a job that
-             * waits for ever (issue 44: MPICH hung). `ep` may be gone
-             * after UCP's handler: what names it is copied first. */
-            memcpy(peer_public, ep->peer_public, sizeof(peer_public));
-            flow_id = ep->tx.flow_id;
-            UCT_CRYPT_STAT_ADD(failures[UCT_CRYPT_FAIL_NO_RESOURCE], 1);
-            status = uct_iface_handle_ep_err(&iface->super.super,
-                                             &ep->super.super,
-                                             UCS_ERR_CONNECTION_RESET);
-            uct_crypt_ep_failure_told(status, peer_public, flow_id,
-                                      UCT_CRYPT_FAIL_NO_RESOURCE,
-                                      "its connection's handshake failed here");
-            return UCS_OK;
-        }
-    }
-    /* an inner ep kept for its FLOW_END (its peer died, say): handled here.
-     * Not to be given back: rc takes an error no handler took for fatal
-     * (uct_base_iface_failure_log_level, UCX 1.13's uct_iface.h) */
-    return uct_crypt_iface_closing_failed(iface, inner_ep) ? UCS_OK : status;
-}
-
-static keyex_status_t uct_crypt_iface_keypair(uct_crypt_iface_t *iface,
-                                              const uct_crypt_iface_config_t *config)
-{
-#if UCX_CRYPT_FAULT_INJECTION
-    uint8_t private_key[KEYEX_PRIVATE_KEY_LEN];
-    keyex_status_t status;
-    unsigned i, byte;
-
-    /* (the data role's config only: the fault options are not in the
-     * others', as for uct_crypt_fault_init) */
-    if ((config != NULL) && (strlen(config->fault_static_key) > 0)) {
-        if (strlen(config->fault_static_key) != 2 * sizeof(private_key)) {
-            return KEYEX_ERR_CRYPTO;
-        }
-        for (i = 0; i < sizeof(private_key); ++i) {
-            if (sscanf(config->fault_static_key + 2 * i, "%2x", &byte) != 1) {
-                return KEYEX_ERR_CRYPTO;
-            }
-            private_key[i] = (uint8_t)byte;
-        }
-        ucs_warn("crypt: TESTING: a known iface key (UCX_CRYPT_FAULT_STATIC_KEY)");
-        status = keyex_keypair_from_private(&iface->keypair, private_key);
-        crypt_wipe(private_key, sizeof(private_key));
-        return status;
-    }
-#endif
-    (void)config;
-    return keyex_keypair_generate(&iface->keypair);
-}
-
 static UCS_CLASS_INIT_FUNC(uct_crypt_iface_t, uct_md_h tl_md, uct_worker_h worker,
                            const uct_iface_params_t *params,
                            const uct_iface_config_t *tl_config)
@@ -643,7 +360,7 @@ static UCS_CLASS_INIT_FUNC(uct_crypt_iface_t, uct_md_h tl_md, uct_worker_h worke
 
     /* a fresh key pair per iface (its traffic's forward secrecy: see
      * record/keys.c) */
-    if (uct_crypt_iface_keypair(self, config) != KEYEX_OK) {
+    if (uct_crypt_fault_keypair(self, config) != KEYEX_OK) {
         ucs_error("crypt: cannot generate an X25519 key pair%s",
                   crypt_local_failure_take());
         status = UCS_ERR_NO_RESOURCE;
@@ -814,15 +531,6 @@ static uct_iface_ops_t uct_crypt_iface_ops = {
     .iface_get_device_address = uct_crypt_iface_get_device_address,
     .iface_get_address        = uct_crypt_iface_get_address,
     .iface_is_reachable       = uct_crypt_iface_is_reachable
-};
-
-/* UCT's base options only: what crypt's own are the data role's
- * (uct_crypt_data_role_options) */
-static ucs_config_field_t uct_crypt_aux_iface_config_table[] = {
-    {"", "", NULL, ucs_offsetof(uct_crypt_aux_iface_config_t, super),
-     UCS_CONFIG_TYPE_TABLE(uct_iface_config_table)},
-
-    {NULL}
 };
 
 UCT_TL_DEFINE_ENTRY(&uct_crypt_component, crypt, uct_crypt_query_tl_devices,

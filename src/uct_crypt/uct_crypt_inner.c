@@ -10,6 +10,7 @@
  */
 #include "uct_crypt/uct_crypt.h"
 #include "uct_crypt/wire/wire.h"
+#include "uct_crypt/bulk/bulk.h"
 
 #include <ucs/sys/module.h>
 #include <ucs/sys/string.h>
@@ -277,6 +278,55 @@ void uct_crypt_inner_restore(void)
 }
 
 /* ---- opening an inner ----------------------------------------------------- */
+
+/* The inner transport reports a failed endpoint: fail ours with it. */
+ucs_status_t uct_crypt_iface_inner_err(void *arg, uct_ep_h inner_ep,
+                                       ucs_status_t status)
+{
+    uct_crypt_iface_t *iface = arg;
+    uint8_t peer_public[KEYEX_PUBLIC_KEY_LEN];
+    uint64_t flow_id;
+    uct_crypt_ep_t *ep;
+
+    /* no worker writes into a buffer that UCP, told now, gives back */
+    uct_crypt_bulk_rx_quiesce(iface);
+    ucs_list_for_each(ep, &iface->eps, list) {
+        if (ep->inner == inner_ep) {
+            if (ep->failed != UCT_CRYPT_EP_OK) {
+                /* said once already, or the record layer will say it with
+                 * its reason (and abort where nobody handles it) */
+                return UCS_OK;
+            }
+            /* once: a failure the record layer marked is reported here */
+            ep->failed = UCT_CRYPT_EP_FAIL_REPORTED;
+            if (!iface->inner_ops->ep_failed_locally(inner_ep)) {
+                return uct_iface_handle_ep_err(&iface->super.super,
+                                               &ep->super.super, status);
+            }
+            /* This process's own failure (the own wire's handshake had no
+             * memory, cipher context or randomness): ended by the rules of
+             * a record this side failed (uct_crypt_ep_failure_told), where
+             * nobody handles it or in an MPI rank, never left to a job that
+             * waits for ever (issue 44: MPICH hung). `ep` may be gone
+             * after UCP's handler: what names it is copied first. */
+            memcpy(peer_public, ep->peer_public, sizeof(peer_public));
+            flow_id = ep->tx.flow_id;
+            UCT_CRYPT_STAT_ADD(failures[UCT_CRYPT_FAIL_NO_RESOURCE], 1);
+            status = uct_iface_handle_ep_err(&iface->super.super,
+                                             &ep->super.super,
+                                             UCS_ERR_CONNECTION_RESET);
+            uct_crypt_ep_failure_told(status, peer_public, flow_id,
+                                      UCT_CRYPT_FAIL_NO_RESOURCE,
+                                      "its connection's handshake failed here");
+            return UCS_OK;
+        }
+    }
+    /* an inner ep kept for its FLOW_END (its peer died, say): handled here.
+     * Not to be given back: rc takes an error no handler took for fatal
+     * (uct_base_iface_failure_log_level, UCX 1.13's uct_iface.h) */
+    return uct_crypt_iface_closing_failed(iface, inner_ep) ? UCS_OK : status;
+}
+
 
 ucs_status_t uct_crypt_inner_open(uct_md_h md, const char *tl, uct_worker_h worker,
                                   const uct_iface_params_t *params,

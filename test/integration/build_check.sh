@@ -121,6 +121,11 @@ check_rooms() {
     # the wrapper's own files at the top, the rest in rooms
     f=$(find "$src/src/uct_crypt" -maxdepth 1 -type f | wc -l)
     [ "$f" -le 10 ] || why+="src/uct_crypt holds $f files at the top (at most 10) "
+    for f in "$src"/src/uct_crypt/*.c; do
+        [ "$(wc -l <"$f")" -le 600 ] || why+="${f#$src/}: $(wc -l <"$f") lines (the wrapper's: 600 at most) "
+    done
+    [ "$(wc -l <"$src/src/uct_crypt/uct_crypt.h")" -lt 450 ] ||
+        why+="uct_crypt.h: $(wc -l <"$src/src/uct_crypt/uct_crypt.h") lines (under 450; the rooms' doors hold theirs) "
     for f in $(find "$src/src" "$src/test" "$src/contrib" -name '*.[ch]' -o -name '*.cc' \
                     -o -name '*.sh' -o -name '*.py' | grep -v '/test/fuzz/corpus/'); do
         if [ "$(wc -l <"$f")" -gt 1000 ]; then

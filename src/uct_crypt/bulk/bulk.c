@@ -1,38 +1,17 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * The bulk engine: encrypted put_zcopy, which gives UCP back its RMA
- * rendezvous (and multi-rail) over crypt.
- *
- * A put is cut into segments (CryptMPI's chopping, Naser et al., section
- * IV-B). Each segment is sealed by the worker pool into a registered bounce
- * buffer, put by the inner transport to where its plaintext belongs in the
- * target's buffer, and announced by a SEGMENT control record carrying its
- * tag. The target's pool opens it in place while the progress thread goes
- * on receiving, so sealing, transfer and opening of consecutive segments
- * overlap at both ends; the target acts on opened segments in arrival
- * order (bulk/bulk_rx.c). After the last segment the target sends an
- * ACK and only then does the initiator complete UCP's put: UCP's rendezvous
- * "data arrived" message (sent after the put completes) can never overtake
- * authentication. The wire rules are in
- * base/format.h; the files are listed in bulk/bulk.h.
- *
- * Threads: the pool's threads only seal and open (bulk/pool.h). Every UCT
- * call, every completion and every list here belongs to the progress
- * thread; segments are handed back through their `done` flag, which the
- * iface's progress callback polls while any put is in flight or any
- * segment is being opened, and runs itself the one it waits for when no
- * pool thread took it yet.
- *
- * Resources: `depth` bounce segments per iface, registered once with the
- * inner md, and at most `depth` segments being opened for the iface. When
- * the bounce segments are all in flight, further segments wait in their
- * put's queue (nothing fails). Above `max_outstanding` puts in flight a put
- * is sealed on the progress thread instead of the pool (CryptMPI's k = 1
- * rule: enough concurrency already, hand-offs would only add latency).
- *
- * Naive mode (the CryptMPI paper's baseline, for benchmarks): the whole put
- * is one segment in a buffer of its own, sealed by the progress thread,
- * sent, then opened.
+ * The bulk engine of an iface (README.md): encrypted put_zcopy, which gives
+ * UCP back its RMA rendezvous (and multi-rail) over crypt; a put cut into
+ * segments (CryptMPI's chopping, Naser et al., section IV-B) sealed by the
+ * pool and opened in place by the target's, the put completed only once
+ * the target acknowledged its last segment. Here: its options, the bounce
+ * segments (`depth`, registered once; a put waits, never fails, when all
+ * are in flight), the pool, the progress thread's loop (the only thread
+ * that calls UCT; it runs the job it waits for when no pool thread took
+ * it), sleeping progress, flush and cancel. Above `max_outstanding` puts
+ * in flight a put is sealed on the progress thread (CryptMPI's k = 1).
+ * Naive mode (the paper's baseline, test builds): the whole put one
+ * segment, sealed by the progress thread, sent, then opened.
  */
 #include "uct_crypt/bulk/bulk.h"
 
@@ -360,6 +339,61 @@ ucs_status_t uct_crypt_bulk_event_fd_get(uct_crypt_iface_t *iface, int *fd_p)
     }
     *fd_p = bulk->event_fd;
     return UCS_OK;
+}
+
+/*
+ * How fast one thread seals, in bytes a second: AES-GCM over 256 KiB with
+ * the backend, the best of three runs (a run the scheduler cut into says
+ * nothing of the cipher), measured once per process and backend. The key
+ * and nonce are a throwaway all-zero pair over zeros: nothing sealed here
+ * leaves the process or is secret.
+ */
+double uct_crypt_seal_bandwidth(crypt_aead_backend_t backend)
+{
+    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+    static double measured[CRYPT_AEAD_BACKEND_LAST];
+    static const uint8_t zero_key[32], zero_nonce[CRYPT_AEAD_NONCE_LEN];
+    const size_t len = 256 * UCS_KBYTE;
+    uint8_t tag[CRYPT_AEAD_TAG_LEN], *buf;
+    double best = 0, elapsed;
+    crypt_aead_key_t key;
+    ucs_time_t start;
+    int run;
+
+#if UCX_CRYPT_FAULT_INJECTION
+    if (uct_crypt_global.test_seal_bandwidth > 0) {
+        return uct_crypt_global.test_seal_bandwidth; /* tests: a slow core */
+    }
+#endif
+    if ((unsigned)backend >= CRYPT_AEAD_BACKEND_LAST) {
+        return 0;
+    }
+    pthread_mutex_lock(&lock);
+    if ((measured[backend] == 0) &&
+        ((buf = ucs_calloc(1, len, "crypt seal bench")) != NULL)) {
+        if (crypt_aead_key_init(&key, backend, zero_key, sizeof(zero_key)) ==
+            CRYPT_AEAD_OK) {
+            for (run = 0; run < 3; ++run) {
+                start = ucs_get_time();
+                if (crypt_aead_seal(&key, zero_nonce, NULL, 0, buf, len, buf,
+                                    tag) != CRYPT_AEAD_OK) {
+                    break;
+                }
+                elapsed = ucs_time_to_sec(ucs_get_time() - start);
+                if (elapsed > 0) {
+                    best = ucs_max(best, len / elapsed);
+                }
+            }
+            crypt_aead_key_cleanup(&key);
+        }
+        ucs_free(buf);
+        measured[backend] = best;
+        ucs_debug("crypt: one thread seals %.2f GB/s (%s)", best / 1e9,
+                  crypt_aead_backend_name(backend));
+    }
+    best = measured[backend];
+    pthread_mutex_unlock(&lock);
+    return best;
 }
 
 /* BUSY where a segment sealed on a pool thread waits for progress */

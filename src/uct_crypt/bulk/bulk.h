@@ -305,5 +305,8 @@ void uct_crypt_bulk_rx_quiesce(uct_crypt_iface_t *iface);
 /* how many threads seal the bulk engine's segments together (its pool's,
  * or the progress thread alone); 0 without the engine */
 unsigned uct_crypt_bulk_seal_threads(const uct_crypt_iface_t *iface);
+/* how fast one thread seals with `backend`, bytes a second (measured once
+ * per process; 0 if it cannot be) */
+double uct_crypt_seal_bandwidth(crypt_aead_backend_t backend);
 
 #endif

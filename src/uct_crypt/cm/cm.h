@@ -3,40 +3,27 @@
  * crypt's connection manager: the uct_cm that UCP's client/server API
  * (ucp_listener_create, ucp_ep_create with a socket address) runs on, in
  * place of tcp's sockcm, which crypt hides. Shaped like UCX's tcp_sockcm
- * (src/uct/tcp/tcp_sockcm*.c: one TCP connection per client ep, events on
- * the worker's async context, the same callbacks in the same states);
- * unlike it, nothing a peer sends is acted on before it is authenticated:
+ * (one TCP connection per client ep, events on the worker's async
+ * context, the same callbacks in the same states); unlike it, nothing a
+ * peer sends is acted on before it is authenticated:
  *
- * - A connection starts with Noise_NNpsk0 (src/keyex/noise.h): the
- *   server reads exactly the 68-byte initiation and checks its tag (the
- *   psk from the job secret, no DH) before anything else; a stranger's
- *   connection is closed there, counted and logged rate-limited, and the
- *   listener goes on. Until then a connection holds no handshake state
- *   (the tag is checked in the cm's one scratch state) and is half-open:
- *   those are bounded in number and time (UCT_CRYPT_CM_MAX_HALF_OPEN,
- *   UCX_CRYPT_CM_HANDSHAKE_TIMEOUT); when they are all taken, what waits on them is
- *   read first, then one of the silent ones goes (of the source address
- *   that holds the most, the oldest: wire/wire_admit.h). A first message
- *   whose ephemeral was seen before is a replay, refused before the DH;
- *   under load (UCX_CRYPT_HANDSHAKE_RATE) one without a valid mac2 gets a
- *   cookie reply instead of the DH (wire/wire_admit.h). A connection whose
- *   first message passed is never evicted by one that did not; those
- *   waiting for their CONNECT are bounded by the same number among
- *   themselves. A connection the server ends before the handshake is done
- *   hears why first (keyex_noise_refusal_msg_t), so that an honest client
- *   can tell its user.
- * - UCP's private data (its worker and lane addresses) and the device
- *   address each side hands UCP travel only in frames sealed under the
- *   handshake's transport keys (base/format.h). The server's
+ * - A connection starts with Noise_NNpsk0 (src/keyex/noise.h): the server
+ *   reads exactly the 68-byte initiation and checks its tag (the psk, no
+ *   DH) before anything else; until then the connection is half-open,
+ *   bounded in number and time (UCT_CRYPT_CM_MAX_HALF_OPEN,
+ *   UCX_CRYPT_CM_HANDSHAKE_TIMEOUT), and a replay or, under load, a first
+ *   message without mac2 gets no DH (wire/wire_admit.h). A connection the
+ *   server ends before the handshake is done hears why first.
+ * - UCP's private data and the device addresses travel only in frames
+ *   sealed under the handshake's keys (base/format.h); the server's
  *   application sees a connection request only once the client's CONNECT
- *   opened: after the client proved the psk and its fresh ephemeral.
+ *   opened.
  * - A frame's length is checked against a constant before it is read in;
  *   one that does not open, or comes out of turn, ends the connection.
  *
- * Liveness: TCP keepalive (the data role's UCX_CRYPT_KEEPIDLE, KEEPCNT,
- * KEEPINTVL: one set for every socket of crypt's); a
- * peer that ends (kill, close) ends this connection and UCP hears of it
- * through the disconnect callback, as with tcp_sockcm.
+ * Liveness: TCP keepalive (UCX_CRYPT_KEEP*, as every socket of crypt's); a
+ * peer that ends ends this connection and UCP hears of it through the
+ * disconnect callback, as with tcp_sockcm. The detail: README.md.
  */
 #ifndef UCT_CRYPT_CM_H
 #define UCT_CRYPT_CM_H

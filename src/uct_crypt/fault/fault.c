@@ -266,3 +266,32 @@ void uct_crypt_fault_cleanup(uct_crypt_iface_t *iface)
     ucs_free(iface->fault.hello_copy);
     iface->fault.hello_copy = NULL;
 }
+
+/* The iface's key pair: a fresh one, or the one UCX_CRYPT_FAULT_STATIC_KEY
+ * names (the forward-secrecy test plays an attacker who learns it) */
+keyex_status_t uct_crypt_fault_keypair(uct_crypt_iface_t *iface,
+                                       const uct_crypt_iface_config_t *config)
+{
+    uint8_t private_key[KEYEX_PRIVATE_KEY_LEN];
+    keyex_status_t status;
+    unsigned i, byte;
+
+    /* (the data role's config only: the fault options are not in the
+     * others', as for uct_crypt_fault_init) */
+    if ((config != NULL) && (strlen(config->fault_static_key) > 0)) {
+        if (strlen(config->fault_static_key) != 2 * sizeof(private_key)) {
+            return KEYEX_ERR_CRYPTO;
+        }
+        for (i = 0; i < sizeof(private_key); ++i) {
+            if (sscanf(config->fault_static_key + 2 * i, "%2x", &byte) != 1) {
+                return KEYEX_ERR_CRYPTO;
+            }
+            private_key[i] = (uint8_t)byte;
+        }
+        ucs_warn("crypt: TESTING: a known iface key (UCX_CRYPT_FAULT_STATIC_KEY)");
+        status = keyex_keypair_from_private(&iface->keypair, private_key);
+        crypt_wipe(private_key, sizeof(private_key));
+        return status;
+    }
+    return keyex_keypair_generate(&iface->keypair);
+}

@@ -11,6 +11,7 @@
 
 #include "uct_crypt/base/format.h"
 #include "aead/aead.h"
+#include "keyex/keyex.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -91,10 +92,15 @@ int uct_crypt_bulk_fault_frame(uct_crypt_iface_t *iface, size_t *frame_len);
 /* Returns 1 if the announcement must not be sent (dropped). */
 int uct_crypt_bulk_fault_announce(uct_crypt_iface_t *iface,
                                   crypt_bulk_segment_t *announce);
+keyex_status_t uct_crypt_fault_keypair(uct_crypt_iface_t *iface,
+                                       const struct uct_crypt_iface_config *config);
 #define uct_crypt_fault_enabled(_iface) \
     ((_iface)->fault.kind != UCT_CRYPT_FAULT_NONE)
 #else
 #define uct_crypt_fault_enabled(_iface)                   0
+/* a fresh key pair for the iface */
+#define uct_crypt_fault_keypair(_iface, _config) \
+    keyex_keypair_generate(&(_iface)->keypair)
 #define uct_crypt_fault_init(_iface, _config)             do {} while (0)
 #define uct_crypt_fault_init_none(_iface)                 do {} while (0)
 #define uct_crypt_fault_cleanup(_iface)                   do {} while (0)

@@ -141,6 +141,20 @@ void uct_crypt_peer_ep_remove(uct_crypt_iface_t *iface,
 int uct_crypt_rx_flow_was_ended(uct_crypt_iface_t *iface, uint64_t flow_id);
 void uct_crypt_rx_flows_conn_ended(uct_crypt_iface_t *iface, uint64_t conn_id);
 void uct_crypt_rx_flows_cleanup(uct_crypt_iface_t *iface);
+/* The record keys of `flow` at its generation (keys.c; a flow that wakes
+ * may have had its keys updated before it slept) */
+ucs_status_t uct_crypt_rx_flow_key(uct_crypt_iface_t *iface,
+                                   uct_crypt_rx_flow_t *flow);
+/* The end of a sending flow over a UCX inner (flows.c): its FLOW_END sent
+ * (0: none is, as on the wire or for an ep that failed or never sent),
+ * then its inner ep closed once what was sent on it left */
+int uct_crypt_ep_send_flow_end(uct_crypt_ep_t *ep, uct_crypt_iface_t *iface);
+void uct_crypt_ep_close_inner(uct_crypt_iface_t *iface, uct_ep_h inner);
+/* inner eps kept after their crypt ep went, until its FLOW_END left
+ * (flows.c): destroyed when the iface closes */
+void uct_crypt_iface_closing_cleanup(uct_crypt_iface_t *iface);
+void uct_crypt_iface_closing_free(uct_crypt_iface_t *iface);
+int uct_crypt_iface_closing_failed(uct_crypt_iface_t *iface, uct_ep_h inner_ep);
 /* Open under the flow's keys, or under the next generation's when the
  * sender announces a key update; the update is kept only if it opens. */
 struct uct_crypt_record_in;
