@@ -164,7 +164,7 @@ check_start() {
     # key update every 2 records and bulk segments)
     run_gtest uct_rekeyed_flows env UCX_CRYPT_REKEY_RECORDS=2 \
         "$obj_test/test/gtest/gtest_uct" --gtest_filter="*flow_sleeps*:*flow_slept*:*ended_flow*:*asleep*:*cannot_wake*"
-    log "test: the product build (layering, the wire's door, exports, no test hooks)"
+    log "test: the product build (layering, every room's door, file sizes, knobs, exports, no test hooks)"
     "$top/test/integration/build_check.sh" "$top" "$prefix" "$prefix_test" "$results"
 }
 
