@@ -289,8 +289,10 @@ extern uct_crypt_global_config_t uct_crypt_global;
  * replayed initiation cost the own wire about 160 us of DHs: issue 29) */
 #define UCT_CRYPT_HANDSHAKE_RATE_AUTO 1000.0
 double uct_crypt_handshake_rate(void);
-/* UCX_CRYPT_REKEY_RECORDS (test builds; 0: the limits of keyex.h) */
-unsigned long uct_crypt_rekey_records(void);
+/* UCX_CRYPT_REKEY_RECORDS (test builds; 0: the limits of keyex.h): read
+ * per record, so a constant in a release build */
+#define uct_crypt_rekey_records() \
+    UCT_CRYPT_TEST_KNOB(&uct_crypt_global, rekey_records, 0UL)
 extern uint8_t *uct_crypt_job_secret;  /* NULL: none configured */
 
 
@@ -345,7 +347,9 @@ uct_component_h uct_crypt_inner_component_find(const char *name);
 void uct_crypt_md_name(char *name, const char *inner_md, const char *tl);
 
 /* Opens the inner iface of `tl` on its md `md`: crypt's own wire where tl
- * is tcp (given `wire`), UCX's transport otherwise (the tests' ucx_tcp:
+ * is tcp (given `wire`: what this user of the wire has of its own; the
+ * device, the job secret and the handshake rate are set here), UCX's
+ * transport otherwise (the tests' ucx_tcp:
  * UCX's tcp standing in for rc, ud or dc); *ops_p is the ops table that
  * goes with it. The one place where tcp means the wire: the data and
  * auxiliary ifaces and the collective lane open their inner here. */

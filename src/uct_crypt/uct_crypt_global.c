@@ -33,10 +33,6 @@ double uct_crypt_handshake_rate(void)
     return (double)rate;
 }
 
-unsigned long uct_crypt_rekey_records(void)
-{
-    return UCT_CRYPT_TEST_KNOB(&uct_crypt_global, rekey_records, 0);
-}
 
 static const char *uct_crypt_abort_on_ep_failure_names[] = {
     [UCT_CRYPT_ABORT_AUTO]      = "auto",

@@ -385,19 +385,16 @@ static UCS_CLASS_INIT_FUNC(uct_crypt_iface_t, uct_md_h tl_md, uct_worker_h worke
                                  UCT_IFACE_PARAM_FIELD_AM_ALIGN_OFFSET);
 
     /* where the inner is crypt's own wire (uct_crypt_inner_open decides) */
-    wire.dev_name        = params->mode.device.dev_name;
-    wire.keypair         = &self->keypair;
-    wire.job_secret      = uct_crypt_job_secret;
+    wire.keypair           = &self->keypair;
     wire.context.role      = KEYEX_NOISE_ROLE_RECORDS;
     wire.context.key_bytes = (uint8_t)self->key_len;
-    wire.peer_failed     = uct_crypt_record_peer_failed;
-    wire.peer_failed_arg = self;
-    wire.conn_ended      = uct_crypt_record_conn_ended;
-    wire.conn_ended_arg  = self;
-    wire.sndbuf          = aux ? UCS_MEMUNITS_AUTO : config->sndbuf;
-    wire.rcvbuf          = aux ? UCS_MEMUNITS_AUTO : config->rcvbuf;
-    wire.keepalive       = keepalive;
-    wire.handshake_rate  = uct_crypt_handshake_rate();
+    wire.peer_failed       = uct_crypt_record_peer_failed;
+    wire.peer_failed_arg   = self;
+    wire.conn_ended        = uct_crypt_record_conn_ended;
+    wire.conn_ended_arg    = self;
+    wire.sndbuf            = aux ? UCS_MEMUNITS_AUTO : config->sndbuf;
+    wire.rcvbuf            = aux ? UCS_MEMUNITS_AUTO : config->rcvbuf;
+    wire.keepalive         = keepalive;
 #if UCX_CRYPT_FAULT_INJECTION
     if (!aux) {
         wire.listen_port    = (uint16_t)config->wire_port;

@@ -344,8 +344,15 @@ ucs_status_t uct_crypt_inner_open(uct_md_h md, const char *tl, uct_worker_h work
     if (!strcmp(tl, "tcp") && !ucx_tcp) {
         /* Ethernet: crypt's own wire, never UCX's tcp transport, which acts
          * on its headers (a PUT request's address among them) before
-         * anything is authenticated (wire/wire.h) */
-        status = uct_crypt_wire_iface_open(md, worker, params, config, wire,
+         * anything is authenticated (wire/wire.h). What every wire of the
+         * process has is set here: its device, the job secret (the psk),
+         * the listeners' handshake rate. */
+        uct_crypt_wire_params_t own = *wire;
+
+        own.dev_name       = params->mode.device.dev_name;
+        own.job_secret     = uct_crypt_job_secret;
+        own.handshake_rate = uct_crypt_handshake_rate();
+        status = uct_crypt_wire_iface_open(md, worker, params, config, &own,
                                            iface_p);
         *ops_p = &uct_crypt_wire_inner_ops;
     } else {

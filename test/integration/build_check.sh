@@ -91,12 +91,13 @@ rooms_broken() {
     # header of a room below (record/ hands segments to bulk/; the lane
     # opens the wire)
     room_includes_beyond "$tree" record 'record/|base/|api/|uct_crypt\.h|bulk/bulk\.h'
-    # record.h, the record layer's door, is included by the wrapper: it
-    # includes nothing of the transport but base/ and api/
-    grep -nE '^#include "uct_crypt/' "$tree/src/uct_crypt/record/record.h" 2>/dev/null |
-        grep -vE '"uct_crypt/(base/|api/)' | sed "s|^|record/record.h: |" | head -5
-    grep -nE '^#include "uct_crypt/' "$tree/src/uct_crypt/fault/fault.h" 2>/dev/null |
-        grep -vE '"uct_crypt/(base/|api/)' | sed "s|^|fault/fault.h: |" | head -5
+    # the rooms' doors the wrapper includes (record.h, fault.h): nothing of
+    # the transport but base/ and api/
+    local door
+    for door in record/record.h fault/fault.h; do
+        grep -nE '^#include "uct_crypt/' "$tree/src/uct_crypt/$door" 2>/dev/null |
+            grep -vE '"uct_crypt/(base/|api/)' | sed "s|^|$door: |" | head -5
+    done
     room_includes_beyond "$tree" bulk 'bulk/|base/|api/|uct_crypt\.h'
     room_includes_beyond "$tree" lane 'lane/|base/|api/|uct_crypt\.h|wire/wire\.h'
     # who may open the wire's door: the one place an inner is opened, the

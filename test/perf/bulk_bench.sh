@@ -63,7 +63,7 @@ spare=$(spare_pus_per_rank) # crypto threads per emulated host
 rc_like=UCX_CRYPT_INNER_UCX_TCP=y
 bulk_modes=(pipelined naive am pipe64k)
 profile_env="UCX_CRYPT_PROFILE=$profile" # (test builds read the profile)
-if ! env LD_PRELOAD="$plugin" ucx_info -c -f 2>/dev/null | grep -q CRYPT_INNER_UCX_TCP; then
+if ! is_test_build "$prefix"; then
     echo "note: $prefix is a release build: only plaintext and crypt's own wire" \
          "(pass _build/install-test for the bulk engine's rows)"
     bulk_modes=()

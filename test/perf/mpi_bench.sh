@@ -57,8 +57,7 @@ run() { # mode pairs
 
 # naive (the CryptMPI paper's baseline) is a test build's switch
 modes=(plain pipelined naive)
-if ! env LD_PRELOAD="$prefix/lib/libuct_crypt.so" ucx_info -c -f 2>/dev/null |
-     grep -q CRYPT_BULK_MODE; then
+if ! is_test_build "$prefix"; then
     echo "note: $prefix is a release build: no naive rows (pass _build/install-test)"
     modes=(plain pipelined)
 fi

@@ -289,7 +289,6 @@ static UCS_CLASS_INIT_FUNC(uct_crypt_cm_t, uct_component_h component,
     self->priv_data_len     = cm_config->priv_data_len;
     self->max_body          = 1 + UCT_CRYPT_CM_MAX_DEV_ADDR + self->priv_data_len;
     self->handshake_timeout = ucs_time_from_sec(cm_config->handshake_timeout);
-    self->max_half_open     = UCT_CRYPT_CM_MAX_HALF_OPEN;
     self->half_open         = 0;
     self->proven            = 0;
     memset(&self->seen, 0, sizeof(self->seen));

@@ -65,7 +65,6 @@ typedef struct uct_crypt_cm {
     size_t          priv_data_len;
     size_t          max_body;         /* sealed part of a frame, tag excluded */
     ucs_time_t      handshake_timeout;
-    unsigned        max_half_open;
     uct_crypt_keepalive_t keepalive;  /* of every connection (UCX_CRYPT_KEEP*) */
     unsigned        half_open;        /* server eps: first message not passed */
     unsigned        proven;           /* ... passed, CONNECT not yet */
@@ -74,7 +73,8 @@ typedef struct uct_crypt_cm {
     keyex_noise_t   *start;           /* secure: the state every server
                                          handshake starts from (it depends
                                          on the job secret only) */
-    /* uct_crypt_cm_listener_make_room's lists, max_half_open long */
+    /* uct_crypt_cm_listener_make_room's lists, UCT_CRYPT_CM_MAX_HALF_OPEN
+     * long */
     const struct sockaddr_storage **admit_sources;
     struct uct_crypt_cm_ep          **admit_silent;
     int             room_fd;          /* epoll of the server eps before their

@@ -76,15 +76,16 @@ static void uct_crypt_cm_listener_make_room(uct_crypt_cm_t *cm)
     uct_crypt_cm_ep_t *ep;
     size_t count;
 
-    if (cm->half_open >= cm->max_half_open) {
+    if (cm->half_open >= UCT_CRYPT_CM_MAX_HALF_OPEN) {
         /* what the room's epoll says is readable: a read on each of them
          * was a system call per half-open connection per accept */
         uct_crypt_cm_room_handler(cm->room_fd, UCS_EVENT_SET_EVREAD, cm);
     }
-    if (cm->half_open >= cm->max_half_open) {
+    if (cm->half_open >= UCT_CRYPT_CM_MAX_HALF_OPEN) {
         count = 0;
         ucs_list_for_each(ep, &cm->eps, list) { /* oldest first */
-            if (uct_crypt_cm_ep_waiting(ep, 0) && (count < cm->max_half_open)) {
+            if (uct_crypt_cm_ep_waiting(ep, 0) &&
+                (count < UCT_CRYPT_CM_MAX_HALF_OPEN)) {
                 silent[count]  = ep;
                 sources[count] = &ep->peer_addr;
                 ++count;
@@ -100,7 +101,7 @@ static void uct_crypt_cm_listener_make_room(uct_crypt_cm_t *cm)
             UCS_CLASS_DELETE_FUNC_NAME(uct_crypt_cm_ep_t)(&ep->super.super.super);
         }
     }
-    if (cm->proven >= cm->max_half_open) {
+    if (cm->proven >= UCT_CRYPT_CM_MAX_HALF_OPEN) {
         ucs_list_for_each(ep, &cm->eps, list) {
             if (uct_crypt_cm_ep_waiting(ep, UCT_CRYPT_CM_EP_PROVEN)) {
                 uct_crypt_cm_refused(ep, "connections waiting for their "
@@ -204,9 +205,9 @@ static ucs_status_t uct_crypt_cm_server_init(uct_crypt_cm_t *cm)
     if (cm->scratch == NULL) {
         cm->start         = keyex_secure_alloc(sizeof(*cm->start));
         cm->scratch       = keyex_secure_alloc(sizeof(*cm->scratch));
-        cm->admit_sources = ucs_calloc(cm->max_half_open,
+        cm->admit_sources = ucs_calloc(UCT_CRYPT_CM_MAX_HALF_OPEN,
                                        sizeof(*cm->admit_sources), "crypt cm");
-        cm->admit_silent  = ucs_calloc(cm->max_half_open,
+        cm->admit_silent  = ucs_calloc(UCT_CRYPT_CM_MAX_HALF_OPEN,
                                        sizeof(*cm->admit_silent), "crypt cm");
         cm->cookie_key    = keyex_secure_alloc(KEYEX_SECRET_LEN);
         uct_crypt_cookies_init(&cm->cookies, uct_crypt_handshake_rate(),

@@ -90,8 +90,6 @@ struct uct_crypt_lane {
     uct_md_h                md;
     uct_iface_h             iface;
     const uct_crypt_inner_ops_t *inner_ops; /* uct_crypt_inner_open's */
-    int                     proven_peers; /* the inner proves each peer's
-                                             static key (crypt's own wire) */
     keyex_keypair_t         keypair;   /* its handshake key (own wire) */
     uct_iface_attr_t        attr;
     char                    tl_name[UCT_TL_NAME_MAX];
@@ -109,6 +107,14 @@ struct uct_crypt_lane {
     unsigned                fault_queued, fault_sent;
 #endif
 };
+
+/* Does the lane's inner prove each peer's static key (crypt's own wire)?
+ * Then a peer's address carries that key and its chunks must come from it */
+static int uct_crypt_lane_proves_peers(const uct_crypt_lane_t *lane)
+{
+    return (lane->iface != NULL) &&
+           (lane->inner_ops->flags & UCT_CRYPT_INNER_CONN_KEYS);
+}
 
 /* ---- receiving ------------------------------------------------------------ */
 
@@ -156,7 +162,8 @@ static void uct_crypt_lane_worker_progress(uct_crypt_lane_t *lane)
  * wire), else NULL */
 static const uint8_t *uct_crypt_lane_peer_key(uct_crypt_lane_t *lane, int peer)
 {
-    return (lane->proven_peers && (peer >= 0) && (peer < lane->num_peers)) ?
+    return (uct_crypt_lane_proves_peers(lane) && (peer >= 0) &&
+            (peer < lane->num_peers)) ?
            lane->peers[peer].peer_static : NULL;
 }
 
@@ -488,7 +495,7 @@ static ucs_status_t uct_crypt_lane_ep_err(void *arg, uct_ep_h ep,
  * addresses, and on crypt's own wire the static key its handshake proves */
 static size_t uct_crypt_lane_key_len(const uct_crypt_lane_t *lane)
 {
-    return lane->proven_peers ? KEYEX_PUBLIC_KEY_LEN : 0;
+    return uct_crypt_lane_proves_peers(lane) ? KEYEX_PUBLIC_KEY_LEN : 0;
 }
 
 /* crypt's own wire: a peer's connection to us ended badly */
@@ -600,7 +607,6 @@ static void uct_crypt_lane_drop_key(uct_crypt_lane_t *lane)
     if (lane->keypair.pkey != NULL) {
         keyex_keypair_cleanup(&lane->keypair);
     }
-    lane->proven_peers = 0;
 }
 
 static ucs_status_t uct_crypt_lane_open_iface(uct_crypt_lane_t *lane, const char *tl,
@@ -635,15 +641,12 @@ static ucs_status_t uct_crypt_lane_open_iface(uct_crypt_lane_t *lane, const char
     if (keyex_keypair_generate(&lane->keypair) != KEYEX_OK) {
         return UCS_ERR_NO_RESOURCE;
     }
-    wire.dev_name        = dev;
     wire.keypair         = &lane->keypair;
-    wire.job_secret      = uct_crypt_job_secret;
     wire.context.role    = KEYEX_NOISE_ROLE_LANE;
     wire.peer_failed     = uct_crypt_lane_peer_failed;
     wire.peer_failed_arg = lane;
     wire.sndbuf          = UCS_MEMUNITS_AUTO;
     wire.rcvbuf          = UCS_MEMUNITS_AUTO;
-    wire.handshake_rate  = uct_crypt_handshake_rate();
     /* (tests: UCX's own tcp transport stands in for ud and dc, where anyone
      * who reaches the iface may send to it) */
     status = uct_crypt_inner_open(lane->md, tl, lane->worker, &params, &wire,
@@ -654,7 +657,6 @@ static ucs_status_t uct_crypt_lane_open_iface(uct_crypt_lane_t *lane, const char
         uct_crypt_lane_drop_key(lane);
         return status;
     }
-    lane->proven_peers = !!(lane->inner_ops->flags & UCT_CRYPT_INNER_CONN_KEYS);
     if ((uct_iface_query(lane->iface, &lane->attr) != UCS_OK) ||
         ((lane->attr.cap.flags & need) != need) ||
         (lane->attr.cap.am.max_bcopy <= 2 * sizeof(crypt_lane_chunk_hdr_t) +

@@ -360,6 +360,7 @@ int uct_crypt_bulk_tx_key_ready(uct_crypt_bulk_tx_t *tx, size_t length)
     uct_crypt_iface_t *iface = tx->bulk->iface;
     uct_crypt_ep_t *ep       = tx->ep;
     const uint8_t *secret    = NULL;
+    unsigned long rekey;
     unsigned w;
 
     if (ucs_unlikely(tx->keys == NULL)) {
@@ -378,10 +379,10 @@ int uct_crypt_bulk_tx_key_ready(uct_crypt_bulk_tx_t *tx, size_t length)
     }
 
     /* UCX_CRYPT_REKEY_RECORDS, when set, counts bulk segments too (tests) */
+    rekey = uct_crypt_rekey_records();
     if ((keyex_usage_check(tx->segments_this_key, tx->bytes_this_key,
                            length) == KEYEX_USAGE_OK) &&
-        ((uct_crypt_rekey_records() == 0) ||
-         (tx->segments_this_key < uct_crypt_rekey_records()))) {
+        ((rekey == 0) || (tx->segments_this_key < rekey))) {
         return 1;
     }
     if (!ucs_list_is_empty(&tx->segments)) {
