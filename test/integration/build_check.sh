@@ -86,7 +86,7 @@ rooms_broken() {
     room_includes_beyond "$tree" base 'base/|api/'
     # wire/ and cm/: the listeners, the wire's internals behind its door
     room_includes_beyond "$tree" wire 'wire/|base/|api/'
-    room_includes_beyond "$tree" cm 'cm/|base/|api/|wire/wire\.h|wire/wire_admit\.h|uct_crypt\.h'
+    room_includes_beyond "$tree" cm 'cm/|base/|api/|wire/wire\.h|wire/wire_admit\.h'
     # record/, bulk/, lane/: the wrapper's structs, base/, and the one
     # header of a room below (record/ hands segments to bulk/; the lane
     # opens the wire)
@@ -125,8 +125,8 @@ check_rooms() {
     for f in "$src"/src/uct_crypt/*.c; do
         [ "$(wc -l <"$f")" -le 600 ] || why+="${f#$src/}: $(wc -l <"$f") lines (the wrapper's: 600 at most) "
     done
-    [ "$(wc -l <"$src/src/uct_crypt/uct_crypt.h")" -lt 450 ] ||
-        why+="uct_crypt.h: $(wc -l <"$src/src/uct_crypt/uct_crypt.h") lines (under 450; the rooms' doors hold theirs) "
+    [ "$(wc -l <"$src/src/uct_crypt/uct_crypt.h")" -lt 300 ] ||
+        why+="uct_crypt.h: $(wc -l <"$src/src/uct_crypt/uct_crypt.h") lines (under 300; the rooms' doors hold theirs) "
     for f in $(find "$src/src" "$src/test" "$src/contrib" -name '*.[ch]' -o -name '*.cc' \
                     -o -name '*.sh' -o -name '*.py' | grep -v '/test/fuzz/corpus/'); do
         if [ "$(wc -l <"$f")" -gt 1000 ]; then
@@ -140,7 +140,7 @@ check_rooms() {
     fi
     # the rules catch a break: a copy of the transport with one include
     # through a wall per room must fail them
-    for planted in base:uct_crypt.h wire:record/record_input.h cm:wire/wire_int.h \
+    for planted in base:uct_crypt.h wire:record/record_input.h cm:wire/wire_int.h cm:uct_crypt.h \
                    record:lane/lane_rx.h bulk:record/record_input.h lane:bulk/bulk.h \
                    record/record.h:uct_crypt.h lane:wire/wire_int.h; do
         room=${planted%%:*}

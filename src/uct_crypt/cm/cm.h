@@ -28,7 +28,10 @@
 #ifndef UCT_CRYPT_CM_H
 #define UCT_CRYPT_CM_H
 
-#include "uct_crypt/uct_crypt.h"
+#include "uct_crypt/base/config.h"
+#include "uct_crypt/base/counters.h"
+#include "uct_crypt/base/format.h"
+#include "uct_crypt/base/compat.h"
 #include "uct_crypt/wire/wire_admit.h"
 #include "uct_crypt/wire/wire.h"
 #include "keyex/noise.h"

@@ -10,6 +10,7 @@
 
 #include "uct_crypt/api/uct_crypt_stats.h"
 #include "uct_crypt/base/format.h"
+#include "uct_crypt/base/config.h"
 #include "aead/aead.h"
 #include "keyex/keyex.h"
 
@@ -19,13 +20,6 @@
 
 typedef struct uct_crypt_iface uct_crypt_iface_t;
 typedef struct uct_crypt_ep uct_crypt_ep_t;
-
-/* Flows an iface receives at once (record/keys.c): in all, and from
- * one peer key (UCX_CRYPT_RX_FLOWS*, both roles) */
-typedef struct uct_crypt_rx_limits {
-    unsigned           flows;
-    unsigned           flows_per_peer;
-} uct_crypt_rx_limits_t;
 
 /* Sending half of a flow: one per crypt ep. */
 typedef struct uct_crypt_tx_flow {
