@@ -374,9 +374,28 @@ uct_crypt_ucx_ep_set_peer(uct_ep_h ep, const uint8_t peer[KEYEX_PUBLIC_KEY_LEN])
     return UCS_OK; /* the record keys prove it: X25519 with that key */
 }
 
-static const uint8_t *uct_crypt_ucx_no_secret(uct_ep_h ep)
+/* X25519 with the peer's static key, salted with the job secret (a
+ * low-order peer key is refused there: keyex_x25519) */
+static keyex_status_t
+uct_crypt_ucx_flow_secret(const keyex_keypair_t *own,
+                          const uint8_t peer[KEYEX_PUBLIC_KEY_LEN],
+                          const uint8_t *conn_secret,
+                          uint8_t secret[KEYEX_SECRET_LEN])
 {
-    return NULL;
+    return keyex_derive_pair_secret(own, peer, uct_crypt_job_secret, secret);
+}
+
+/* Nothing proved our key: the HELLO names it, under the record's tag */
+static const uint8_t *uct_crypt_ucx_hello_key(const keyex_keypair_t *own)
+{
+    return own->public_key;
+}
+
+/* No connection: a flow is keyed at once, from the static keys */
+static int uct_crypt_ucx_ep_ready(uct_ep_h ep, const uint8_t **secret_p)
+{
+    *secret_p = NULL;
+    return 1;
 }
 
 static const uint8_t *uct_crypt_ucx_rx_none(uct_iface_h iface)
@@ -407,7 +426,9 @@ static void uct_crypt_ucx_rx_reject(uct_iface_h iface, const char *reason)
 const uct_crypt_inner_ops_t uct_crypt_ucx_inner_ops = {
     .flags              = 0,
     .ep_set_peer        = uct_crypt_ucx_ep_set_peer,
-    .ep_secret          = uct_crypt_ucx_no_secret,
+    .flow_secret        = uct_crypt_ucx_flow_secret,
+    .hello_key          = uct_crypt_ucx_hello_key,
+    .ep_ready           = uct_crypt_ucx_ep_ready,
     .ep_failed_locally  = uct_crypt_ucx_ep_failed_locally,
     .rx_secret          = uct_crypt_ucx_rx_none,
     .rx_peer            = uct_crypt_ucx_rx_none,

@@ -27,11 +27,10 @@
 #include <stdint.h>
 
 enum {
-    /* A flow's keys come from the connection that carries it (its
-     * exporter secret), never from the static keys: a sending flow is
-     * keyed once ep_secret answers, a received one from rx_secret, and the
-     * HELLO names no public key (the connection proved it). */
-    UCT_CRYPT_INNER_CONN_KEYS       = UCS_BIT(0),
+    /* Each connection proves its peer's static key (ep_set_peer names it,
+     * rx_peer tells it) and its flows end with it (no FLOW_END record): a
+     * lane's address carries the key its handshake must prove. */
+    UCT_CRYPT_INNER_PROVES_PEERS    = UCS_BIT(0),
     /* A bulk segment is the frame right behind the record that announces
      * it (ep_segment_*, rx_expect_segment), not an inner put. */
     UCT_CRYPT_INNER_INLINE_SEGMENTS = UCS_BIT(1),
@@ -53,13 +52,28 @@ typedef struct uct_crypt_inner_ops {
     size_t       segment_max;
     size_t       segment_frame_max;
 
+    /* The secret a flow's keys come from (keys.c, with the flow's id):
+     * the secret of the connection that carries the flow (`conn_secret`:
+     * ep_ready's or rx_secret's), never the static keys alone, where the
+     * inner has connections; else X25519 of `own` and `peer`, salted with
+     * the job secret (conn_secret NULL). */
+    keyex_status_t (*flow_secret)(const keyex_keypair_t *own,
+                                  const uint8_t peer[KEYEX_PUBLIC_KEY_LEN],
+                                  const uint8_t *conn_secret,
+                                  uint8_t secret[KEYEX_SECRET_LEN]);
+    /* The static key a flow's HELLO names: `own`'s, or NULL where the
+     * connection proved it (the HELLO names none) */
+    const uint8_t *(*hello_key)(const keyex_keypair_t *own);
+
     /* The static key the inner ep must prove before it sends anything
      * (given once the peer's address names it). */
     ucs_status_t (*ep_set_peer)(uct_ep_h ep,
                                 const uint8_t peer[KEYEX_PUBLIC_KEY_LEN]);
-    /* CONN_KEYS: the secret of the ep's connection once it is final, else
-     * NULL (the ep takes no record yet: its sends wait on pending). */
-    const uint8_t *(*ep_secret)(uct_ep_h ep);
+    /* May the ep's flow be keyed? 1 with *secret_p its connection's
+     * secret once final (NULL where the inner has no connections); 0
+     * while it is not (the ep takes no record yet: its sends wait on
+     * pending). */
+    int          (*ep_ready)(uct_ep_h ep, const uint8_t **secret_p);
     /* Did the inner ep fail for a reason of this process's own (memory,
      * a cipher context, randomness: its handshake), not the network's or
      * the peer's? Asked from crypt's error handler (0 where it cannot) */
@@ -73,7 +87,7 @@ typedef struct uct_crypt_inner_ops {
     void         (*ep_segment_commit)(uct_ep_h ep, size_t length);
 
     /* Inside crypt's AM handler, about the record being delivered: the
-     * secret of the connection it came on (CONN_KEYS), the static key
+     * secret of the connection it came on (NULL: none), the static key
      * that connection proved and its peer's address (NULL and "" where
      * the inner proves none), the connection's id (0: none; ended ones are
      * reported to uct_crypt_record_conn_ended), and a refusal that closes

@@ -101,11 +101,13 @@ ucs_status_t uct_crypt_bulk_init(uct_crypt_iface_t *iface,
     unsigned i, local_ranks, pus;
     uct_crypt_bulk_t *bulk;
     ucs_status_t status;
+    int inline_segments = !!(iface->inner_ops->flags &
+                             UCT_CRYPT_INNER_INLINE_SEGMENTS);
 
     iface->bulk = NULL;
     if (!config->bulk ||
         (!(iface->inner_attr.cap.flags & UCT_IFACE_FLAG_PUT_ZCOPY) &&
-         !(iface->inner_ops->flags & UCT_CRYPT_INNER_INLINE_SEGMENTS))) {
+         !inline_segments)) {
         return UCS_OK; /* AM only: UCP runs rendezvous over AM */
     }
     uct_crypt_bulk_read_profile(UCT_CRYPT_TEST_KNOB(config, profile, NULL),
@@ -126,7 +128,7 @@ ucs_status_t uct_crypt_bulk_init(uct_crypt_iface_t *iface,
         ucs_error("crypt: UCX_CRYPT_BULK_SEGMENT=%zu: between 4k and 1g", segment);
         return UCS_ERR_INVALID_PARAM;
     }
-    if (iface->inner_ops->flags & UCT_CRYPT_INNER_INLINE_SEGMENTS) {
+    if (inline_segments) {
         /* a segment is one frame of the inner (crypt's own wire) */
         if (UCT_CRYPT_TEST_KNOB(config, bulk_mode, UCT_CRYPT_BULK_PIPELINED) ==
             UCT_CRYPT_BULK_NAIVE) {
@@ -145,8 +147,7 @@ ucs_status_t uct_crypt_bulk_init(uct_crypt_iface_t *iface,
     bulk->naive           = (UCT_CRYPT_TEST_KNOB(config, bulk_mode,
                                                  UCT_CRYPT_BULK_PIPELINED) ==
                              UCT_CRYPT_BULK_NAIVE);
-    bulk->inline_segments = !!(iface->inner_ops->flags &
-                               UCT_CRYPT_INNER_INLINE_SEGMENTS);
+    bulk->inline_segments = inline_segments;
     status = uct_md_query(&md->super, &md_attr);
     if (status != UCS_OK) {
         ucs_free(bulk);

@@ -344,7 +344,7 @@ static void uct_crypt_bulk_open_segment(uct_crypt_iface_t *iface,
         flow->bulk_next_segment++;
     }
 
-    if (iface->inner_ops->flags & UCT_CRYPT_INNER_INLINE_SEGMENTS) {
+    if (iface->bulk->inline_segments) {
         /* ciphertext and tag are the next frame on this connection: the
          * ciphertext is received straight into the destination, then
          * opened there (no copy through a receive buffer) */

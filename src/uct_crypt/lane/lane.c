@@ -113,7 +113,7 @@ struct uct_crypt_lane {
 static int uct_crypt_lane_proves_peers(const uct_crypt_lane_t *lane)
 {
     return (lane->iface != NULL) &&
-           (lane->inner_ops->flags & UCT_CRYPT_INNER_CONN_KEYS);
+           (lane->inner_ops->flags & UCT_CRYPT_INNER_PROVES_PEERS);
 }
 
 /* ---- receiving ------------------------------------------------------------ */

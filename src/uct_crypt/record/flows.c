@@ -515,7 +515,7 @@ int uct_crypt_ep_send_flow_end(uct_crypt_ep_t *ep, uct_crypt_iface_t *iface)
 {
     crypt_flow_end_t end;
 
-    if ((iface->inner_ops->flags & UCT_CRYPT_INNER_CONN_KEYS) ||
+    if ((iface->inner_ops->flags & UCT_CRYPT_INNER_PROVES_PEERS) ||
         !ep->tx.hello_done || ep->failed || !uct_crypt_bulk_ep_idle(ep)) {
         return 0;
     }

@@ -34,13 +34,13 @@
 
 /* ---- keys of one flow ----------------------------------------------------- */
 
-/* `wire_secret`: the exporter of the own wire's connection (NULL over a
- * UCX inner, where it is never used) */
+/* `conn_secret`: the secret of the connection that carries the flow (NULL
+ * where the inner has none: inner_ops->flow_secret) */
 static ucs_status_t uct_crypt_flow_keys(uct_crypt_iface_t *iface,
                                         const uint8_t sender[KEYEX_PUBLIC_KEY_LEN],
                                         const uint8_t receiver[KEYEX_PUBLIC_KEY_LEN],
                                         const uint8_t peer[KEYEX_PUBLIC_KEY_LEN],
-                                        const uint8_t *wire_secret,
+                                        const uint8_t *conn_secret,
                                         uint64_t flow_id,
                                         keyex_purpose_t purpose,
                                         keyex_traffic_keys_t **keys_p,
@@ -50,24 +50,12 @@ static ucs_status_t uct_crypt_flow_keys(uct_crypt_iface_t *iface,
     keyex_traffic_keys_t *keys;
     keyex_status_t kstatus;
 
-    if ((iface->inner_ops->flags & UCT_CRYPT_INNER_CONN_KEYS) &&
-        (wire_secret == NULL)) {
-        return UCS_ERR_INVALID_PARAM; /* (never the static keys alone) */
-    }
     keys = keyex_secure_alloc(sizeof(*keys));
     if (keys == NULL) {
         return UCS_ERR_NO_MEMORY;
     }
-
-    if (iface->inner_ops->flags & UCT_CRYPT_INNER_CONN_KEYS) {
-        memcpy(pair_secret, wire_secret, sizeof(pair_secret));
-        kstatus = KEYEX_OK;
-    } else {
-        /* X25519 with the peer's key, salted with the job secret; a
-         * low-order peer key is refused here (keyex_x25519) */
-        kstatus = keyex_derive_pair_secret(&iface->keypair, peer,
-                                           uct_crypt_job_secret, pair_secret);
-    }
+    kstatus = iface->inner_ops->flow_secret(&iface->keypair, peer, conn_secret,
+                                            pair_secret);
     if (kstatus == KEYEX_OK) {
         kstatus = keyex_derive_flow_keys(pair_secret, purpose,
                                          sender, receiver, flow_id,
@@ -90,23 +78,27 @@ ucs_status_t uct_crypt_bulk_keys(uct_crypt_iface_t *iface,
                                  const uint8_t sender[KEYEX_PUBLIC_KEY_LEN],
                                  const uint8_t receiver[KEYEX_PUBLIC_KEY_LEN],
                                  const uint8_t peer[KEYEX_PUBLIC_KEY_LEN],
-                                 const uint8_t *wire_secret, uint64_t flow_id,
+                                 const uint8_t *conn_secret, uint64_t flow_id,
                                  keyex_traffic_keys_t **keys_p)
 {
-    return uct_crypt_flow_keys(iface, sender, receiver, peer, wire_secret,
+    return uct_crypt_flow_keys(iface, sender, receiver, peer, conn_secret,
                                flow_id, KEYEX_PURPOSE_BULK, keys_p, NULL);
 }
 
-/* The record keys of a sending half, from `wire_secret` on the own wire */
-ucs_status_t uct_crypt_tx_flow_derive(uct_crypt_iface_t *iface,
-                                      uct_crypt_tx_flow_t *tx,
-                                      const uint8_t *wire_secret)
+/* The record keys of a sending half, once its inner ep is ready (at once
+ * over UCX's transports, on the own wire once the connection is final) */
+static ucs_status_t uct_crypt_tx_flow_derive(uct_crypt_iface_t *iface,
+                                             uct_crypt_tx_flow_t *tx)
 {
     uct_crypt_ep_t *ep = ucs_container_of(tx, uct_crypt_ep_t, tx);
+    const uint8_t *secret;
 
     ucs_assert(tx->keys == NULL);
+    if (!iface->inner_ops->ep_ready(ep->inner, &secret)) {
+        return UCS_ERR_NO_RESOURCE;
+    }
     return uct_crypt_flow_keys(iface, iface->keypair.public_key,
-                               ep->peer_public, ep->peer_public, wire_secret,
+                               ep->peer_public, ep->peer_public, secret,
                                tx->flow_id, KEYEX_PURPOSE_RECORD, &tx->keys,
                                &tx->aead);
 }
@@ -114,23 +106,17 @@ ucs_status_t uct_crypt_tx_flow_derive(uct_crypt_iface_t *iface,
 ucs_status_t uct_crypt_tx_flow_ready(uct_crypt_iface_t *iface,
                                      uct_crypt_tx_flow_t *tx)
 {
-    uct_crypt_ep_t *ep = ucs_container_of(tx, uct_crypt_ep_t, tx);
-    const uint8_t *secret;
+    ucs_status_t status;
 
     if (ucs_likely(tx->keys != NULL)) {
         return UCS_OK;
     }
-    /* (over a UCX inner the keys come with the flow: none is a failure) */
-    if (iface->inner_ops->flags & UCT_CRYPT_INNER_CONN_KEYS) {
-        secret = iface->inner_ops->ep_secret(ep->inner);
-        if (secret == NULL) {
-            return UCS_ERR_NO_RESOURCE; /* the connection is not final */
-        }
-        if (uct_crypt_tx_flow_derive(iface, tx, secret) == UCS_OK) {
-            return UCS_OK;
-        }
+    status = uct_crypt_tx_flow_derive(iface, tx);
+    if ((status == UCS_OK) || (status == UCS_ERR_NO_RESOURCE)) {
+        return status; /* (NO_RESOURCE: the connection is not final) */
     }
-    uct_crypt_ep_fail_local(ep, "cannot derive the record keys");
+    uct_crypt_ep_fail_local(ucs_container_of(tx, uct_crypt_ep_t, tx),
+                            "cannot derive the record keys");
     return UCS_ERR_IO_ERROR;
 }
 
@@ -151,13 +137,10 @@ ucs_status_t uct_crypt_tx_flow_init(uct_crypt_iface_t *iface,
         return UCS_ERR_NO_RESOURCE;
     }
     tx->flow_id |= 1; /* flow 0 is never valid */
-    if (iface->inner_ops->flags & UCT_CRYPT_INNER_CONN_KEYS) {
+    status = uct_crypt_tx_flow_derive(iface, tx);
+    if (status == UCS_ERR_NO_RESOURCE) {
         return UCS_OK; /* keyed once its connection is final */
-    }
-    status = uct_crypt_flow_keys(iface, iface->keypair.public_key, peer_public,
-                                 peer_public, NULL, tx->flow_id,
-                                 KEYEX_PURPOSE_RECORD, &tx->keys, &tx->aead);
-    if (status != UCS_OK) {
+    } else if (status != UCS_OK) {
         ucs_error("crypt: cannot open a flow to peer %02x%02x%02x%02x: cannot "
                   "derive its keys%s", peer_public[0], peer_public[1],
                   peer_public[2], peer_public[3], crypt_local_failure_take());
@@ -366,8 +349,7 @@ int uct_crypt_bulk_tx_key_ready(uct_crypt_bulk_tx_t *tx, size_t length)
     if (ucs_unlikely(tx->keys == NULL)) {
         /* first use; on the own wire, once the ep's connection is final
          * (the put waits until then, retried from progress) */
-        if ((iface->inner_ops->flags & UCT_CRYPT_INNER_CONN_KEYS) &&
-            ((secret = iface->inner_ops->ep_secret(ep->inner)) == NULL)) {
+        if (!iface->inner_ops->ep_ready(ep->inner, &secret)) {
             return 0;
         }
         if (uct_crypt_bulk_keys(iface, iface->keypair.public_key,

@@ -50,6 +50,7 @@ ssize_t uct_crypt_record_seal(uct_crypt_iface_t *iface, uct_crypt_tx_flow_t *tx,
     size_t hdr_len   = uct_crypt_record_header_len(tx);
     uint8_t *payload = record + hdr_len;
     uint8_t *sealed  = payload - CRYPT_RECORD_AM_ID_LEN;
+    const uint8_t *hello_key;
     crypt_record_hdr_t hdr;
 
     ucs_assert(payload_len <= UINT32_MAX);
@@ -75,12 +76,12 @@ ssize_t uct_crypt_record_seal(uct_crypt_iface_t *iface, uct_crypt_tx_flow_t *tx,
     hdr.sequence = htole64(tx->next_sequence);
     memcpy(record, &hdr, sizeof(hdr));
     if (!tx->hello_done) {
-        /* (on the own wire its connection proved the key: not in clear) */
-        if (iface->inner_ops->flags & UCT_CRYPT_INNER_CONN_KEYS) {
-            memset(record + CRYPT_RECORD_HDR_LEN, 0, KEYEX_PUBLIC_KEY_LEN);
+        /* (where the connection proved our key: zeros, not it in clear) */
+        hello_key = iface->inner_ops->hello_key(&iface->keypair);
+        if (hello_key != NULL) {
+            memcpy(record + CRYPT_RECORD_HDR_LEN, hello_key, KEYEX_PUBLIC_KEY_LEN);
         } else {
-            memcpy(record + CRYPT_RECORD_HDR_LEN, iface->keypair.public_key,
-                   KEYEX_PUBLIC_KEY_LEN);
+            memset(record + CRYPT_RECORD_HDR_LEN, 0, KEYEX_PUBLIC_KEY_LEN);
         }
     }
     /* UCP's AM id goes inside the ciphertext: the inner carries every

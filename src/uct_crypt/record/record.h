@@ -93,22 +93,19 @@ ucs_status_t uct_crypt_bulk_keys(uct_crypt_iface_t *iface,
                                  const uint8_t sender[KEYEX_PUBLIC_KEY_LEN],
                                  const uint8_t receiver[KEYEX_PUBLIC_KEY_LEN],
                                  const uint8_t peer[KEYEX_PUBLIC_KEY_LEN],
-                                 const uint8_t *wire_secret, uint64_t flow_id,
+                                 const uint8_t *conn_secret, uint64_t flow_id,
                                  keyex_traffic_keys_t **keys_p);
 ucs_status_t uct_crypt_tx_flow_init(uct_crypt_iface_t *iface,
                                     uct_crypt_tx_flow_t *tx,
                                     const uint8_t peer_public[KEYEX_PUBLIC_KEY_LEN]);
 void uct_crypt_tx_flow_cleanup(uct_crypt_tx_flow_t *tx);
 /* May the sending half seal a record now? UCS_OK: it has its keys, or
- * made them (over the own wire, once its connection is final);
+ * made them (once its inner ep is ready: inner_ops->ep_ready);
  * UCS_ERR_NO_RESOURCE: the own wire's connection is not final yet (retry,
  * as tcp's sends before it is connected); another error: the keys cannot
  * be made, and the ep is failed with that reason. */
 ucs_status_t uct_crypt_tx_flow_ready(uct_crypt_iface_t *iface,
                                      uct_crypt_tx_flow_t *tx);
-ucs_status_t uct_crypt_tx_flow_derive(uct_crypt_iface_t *iface,
-                                      uct_crypt_tx_flow_t *tx,
-                                      const uint8_t *wire_secret);
 void uct_crypt_tx_flow_rekey_check(uct_crypt_iface_t *iface,
                                    uct_crypt_tx_flow_t *tx);
 uct_crypt_rx_flow_t *
