@@ -435,6 +435,11 @@ void uct_crypt_bulk_control(uct_crypt_iface_t *iface, uct_crypt_rx_flow_t *flow,
     }
     switch (kind) {
     case CRYPT_CONTROL_SEGMENT:
+        if (iface->bulk == NULL) {
+            /* no bulk engine here (UCX_CRYPT_BULK=n): no put was offered */
+            uct_crypt_record_reject(iface, flow, UCT_CRYPT_FAIL_MALFORMED);
+            break;
+        }
         memcpy(&announce, payload, sizeof(announce));
         uct_crypt_bulk_open_segment(iface, flow, &announce);
         break;

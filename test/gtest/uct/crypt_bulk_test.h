@@ -345,6 +345,29 @@ protected:
                 << "opened outside registered memory";
     }
 
+    /* A target without the bulk engine (UCX_CRYPT_BULK=n there) asked for
+     * no segments: one announced anyway (a key holder's, or ranks that
+     * disagree) fails the flow as MALFORMED, is never opened, and the
+     * target goes on (it dereferenced the engine it does not have before) */
+    void check_segments_to_a_target_without_bulk()
+    {
+        open_pair({{"BULK_SEGMENT", "4k"}, {"BULK_THREADS", "0"}}, {{"BULK", "n"}});
+        ASSERT_FALSE(b.attr.cap.flags & UCT_IFACE_FLAG_PUT_ZCOPY);
+        uint64_t before = failures(UCT_CRYPT_FAIL_MALFORMED);
+        put_op &op = new_op();
+        post_put(ab, a, b, op, 8192, 13);
+        progress_until([&] { return !b.failed_eps.empty(); });
+        for (int i = 0; i < 10000; ++i) {
+            uct_worker_progress(worker);
+        }
+        EXPECT_EQ(failures(UCT_CRYPT_FAIL_MALFORMED), before + 1);
+        EXPECT_FALSE(op.comp.done && (op.comp.status == UCS_OK));
+        /* (over a UCX inner the inner's put may have left ciphertext) */
+        EXPECT_NE(std::vector<uint8_t>(op.dst.buffer.begin(), op.dst.buffer.begin() + op.len),
+                  make_payload(op.seq, op.len))
+                << "a put opened at a target without the bulk engine";
+    }
+
     /* What a peer handed the remote key of one region at b may reach
      * there: that region only, whatever else b registered (region tokens,
      * base/format.h). Each way of reaching further is refused at b

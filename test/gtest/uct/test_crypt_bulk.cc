@@ -438,3 +438,8 @@ TEST_F(uct_crypt_bulk_test, a_put_after_the_flow_slept_lands_whole)
     EXPECT_TRUE(a.failed_eps.empty());
     EXPECT_TRUE(b.failed_eps.empty());
 }
+
+TEST_F(uct_crypt_bulk_test, segments_to_a_target_without_bulk_fail_the_flow)
+{
+    check_segments_to_a_target_without_bulk();
+}

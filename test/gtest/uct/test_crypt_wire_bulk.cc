@@ -225,3 +225,8 @@ static std::vector<bulk_fault_case> wire_faults()
 
 INSTANTIATE_TEST_SUITE_P(wire, uct_crypt_wire_bulk_tamper_test,
                          ::testing::ValuesIn(wire_faults()), bulk_fault_name);
+
+TEST_F(uct_crypt_wire_bulk_test, segments_to_a_target_without_bulk_fail_the_flow)
+{
+    check_segments_to_a_target_without_bulk();
+}
