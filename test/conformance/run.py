@@ -11,25 +11,27 @@ Usage:
              transport), e.g. 'uct_|test_uct_' or 'test_ucp_tag_match$'
     REPORT   the report's name (default: conformance)
 
-Each suite runs twice, in processes of its own: as tcp/SUITE without the
-plugin (the control) and as crypt/SUITE through ucx-crypt-run with
-UCX_CRYPT_TLS=tcp, both with UCX_HANDLE_ERRORS=bt. A test that crashes its
+Each suite runs twice, in processes of its own: as crypt/SUITE through
+ucx-crypt-run with UCX_CRYPT_TLS=tcp, then as tcp/SUITE without the plugin
+(the control), both with UCX_HANDLE_ERRORS=bt; with CONFORMANCE_CONTROL=
+failed the control runs only the tests crypt did not pass (what it judges). A test that crashes its
 process or runs past the per-test limit fails; the rest of its suite is run
 again in a fresh process, so one abort hides nothing.
 
 The verdict per test, crypt judged by tcp:
-  tcp passed, crypt passed                 pass
-  tcp passed, crypt skipped, failed,
-      crashed, hung or missing             FAIL, unless excluded.txt lists
+  crypt passed                             pass
+  crypt skipped, failed, crashed, hung
+      or missing, tcp passed               FAIL, unless excluded.txt lists
                                            it with a reason (then skipped)
-  tcp skipped or failed                    skipped (nothing to compare to)
+  neither passed                           skipped (nothing to compare to)
 A run with 0 crypt tests fails (without crypt in the suite's lists UCX
 prints "tcp is not available", runs nothing and says PASSED); a suite of
 tcp's own (test_uct_tcp) is reported as skipped.
 
 Environment: CONFORMANCE_TEST_TIMEOUT (seconds a test may run, 120),
 CONFORMANCE_REPEAT (run each suite N times, 1; a test passes only if it
-passed every time), CONFORMANCE_EXCLUDED (the exclusion file),
+passed every time), CONFORMANCE_CONTROL (all, the default, or failed),
+CONFORMANCE_EXCLUDED (the exclusion file),
 CONFORMANCE_OMIT (':'-separated patterns of tests not run in this set, for
 time; reported as skipped).
 """
@@ -159,6 +161,9 @@ def main():
     gtest, prefix, results_dir, suites = sys.argv[1:5]
     report = sys.argv[5] if len(sys.argv) > 5 else "conformance"
     limit = int(os.environ.get("CONFORMANCE_TEST_TIMEOUT", "120"))
+    control = os.environ.get("CONFORMANCE_CONTROL", "all")
+    if control not in ("all", "failed"):
+        sys.exit(f"conformance: CONFORMANCE_CONTROL is all or failed, not '{control}'")
     repeat = int(os.environ.get("CONFORMANCE_REPEAT", "1"))
     excluded = load_excluded(os.environ.get(
         "CONFORMANCE_EXCLUDED", os.path.join(HERE, "excluded.txt")))
@@ -197,18 +202,31 @@ def main():
         sys.exit(f"conformance: no tcp suite matches '{suites}'")
 
     outcome = {}                           # (tl, test without tl) -> result
+
+    def run(tl, tests, suite):
+        cmd, env = runs[tl]
+        t0 = time.monotonic()
+        with open(os.path.join(logdir, f"{tl}.{suite}.log"), "ab") as log:
+            for _ in range(repeat):
+                for name, res in run_suite(cmd, env, tests, log, limit).items():
+                    key_ = (tl, name.split("/", 1)[1])
+                    outcome[key_] = worse(outcome.get(key_), res)
+        n_pass = sum(1 for t in tests if outcome.get((tl, t.split("/", 1)[1])) == "passed")
+        print(f"  {tl:5} {suite:45} {n_pass:4}/{len(tests):<4} passed "
+              f"({time.monotonic() - t0:.0f} s)", flush=True)
+
     for suite in chosen:
-        for tl, (cmd, env) in runs.items():
-            tests = [t for t in listed[tl] if suite_of(t) == suite and not omitted(t)]
-            t0 = time.monotonic()
-            with open(os.path.join(logdir, f"{tl}.{suite}.log"), "ab") as log:
-                for _ in range(repeat):
-                    for name, res in run_suite(cmd, env, tests, log, limit).items():
-                        key_ = (tl, name.split("/", 1)[1])
-                        outcome[key_] = worse(outcome.get(key_), res)
-            n_pass = sum(1 for t in tests if outcome.get((tl, t.split("/", 1)[1])) == "passed")
-            print(f"  {tl:5} {suite:45} {n_pass:4}/{len(tests):<4} passed "
-                  f"({time.monotonic() - t0:.0f} s)", flush=True)
+        mine = {tl: [t for t in listed[tl] if suite_of(t) == suite and not omitted(t)]
+                for tl in runs}
+        run("crypt", mine["crypt"], suite)
+        if control == "failed" and not mine["crypt"]:
+            continue                       # (tcp's own suite: nothing to judge)
+        if control == "failed":
+            # the control judges what crypt did not pass: those tests only
+            mine["tcp"] = [t for t in mine["tcp"] if outcome.get(
+                ("crypt", t.split("/", 1)[1])) != "passed"]
+        if mine["tcp"]:
+            run("tcp", mine["tcp"], suite)
 
     cases, counts = [], {"pass": 0, "fail": 0, "excluded": 0, "no control": 0,
                          "not run": 0}
@@ -228,12 +246,12 @@ def main():
             continue
         for n in names:
             tcp, crypt = outcome.get(("tcp", n), "missing"), outcome.get(("crypt", n), "missing")
-            if tcp != "passed":
-                cases.append((n, "skip", f"tcp {tcp}: no control"))
-                counts["no control"] += 1
-            elif crypt == "passed":
+            if crypt == "passed":
                 cases.append((n, "pass", "crypt passed"))
                 counts["pass"] += 1
+            elif tcp != "passed":
+                cases.append((n, "skip", f"crypt {crypt}, tcp {tcp}: no control"))
+                counts["no control"] += 1
             else:
                 rule = next((r for p, r in excluded if fnmatch.fnmatchcase(n, p)), None)
                 if rule:

@@ -70,14 +70,16 @@ if ! netns_up ucxf-h1 ucxf-h2 ucxf-v1 ucxf-v2 10.79.0.1 10.79.0.2; then
     group_finish
 fi
 
-# The veth's capture, one file for a whole series; each step writes its
-# start and end time, and markers_between counts the marker in the packets
-# captured between them
+# The veth's capture, one file for a whole series. Each step checks the
+# packets written since the step before (markers_since: from where the
+# last check stopped up to the step's end time; the file grows to a GB in
+# a series, and a check that read it whole made the sweep quadratic)
 capture_start() { # FILE [INTERFACE]
     ip netns exec ucxf-h1 tcpdump -i "${2:-ucxf-v1}" -U -s 0 -w "$1" \
         >"$1.log" 2>&1 &
     capture_pid=$!
     pids+=("$capture_pid")
+    rm -f "$1.checked"
     sleep 1
 }
 
@@ -87,24 +89,31 @@ capture_stop() {
     wait "$capture_pid" 2>/dev/null
 }
 
-# markers_between PCAP FROM TO: packets with the marker, captured from FROM
-# to TO (seconds since the epoch); "all" counts the whole capture
-markers_between() {
+# markers_since PCAP TO: packets with the marker among those captured up to
+# TO (seconds since the epoch; "end": all) that no call has checked yet. A
+# packet tcpdump wrote late belongs to the step it came in, or the one
+# before: either way a marker in it fails a step
+markers_since() {
     python3 - "$@" <<'EOF'
-import struct, sys
-path, lo, hi = sys.argv[1], sys.argv[2], sys.argv[3]
-data = open(path, 'rb').read()
-order = '<' if data[:4] == b'\xd4\xc3\xb2\xa1' else '>'
-nano = data[:4] in (b'\x4d\x3c\xb2\xa1', b'\xa1\xb2\x3c\x4d')
-pos, hits = 24, 0
-while pos + 16 <= len(data):
-    sec, frac, incl, _ = struct.unpack(order + 'IIII', data[pos:pos + 16])
-    t = sec + frac / (1e9 if nano else 1e6)
-    packet = data[pos + 16:pos + 16 + incl]
-    pos += 16 + incl
-    if lo != 'all' and not (float(lo) <= t <= float(hi)):
-        continue
-    hits += b'UCXCRYPT-MARKER-' in packet
+import os, struct, sys
+path, to = sys.argv[1], sys.argv[2]
+mark = path + '.checked'
+pos = int(open(mark).read()) if os.path.exists(mark) else 24
+with open(path, 'rb') as f:
+    head = f.read(24)
+    f.seek(pos)
+    data = f.read()
+order = '<' if head[:4] in (b'\xd4\xc3\xb2\xa1', b'\x4d\x3c\xb2\xa1') else '>'
+nano = head[:4] in (b'\x4d\x3c\xb2\xa1', b'\xa1\xb2\x3c\x4d')
+at, hits = 0, 0
+while at + 16 <= len(data):
+    sec, frac, incl, _ = struct.unpack(order + 'IIII', data[at:at + 16])
+    if at + 16 + incl > len(data) or \
+       (to != 'end' and sec + frac / (1e9 if nano else 1e6) > float(to)):
+        break
+    hits += b'UCXCRYPT-MARKER-' in data[at + 16:at + 16 + incl]
+    at += 16 + incl
+open(mark, 'w').write(str(pos + at))
 print(hits)
 EOF
 }
@@ -174,7 +183,7 @@ server_start control-crypt 0 "${crypt_env[@]}"
 crypt=$(client control-crypt-client "${crypt_env[@]}")
 stop_tree "$server_pid"
 capture_stop
-plain_hits=$(markers_between "$work/control.pcap" all all)
+plain_hits=$(markers_since "$work/control.pcap" end)
 echo "  control: plain tcp rc $plain ($plain_hits packets with the marker)," \
      "crypt rc $crypt"
 verdict failure_sweep_control_plain_shows_marker \
@@ -248,7 +257,7 @@ one_run() {
 # sweep ROLE KIND: fail the N-th resource call (KIND call) or seal (seal)
 # of the client, the server or both MPI ranks; N from 1 to the count
 sweep() {
-    local role=$1 kind=$2 count n from to hits rc k step_ok reason made
+    local role=$1 kind=$2 count n hits rc k step_ok reason made
     local var why reached=0 bad=0 absorbed=0 errors=0 tag=$1
     local fib_next=2 t made_re
     var=CRYPT_TEST_FAIL_CALL made_re='s/.*TESTING: \([0-9]*\) fallible calls.*/\1/p'
@@ -305,11 +314,9 @@ sweep() {
         fi
         [ "${#calls[@]}" -gt 0 ] || [ "$n" -le "$limit" ] || break
         i=$((i + 1))
-        from=$(date +%s.%N)
         step_ok=1 reason=""
         one_run "$role" "$tag-$n" env $var=$n
-        to=$(date +%s.%N)
-        hits=$(markers_between "$work/$tag.pcap" "$from" "$to")
+        hits=$(markers_since "$work/$tag.pcap" "$(date +%s.%N)")
         [ "$hits" = 0 ] || { step_ok=0; reason="$hits packets with the marker in clear"; }
         # (timeout's 124; mpiexec itself says 143 for ranks that aborted)
         if [ "$rc" = 124 ] || { [ "$role" != mpich ] && [ "$rc" -ge 124 ]; }; then
@@ -338,6 +345,11 @@ sweep() {
         fi
     done
     capture_stop
+    hits=$(markers_since "$work/$tag.pcap" end)
+    if [ "$hits" != 0 ]; then
+        bad=$((bad + 1))
+        echo "$n (the last step) $hits packets with the marker in clear" >>"$work/$tag.failures"
+    fi
     local sites
     sites=$(sort -u "$work/$tag.sites" | wc -l)
 
