@@ -148,6 +148,15 @@ typedef struct uct_crypt_cm_ep {
 } uct_crypt_cm_ep_t;
 
 
+/* Server: out of the half-open set, its first message's tag passed: a DH
+ * done (PROVEN, waiting for its CONNECT) or, under load, a cookie reply
+ * sent (waiting for its first message with mac2). Never a stranger's
+ * victim; bounded apart (N1 of the crypto review of 2026-12-02). */
+static inline int uct_crypt_cm_ep_proven(const uct_crypt_cm_ep_t *ep)
+{
+    return (ep->state & UCT_CRYPT_CM_EP_PROVEN) || (ep->cookie_rounds > 0);
+}
+
 static inline uct_crypt_cm_t *uct_crypt_cm_ep_cm(uct_crypt_cm_ep_t *ep)
 {
     return ucs_container_of(ep->super.super.super.iface, uct_crypt_cm_t,

@@ -53,12 +53,12 @@ static void uct_crypt_cm_room_handler(int fd, ucs_event_set_types_t events,
 }
 
 /* A server ep still in the listener's hands: half-open (its first
- * message has not passed) or proven (waiting for its CONNECT) */
-static int uct_crypt_cm_ep_waiting(const uct_crypt_cm_ep_t *ep, uint32_t proven)
+ * message has not passed) or proven (uct_crypt_cm_ep_proven) */
+static int uct_crypt_cm_ep_waiting(const uct_crypt_cm_ep_t *ep, int proven)
 {
     return (ep->state & UCT_CRYPT_CM_EP_SERVER) &&
            !(ep->state & (UCT_CRYPT_CM_EP_CONN_REQ | UCT_CRYPT_CM_EP_FAILED)) &&
-           ((ep->state & UCT_CRYPT_CM_EP_PROVEN) == proven);
+           (uct_crypt_cm_ep_proven(ep) == proven);
 }
 
 /* Room for one more half-open connection. What the half-open ones sent is
@@ -103,7 +103,7 @@ static void uct_crypt_cm_listener_make_room(uct_crypt_cm_t *cm)
     }
     if (cm->proven >= UCT_CRYPT_CM_MAX_HALF_OPEN) {
         ucs_list_for_each(ep, &cm->eps, list) {
-            if (uct_crypt_cm_ep_waiting(ep, UCT_CRYPT_CM_EP_PROVEN)) {
+            if (uct_crypt_cm_ep_waiting(ep, 1)) {
                 uct_crypt_cm_refused(ep, "connections waiting for their "
                                      "CONNECT all taken; the oldest was closed "
                                      "(64 at most)");

@@ -13,7 +13,10 @@
  * of them, the oldest of those. A stranger who opens many connections
  * from one address loses its own; an honest peer, one connection from
  * another address, never holds the most. A connection whose first message
- * passed the MAC check is out of the half-open set, and never evicted.
+ * passed the MAC check is out of the half-open set, and never evicted by
+ * a stranger: also under load, while it waits for the initiator's answer
+ * to a cookie reply (below). Those connections are bounded apart; the
+ * oldest goes only to make room for another that passed the MAC check.
  *
  * Replayed first messages. A first message that passes its MAC check came
  * from a job-secret holder once, but maybe not now: anyone on the path can

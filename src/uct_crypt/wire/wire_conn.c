@@ -195,8 +195,13 @@ void uct_crypt_wire_conn_set_state(uct_crypt_wire_conn_t *conn,
     ucs_trace("crypt wire conn %p %s: %s -> %s", conn, conn->peer_name,
               uct_crypt_wire_state_names[old], uct_crypt_wire_state_names[state]);
     if ((old == UCT_CRYPT_WIRE_WAIT_INIT) && (state != old)) {
-        ucs_assert(conn->iface->half_open > 0);
-        --conn->iface->half_open;
+        if (conn->cookie_rounds > 0) {
+            ucs_assert(conn->iface->proven_waiting > 0);
+            --conn->iface->proven_waiting;
+        } else {
+            ucs_assert(conn->iface->half_open > 0);
+            --conn->iface->half_open;
+        }
     }
     conn->state = state;
 }

@@ -153,7 +153,14 @@ static int uct_crypt_wire_conn_send_cookie(uct_crypt_wire_conn_t *conn,
                                         "cannot send a cookie reply")) {
         return 0;
     }
-    ++conn->cookie_rounds;
+    if (conn->cookie_rounds++ == 0) {
+        /* its initiation passed mac1: out of the half-open set, where a
+         * stranger's flood could take its slot (wire/wire_admit.h) */
+        ucs_assert((conn->state == UCT_CRYPT_WIRE_WAIT_INIT) &&
+                   (iface->half_open > 0));
+        --iface->half_open;
+        ++iface->proven_waiting;
+    }
     UCT_CRYPT_STAT_ADD(cookies_sent, 1);
     return 1;
 }

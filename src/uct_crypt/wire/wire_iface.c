@@ -415,7 +415,7 @@ static void uct_crypt_wire_reclaim_half_open(uct_crypt_wire_iface_t *iface)
     const struct sockaddr_storage *sources[2 * UCT_CRYPT_WIRE_HALF_OPEN_MAX];
     uct_crypt_wire_conn_t *silent[2 * UCT_CRYPT_WIRE_HALF_OPEN_MAX];
     unsigned round = ++iface->reclaim_round;
-    uct_crypt_wire_conn_t *conn;
+    uct_crypt_wire_conn_t *conn, *tmp;
     size_t count;
 
 restart:
@@ -435,6 +435,7 @@ restart:
         count = 0;
         ucs_list_for_each(conn, &iface->conns, list) { /* oldest first */
             if ((conn->state == UCT_CRYPT_WIRE_WAIT_INIT) &&
+                (conn->cookie_rounds == 0) &&
                 (count < ucs_static_array_size(silent))) {
                 silent[count]  = conn;
                 sources[count] = &conn->peer_addr;
@@ -442,7 +443,7 @@ restart:
             }
         }
         if (count == 0) {
-            return;
+            break;
         }
         /* (an honest initiator whose initiation had not come yet opens
          * another connection: only a debug line) */
@@ -450,6 +451,17 @@ restart:
                                    "half-open slots full, reclaimed from the "
                                    "address that held the most",
                                    UCS_LOG_LEVEL_DEBUG);
+    }
+    /* those that passed mac1 and wait for the answer to a cookie reply go
+     * only for one another, the oldest first (an honest initiator answers
+     * one round trip later; a replayer never can) */
+    ucs_list_for_each_safe(conn, tmp, &iface->conns, list) {
+        if ((iface->proven_waiting > UCT_CRYPT_WIRE_HALF_OPEN_MAX) &&
+            (conn->state == UCT_CRYPT_WIRE_WAIT_INIT) && (conn->cookie_rounds > 0)) {
+            uct_crypt_wire_conn_refuse(conn, "connections waiting for their "
+                                       "cookie's answer all taken; the oldest "
+                                       "was closed", UCS_LOG_LEVEL_DEBUG);
+        }
     }
 }
 
@@ -508,7 +520,7 @@ static void uct_crypt_wire_timers(uct_crypt_wire_iface_t *iface, ucs_time_t now)
             uct_crypt_wire_conn_heartbeat(conn);
         }
     }
-    if (iface->half_open == 0) {
+    if ((iface->half_open == 0) && (iface->proven_waiting == 0)) {
         uct_crypt_wire_timer_arm(iface, 0);
     }
 }
@@ -539,7 +551,8 @@ static unsigned uct_crypt_wire_iface_progress(uct_iface_h tl_iface)
         }
         ++count;
     }
-    if (iface->half_open > UCT_CRYPT_WIRE_HALF_OPEN_MAX) {
+    if ((iface->half_open > UCT_CRYPT_WIRE_HALF_OPEN_MAX) ||
+        (iface->proven_waiting > UCT_CRYPT_WIRE_HALF_OPEN_MAX)) {
         uct_crypt_wire_reclaim_half_open(iface);
     }
 
@@ -659,6 +672,7 @@ static UCS_CLASS_INIT_FUNC(uct_crypt_wire_iface_t, uct_md_h md,
     self->ended_count     = 0;
     self->ended_max       = 0;
     self->half_open       = 0;
+    self->proven_waiting  = 0;
     self->closed_since_trim = 0;
     self->reclaim_round   = 0;
     self->rx_conn         = NULL;

@@ -207,6 +207,11 @@ struct uct_crypt_wire_iface {
     ucs_list_link_t                 eps;
     ucs_list_link_t                 busy_eps; /* with pending or flushes */
     unsigned                        half_open;
+    /* responder connections whose initiation passed mac1 and got a cookie
+     * reply: waiting for the initiation with mac2, out of the half-open
+     * set (never a stranger's victim), bounded apart (N1 of the crypto
+     * review of 2026-12-02) */
+    unsigned                        proven_waiting;
     unsigned                        reclaim_round;
     uct_crypt_wire_conn_t           *rx_conn; /* delivering a record now */
     uct_crypt_replay_t              replay; /* initiations taken, per key */

@@ -20,6 +20,7 @@
 #include "uct_crypt/api/uct_crypt_stats.h"
 #include "keyex/noise.h"
 
+#include <algorithm>
 #include <arpa/inet.h>
 #include <dlfcn.h>
 #include <netinet/in.h>
@@ -279,6 +280,60 @@ protected:
         EXPECT_EQ(client.failures + server.failures, 0);
     }
 
+    /* a plain TCP connection to the crypt listener, as a stranger opens
+     * one, from `from` (any of 127/8: a host of its own) */
+    int connect_listener(uint32_t from = INADDR_LOOPBACK)
+    {
+        uct_listener_attr_t lattr = {};
+        lattr.field_mask = UCT_LISTENER_ATTR_FIELD_SOCKADDR;
+        EXPECT_EQ(uct_listener_query(listener, &lattr), UCS_OK);
+        struct sockaddr_in sa = {}, src = {};
+        sa.sin_family       = AF_INET;
+        sa.sin_port         = ((struct sockaddr_in*)&lattr.sockaddr)->sin_port;
+        sa.sin_addr.s_addr  = htonl(INADDR_LOOPBACK);
+        src.sin_family      = AF_INET;
+        src.sin_addr.s_addr = htonl(from);
+        int fd = socket(AF_INET, SOCK_STREAM, 0);
+        if (from != INADDR_LOOPBACK) {
+            EXPECT_EQ(bind(fd, (struct sockaddr*)&src, sizeof(src)), 0);
+        }
+        EXPECT_EQ(::connect(fd, (struct sockaddr*)&sa, sizeof(sa)), 0);
+        return fd;
+    }
+
+    /* a first message of a client of this job that the crypt listener
+     * never saw: a cm client's, taken by a plain listener of ours */
+    void unseen_first_message(keyex_noise_cm_init_msg_t *first)
+    {
+        int taker = socket(AF_INET, SOCK_STREAM, 0);
+        struct sockaddr_in ta = {};
+        socklen_t ta_len   = sizeof(ta);
+        ta.sin_family      = AF_INET;
+        ta.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        ASSERT_EQ(bind(taker, (struct sockaddr*)&ta, sizeof(ta)), 0);
+        ASSERT_EQ(listen(taker, 1), 0);
+        ASSERT_EQ(getsockname(taker, (struct sockaddr*)&ta, &ta_len), 0);
+        cm_side stray;
+        uct_ep_h stray_ep;
+        ASSERT_EQ(client_ep(client.cm, &stray, ta, &stray_ep), UCS_OK);
+        size_t got = 0;
+        pollfd pfd = {taker, POLLIN, 0};
+        ASSERT_TRUE(progress_until([&] { return poll(&pfd, 1, 0) == 1; }));
+        int taken = accept(taker, nullptr, nullptr);
+        ASSERT_GE(taken, 0);
+        progress_until([&] {
+            ssize_t n = recv(taken, (char*)first + got, sizeof(*first) - got, MSG_DONTWAIT);
+            got += (n > 0) ? n : 0;
+            return got == sizeof(*first);
+        });
+        close(taken);
+        close(taker);
+        ASSERT_EQ(got, sizeof(*first));
+        EXPECT_EQ(first->msg.type, KEYEX_NOISE_CM_INIT_TYPE);
+        progress_until([&] { return stray.failures.load() > 0; });
+        uct_ep_destroy(stray_ep);
+    }
+
     uct_component_h component = nullptr;
     uct_listener_h  listener  = nullptr;
     cm_side         client, server;
@@ -366,49 +421,15 @@ TEST_F(uct_crypt_cm_test, under_load_an_unseen_first_message_gets_a_cookie_not_a
     ASSERT_NO_FATAL_FAILURE(connect_pair());
 
     /* a first message the crypt listener never saw */
-    int taker = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in ta = {};
-    socklen_t ta_len   = sizeof(ta);
-    ta.sin_family      = AF_INET;
-    ta.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ASSERT_EQ(bind(taker, (struct sockaddr*)&ta, sizeof(ta)), 0);
-    ASSERT_EQ(listen(taker, 1), 0);
-    ASSERT_EQ(getsockname(taker, (struct sockaddr*)&ta, &ta_len), 0);
-    cm_side stray;
-    uct_ep_h stray_ep;
-    ASSERT_EQ(client_ep(client.cm, &stray, ta, &stray_ep), UCS_OK);
     keyex_noise_cm_init_msg_t first;
-    size_t got = 0;
-    pollfd pfd = {taker, POLLIN, 0};
-    ASSERT_TRUE(progress_until([&] { return poll(&pfd, 1, 0) == 1; }));
-    int taken = accept(taker, nullptr, nullptr);
-    ASSERT_GE(taken, 0);
-    progress_until([&] {
-        ssize_t n = recv(taken, (char*)&first + got, sizeof(first) - got, MSG_DONTWAIT);
-        got += (n > 0) ? n : 0;
-        return got == sizeof(first);
-    });
-    close(taken);
-    close(taker);
-    ASSERT_EQ(got, sizeof(first));
-    EXPECT_EQ(first.msg.type, KEYEX_NOISE_CM_INIT_TYPE);
-    progress_until([&] { return stray.failures.load() > 0; });
-    uct_ep_destroy(stray_ep);
+    ASSERT_NO_FATAL_FAILURE(unseen_first_message(&first));
 
     typedef void (*stats_read_t)(uct_crypt_stats_t*);
     auto stats_read = (stats_read_t)dlsym(crypt_plugin::handle(), "uct_crypt_stats_read");
     ASSERT_NE(stats_read, nullptr);
     uct_crypt_stats_t before = {}, after = {};
     stats_read(&before);
-    uct_listener_attr_t lattr = {};
-    lattr.field_mask = UCT_LISTENER_ATTR_FIELD_SOCKADDR;
-    ASSERT_EQ(uct_listener_query(listener, &lattr), UCS_OK);
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in sa = {};
-    sa.sin_family      = AF_INET;
-    sa.sin_port        = ((struct sockaddr_in*)&lattr.sockaddr)->sin_port;
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ASSERT_EQ(::connect(fd, (struct sockaddr*)&sa, sizeof(sa)), 0);
+    int fd = connect_listener();
     ASSERT_EQ(write(fd, &first, sizeof(first)), (ssize_t)sizeof(first));
 
     std::string answer;
@@ -451,18 +472,6 @@ TEST_F(uct_crypt_cm_test, under_load_an_unseen_first_message_gets_a_cookie_not_a
 TEST_F(uct_crypt_cm_test, a_connection_the_server_ends_unanswered_hears_why)
 {
     ASSERT_NO_FATAL_FAILURE(connect_pair());
-    uct_listener_attr_t lattr = {};
-    lattr.field_mask = UCT_LISTENER_ATTR_FIELD_SOCKADDR;
-    ASSERT_EQ(uct_listener_query(listener, &lattr), UCS_OK);
-    struct sockaddr_in sa = {};
-    sa.sin_family      = AF_INET;
-    sa.sin_port        = ((struct sockaddr_in*)&lattr.sockaddr)->sin_port;
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    auto open_one = [&] {
-        int fd = socket(AF_INET, SOCK_STREAM, 0);
-        EXPECT_EQ(::connect(fd, (struct sockaddr*)&sa, sizeof(sa)), 0);
-        return fd;
-    };
     /* what a connection heard before its end: "" while it is open */
     auto heard = [&](int fd, std::string *out) {
         char buf[64];
@@ -475,7 +484,7 @@ TEST_F(uct_crypt_cm_test, a_connection_the_server_ends_unanswered_hears_why)
 
     std::vector<int> silent;
     for (int i = 0; i < 65; ++i) {
-        silent.push_back(open_one());
+        silent.push_back(connect_listener());
         progress();
     }
     /* what each heard is kept across polls: the refusal's bytes may come
@@ -501,7 +510,7 @@ TEST_F(uct_crypt_cm_test, a_connection_the_server_ends_unanswered_hears_why)
                                    KEYEX_NOISE_REFUSED_BUSY, 0};
     EXPECT_EQ(busy, busy_word);
 
-    int stranger = open_one();
+    int stranger = connect_listener();
     std::vector<char> junk(sizeof(keyex_noise_cm_init_msg_t), 0x33);
     junk[0] = KEYEX_NOISE_CM_INIT_TYPE;
     junk[1] = KEYEX_NOISE_VERSION;
@@ -513,4 +522,55 @@ TEST_F(uct_crypt_cm_test, a_connection_the_server_ends_unanswered_hears_why)
     const std::string auth_word = {KEYEX_NOISE_REFUSAL_TYPE, KEYEX_NOISE_VERSION,
                                    KEYEX_NOISE_REFUSED_AUTH, 0};
     EXPECT_EQ(refused, auth_word);
+}
+
+/* Under load, a connection whose first message passed its tag and got a
+ * cookie reply waits for the client's answer out of the half-open set:
+ * silent strangers, each from an address of its own and more of them
+ * than there are slots, take its place no more (N1 of the crypto review
+ * of 2026-12-02: each address held one, the oldest went, and that was
+ * the honest connection). */
+TEST_F(uct_crypt_cm_test, under_load_a_connection_with_a_cookie_outlives_a_spread_flood)
+{
+    const char *rate = getenv("UCX_CRYPT_HANDSHAKE_RATE");
+    if ((rate == nullptr) || (std::string(rate) != "0")) {
+        GTEST_SKIP() << "runs with UCX_CRYPT_HANDSHAKE_RATE=0 (listeners under load)";
+    }
+    ASSERT_NO_FATAL_FAILURE(connect_pair());
+    keyex_noise_cm_init_msg_t first;
+    ASSERT_NO_FATAL_FAILURE(unseen_first_message(&first));
+    int fd = connect_listener();
+    ASSERT_EQ(write(fd, &first, sizeof(first)), (ssize_t)sizeof(first));
+    std::string answer;
+    progress_until([&] {
+        char buf[256];
+        ssize_t n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+        answer.append(buf, std::max<ssize_t>(n, 0));
+        return (n == 0) || (answer.size() >= sizeof(keyex_noise_cookie_msg_t));
+    });
+    ASSERT_EQ(answer.size(), sizeof(keyex_noise_cookie_msg_t)) << "no cookie reply";
+
+    std::vector<int> strangers;
+    for (uint32_t i = 0; i < 64 + 8; ++i) { /* 127.0.0.2 on */
+        strangers.push_back(connect_listener(INADDR_LOOPBACK + 1 + i));
+        progress();
+    }
+    auto closed = [](int s) {
+        char buf[64];
+        ssize_t n;
+        while ((n = recv(s, buf, sizeof(buf), MSG_DONTWAIT)) > 0) {
+        }
+        return (n == 0) || ((errno != EAGAIN) && (errno != EWOULDBLOCK));
+    };
+    size_t gone = 0;
+    progress_until([&] {
+        gone = std::count_if(strangers.begin(), strangers.end(), closed);
+        return (gone >= 8) || closed(fd);
+    });
+    EXPECT_FALSE(closed(fd)) << "the connection whose tag passed lost its slot";
+    EXPECT_GE(gone, 8u) << "the strangers kept their slots";
+    for (int s : strangers) {
+        close(s);
+    }
+    close(fd);
 }

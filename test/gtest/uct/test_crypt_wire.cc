@@ -9,6 +9,8 @@
  */
 #include "uct/crypt_test.h"
 
+#include <algorithm>
+
 /* the transport's fixture, on crypt's own wire (its default inner) */
 class uct_crypt_wire_test : public uct_crypt_test {
 };
@@ -507,16 +509,20 @@ private:
     std::thread       thread;
 };
 
-/* a plain TCP connection to `port` on 127.0.0.1, as a stranger opens one;
- * -1 if it cannot */
-int connect_loopback(uint16_t port)
+/* a plain TCP connection to `port` on 127.0.0.1, as a stranger opens one,
+ * from `from` (any of 127/8: a host of its own); -1 if it cannot */
+int connect_loopback(uint16_t port, uint32_t from = INADDR_LOOPBACK)
 {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in sa = {};
-    sa.sin_family      = AF_INET;
-    sa.sin_port        = htons(port);
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if ((fd >= 0) && (::connect(fd, (sockaddr*)&sa, sizeof(sa)) != 0)) {
+    sockaddr_in sa = {}, src = {};
+    sa.sin_family       = AF_INET;
+    sa.sin_port         = htons(port);
+    sa.sin_addr.s_addr  = htonl(INADDR_LOOPBACK);
+    src.sin_family      = AF_INET;
+    src.sin_addr.s_addr = htonl(from);
+    if ((fd >= 0) && (((from != INADDR_LOOPBACK) &&
+                       (bind(fd, (sockaddr*)&src, sizeof(src)) != 0)) ||
+                      (::connect(fd, (sockaddr*)&sa, sizeof(sa)) != 0))) {
         close(fd);
         return -1;
     }
@@ -679,6 +685,71 @@ TEST_F(uct_crypt_wire_test, under_load_a_forgotten_replayed_initiation_gets_a_co
     EXPECT_EQ(wire_stat(&uct_crypt_stats_t::wire_handshakes), handshakes)
             << "the replay was answered";
     EXPECT_GE(wire_stat(&uct_crypt_stats_t::cookies_sent), cookies + 1);
+}
+
+/* Under load, a connection whose initiation passed mac1 and got a cookie
+ * reply waits for the initiator's answer out of the half-open set:
+ * silent strangers, each from an address of its own and more of them
+ * than there are slots, take its place no more (N1 of the crypto review
+ * of 2026-12-02: each address held one, the oldest went, and that was
+ * the honest connection, as an MPI rank busy computing between the reply
+ * and its answer would hold it). */
+TEST_F(uct_crypt_wire_test, under_load_a_connection_with_a_cookie_outlives_a_spread_flood)
+{
+    const char *rate = getenv("UCX_CRYPT_HANDSHAKE_RATE");
+    if ((rate == nullptr) || (std::string(rate) != "0")) {
+        GTEST_SKIP() << "runs with UCX_CRYPT_HANDSHAKE_RATE=0 (listeners under load)";
+    }
+    const uint16_t b_port = free_loopback_port();
+    recording_relay relay(b_port, 1);
+    open_side(a);
+    open_side_with(b, {{"WIRE_PORT", std::to_string(b_port)},
+                       {"WIRE_ADVERTISE_PORT", std::to_string(relay.port)}});
+    ab = connect(a, b);
+    auto payload = make_payload(1, 64);
+    send_retrying([&] { return uct_ep_am_short(ab, kAmId, 1, payload.data(), 64); });
+    progress_until([&] { return (b.received.size() == 1u) || !a.failed_eps.empty(); });
+    ASSERT_EQ(b.received.size(), 1u);
+    relay.stop();
+    ASSERT_EQ(relay.dropped_init.size(), sizeof(keyex_noise_init_msg_t));
+
+    /* an initiation of a's that b never saw: it passes mac1 and, under
+     * load, gets a cookie reply; then its sender stays silent */
+    int fd = connect_loopback(b_port);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(write(fd, relay.dropped_init.data(), relay.dropped_init.size()),
+              (ssize_t)relay.dropped_init.size());
+    std::vector<uint8_t> answer;
+    progress_until([&] {
+        uint8_t buf[256];
+        ssize_t n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+        answer.insert(answer.end(), buf, buf + std::max<ssize_t>(n, 0));
+        return (n == 0) || (answer.size() >= sizeof(keyex_noise_cookie_msg_t));
+    });
+    ASSERT_EQ(answer.size(), sizeof(keyex_noise_cookie_msg_t)) << "no cookie reply";
+
+    std::vector<int> strangers;
+    for (uint32_t i = 0; i < 2 * 64 + 8; ++i) { /* 127.0.0.2 on */
+        int s = connect_loopback(b_port, INADDR_LOOPBACK + 1 + i);
+        ASSERT_GE(s, 0) << "stranger " << i;
+        strangers.push_back(s);
+    }
+    auto closed = [](int s) {
+        char c;
+        ssize_t n = recv(s, &c, 1, MSG_DONTWAIT);
+        return (n == 0) || ((n < 0) && (errno != EAGAIN) && (errno != EWOULDBLOCK));
+    };
+    size_t gone = 0;
+    progress_until([&] {
+        gone = std::count_if(strangers.begin(), strangers.end(), closed);
+        return (gone >= strangers.size() - 64) || closed(fd);
+    });
+    EXPECT_FALSE(closed(fd)) << "the connection that passed mac1 lost its slot";
+    EXPECT_GE(gone, strangers.size() - 64) << "the strangers kept their slots";
+    for (int s : strangers) {
+        close(s);
+    }
+    close(fd);
 }
 
 /* A peer busy computing (no progress) answers the handshake late; the
