@@ -3,8 +3,9 @@
  * The Noise_IKpsk2 handshake of one connection of crypt's own wire
  * (src/keyex/noise.h): the initiator's first message made and sent, the
  * responder's checks of what a stranger sent (mac1, the replay set, then
- * the DHs, then freshness per static key), the answer taken. What follows
- * the handshake is wire_conn.c's.
+ * the DHs, then freshness per static key), the answer taken; and which
+ * of a pair's two connections carries both directions once both are up
+ * (REDIRECT). What follows the handshake is wire_conn.c's.
  */
 #include "uct_crypt/wire/wire_int.h"
 
@@ -400,3 +401,108 @@ int uct_crypt_wire_conn_accept_response(uct_crypt_wire_conn_t *conn)
     return uct_crypt_wire_conn_flush(conn) >= 0;
 }
 
+/* ---- one connection per pair ---------------------------------------------- */
+
+/* Our own (initiated) connection to `peer`, still sending or about to;
+ * with `opening`, only one whose handshake is still under way */
+uct_crypt_wire_conn_t *
+uct_crypt_wire_conn_own_to(uct_crypt_wire_iface_t *iface, const uint8_t *peer,
+                           int opening)
+{
+    uct_crypt_wire_conn_t *conn;
+
+    ucs_list_for_each(conn, &iface->conns, list) {
+        if (conn->initiator && (conn->ep != NULL) && !conn->tx_closed &&
+            (conn->state != UCT_CRYPT_WIRE_CLOSED) &&
+            (!opening || (conn->state != UCT_CRYPT_WIRE_ESTABLISHED)) &&
+            !memcmp(conn->peer_static, peer, KEYEX_PUBLIC_KEY_LEN)) {
+            return conn;
+        }
+    }
+    return NULL;
+}
+
+/* Our connection to `peer` that waits for the peer's own */
+uct_crypt_wire_conn_t *
+uct_crypt_wire_conn_redirected_to(uct_crypt_wire_iface_t *iface,
+                                  const uint8_t *peer)
+{
+    uct_crypt_wire_conn_t *conn;
+
+    ucs_list_for_each(conn, &iface->conns, list) {
+        if (conn->redirect_wait && (conn->ep != NULL) &&
+            !memcmp(conn->peer_static, peer, KEYEX_PUBLIC_KEY_LEN)) {
+            return conn;
+        }
+    }
+    return NULL;
+}
+
+uct_crypt_wire_conn_t *uct_crypt_wire_conn_find_free(uct_crypt_wire_iface_t *iface,
+                                                     const uint8_t *peer)
+{
+    uct_crypt_wire_conn_t *conn;
+
+    ucs_list_for_each(conn, &iface->conns, list) {
+        if ((conn->state == UCT_CRYPT_WIRE_ESTABLISHED) && (conn->ep == NULL) &&
+            !conn->tx_closed && !conn->frames.closed && !conn->closing &&
+            !conn->redirect_wait && (conn->tx_records == 0) &&
+            !memcmp(conn->peer_static, peer, KEYEX_PUBLIC_KEY_LEN)) {
+            return conn;
+        }
+    }
+    return NULL;
+}
+
+/* The ep of `from` moves to `to`, the peer's connection; `from` ends with
+ * CLOSE(0). Nothing of the ep's waits in `from`: an ep takes no record
+ * before its connection is final, and a redirected one is not. Returns 0
+ * when `to` is gone. */
+int uct_crypt_wire_conn_move(uct_crypt_wire_conn_t *from,
+                             uct_crypt_wire_conn_t *to)
+{
+    uct_crypt_wire_ep_t *ep = from->ep;
+
+    ucs_assert((from->init_left == 0) && (from->tx_records == 0));
+    to->ep              = ep;
+    ep->conn            = to;
+    from->ep            = NULL;
+    from->redirect_wait = 0;
+    UCT_CRYPT_STAT_ADD(wire_shared, 1);
+    ucs_debug("crypt: wire connection to %s now carries both directions",
+              to->peer_name);
+    uct_crypt_wire_conn_release(from);
+    return uct_crypt_wire_conn_flush(to) >= 0;
+}
+
+/* From progress: each of our connections that waits for its peer's moves
+ * there once that one is up. */
+void uct_crypt_wire_conn_redirects(uct_crypt_wire_iface_t *iface)
+{
+    uct_crypt_wire_conn_t *conn, *theirs;
+
+    iface->redirect_pending = 0;
+restart:
+    ucs_list_for_each(conn, &iface->conns, list) {
+        if (!conn->redirect_wait || (conn->ep == NULL)) {
+            continue;
+        }
+        theirs = uct_crypt_wire_conn_find_free(iface, conn->peer_static);
+        if (theirs != NULL) {
+            (void)uct_crypt_wire_conn_move(conn, theirs);
+            goto restart;
+        } else if (!conn->redirect_opening) {
+            /* the peer's that was up went to another ep of ours meanwhile:
+             * none to wait for (the ep's pending sends go from progress) */
+            conn->redirect_wait = 0;
+        }
+    }
+}
+
+void uct_crypt_wire_conn_redirect_expired(uct_crypt_wire_conn_t *conn)
+{
+    /* the peer's connection did not come: ours carries our records (the
+     * ep's pending sends go from the iface's progress) */
+    conn->redirect_wait = 0;
+    UCT_CRYPT_STAT_ADD(wire_redirects_expired, 1);
+}
