@@ -50,6 +50,9 @@
  * of strangers cannot hold the listener). The wire's half-open slots have
  * no knob either. */
 #define UCT_CRYPT_CM_MAX_HALF_OPEN 64
+/* connections whose first message passed, waiting for their CONNECT or for
+ * the answer to a cookie reply: as many at once as clients connect */
+#define UCT_CRYPT_CM_MAX_PROVEN    1024
 
 /* the connection manager's options (UCX_CRYPT_CM_*) and its open, for the
  * component (uct_crypt_component.c) */

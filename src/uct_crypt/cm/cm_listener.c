@@ -101,12 +101,12 @@ static void uct_crypt_cm_listener_make_room(uct_crypt_cm_t *cm)
             UCS_CLASS_DELETE_FUNC_NAME(uct_crypt_cm_ep_t)(&ep->super.super.super);
         }
     }
-    if (cm->proven >= UCT_CRYPT_CM_MAX_HALF_OPEN) {
+    if (cm->proven >= UCT_CRYPT_CM_MAX_PROVEN) {
         ucs_list_for_each(ep, &cm->eps, list) {
             if (uct_crypt_cm_ep_waiting(ep, 1)) {
                 uct_crypt_cm_refused(ep, "connections waiting for their "
                                      "CONNECT all taken; the oldest was closed "
-                                     "(64 at most)");
+                                     "(1024 at most)");
                 UCS_CLASS_DELETE_FUNC_NAME(uct_crypt_cm_ep_t)(&ep->super.super.super);
                 break;
             }

@@ -456,7 +456,7 @@ restart:
      * only for one another, the oldest first (an honest initiator answers
      * one round trip later; a replayer never can) */
     ucs_list_for_each_safe(conn, tmp, &iface->conns, list) {
-        if ((iface->proven_waiting > UCT_CRYPT_WIRE_HALF_OPEN_MAX) &&
+        if ((iface->proven_waiting > UCT_CRYPT_WIRE_PROVEN_MAX) &&
             (conn->state == UCT_CRYPT_WIRE_WAIT_INIT) && (conn->cookie_rounds > 0)) {
             uct_crypt_wire_conn_refuse(conn, "connections waiting for their "
                                        "cookie's answer all taken; the oldest "
@@ -552,7 +552,7 @@ static unsigned uct_crypt_wire_iface_progress(uct_iface_h tl_iface)
         ++count;
     }
     if ((iface->half_open > UCT_CRYPT_WIRE_HALF_OPEN_MAX) ||
-        (iface->proven_waiting > UCT_CRYPT_WIRE_HALF_OPEN_MAX)) {
+        (iface->proven_waiting > UCT_CRYPT_WIRE_PROVEN_MAX)) {
         uct_crypt_wire_reclaim_half_open(iface);
     }
 

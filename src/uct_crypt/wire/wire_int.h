@@ -30,6 +30,10 @@ enum {
     UCT_CRYPT_WIRE_TX_BUF      = 4 * UCT_CRYPT_WIRE_FRAME_MAX,
     UCT_CRYPT_WIRE_WIRE_SEGMENT_MAX = 262144, /* a bulk segment's frame */
     UCT_CRYPT_WIRE_HALF_OPEN_MAX = 64,
+    /* connections that passed mac1 and wait for the answer to a cookie
+     * reply: a job's wireup under load makes as many at once as it opens
+     * connections to this iface (100 in a gtest lost some at 64) */
+    UCT_CRYPT_WIRE_PROVEN_MAX  = 1024,
     UCT_CRYPT_WIRE_DRAIN_TIMEOUT = 10,  /* s: a closing connection's last bytes */
     UCT_CRYPT_WIRE_REDIRECT_TIMEOUT = 2, /* s: for the peer's own connection */
     /* connections an ep opens again when the peer closed them before it
