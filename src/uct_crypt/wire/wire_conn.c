@@ -161,6 +161,18 @@ static void uct_crypt_wire_conn_ended(uct_crypt_wire_iface_t *iface, uint64_t id
     iface->ended[iface->ended_count++] = id;
 }
 
+/* The receive buffer goes back once it holds nothing (the cache's, once
+ * established; the handshake's own is the connection's) */
+static void uct_crypt_wire_conn_rx_release(uct_crypt_wire_conn_t *conn)
+{
+    if (conn->rx_buf == conn->hs_rx) {
+        conn->rx_buf = NULL;
+    } else {
+        uct_crypt_wire_buf_put(conn->iface, &conn->iface->rx_cache,
+                               &conn->rx_buf);
+    }
+}
+
 static const char *uct_crypt_wire_state_names[] = {
     [UCT_CRYPT_WIRE_CONNECTING]  = "connecting",
     [UCT_CRYPT_WIRE_INIT_SENT]   = "initiation sent",
@@ -231,7 +243,7 @@ void uct_crypt_wire_conn_close(uct_crypt_wire_conn_t *conn)
     }
     ucs_list_del(&conn->list);
     uct_crypt_wire_buf_put(iface, &iface->tx_cache, &conn->tx_buf);
-    uct_crypt_wire_buf_put(iface, &iface->rx_cache, &conn->rx_buf);
+    uct_crypt_wire_conn_rx_release(conn);
     ucs_free(conn);
 }
 
@@ -736,9 +748,23 @@ static size_t uct_crypt_wire_conn_rx_room(const uct_crypt_wire_conn_t *conn)
          * its destination */
         return CRYPT_WIRE_FRAME_HDR_LEN - conn->rx_len;
     }
-    return (conn->state == UCT_CRYPT_WIRE_ESTABLISHED) ?
-           uct_crypt_frame_rx_room(conn->rx_buf, conn->rx_len) :
-           UCT_CRYPT_WIRE_FRAME_MAX - conn->rx_len;
+    switch (conn->state) {
+    case UCT_CRYPT_WIRE_ESTABLISHED:
+        return uct_crypt_frame_rx_room(conn->rx_buf, conn->rx_len);
+    case UCT_CRYPT_WIRE_WAIT_INIT:
+        /* nothing a stranger sends beyond 144 bytes is read at all */
+        return sizeof(keyex_noise_init_msg_t) - conn->rx_len;
+    default:
+        /* the response, or a cookie reply, and nothing after it: what
+         * follows the response is a frame, read into a frame's buffer */
+        if (conn->rx_len == 0) {
+            return ucs_min(sizeof(keyex_noise_cookie_msg_t),
+                           sizeof(keyex_noise_response_msg_t));
+        }
+        return ((conn->rx_buf[0] == KEYEX_NOISE_COOKIE_TYPE) ?
+                sizeof(keyex_noise_cookie_msg_t) :
+                sizeof(keyex_noise_response_msg_t)) - conn->rx_len;
+    }
 }
 
 static void uct_crypt_wire_conn_read(uct_crypt_wire_conn_t *conn)
@@ -755,17 +781,30 @@ static void uct_crypt_wire_conn_read(uct_crypt_wire_conn_t *conn)
             ucs_assert(conn->rx_len == 0);
             place = uct_crypt_wire_conn_seg_place(conn, &room);
         } else {
+            /* during the handshake its message alone is read, into the
+             * connection's own 144 bytes: a half-open stranger costs no
+             * frame buffer (F13: 262 KiB each) */
             if ((conn->rx_buf == NULL) &&
-                ((conn->rx_buf = uct_crypt_wire_buf_get(&conn->iface->rx_cache,
-                                                        UCT_CRYPT_WIRE_FRAME_MAX)) == NULL)) {
+                (conn->state != UCT_CRYPT_WIRE_ESTABLISHED)) {
+                conn->rx_buf = conn->hs_rx;
+            } else if ((conn->rx_buf == conn->hs_rx) &&
+                       (conn->state == UCT_CRYPT_WIRE_ESTABLISHED)) {
+                /* (never: a handshake's message is read to its end and no
+                 * further; were a byte left, it moves to a frame buffer) */
+                if ((conn->rx_buf = uct_crypt_wire_buf_get(&conn->iface->rx_cache,
+                                                           UCT_CRYPT_WIRE_FRAME_MAX)) == NULL) {
+                    conn->rx_buf = conn->hs_rx;
+                    uct_crypt_wire_conn_fail(conn, "out of memory");
+                    return;
+                }
+                memcpy(conn->rx_buf, conn->hs_rx, conn->rx_len);
+            } else if ((conn->rx_buf == NULL) &&
+                       ((conn->rx_buf = uct_crypt_wire_buf_get(&conn->iface->rx_cache,
+                                                               UCT_CRYPT_WIRE_FRAME_MAX)) == NULL)) {
                 uct_crypt_wire_conn_fail(conn, "out of memory");
                 return;
             }
-            /* during the handshake, read no more than its message: nothing
-             * a stranger sends beyond 144 bytes is read at all */
-            room  = (conn->state == UCT_CRYPT_WIRE_WAIT_INIT) ?
-                    sizeof(keyex_noise_init_msg_t) - conn->rx_len :
-                    uct_crypt_wire_conn_rx_room(conn);
+            room  = uct_crypt_wire_conn_rx_room(conn);
             place = conn->rx_buf + conn->rx_len;
         }
         if (room == 0) {
@@ -830,8 +869,7 @@ static void uct_crypt_wire_conn_read(uct_crypt_wire_conn_t *conn)
             return;
         }
         if (conn->rx_len == 0) {
-            uct_crypt_wire_buf_put(conn->iface, &conn->iface->rx_cache,
-                                   &conn->rx_buf);
+            uct_crypt_wire_conn_rx_release(conn);
         }
         if ((size_t)got < room) {
             return; /* drained */

@@ -141,8 +141,14 @@ struct uct_crypt_wire_conn {
     uct_crypt_frame_rx_t     frames;       /* what was taken: counts, the
                                               peer's CLOSE, an announced
                                               segment's length */
-    uint8_t                  *rx_buf;      /* FRAME_MAX; NULL when empty */
+    uint8_t                  *rx_buf;      /* FRAME_MAX once established,
+                                              hs_rx before; NULL when empty */
     size_t                   rx_len;
+    uint8_t                  hs_rx[sizeof(keyex_noise_init_msg_t)]; /* a
+                                              handshake message: what a
+                                              half-open stranger may make
+                                              this side hold (the largest,
+                                              the initiation) */
     uint8_t                  *tx_buf;      /* TX_BUF; NULL when empty */
     size_t                   tx_head, tx_len;
     const char               *reject;      /* why the record layer refused

@@ -542,6 +542,41 @@ uint16_t free_loopback_port()
     return ntohs(sa.sin_port);
 }
 
+/* A half-open stranger (connected, a byte of an initiation sent, then
+ * silent) costs its connection and the 144 bytes of a handshake message,
+ * never a frame buffer (F13: 262 KiB each, held until its deadline) */
+TEST_F(uct_crypt_wire_test, a_half_open_stranger_costs_no_frame_buffer)
+{
+    if (test_util::under_sanitizer()) {
+        GTEST_SKIP() << "a sanitizer's allocator hides what the heap holds";
+    }
+    const uint16_t b_port = free_loopback_port();
+    open_side_with(b, {{"WIRE_PORT", std::to_string(b_port)}});
+    for (int i = 0; i < 100; ++i) {
+        uct_worker_progress(worker);
+    }
+    const size_t count = 60; /* (within the half-open bound: none evicted) */
+    const size_t heap0 = test_util::heap_in_use();
+    std::vector<int> strangers;
+    for (size_t i = 0; i < count; ++i) {
+        int fd = connect_loopback(b_port);
+        ASSERT_GE(fd, 0);
+        const uint8_t first = 1; /* an initiation's type, and no more */
+        ASSERT_EQ(send(fd, &first, 1, 0), 1);
+        strangers.push_back(fd);
+    }
+    deadline limit(0.5);
+    while (!limit.passed()) {
+        uct_worker_progress(worker);
+    }
+    const long growth = (long)test_util::heap_in_use() - (long)heap0;
+    for (int fd : strangers) {
+        close(fd);
+    }
+    EXPECT_LT(growth, (long)(count * 4096))
+            << growth / (long)count << " bytes a half-open stranger";
+}
+
 /* One process opening many connections at once to one peer (UCP's eps,
  * UCX_NUM_EPS, several workers with one key): their TAI64N timestamps can
  * reach the peer out of order. Every one is taken (the replay check keeps
