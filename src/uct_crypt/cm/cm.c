@@ -290,6 +290,7 @@ static UCS_CLASS_INIT_FUNC(uct_crypt_cm_t, uct_component_h component,
     self->max_body          = 1 + UCT_CRYPT_CM_MAX_DEV_ADDR + self->priv_data_len;
     self->handshake_timeout = ucs_time_from_sec(cm_config->handshake_timeout);
     self->half_open         = 0;
+    self->cookied           = 0;
     self->proven            = 0;
     memset(&self->seen, 0, sizeof(self->seen));
     ucs_list_head_init(&self->eps);

@@ -50,9 +50,10 @@
  * of strangers cannot hold the listener). The wire's half-open slots have
  * no knob either. */
 #define UCT_CRYPT_CM_MAX_HALF_OPEN 64
-/* connections whose first message passed, waiting for their CONNECT or for
- * the answer to a cookie reply: as many at once as clients connect */
-#define UCT_CRYPT_CM_MAX_PROVEN    1024
+/* connections whose first message passed its tag and got a cookie reply,
+ * waiting for the client's answer: as many at once as clients connect
+ * under load (no DH was spent on them) */
+#define UCT_CRYPT_CM_MAX_COOKIED   1024
 
 /* the connection manager's options (UCX_CRYPT_CM_*) and its open, for the
  * component (uct_crypt_component.c) */
@@ -73,7 +74,8 @@ typedef struct uct_crypt_cm {
     ucs_time_t      handshake_timeout;
     uct_crypt_keepalive_t keepalive;  /* of every connection (UCX_CRYPT_KEEP*) */
     unsigned        half_open;        /* server eps: first message not passed */
-    unsigned        proven;           /* ... passed, CONNECT not yet */
+    unsigned        cookied;          /* ... passed, a cookie reply sent */
+    unsigned        proven;           /* ... passed, DH done, CONNECT not yet */
     keyex_noise_t   *scratch;         /* secure: where first messages are
                                          checked before an ep holds state */
     keyex_noise_t   *start;           /* secure: the state every server
@@ -151,13 +153,23 @@ typedef struct uct_crypt_cm_ep {
 } uct_crypt_cm_ep_t;
 
 
-/* Server: out of the half-open set, its first message's tag passed: a DH
- * done (PROVEN, waiting for its CONNECT) or, under load, a cookie reply
- * sent (waiting for its first message with mac2). Never a stranger's
- * victim; bounded apart (N1 of the crypto review of 2026-12-02). */
-static inline int uct_crypt_cm_ep_proven(const uct_crypt_cm_ep_t *ep)
+/* Where a server ep waits in the listener's hands, each set bounded
+ * apart: half-open (its first message has not passed its tag), cookied
+ * (it passed, under load, and got a cookie reply: its answer with mac2 is
+ * awaited) or proven (a DH done, its CONNECT awaited). Only half-open
+ * ones are a stranger's victims (N1 of the crypto review of 2026-12-02:
+ * cookied ones were too). */
+typedef enum {
+    UCT_CRYPT_CM_WAIT_HALF_OPEN,
+    UCT_CRYPT_CM_WAIT_COOKIED,
+    UCT_CRYPT_CM_WAIT_PROVEN
+} uct_crypt_cm_wait_t;
+
+static inline uct_crypt_cm_wait_t uct_crypt_cm_ep_wait(const uct_crypt_cm_ep_t *ep)
 {
-    return (ep->state & UCT_CRYPT_CM_EP_PROVEN) || (ep->cookie_rounds > 0);
+    return (ep->state & UCT_CRYPT_CM_EP_PROVEN) ? UCT_CRYPT_CM_WAIT_PROVEN :
+           (ep->cookie_rounds > 0)             ? UCT_CRYPT_CM_WAIT_COOKIED :
+                                                 UCT_CRYPT_CM_WAIT_HALF_OPEN;
 }
 
 static inline uct_crypt_cm_t *uct_crypt_cm_ep_cm(uct_crypt_cm_ep_t *ep)

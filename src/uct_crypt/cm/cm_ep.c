@@ -433,8 +433,8 @@ static UCS_CLASS_CLEANUP_FUNC(uct_crypt_cm_ep_t)
             UCT_CRYPT_STAT_ADD(stranger_dh, 1);
             uct_crypt_cookies_stranger(&cm->cookies,
                                        ucs_time_to_sec(ucs_get_time()));
-        } else if (uct_crypt_cm_ep_proven(self)) {
-            --cm->proven; /* a cookie reply, no DH */
+        } else if (uct_crypt_cm_ep_wait(self) == UCT_CRYPT_CM_WAIT_COOKIED) {
+            --cm->cookied; /* a cookie reply, no DH */
         } else {
             --cm->half_open;
         }

@@ -278,7 +278,7 @@ static ucs_status_t uct_crypt_cm_server_cookie(uct_crypt_cm_ep_t *ep,
         /* its tag passed: out of the half-open set, where a stranger's
          * flood could take its slot (wire/wire_admit.h) */
         --cm->half_open;
-        ++cm->proven;
+        ++cm->cookied;
     }
     UCT_CRYPT_STAT_ADD(cookies_sent, 1);
     return uct_crypt_cm_ep_queue(ep, &reply, sizeof(reply));
@@ -344,12 +344,14 @@ ucs_status_t uct_crypt_cm_server_handshake(uct_crypt_cm_ep_t *ep,
         return UCS_ERR_CANCELED;
     }
 
-    /* proven: out of the half-open set (unless a cookie reply took it
-     * out already), and never evicted by it */
-    if (!uct_crypt_cm_ep_proven(ep)) {
+    /* proven: out of the half-open (or cookied) set, and never evicted
+     * by it */
+    if (uct_crypt_cm_ep_wait(ep) == UCT_CRYPT_CM_WAIT_COOKIED) {
+        --cm->cookied;
+    } else {
         --cm->half_open;
-        ++cm->proven;
     }
+    ++cm->proven;
     uct_crypt_cm_ep_set(ep, UCT_CRYPT_CM_EP_PROVEN);
     ep->hs     = keyex_secure_alloc(sizeof(*ep->hs));
     if (ep->hs != NULL) {

@@ -52,23 +52,40 @@ static void uct_crypt_cm_room_handler(int fd, ucs_event_set_types_t events,
     }
 }
 
-/* A server ep still in the listener's hands: half-open (its first
- * message has not passed) or proven (uct_crypt_cm_ep_proven) */
-static int uct_crypt_cm_ep_waiting(const uct_crypt_cm_ep_t *ep, int proven)
+/* A server ep still in the listener's hands, in set `wait` */
+static int uct_crypt_cm_ep_waiting(const uct_crypt_cm_ep_t *ep,
+                                   uct_crypt_cm_wait_t wait)
 {
     return (ep->state & UCT_CRYPT_CM_EP_SERVER) &&
            !(ep->state & (UCT_CRYPT_CM_EP_CONN_REQ | UCT_CRYPT_CM_EP_FAILED)) &&
-           (uct_crypt_cm_ep_proven(ep) == proven);
+           (uct_crypt_cm_ep_wait(ep) == wait);
+}
+
+/* The oldest of set `wait` goes (the proven and cookied sets make room
+ * only among themselves) */
+static void uct_crypt_cm_listener_drop_oldest(uct_crypt_cm_t *cm,
+                                              uct_crypt_cm_wait_t wait,
+                                              const char *reason)
+{
+    uct_crypt_cm_ep_t *ep;
+
+    ucs_list_for_each(ep, &cm->eps, list) {
+        if (uct_crypt_cm_ep_waiting(ep, wait)) {
+            uct_crypt_cm_refused(ep, reason);
+            UCS_CLASS_DELETE_FUNC_NAME(uct_crypt_cm_ep_t)(&ep->super.super.super);
+            return;
+        }
+    }
 }
 
 /* Room for one more half-open connection. What the half-open ones sent is
  * read first (an honest client's first message follows its TCP handshake
  * at once: reading it takes the connection out of the set); then, while
  * they are still all taken, a silent one goes: the oldest of the source
- * address that holds the most (uct_crypt_admit_victim). Proven ones,
- * bounded apart, make room only among themselves, the oldest first: an
- * honest client sends its CONNECT one round trip after its first message,
- * a replay never does. */
+ * address that holds the most (uct_crypt_admit_victim). Proven and
+ * cookied ones, bounded apart, make room only among themselves, the
+ * oldest first: an honest client sends its CONNECT (or its answer to the
+ * cookie) one round trip later, a replay never does. */
 static void uct_crypt_cm_listener_make_room(uct_crypt_cm_t *cm)
 {
     const struct sockaddr_storage **sources = cm->admit_sources;
@@ -84,7 +101,7 @@ static void uct_crypt_cm_listener_make_room(uct_crypt_cm_t *cm)
     if (cm->half_open >= UCT_CRYPT_CM_MAX_HALF_OPEN) {
         count = 0;
         ucs_list_for_each(ep, &cm->eps, list) { /* oldest first */
-            if (uct_crypt_cm_ep_waiting(ep, 0) &&
+            if (uct_crypt_cm_ep_waiting(ep, UCT_CRYPT_CM_WAIT_HALF_OPEN) &&
                 (count < UCT_CRYPT_CM_MAX_HALF_OPEN)) {
                 silent[count]  = ep;
                 sources[count] = &ep->peer_addr;
@@ -101,16 +118,17 @@ static void uct_crypt_cm_listener_make_room(uct_crypt_cm_t *cm)
             UCS_CLASS_DELETE_FUNC_NAME(uct_crypt_cm_ep_t)(&ep->super.super.super);
         }
     }
-    if (cm->proven >= UCT_CRYPT_CM_MAX_PROVEN) {
-        ucs_list_for_each(ep, &cm->eps, list) {
-            if (uct_crypt_cm_ep_waiting(ep, 1)) {
-                uct_crypt_cm_refused(ep, "connections waiting for their "
-                                     "CONNECT all taken; the oldest was closed "
-                                     "(1024 at most)");
-                UCS_CLASS_DELETE_FUNC_NAME(uct_crypt_cm_ep_t)(&ep->super.super.super);
-                break;
-            }
-        }
+    if (cm->proven >= UCT_CRYPT_CM_MAX_HALF_OPEN) {
+        uct_crypt_cm_listener_drop_oldest(cm, UCT_CRYPT_CM_WAIT_PROVEN,
+                                          "connections waiting for their "
+                                          "CONNECT all taken; the oldest was "
+                                          "closed (64 at most)");
+    }
+    if (cm->cookied >= UCT_CRYPT_CM_MAX_COOKIED) {
+        uct_crypt_cm_listener_drop_oldest(cm, UCT_CRYPT_CM_WAIT_COOKIED,
+                                          "connections waiting for the answer "
+                                          "to a cookie all taken; the oldest "
+                                          "was closed (1024 at most)");
     }
 }
 
