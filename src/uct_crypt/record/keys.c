@@ -124,6 +124,8 @@ ucs_status_t uct_crypt_tx_flow_init(uct_crypt_iface_t *iface,
                                     uct_crypt_tx_flow_t *tx,
                                     const uint8_t peer_public[KEYEX_PUBLIC_KEY_LEN])
 {
+    uct_crypt_ep_t *ep = ucs_container_of(tx, uct_crypt_ep_t, tx);
+    const uint8_t *secret;
     ucs_status_t status;
 
     memset(tx, 0, sizeof(*tx));
@@ -137,10 +139,13 @@ ucs_status_t uct_crypt_tx_flow_init(uct_crypt_iface_t *iface,
         return UCS_ERR_NO_RESOURCE;
     }
     tx->flow_id |= 1; /* flow 0 is never valid */
+    if (!iface->inner_ops->ep_ready(ep->inner, &secret) || (secret != NULL)) {
+        /* keyed from its connection's secret at its first send
+         * (uct_crypt_tx_flow_ready): an ep UCP never sends on costs none */
+        return UCS_OK;
+    }
     status = uct_crypt_tx_flow_derive(iface, tx);
-    if (status == UCS_ERR_NO_RESOURCE) {
-        return UCS_OK; /* keyed once its connection is final */
-    } else if (status != UCS_OK) {
+    if (status != UCS_OK) {
         ucs_error("crypt: cannot open a flow to peer %02x%02x%02x%02x: cannot "
                   "derive its keys%s", peer_public[0], peer_public[1],
                   peer_public[2], peer_public[3], crypt_local_failure_take());
