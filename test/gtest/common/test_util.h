@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <dirent.h>
 #include <malloc.h>
 #include <random>
@@ -56,6 +57,15 @@ inline bytes pattern(size_t len, uint32_t seed)
         b = (uint8_t)gen();
     }
     return out;
+}
+
+/* A test of the listeners under load runs where UCX_CRYPT_HANDSHAKE_RATE=0
+ * puts them there (quickstart.sh's uct_under_load run); elsewhere there is
+ * no load to show */
+inline bool listeners_under_load()
+{
+    const char *rate = getenv("UCX_CRYPT_HANDSHAKE_RATE");
+    return (rate != nullptr) && (std::string(rate) == "0");
 }
 
 /* Built with a sanitizer (ASan, TSan): its allocator keeps freed memory in

@@ -301,6 +301,24 @@ protected:
         return fd;
     }
 
+    /* what the listener answers on `fd`, read while the cms progress:
+     * up to a cookie reply's worth, or the connection's end (*closed) */
+    std::string read_answer(int fd, bool *closed)
+    {
+        std::string answer;
+        progress_until([&] {
+            char buf[256];
+            ssize_t n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+            if (n > 0) {
+                answer.append(buf, n);
+            } else if (n == 0) {
+                *closed = true;
+            }
+            return *closed || (answer.size() >= sizeof(keyex_noise_cookie_msg_t));
+        });
+        return answer;
+    }
+
     /* a first message of a client of this job that the crypt listener
      * never saw: a cm client's, taken by a plain listener of ours */
     void unseen_first_message(keyex_noise_cm_init_msg_t *first)
@@ -413,8 +431,7 @@ TEST_F(uct_crypt_cm_test, a_second_disconnect_is_refused_as_tcp_sockcm_refuses_i
  * without it there is no load to show. */
 TEST_F(uct_crypt_cm_test, under_load_an_unseen_first_message_gets_a_cookie_not_a_dh)
 {
-    const char *rate = getenv("UCX_CRYPT_HANDSHAKE_RATE");
-    if ((rate == nullptr) || (std::string(rate) != "0")) {
+    if (!test_util::listeners_under_load()) {
         GTEST_SKIP() << "runs with UCX_CRYPT_HANDSHAKE_RATE=0 (listeners under load)";
     }
     /* an honest pair first: through a cookie */
@@ -432,19 +449,8 @@ TEST_F(uct_crypt_cm_test, under_load_an_unseen_first_message_gets_a_cookie_not_a
     int fd = connect_listener();
     ASSERT_EQ(write(fd, &first, sizeof(first)), (ssize_t)sizeof(first));
 
-    std::string answer;
-    bool closed = false;
-    auto read_some = [&] {
-        char buf[256];
-        ssize_t n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
-        if (n > 0) {
-            answer.append(buf, n);
-        } else if (n == 0) {
-            closed = true;
-        }
-        return closed || (answer.size() >= sizeof(keyex_noise_cookie_msg_t));
-    };
-    EXPECT_TRUE(progress_until(read_some));
+    bool closed        = false;
+    std::string answer = read_answer(fd, &closed);
     ASSERT_EQ(answer.size(), sizeof(keyex_noise_cookie_msg_t)) << "no cookie reply";
     EXPECT_EQ((uint8_t)answer[0], KEYEX_NOISE_COOKIE_TYPE);
 
@@ -452,8 +458,7 @@ TEST_F(uct_crypt_cm_test, under_load_an_unseen_first_message_gets_a_cookie_not_a
     memset(first.mac2, 0x5a, sizeof(first.mac2));
     for (int i = 0; (i < 2) && !closed; ++i) {
         ASSERT_EQ(write(fd, &first, sizeof(first)), (ssize_t)sizeof(first));
-        answer.clear();
-        progress_until(read_some);
+        answer = read_answer(fd, &closed);
     }
     EXPECT_TRUE(closed) << "the connection outlived its cookie replies";
     close(fd);
@@ -532,8 +537,7 @@ TEST_F(uct_crypt_cm_test, a_connection_the_server_ends_unanswered_hears_why)
  * the honest connection). */
 TEST_F(uct_crypt_cm_test, under_load_a_connection_with_a_cookie_outlives_a_spread_flood)
 {
-    const char *rate = getenv("UCX_CRYPT_HANDSHAKE_RATE");
-    if ((rate == nullptr) || (std::string(rate) != "0")) {
+    if (!test_util::listeners_under_load()) {
         GTEST_SKIP() << "runs with UCX_CRYPT_HANDSHAKE_RATE=0 (listeners under load)";
     }
     ASSERT_NO_FATAL_FAILURE(connect_pair());
@@ -541,14 +545,9 @@ TEST_F(uct_crypt_cm_test, under_load_a_connection_with_a_cookie_outlives_a_sprea
     ASSERT_NO_FATAL_FAILURE(unseen_first_message(&first));
     int fd = connect_listener();
     ASSERT_EQ(write(fd, &first, sizeof(first)), (ssize_t)sizeof(first));
-    std::string answer;
-    progress_until([&] {
-        char buf[256];
-        ssize_t n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
-        answer.append(buf, std::max<ssize_t>(n, 0));
-        return (n == 0) || (answer.size() >= sizeof(keyex_noise_cookie_msg_t));
-    });
-    ASSERT_EQ(answer.size(), sizeof(keyex_noise_cookie_msg_t)) << "no cookie reply";
+    bool ended = false;
+    ASSERT_EQ(read_answer(fd, &ended).size(), sizeof(keyex_noise_cookie_msg_t))
+            << "no cookie reply";
 
     std::vector<int> strangers;
     for (uint32_t i = 0; i < 64 + 8; ++i) { /* 127.0.0.2 on */

@@ -13,6 +13,11 @@
 
 /* the transport's fixture, on crypt's own wire (its default inner) */
 class uct_crypt_wire_test : public uct_crypt_test {
+protected:
+    /* a and b, b reached through a relay that drops the first initiation
+     * it carries: one message a to b on the handshake after it. Returns
+     * b's own port; *init is the initiation b never saw */
+    uint16_t pair_with_an_unseen_initiation(std::vector<uint8_t> *init);
 };
 
 
@@ -542,6 +547,25 @@ uint16_t free_loopback_port()
     return ntohs(sa.sin_port);
 }
 
+uint16_t uct_crypt_wire_test::pair_with_an_unseen_initiation(std::vector<uint8_t> *init)
+{
+    const uint16_t b_port = free_loopback_port();
+    recording_relay relay(b_port, 1);
+
+    open_side(a);
+    open_side_with(b, {{"WIRE_PORT", std::to_string(b_port)},
+                       {"WIRE_ADVERTISE_PORT", std::to_string(relay.port)}});
+    ab = connect(a, b);
+    auto payload = make_payload(1, 64);
+    send_retrying([&] { return uct_ep_am_short(ab, kAmId, 1, payload.data(), 64); });
+    progress_until([&] { return (b.received.size() == 1u) || !a.failed_eps.empty(); });
+    EXPECT_EQ(b.received.size(), 1u) << "the honest pair, through a cookie";
+    relay.stop();
+    EXPECT_EQ(relay.dropped_init.size(), sizeof(keyex_noise_init_msg_t));
+    *init = relay.dropped_init;
+    return b_port;
+}
+
 /* A half-open stranger (connected, a byte of an initiation sent, then
  * silent) costs its connection and the 144 bytes of a handshake message,
  * never a frame buffer (F13: 262 KiB each, held until its deadline) */
@@ -659,23 +683,12 @@ TEST_F(uct_crypt_wire_test, an_initiation_closed_unanswered_is_sent_again_on_a_n
  * it there is no load to show. */
 TEST_F(uct_crypt_wire_test, under_load_a_forgotten_replayed_initiation_gets_a_cookie_not_a_dh)
 {
-    const char *rate = getenv("UCX_CRYPT_HANDSHAKE_RATE");
-    if ((rate == nullptr) || (std::string(rate) != "0")) {
+    if (!test_util::listeners_under_load()) {
         GTEST_SKIP() << "runs with UCX_CRYPT_HANDSHAKE_RATE=0 (listeners under load)";
     }
-    const uint16_t b_port = free_loopback_port();
-    recording_relay relay(b_port, 1);
-
-    open_side(a);
-    open_side_with(b, {{"WIRE_PORT", std::to_string(b_port)},
-                       {"WIRE_ADVERTISE_PORT", std::to_string(relay.port)}});
-    ab = connect(a, b);
-    auto payload = make_payload(1, 64);
-    send_retrying([&] { return uct_ep_am_short(ab, kAmId, 1, payload.data(), 64); });
-    progress_until([&] { return (b.received.size() == 1u) || !a.failed_eps.empty(); });
-    ASSERT_EQ(b.received.size(), 1u) << "the honest pair, through a cookie";
-    relay.stop();
-    ASSERT_EQ(relay.dropped_init.size(), sizeof(keyex_noise_init_msg_t));
+    std::vector<uint8_t> dropped;
+    const uint16_t b_port = pair_with_an_unseen_initiation(&dropped);
+    ASSERT_EQ(dropped.size(), sizeof(keyex_noise_init_msg_t));
 
     const uint64_t handshakes = wire_stat(&uct_crypt_stats_t::wire_handshakes);
     const uint64_t dh         = wire_stat(&uct_crypt_stats_t::stranger_dh);
@@ -683,7 +696,7 @@ TEST_F(uct_crypt_wire_test, under_load_a_forgotten_replayed_initiation_gets_a_co
     int fd = connect_loopback(b_port);
     ASSERT_GE(fd, 0);
     keyex_noise_init_msg_t replay;
-    memcpy(&replay, relay.dropped_init.data(), sizeof(replay));
+    memcpy(&replay, dropped.data(), sizeof(replay));
     ASSERT_EQ(write(fd, &replay, sizeof(replay)), (ssize_t)sizeof(replay));
 
     /* what comes back, read while b progresses */
@@ -731,29 +744,17 @@ TEST_F(uct_crypt_wire_test, under_load_a_forgotten_replayed_initiation_gets_a_co
  * and its answer would hold it). */
 TEST_F(uct_crypt_wire_test, under_load_a_connection_with_a_cookie_outlives_a_spread_flood)
 {
-    const char *rate = getenv("UCX_CRYPT_HANDSHAKE_RATE");
-    if ((rate == nullptr) || (std::string(rate) != "0")) {
+    if (!test_util::listeners_under_load()) {
         GTEST_SKIP() << "runs with UCX_CRYPT_HANDSHAKE_RATE=0 (listeners under load)";
     }
-    const uint16_t b_port = free_loopback_port();
-    recording_relay relay(b_port, 1);
-    open_side(a);
-    open_side_with(b, {{"WIRE_PORT", std::to_string(b_port)},
-                       {"WIRE_ADVERTISE_PORT", std::to_string(relay.port)}});
-    ab = connect(a, b);
-    auto payload = make_payload(1, 64);
-    send_retrying([&] { return uct_ep_am_short(ab, kAmId, 1, payload.data(), 64); });
-    progress_until([&] { return (b.received.size() == 1u) || !a.failed_eps.empty(); });
-    ASSERT_EQ(b.received.size(), 1u);
-    relay.stop();
-    ASSERT_EQ(relay.dropped_init.size(), sizeof(keyex_noise_init_msg_t));
-
     /* an initiation of a's that b never saw: it passes mac1 and, under
      * load, gets a cookie reply; then its sender stays silent */
+    std::vector<uint8_t> dropped;
+    const uint16_t b_port = pair_with_an_unseen_initiation(&dropped);
+    ASSERT_EQ(dropped.size(), sizeof(keyex_noise_init_msg_t));
     int fd = connect_loopback(b_port);
     ASSERT_GE(fd, 0);
-    ASSERT_EQ(write(fd, relay.dropped_init.data(), relay.dropped_init.size()),
-              (ssize_t)relay.dropped_init.size());
+    ASSERT_EQ(write(fd, dropped.data(), dropped.size()), (ssize_t)dropped.size());
     std::vector<uint8_t> answer;
     progress_until([&] {
         uint8_t buf[256];
