@@ -85,18 +85,15 @@ ucs_status_t uct_crypt_bulk_keys(uct_crypt_iface_t *iface,
                                flow_id, KEYEX_PURPOSE_BULK, keys_p, NULL);
 }
 
-/* The record keys of a sending half, once its inner ep is ready (at once
- * over UCX's transports, on the own wire once the connection is final) */
+/* The record keys of a sending half whose inner ep is ready, from its
+ * connection's `secret` (NULL: from the static keys; inner_ops->ep_ready) */
 static ucs_status_t uct_crypt_tx_flow_derive(uct_crypt_iface_t *iface,
-                                             uct_crypt_tx_flow_t *tx)
+                                             uct_crypt_tx_flow_t *tx,
+                                             const uint8_t *secret)
 {
     uct_crypt_ep_t *ep = ucs_container_of(tx, uct_crypt_ep_t, tx);
-    const uint8_t *secret;
 
     ucs_assert(tx->keys == NULL);
-    if (!iface->inner_ops->ep_ready(ep->inner, &secret)) {
-        return UCS_ERR_NO_RESOURCE;
-    }
     return uct_crypt_flow_keys(iface, iface->keypair.public_key,
                                ep->peer_public, ep->peer_public, secret,
                                tx->flow_id, KEYEX_PURPOSE_RECORD, &tx->keys,
@@ -106,17 +103,19 @@ static ucs_status_t uct_crypt_tx_flow_derive(uct_crypt_iface_t *iface,
 ucs_status_t uct_crypt_tx_flow_ready(uct_crypt_iface_t *iface,
                                      uct_crypt_tx_flow_t *tx)
 {
-    ucs_status_t status;
+    uct_crypt_ep_t *ep = ucs_container_of(tx, uct_crypt_ep_t, tx);
+    const uint8_t *secret;
 
     if (ucs_likely(tx->keys != NULL)) {
         return UCS_OK;
     }
-    status = uct_crypt_tx_flow_derive(iface, tx);
-    if ((status == UCS_OK) || (status == UCS_ERR_NO_RESOURCE)) {
-        return status; /* (NO_RESOURCE: the connection is not final) */
+    if (!iface->inner_ops->ep_ready(ep->inner, &secret)) {
+        return UCS_ERR_NO_RESOURCE; /* the connection is not final */
     }
-    uct_crypt_ep_fail_local(ucs_container_of(tx, uct_crypt_ep_t, tx),
-                            "cannot derive the record keys");
+    if (uct_crypt_tx_flow_derive(iface, tx, secret) == UCS_OK) {
+        return UCS_OK;
+    }
+    uct_crypt_ep_fail_local(ep, "cannot derive the record keys");
     return UCS_ERR_IO_ERROR;
 }
 
@@ -144,7 +143,7 @@ ucs_status_t uct_crypt_tx_flow_init(uct_crypt_iface_t *iface,
          * (uct_crypt_tx_flow_ready): an ep UCP never sends on costs none */
         return UCS_OK;
     }
-    status = uct_crypt_tx_flow_derive(iface, tx);
+    status = uct_crypt_tx_flow_derive(iface, tx, NULL);
     if (status != UCS_OK) {
         ucs_error("crypt: cannot open a flow to peer %02x%02x%02x%02x: cannot "
                   "derive its keys%s", peer_public[0], peer_public[1],

@@ -208,8 +208,8 @@ void uct_crypt_wire_conn_set_state(uct_crypt_wire_conn_t *conn,
               uct_crypt_wire_state_names[old], uct_crypt_wire_state_names[state]);
     if ((old == UCT_CRYPT_WIRE_WAIT_INIT) && (state != old)) {
         if (conn->cookie_rounds > 0) {
-            ucs_assert(conn->iface->proven_waiting > 0);
-            --conn->iface->proven_waiting;
+            ucs_assert(conn->iface->cookied > 0);
+            --conn->iface->cookied;
         } else {
             ucs_assert(conn->iface->half_open > 0);
             --conn->iface->half_open;

@@ -160,7 +160,7 @@ static int uct_crypt_wire_conn_send_cookie(uct_crypt_wire_conn_t *conn,
         ucs_assert((conn->state == UCT_CRYPT_WIRE_WAIT_INIT) &&
                    (iface->half_open > 0));
         --iface->half_open;
-        ++iface->proven_waiting;
+        ++iface->cookied;
     }
     UCT_CRYPT_STAT_ADD(cookies_sent, 1);
     return 1;

@@ -456,8 +456,10 @@ restart:
      * only for one another, the oldest first (an honest initiator answers
      * one round trip later; a replayer never can) */
     ucs_list_for_each_safe(conn, tmp, &iface->conns, list) {
-        if ((iface->proven_waiting > UCT_CRYPT_WIRE_PROVEN_MAX) &&
-            (conn->state == UCT_CRYPT_WIRE_WAIT_INIT) && (conn->cookie_rounds > 0)) {
+        if (iface->cookied <= UCT_CRYPT_WIRE_COOKIED_MAX) {
+            break;
+        } else if ((conn->state == UCT_CRYPT_WIRE_WAIT_INIT) &&
+                   (conn->cookie_rounds > 0)) {
             uct_crypt_wire_conn_refuse(conn, "connections waiting for their "
                                        "cookie's answer all taken; the oldest "
                                        "was closed", UCS_LOG_LEVEL_DEBUG);
@@ -520,7 +522,7 @@ static void uct_crypt_wire_timers(uct_crypt_wire_iface_t *iface, ucs_time_t now)
             uct_crypt_wire_conn_heartbeat(conn);
         }
     }
-    if ((iface->half_open == 0) && (iface->proven_waiting == 0)) {
+    if ((iface->half_open == 0) && (iface->cookied == 0)) {
         uct_crypt_wire_timer_arm(iface, 0);
     }
 }
@@ -552,7 +554,7 @@ static unsigned uct_crypt_wire_iface_progress(uct_iface_h tl_iface)
         ++count;
     }
     if ((iface->half_open > UCT_CRYPT_WIRE_HALF_OPEN_MAX) ||
-        (iface->proven_waiting > UCT_CRYPT_WIRE_PROVEN_MAX)) {
+        (iface->cookied > UCT_CRYPT_WIRE_COOKIED_MAX)) {
         uct_crypt_wire_reclaim_half_open(iface);
     }
 
@@ -672,7 +674,7 @@ static UCS_CLASS_INIT_FUNC(uct_crypt_wire_iface_t, uct_md_h md,
     self->ended_count     = 0;
     self->ended_max       = 0;
     self->half_open       = 0;
-    self->proven_waiting  = 0;
+    self->cookied         = 0;
     self->closed_since_trim = 0;
     self->reclaim_round   = 0;
     self->rx_conn         = NULL;

@@ -33,7 +33,7 @@ enum {
     /* connections that passed mac1 and wait for the answer to a cookie
      * reply: a job's wireup under load makes as many at once as it opens
      * connections to this iface (100 in a gtest lost some at 64) */
-    UCT_CRYPT_WIRE_PROVEN_MAX  = 1024,
+    UCT_CRYPT_WIRE_COOKIED_MAX = 1024,
     UCT_CRYPT_WIRE_DRAIN_TIMEOUT = 10,  /* s: a closing connection's last bytes */
     UCT_CRYPT_WIRE_REDIRECT_TIMEOUT = 2, /* s: for the peer's own connection */
     /* connections an ep opens again when the peer closed them before it
@@ -221,7 +221,7 @@ struct uct_crypt_wire_iface {
      * reply: waiting for the initiation with mac2, out of the half-open
      * set (never a stranger's victim), bounded apart (N1 of the crypto
      * review of 2026-12-02) */
-    unsigned                        proven_waiting;
+    unsigned                        cookied;
     unsigned                        reclaim_round;
     uct_crypt_wire_conn_t           *rx_conn; /* delivering a record now */
     uct_crypt_replay_t              replay; /* initiations taken, per key */
