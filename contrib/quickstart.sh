@@ -64,8 +64,8 @@ tsan_groups="test_ucp_sizes_verified|test_key_update|test_perftest"
 # the quick tier's integration groups, one per area: data of every size
 # on every path, start-up errors, fail closed, the tamper matrix, the
 # capture, client/server (peer failure and attacks included), Open MPI
-# and MPICH, the collectives
-quick_groups="^(test_ucp_sizes_verified|test_misconfiguration|test_fail_closed|test_tamper|test_wire|test_client_server|test_mpi|test_collectives)$"
+# and MPICH, the collectives, a wireup storm
+quick_groups="^(test_ucp_sizes_verified|test_misconfiguration|test_fail_closed|test_tamper|test_wire|test_client_server|test_mpi|test_collectives|test_wireup_storm)$"
 results="$build/results"
 jobs=$(nproc 2>/dev/null || echo 2)
 

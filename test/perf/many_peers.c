@@ -14,8 +14,22 @@
  * The hub prints one line: peers, the time from the first endpoint to the
  * last answer (every connection made, every handshake done, a message
  * each way), the time to close them all, and its own memory and file
- * descriptors before and after, per peer. A benchmark: nothing here
- * asserts on time.
+ * descriptors before and after, per peer.
+ *
+ * A wireup storm, the other way round (ranks of many nodes wiring up to
+ * rank 0 at once):
+ *
+ *   many_peers -r W*E -f FILE the hub: one worker, its address written to
+ *                             FILE; takes W*E messages, each index once
+ *   many_peers -w W -e E -f FILE
+ *                             W workers in this process, each opens E
+ *                             endpoints to the hub at once and sends one
+ *                             message on each; ends once the hub has all
+ *
+ * The hub prints one line: flows, the time from the storm's first
+ * endpoint to its last message (CLOCK_MONOTONIC: both hosts are one
+ * machine), and its memory and file descriptors before and after.
+ * A benchmark: nothing here asserts on time.
  */
 #include <ucp/api/ucp.h>
 
@@ -28,6 +42,7 @@
 
 #define HELLO_TAG  0x4d50000000000000ull /* | peer index */
 #define ANSWER_TAG 0x4d51000000000000ull /* | peer index */
+#define STORM_TAG  0x4d52000000000000ull /* | flow index */
 #define TAG_MASK   0xffff000000000000ull
 #define MSG_MAX    4096
 
@@ -313,25 +328,213 @@ static int run_hub(const char *file)
     return 0;
 }
 
-int main(int argc, char **argv)
+/* FILE with `suffix`, written whole or not at all (the reader polls) */
+static void publish(const char *file, const char *suffix, const void *data,
+                    size_t len)
 {
-    ucp_params_t params = {0};
-    const char *file = NULL;
-    int peers = 0, hub = 0, c, ret;
+    char path[4096], tmp[4200];
+    FILE *f;
+
+    snprintf(path, sizeof(path), "%s%s", file, suffix);
+    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+    f = fopen(tmp, "w");
+    if ((f == NULL) || (fwrite(data, 1, len, f) != len) || fclose(f)) {
+        die(path, UCS_ERR_IO_ERROR);
+    }
+    rename(tmp, path);
+}
+
+static int published(const char *file, const char *suffix, void *data,
+                     size_t len)
+{
+    char path[4096];
+    FILE *f;
+    int ok;
+
+    snprintf(path, sizeof(path), "%s%s", file, suffix);
+    f = fopen(path, "r");
+    if (f == NULL) {
+        return 0;
+    }
+    ok = (len == 0) || (fread(data, 1, len, f) == len);
+    fclose(f);
+    return ok;
+}
+
+static int run_storm_hub(long total, const char *file)
+{
+    ucp_worker_h worker = new_worker();
+    uint8_t *seen       = calloc((size_t)total, 1);
+    ucp_request_param_t param = {0};
+    ucp_address_t *address;
+    uint32_t index;
+    size_t length;
+    long received = 0;
+    long rss0, rss1;
+    int fds0, fds1;
+    double start, end;
+    void *req;
     ucs_status_t status;
 
-    while ((c = getopt(argc, argv, "s:cf:")) != -1) {
+    status = ucp_worker_get_address(worker, &address, &length);
+    if ((status != UCS_OK) || (seen == NULL)) {
+        die("ucp_worker_get_address", status);
+    }
+    publish(file, "", address, length);
+    ucp_worker_release_address(worker, address);
+    rss0 = rss_kib();
+    fds0 = open_fds();
+    printf("hub: waiting for %ld flows\n", total);
+    fflush(stdout);
+
+    while (received < total) {
+        req = ucp_tag_recv_nbx(worker, &index, sizeof(index), STORM_TAG,
+                               TAG_MASK, &param);
+        if (UCS_PTR_IS_ERR(req)) {
+            die("storm message", UCS_PTR_STATUS(req));
+        }
+        while (!test_req(req, "storm message")) {
+            ucp_worker_progress(worker);
+        }
+        if ((index >= total) || seen[index]) {
+            fprintf(stderr, "many_peers: flow %u arrived twice or unknown\n",
+                    index);
+            return 1;
+        }
+        seen[index] = 1;
+        ++received;
+    }
+    end  = now();
+    rss1 = rss_kib();
+    fds1 = open_fds();
+    publish(file, ".done", "", 0);
+    if (!published(file, ".start", &start, sizeof(start))) {
+        die("the storm's start time", UCS_ERR_NO_ELEM);
+    }
+    printf("hub: flows %ld setup_s %.3f rss_kib %ld %ld per_flow_kib %.2f "
+           "fds %d %d\n", total, end - start, rss0, rss1,
+           (double)(rss1 - rss0) / (double)total, fds0, fds1);
+    fflush(stdout);
+    ucp_worker_destroy(worker);
+    free(seen);
+    return 0;
+}
+
+static int run_storm(int workers, int eps_each, const char *file)
+{
+    size_t total = (size_t)workers * (size_t)eps_each, i, done;
+    ucp_worker_h *worker = calloc((size_t)workers, sizeof(*worker));
+    ucp_ep_h *eps        = calloc(total, sizeof(*eps));
+    void **sends         = calloc(total, sizeof(*sends));
+    uint32_t *index      = calloc(total, sizeof(*index));
+    uint8_t address[MSG_MAX];
+    ucp_request_param_t param = {0};
+    double start;
+    int w, spins = 0;
+    long length;
+    FILE *f;
+
+    if ((worker == NULL) || (eps == NULL) || (sends == NULL) || (index == NULL)) {
+        die("setup", UCS_ERR_NO_MEMORY);
+    }
+    while ((f = fopen(file, "r")) == NULL) {
+        usleep(10000);
+    }
+    length = (long)fread(address, 1, sizeof(address), f);
+    fclose(f);
+    for (w = 0; w < workers; ++w) {
+        worker[w] = new_worker();
+    }
+    printf("storm: %d workers, %d endpoints each, %ld-byte hub address\n",
+           workers, eps_each, length);
+    fflush(stdout);
+
+    /* all at once: every endpoint, then every send, then progress */
+    start = now();
+    publish(file, ".start", &start, sizeof(start));
+    for (i = 0; i < total; ++i) {
+        eps[i] = new_ep(worker[i / (size_t)eps_each], address);
+    }
+    for (i = 0; i < total; ++i) {
+        index[i] = (uint32_t)i;
+        sends[i] = send_nb(eps[i], &index[i], sizeof(index[i]), STORM_TAG | i);
+    }
+    for (done = 0; done < total;) {
+        for (w = 0; w < workers; ++w) {
+            ucp_worker_progress(worker[w]);
+        }
+        for (i = 0, done = 0; i < total; ++i) {
+            if ((sends[i] != NULL) && test_req(sends[i], "storm message")) {
+                sends[i] = NULL;
+            }
+            done += (sends[i] == NULL);
+        }
+    }
+    printf("storm: all %zu sent\n", total);
+    fflush(stdout);
+
+    /* the endpoints stay until the hub has every message */
+    while (!published(file, ".done", NULL, 0)) {
+        for (w = 0; w < workers; ++w) {
+            ucp_worker_progress(worker[w]);
+        }
+        if ((++spins % 64) == 0) {
+            usleep(1000);
+        }
+    }
+    for (i = 0; i < total; ++i) {
+        sends[i] = ucp_ep_close_nbx(eps[i], &param);
+    }
+    for (done = 0; done < total;) {
+        for (w = 0; w < workers; ++w) {
+            ucp_worker_progress(worker[w]);
+        }
+        for (i = 0, done = 0; i < total; ++i) {
+            if ((sends[i] != NULL) && (UCS_PTR_IS_ERR(sends[i]) ||
+                (ucp_request_check_status(sends[i]) != UCS_INPROGRESS))) {
+                if (!UCS_PTR_IS_ERR(sends[i])) {
+                    ucp_request_free(sends[i]);
+                }
+                sends[i] = NULL;
+            }
+            done += (sends[i] == NULL);
+        }
+    }
+    for (w = 0; w < workers; ++w) {
+        ucp_worker_destroy(worker[w]);
+    }
+    printf("storm: closed\n");
+    free(worker); free(eps); free(sends); free(index);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    static const char usage[] = "usage: %s -s N -f FILE | -c -f FILE | "
+                                "-r FLOWS -f FILE | -w W -e E -f FILE\n";
+    ucp_params_t params = {0};
+    const char *file = NULL;
+    int peers = 0, hub = 0, workers = 0, eps_each = 0, c, ret;
+    long storm_flows = 0;
+    ucs_status_t status;
+
+    while ((c = getopt(argc, argv, "s:cf:r:w:e:")) != -1) {
         switch (c) {
         case 's': peers = atoi(optarg); break;
         case 'c': hub = 1; break;
         case 'f': file = optarg; break;
+        case 'r': storm_flows = atol(optarg); break;
+        case 'w': workers = atoi(optarg); break;
+        case 'e': eps_each = atoi(optarg); break;
         default:
-            fprintf(stderr, "usage: %s -s N -f FILE | -c -f FILE\n", argv[0]);
+            fprintf(stderr, usage, argv[0]);
             return 2;
         }
     }
-    if ((file == NULL) || (!hub && (peers <= 0))) {
-        fprintf(stderr, "usage: %s -s N -f FILE | -c -f FILE\n", argv[0]);
+    if ((file == NULL) ||
+        (!hub && (peers <= 0) && (storm_flows <= 0) &&
+         ((workers <= 0) || (eps_each <= 0)))) {
+        fprintf(stderr, usage, argv[0]);
         return 2;
     }
     params.field_mask = UCP_PARAM_FIELD_FEATURES;
@@ -340,7 +543,15 @@ int main(int argc, char **argv)
     if (status != UCS_OK) {
         die("ucp_init", status);
     }
-    ret = hub ? run_hub(file) : run_peers(peers, file);
+    if (hub) {
+        ret = run_hub(file);
+    } else if (storm_flows > 0) {
+        ret = run_storm_hub(storm_flows, file);
+    } else if (workers > 0) {
+        ret = run_storm(workers, eps_each, file);
+    } else {
+        ret = run_peers(peers, file);
+    }
     ucp_cleanup(context);
     return ret;
 }

@@ -4,9 +4,13 @@
 # plaintext UCX tcp in the same run: how long it takes the hub to connect
 # to N peers and exchange a message with each (every connection made, every
 # handshake done), how long closing them takes, and what each peer costs
-# the hub in memory and file descriptors. A table, and CSV beside it.
+# the hub in memory and file descriptors. Then a wireup storm the other
+# way: W workers of one process open E endpoints each to the hub at once
+# (ranks of many nodes wiring up to rank 0), and the hub's time to the
+# last message and memory per flow. Tables, and CSV beside them.
 #
 #   test/perf/many_peers.sh PREFIX OBJDIR RESULTS_DIR [PEERS...]   (default 50 200 500)
+#   STORM="WxE ..." (default "64x64 16x16"): the storms
 #
 #   netns ucxc-p1 (10.79.0.1): the hub, one UCP worker
 #   netns ucxc-p2 (10.79.0.2): N UCP workers in one process, the peers
@@ -31,7 +35,7 @@ csv="$results/many_peers.csv"
 
 peers_pid=""
 cleanup() {
-    [ -n "$peers_pid" ] && kill "$peers_pid" 2>/dev/null && wait "$peers_pid" 2>/dev/null
+    [ -n "$peers_pid" ] && stop_tree "$peers_pid"
     netns_down ucxc-p1 ucxc-p2
     rm -rf "$work"
 }
@@ -62,8 +66,9 @@ run() { # mode peers
     done
     on_host ucxc-p1 ucxcp-v1 "${envs[@]}" timeout 120 "$prog" -c -f "$work/addresses" \
         >"$work/hub.log" 2>&1
-    kill "$peers_pid" 2>/dev/null
-    wait "$peers_pid" 2>/dev/null
+    # (the peers run until killed; the program is pid 1 of its namespace
+    # and ignores SIGTERM: a kill of the subshell left it spinning)
+    stop_tree "$peers_pid"
     peers_pid=""
     sed -n 's/^hub: //p' "$work/hub.log"
 }
@@ -86,4 +91,47 @@ for n in "${counts[@]}"; do
         echo "$mode,$peers,$setup,$close,$r0,$r1,$per,$f0,$f1" >>"$csv"
     done
 done
-printf '\nCSV: %s\n' "$csv"
+
+# a storm: prints the hub's line (flows N setup_s S rss_kib R0 R1 per_flow_kib P fds F0 F1)
+storm() { # mode workers eps
+    local mode=$1 w=$2 e=$3 envs storm_pid
+    if [ "$mode" = crypt ]; then
+        envs=(LD_PRELOAD="$plugin" UCX_TLS=crypt UCX_CRYPT_TLS=tcp
+              UCX_CRYPT_KEY_FILE="$work/job.key" UCX_CRYPT_BULK_THREADS=0
+              UCX_CRYPT_STATS=y)
+    else
+        envs=(UCX_TLS=tcp)
+    fi
+    rm -f "$work/storm.addr"*
+    on_host ucxc-p2 ucxcp-v2 "${envs[@]}" timeout 300 "$prog" -w "$w" -e "$e" \
+        -f "$work/storm.addr" >"$work/storm.log" 2>&1 &
+    storm_pid=$!
+    on_host ucxc-p1 ucxcp-v1 "${envs[@]}" timeout 300 "$prog" -r $((w * e)) \
+        -f "$work/storm.addr" >"$work/hub.log" 2>&1
+    wait "$storm_pid" 2>/dev/null
+    sed -n 's/^hub: flows/flows/p' "$work/hub.log"
+    # (what crypt's hub reclaimed or answered with a cookie)
+    grep -o "strangers refused [0-9]*\|cookie replies [0-9]*" "$work/hub.log" | tr '\n' ' '
+}
+
+storm_csv="$results/wireup_storm.csv"
+echo "# $(bench_machine)" >"$storm_csv"
+echo "transport,workers,eps_each,flows,setup_s,hub_rss_before_kib,hub_rss_after_kib,per_flow_kib,fds_before,fds_after" >>"$storm_csv"
+printf '\nA wireup storm: W workers open E endpoints each to one hub at once\n\n'
+printf '%-10s %8s %10s %14s %12s  %s\n' transport flows "setup (s)" "KiB per flow" "fds per flow" "crypt's hub"
+for s in ${STORM:-64x64 16x16}; do
+    for mode in plain crypt; do
+        out=$(storm "$mode" "${s%x*}" "${s#*x}")
+        # flows N setup_s S rss_kib R0 R1 per_flow_kib P fds F0 F1
+        read -r _ flows _ setup _ r0 r1 _ per _ f0 f1 <<<"$(head -1 <<<"$out")"
+        if [ -z "${flows:-}" ]; then
+            printf '%-10s %8s %s\n' "$mode" "$s" "failed: $(tail -n 2 "$work/hub.log" "$work/storm.log" | tr '\n' ' ')"
+            continue
+        fi
+        printf '%-10s %8s %10s %14s %12s  %s\n' "$mode" "$flows" "$setup" "$per" \
+            "$(awk -v a="$f0" -v b="$f1" -v n="$flows" 'BEGIN {printf "%.2f", (b - a) / n}')" \
+            "$(tail -n +2 <<<"$out")"
+        echo "$mode,${s%x*},${s#*x},$flows,$setup,$r0,$r1,$per,$f0,$f1" >>"$storm_csv"
+    done
+done
+printf '\nCSV: %s, %s\n' "$csv" "$storm_csv"

@@ -134,7 +134,10 @@ void uct_crypt_cookies_init(uct_crypt_cookies_t *cookies, double rate,
 {
     memset(cookies, 0, sizeof(*cookies));
     cookies->rate      = rate;
-    cookies->tokens    = rate;
+    cookies->burst     = (rate <= 0) ? 0 :
+                         (rate > UCT_CRYPT_HANDSHAKE_BURST) ? rate :
+                         UCT_CRYPT_HANDSHAKE_BURST;
+    cookies->tokens    = cookies->burst;
     cookies->tokens_at = now;
 }
 
@@ -142,8 +145,8 @@ int uct_crypt_cookies_dh_allowed(uct_crypt_cookies_t *cookies, double now)
 {
     if (now > cookies->tokens_at) {
         cookies->tokens += (now - cookies->tokens_at) * cookies->rate;
-        if (cookies->tokens > cookies->rate) {
-            cookies->tokens = cookies->rate; /* one second's worth */
+        if (cookies->tokens > cookies->burst) {
+            cookies->tokens = cookies->burst;
         }
         cookies->tokens_at = now;
     }

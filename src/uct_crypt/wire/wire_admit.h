@@ -32,8 +32,13 @@
  * secret.
  *
  * Cookies under load (WireGuard whitepaper §5.3). A listener spends up to
- * `rate` DHs a second on first messages that passed their MAC (a bucket
- * that holds one second of them). Past that, or for a second after a DH
+ * `rate` DHs a second on first messages that passed their MAC, from a
+ * bucket that holds UCT_CRYPT_HANDSHAKE_BURST of them (or one second's,
+ * if more): a job's wireup opens thousands of connections to one rank at
+ * once, and an honest burst is not load (64 workers opening 64 endpoints
+ * each to one peer got 3,160 cookie replies from a bucket of one second's
+ * 1000). A replay store can spend the burst once; it refills at `rate`.
+ * Past that, or for a second after a DH
  * went to a stranger (a replay the set above forgot, found out by its
  * timestamp or by a client that never went on), it is under load, as
  * WireGuard's receive path stays under load for a second after its
@@ -97,13 +102,15 @@ size_t uct_crypt_admit_victim(const struct sockaddr_storage *const *sources,
 enum {
     UCT_CRYPT_COOKIE_SECRET_AGE = 120, /* s: WireGuard's COOKIE_SECRET_MAX_AGE */
     UCT_CRYPT_UNDER_LOAD_AFTER  = 1,   /* s: under load after a stranger's DH */
-    UCT_CRYPT_COOKIE_ROUNDS     = 2    /* cookie replies per connection: an
+    UCT_CRYPT_COOKIE_ROUNDS     = 2,   /* cookie replies per connection: an
                                           honest initiator needs one */
+    UCT_CRYPT_HANDSHAKE_BURST   = 4096 /* DHs at once before cookies */
 };
 
 typedef struct uct_crypt_cookies {
     double  rate;            /* DHs a second before cookies (0: always) */
-    double  tokens;          /* DHs that may go now, up to `rate` */
+    double  burst;           /* the bucket: DHs at once */
+    double  tokens;          /* DHs that may go now, up to `burst` */
     double  tokens_at;       /* when `tokens` was last brought up to date */
     double  calm_at;         /* under load until then */
     uint8_t *secrets;        /* current and previous secret (secure memory,

@@ -741,8 +741,11 @@ static UCS_CLASS_INIT_FUNC(uct_crypt_wire_iface_t, uct_md_h md,
         ((struct sockaddr_in*)&self->addr)->sin_port = htons(sock_params->listen_port);
     }
     len = uct_crypt_wire_addr_len(&self->addr);
+    /* the backlog UCX's tcp asks (tcp_iface.c: ucs_socket_max_conn, the
+     * system's somaxconn): at 1024 a job's wireup to one rank overflowed
+     * it, and the SYNs the kernel dropped came again a second later */
     if ((bind(self->listen_fd, (struct sockaddr*)&self->addr, len) < 0) ||
-        (listen(self->listen_fd, 1024) < 0) ||
+        (listen(self->listen_fd, ucs_socket_max_conn()) < 0) ||
         (getsockname(self->listen_fd, (struct sockaddr*)&self->addr, &len) < 0)) {
         ucs_error("crypt: cannot listen on %s: %m", sock_params->dev_name);
         status = UCS_ERR_IO_ERROR;

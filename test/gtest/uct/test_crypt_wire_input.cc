@@ -441,23 +441,30 @@ protected:
 
 } // namespace
 
-/* `rate` DHs a second, one second's worth at once; then under load until
- * the bucket refills */
-TEST_F(crypt_admit_cookies, dhs_past_the_rate_wait_for_a_cookie)
+/* A burst of UCT_CRYPT_HANDSHAKE_BURST DHs at once (a job's wireup to one
+ * rank), or one second's worth where the rate is higher; then `rate` a
+ * second, under load until the bucket refills */
+TEST_F(crypt_admit_cookies, dhs_past_the_burst_wait_for_a_cookie)
 {
+    auto at_once = [&](double now, int tries) {
+        int allowed = 0;
+        for (int i = 0; i < tries; ++i) {
+            allowed += uct_crypt_cookies_dh_allowed(&cookies, now);
+        }
+        return allowed;
+    };
     uct_crypt_cookies_init(&cookies, 3, 100.0);
-    EXPECT_EQ(1, uct_crypt_cookies_dh_allowed(&cookies, 100.0));
-    EXPECT_EQ(1, uct_crypt_cookies_dh_allowed(&cookies, 100.0));
-    EXPECT_EQ(1, uct_crypt_cookies_dh_allowed(&cookies, 100.0));
-    EXPECT_EQ(0, uct_crypt_cookies_dh_allowed(&cookies, 100.0));
+    EXPECT_EQ(UCT_CRYPT_HANDSHAKE_BURST, at_once(100.0, UCT_CRYPT_HANDSHAKE_BURST + 10))
+            << "a wireup's burst, not a second's 3";
     EXPECT_EQ(0, uct_crypt_cookies_dh_allowed(&cookies, 100.1));
     EXPECT_EQ(1, uct_crypt_cookies_dh_allowed(&cookies, 100.5));
-    /* a long quiet gives one second's worth, not more */
-    int allowed = 0;
-    for (int i = 0; i < 10; ++i) {
-        allowed += uct_crypt_cookies_dh_allowed(&cookies, 200.0);
-    }
-    EXPECT_EQ(3, allowed);
+    /* a long quiet gives the burst back, not more */
+    EXPECT_EQ(UCT_CRYPT_HANDSHAKE_BURST, at_once(1e5, 2 * UCT_CRYPT_HANDSHAKE_BURST));
+
+    const int fast = 3 * UCT_CRYPT_HANDSHAKE_BURST;
+    uct_crypt_cookies_init(&cookies, fast, 100.0);
+    EXPECT_EQ(fast, at_once(100.0, fast + 10)) << "one second's worth";
+    EXPECT_EQ(fast / 2, at_once(100.5, fast));
 
     uct_crypt_cookies_init(&cookies, 0, 0.0);
     EXPECT_EQ(0, uct_crypt_cookies_dh_allowed(&cookies, 0.0)) << "0: always a cookie";
