@@ -325,9 +325,25 @@ check_no_fatal() {
     fi
 }
 
+# Every integration group is run: run.sh names them one by one (their
+# order), and a group added to groups/ without a line there ran nowhere
+check_groups_run() {
+    local f group missing=""
+    for f in "$src"/test/integration/groups/test_*.sh; do
+        group=$(basename "$f" .sh)
+        grep -qw "$group" "$src/test/integration/run.sh" || missing+="$group "
+    done
+    if [ -z "$missing" ]; then
+        record every_integration_group_is_run pass
+    else
+        record every_integration_group_is_run fail "not in test/integration/run.sh: $missing"
+    fi
+}
+
 check_layering
 check_rooms
 check_citations
+check_groups_run
 check_no_fatal
 check_licence
 check_exports

@@ -20,7 +20,7 @@ for group in test_ucp_sizes_verified test_many_rendezvous test_key_update test_p
              test_fail_closed test_misconfiguration test_tamper test_plaintext_peer \
              test_mpi test_collectives test_site_config_tool test_wire \
              test_aux_lane test_attacker test_peer_failure test_relay \
-             test_client_server test_plugin_path test_leaks; do
+             test_client_server test_plugin_path test_leaks test_wireup_storm; do
     if [ -z "${IT_ONLY:-}" ] || [[ $group =~ $IT_ONLY ]]; then
         "$here/groups/$group.sh" "$obj" "$prefix" "$results" || failed=1
     fi
