@@ -156,6 +156,30 @@ static int test_req(void *req, const char *what)
     return 1;
 }
 
+/* Progress `workers` until every close request in `reqs` ended (any
+ * status: a close completes however its peer stands) */
+static void wait_closed(ucp_worker_h *workers, int count, void **reqs, size_t n)
+{
+    size_t i, done;
+    int w;
+
+    for (done = 0; done < n;) {
+        for (w = 0; w < count; ++w) {
+            ucp_worker_progress(workers[w]);
+        }
+        for (i = 0, done = 0; i < n; ++i) {
+            if ((reqs[i] != NULL) && (UCS_PTR_IS_ERR(reqs[i]) ||
+                (ucp_request_check_status(reqs[i]) != UCS_INPROGRESS))) {
+                if (!UCS_PTR_IS_ERR(reqs[i])) {
+                    ucp_request_free(reqs[i]);
+                }
+                reqs[i] = NULL;
+            }
+            done += (reqs[i] == NULL);
+        }
+    }
+}
+
 typedef struct {
     ucp_worker_h worker;
     uint8_t      hello[MSG_MAX];
@@ -301,21 +325,7 @@ static int run_hub(const char *file)
 
         sends[i] = ucp_ep_close_nbx(eps[i], &param);
     }
-    for (done = 0; done < n;) {
-        ucp_worker_progress(worker);
-        for (i = 0, done = 0; i < n; ++i) {
-            if (sends[i] != NULL) {
-                if (UCS_PTR_IS_ERR(sends[i]) ||
-                    (ucp_request_check_status(sends[i]) != UCS_INPROGRESS)) {
-                    if (!UCS_PTR_IS_ERR(sends[i])) {
-                        ucp_request_free(sends[i]);
-                    }
-                    sends[i] = NULL;
-                }
-            }
-            done += (sends[i] == NULL);
-        }
-    }
+    wait_closed(&worker, 1, sends, n);
     t2   = now();
     rss2 = rss_kib();
     fds2 = open_fds();
@@ -485,21 +495,7 @@ static int run_storm(int workers, int eps_each, const char *file)
     for (i = 0; i < total; ++i) {
         sends[i] = ucp_ep_close_nbx(eps[i], &param);
     }
-    for (done = 0; done < total;) {
-        for (w = 0; w < workers; ++w) {
-            ucp_worker_progress(worker[w]);
-        }
-        for (i = 0, done = 0; i < total; ++i) {
-            if ((sends[i] != NULL) && (UCS_PTR_IS_ERR(sends[i]) ||
-                (ucp_request_check_status(sends[i]) != UCS_INPROGRESS))) {
-                if (!UCS_PTR_IS_ERR(sends[i])) {
-                    ucp_request_free(sends[i]);
-                }
-                sends[i] = NULL;
-            }
-            done += (sends[i] == NULL);
-        }
-    }
+    wait_closed(worker, workers, sends, total);
     for (w = 0; w < workers; ++w) {
         ucp_worker_destroy(worker[w]);
     }

@@ -37,8 +37,11 @@
  * if more): a job's wireup opens thousands of connections to one rank at
  * once, and an honest burst is not load (64 workers opening 64 endpoints
  * each to one peer got 3,160 cookie replies from a bucket of one second's
- * 1000). A replay store can spend the burst once; it refills at `rate`.
- * Past that, or for a second after a DH
+ * 1000). A store of recorded first messages older than the set above
+ * spends at most the burst, once: on the own wire the first of them is
+ * found out at its DH (its timestamp), at the connection manager when its
+ * client never goes on (the handshake deadline); either empties the
+ * bucket. Past that, or for a second after a DH
  * went to a stranger (a replay the set above forgot, found out by its
  * timestamp or by a client that never went on), it is under load, as
  * WireGuard's receive path stays under load for a second after its
