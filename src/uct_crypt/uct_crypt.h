@@ -86,6 +86,8 @@ typedef struct uct_crypt_rkey {
 typedef struct uct_crypt_bulk uct_crypt_bulk_t;
 typedef struct uct_crypt_bulk_tx uct_crypt_bulk_tx_t;
 
+#define UCT_CRYPT_WIRE_ENDED_RECENT 256
+
 struct uct_crypt_iface {
     uct_base_iface_t          super;
     unsigned                  role;           /* UCT_CRYPT_ROLE_DATA or _AUX */
@@ -103,6 +105,11 @@ struct uct_crypt_iface {
     size_t                    scratch_len;
     khash_t(uct_crypt_rx_flows) rx_flows;
     khash_t(uct_crypt_flow_ids) ended_flows;
+    /* the last flows that ended with their wire connection, whose ids
+     * ended_flows does not keep, for a DISCONNECT that names them
+     * (uct_crypt_flows_delivered) */
+    uint64_t                  wire_ended[UCT_CRYPT_WIRE_ENDED_RECENT];
+    unsigned                  wire_ended_next;
     khash_t(uct_crypt_peers)  peers;
     ucs_list_link_t           asleep;         /* flows asleep, oldest first */
     unsigned                  rx_flows_max;   /* UCX_CRYPT_RX_FLOWS */
@@ -263,6 +270,8 @@ ucs_status_t uct_crypt_ep_check(uct_ep_h tl_ep, unsigned flags,
 
 /* UCP 1.16+'s protocol selection: crypt's bandwidth per operation, the
  * cipher's where the wire is faster (uct_crypt_iface.c) */
+/* Our data iface that `worker` opened on `dev_name`, or NULL */
+uct_crypt_iface_t *uct_crypt_iface_find(uct_worker_h worker, const char *dev_name);
 ucs_status_t uct_crypt_iface_estimate_perf(uct_iface_h tl_iface,
                                            uct_perf_attr_t *perf_attr);
 #if UCT_CRYPT_HAVE_EP_IS_CONNECTED

@@ -175,31 +175,39 @@ static ucs_status_t uct_crypt_iface_get_address(uct_iface_h tl_iface,
 static UCS_LIST_HEAD(uct_crypt_open_ifaces);
 static pthread_mutex_t uct_crypt_open_ifaces_lock = PTHREAD_MUTEX_INITIALIZER;
 
-ucs_status_t uct_crypt_iface_device_address(uct_worker_h worker,
-                                            const char *dev_name,
-                                            void *addr, size_t max,
-                                            size_t *length)
+uct_crypt_iface_t *uct_crypt_iface_find(uct_worker_h worker, const char *dev_name)
 {
-    ucs_status_t status = UCS_ERR_NO_DEVICE;
-    uct_crypt_iface_t *iface;
+    uct_crypt_iface_t *iface, *found = NULL;
 
     pthread_mutex_lock(&uct_crypt_open_ifaces_lock);
     ucs_list_for_each(iface, &uct_crypt_open_ifaces, open_list) {
-        if ((iface->role != UCT_CRYPT_ROLE_DATA) ||
-            (&iface->super.worker->super != worker) ||
-            strcmp(iface->dev_name, dev_name)) {
-            continue;
-        }
-        if (iface->inner_attr.device_addr_len > max) {
-            status = UCS_ERR_BUFFER_TOO_SMALL;
+        if ((iface->role == UCT_CRYPT_ROLE_DATA) &&
+            (&iface->super.worker->super == worker) &&
+            !strcmp(iface->dev_name, dev_name)) {
+            found = iface;
             break;
         }
-        *length = iface->inner_attr.device_addr_len;
-        status  = uct_iface_get_device_address(iface->inner, addr);
-        break;
     }
     pthread_mutex_unlock(&uct_crypt_open_ifaces_lock);
-    return status;
+    return found;
+}
+
+ucs_status_t uct_crypt_iface_device_address(uct_worker_h worker,
+                                            const char *dev_name,
+                                            void *addr, size_t max,
+                                            size_t *length, uint8_t *key)
+{
+    uct_crypt_iface_t *iface = uct_crypt_iface_find(worker, dev_name);
+
+    if (iface == NULL) {
+        return UCS_ERR_NO_DEVICE;
+    }
+    if (iface->inner_attr.device_addr_len > max) {
+        return UCS_ERR_BUFFER_TOO_SMALL;
+    }
+    *length = iface->inner_attr.device_addr_len;
+    memcpy(key, iface->keypair.public_key, KEYEX_PUBLIC_KEY_LEN);
+    return uct_iface_get_device_address(iface->inner, addr);
 }
 
 static ucs_status_t uct_crypt_iface_get_device_address(uct_iface_h tl_iface,

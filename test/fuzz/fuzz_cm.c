@@ -11,8 +11,9 @@
  *     frame sealed under the client's key, its body taken from the input,
  *     with the rest of the input XORed over the sealed frame, read the way
  *     the server reads it (header checked against the limit, opened,
- *     split): a changed frame never opens, an unchanged one opens to what
- *     was sealed, and the split stays inside the body.
+ *     split, or counted as a DISCONNECT's flow marks): a changed frame
+ *     never opens, an unchanged one opens to what was sealed, and the
+ *     split stays inside the body.
  * Honest messages are compared with CRYPTO_memcmp, which libFuzzer does
  * not trace: a traced memcmp hands their bytes to the fuzzer, which then
  * replays an honest initiation in raw mode (found so, in 70000 runs).
@@ -27,7 +28,8 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-enum { FUZZ_MAX_PRIV = 512, FUZZ_MAX_BODY = 1 + 255 + FUZZ_MAX_PRIV };
+enum { FUZZ_MAX_PRIV = 512,
+       FUZZ_MAX_BODY = 1 + 255 + KEYEX_PUBLIC_KEY_LEN + FUZZ_MAX_PRIV };
 
 static void fuzz_xor(uint8_t *msg, size_t len, fuzz_input_t *in, int *changed)
 {
@@ -104,10 +106,18 @@ static void fuzz_frame(const keyex_noise_transport_t *ckeys,
     if (opened && crypt_cm_addresses_parse(frame + sizeof(*hdr), body_len,
                                            FUZZ_MAX_PRIV, &peer)) {
         if ((peer.dev_addr_len == 0) || (peer.priv_len > FUZZ_MAX_PRIV) ||
-            (1 + peer.dev_addr_len + peer.priv_len != body_len) ||
-            (peer.priv != peer.dev_addr + peer.dev_addr_len)) {
+            (1 + peer.dev_addr_len + KEYEX_PUBLIC_KEY_LEN + peer.priv_len !=
+             body_len) ||
+            (peer.data_key != peer.dev_addr + peer.dev_addr_len) ||
+            (peer.priv != peer.data_key + KEYEX_PUBLIC_KEY_LEN)) {
             abort(); /* the split left the body */
         }
+    }
+    /* the same body as a DISCONNECT: whole marks, never past the body */
+    if (opened && (crypt_cm_disconnect_marks(body_len) >= 0) &&
+        ((size_t)crypt_cm_disconnect_marks(body_len) *
+         sizeof(crypt_cm_flow_mark_t) != body_len)) {
+        abort();
     }
 out:
     crypt_aead_key_cleanup(&tx);

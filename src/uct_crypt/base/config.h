@@ -12,6 +12,7 @@
 
 #include "uct_crypt/api/uct_crypt_stats.h"
 #include "uct_crypt/base/keepalive.h"
+#include "uct_crypt/base/format.h"
 
 #include <uct/base/uct_iface.h>
 #include <uct/base/uct_md.h>
@@ -167,7 +168,19 @@ ucs_status_t uct_crypt_data_role_options(uct_crypt_keepalive_t *keepalive,
 ucs_status_t uct_crypt_iface_device_address(uct_worker_h worker,
                                             const char *dev_name,
                                             void *addr, size_t max,
-                                            size_t *length);
+                                            size_t *length, uint8_t *key);
+
+/* A disconnect after the data (cm/README.md). The sending end: where
+ * the flows of `worker`'s data iface on `dev_name` to the iface whose key
+ * is `peer_key` stand, at most `max` (how many it wrote). The receiving
+ * end: whether the flows `marks` name have delivered that far into our
+ * data iface on `dev_name` (or ended, or failed). record/flows.c */
+unsigned uct_crypt_flow_marks(uct_worker_h worker, const char *dev_name,
+                              const uint8_t *peer_key,
+                              crypt_cm_flow_mark_t *marks, unsigned max);
+int uct_crypt_flows_delivered(uct_worker_h worker, const char *dev_name,
+                              const crypt_cm_flow_mark_t *marks,
+                              unsigned count);
 
 /* process-wide, and the ifaces' options (uct_crypt_global.c) */
 extern ucs_config_field_t uct_crypt_global_config_table[];

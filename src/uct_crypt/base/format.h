@@ -63,10 +63,12 @@
 #include <string.h>
 
 enum {
-    CRYPT_WIRE_VERSION    = 12, /* 10: a flow ends with FLOW_END; 11: a
+    CRYPT_WIRE_VERSION    = 13, /* 10: a flow ends with FLOW_END; 11: a
                                    refused one is told (FLOW_REFUSED);
                                    12: a get is done when its answer
-                                   opened (no GET_DONE) */
+                                   opened (no GET_DONE); 13: the cm's
+                                   CONNECT/ACCEPT carry the data iface's
+                                   key, a DISCONNECT where flows ended */
 
     CRYPT_RECORD_DATA     = 1,
     CRYPT_RECORD_HELLO    = 2,
@@ -395,7 +397,7 @@ typedef struct crypt_wire_frame_hdr {
  *                                    <-----  ACCEPT {device address, data}
  *                                            or REJECT {}
  *   NOTIFY {}                        ----->  notify
- *   DISCONNECT {} (either side, then the sender's FIN)
+ *   DISCONNECT {marks} (either side, then the sender's FIN)
  *
  * After the handshake every message is a frame: a 4-byte header (length
  * of what follows, LE16; type; a zero byte), then the body sealed with
@@ -407,8 +409,13 @@ typedef struct crypt_wire_frame_hdr {
  * acted on only once the frame opened. CONNECT and ACCEPT bodies: one
  * byte, the length of the sender's device address (the address of its
  * crypt iface on the device the connection runs on, which UCP puts in
- * place of the one in its own address), the address, then UCP's private
- * data to the end.
+ * place of the one in its own address), the address, that iface's public
+ * key (32 bytes: the flows a DISCONNECT names are those to it), then
+ * UCP's private data to the end. A DISCONNECT body: up to
+ * CRYPT_CM_DISCONNECT_MARKS_MAX marks, one per flow of the sender's to
+ * the receiver's iface, each the flow id and the sequence number of the
+ * record it would send next (LE64 each): the receiver reports the
+ * disconnect once its flows have delivered that far (cm/README.md).
  */
 enum {
     CRYPT_CM_FRAME_HDR_LEN   = 4,
@@ -445,22 +452,43 @@ static inline long crypt_cm_frame_body_len(const crypt_cm_frame_hdr_t *hdr,
 typedef struct crypt_cm_addresses {
     const uint8_t *dev_addr;
     size_t        dev_addr_len;
+    const uint8_t *data_key;     /* KEYEX_PUBLIC_KEY_LEN */
     const uint8_t *priv;
     size_t        priv_len;
 } crypt_cm_addresses_t;
+
+/* A flow's end as a DISCONNECT names it */
+typedef struct crypt_cm_flow_mark {
+    uint64_t flow_id;            /* LE64 */
+    uint64_t end;                /* LE64: the sender's next sequence number */
+} __attribute__((packed)) crypt_cm_flow_mark_t;
+
+#define CRYPT_CM_DISCONNECT_MARKS_MAX 64
+
+/* The number of marks in an opened DISCONNECT body; -1 when malformed */
+static inline int crypt_cm_disconnect_marks(size_t len)
+{
+    if ((len % sizeof(crypt_cm_flow_mark_t)) ||
+        (len > CRYPT_CM_DISCONNECT_MARKS_MAX * sizeof(crypt_cm_flow_mark_t))) {
+        return -1;
+    }
+    return (int)(len / sizeof(crypt_cm_flow_mark_t));
+}
 
 static inline int crypt_cm_addresses_parse(const uint8_t *body, size_t len,
                                            size_t max_priv,
                                            crypt_cm_addresses_t *out)
 {
-    if ((len < 1) || (body[0] == 0) || (body[0] > len - 1) ||
-        (len - 1 - body[0] > max_priv)) {
+    if ((len < 1 + KEYEX_PUBLIC_KEY_LEN) || (body[0] == 0) ||
+        (body[0] > len - 1 - KEYEX_PUBLIC_KEY_LEN) ||
+        (len - 1 - body[0] - KEYEX_PUBLIC_KEY_LEN > max_priv)) {
         return 0;
     }
     out->dev_addr     = body + 1;
     out->dev_addr_len = body[0];
-    out->priv         = body + 1 + body[0];
-    out->priv_len     = len - 1 - body[0];
+    out->data_key     = body + 1 + body[0];
+    out->priv         = out->data_key + KEYEX_PUBLIC_KEY_LEN;
+    out->priv_len     = len - 1 - body[0] - KEYEX_PUBLIC_KEY_LEN;
     return 1;
 }
 

@@ -75,7 +75,8 @@ void uct_crypt_cm_refused(uct_crypt_cm_ep_t *ep, const char *why)
  * the address in place of the one in the peer's worker address */
 ucs_status_t uct_crypt_cm_device(uct_crypt_cm_t *cm, int fd,
                                  char dev_name[UCT_DEVICE_NAME_MAX],
-                                 void *dev_addr, size_t *dev_addr_len)
+                                 void *dev_addr, size_t *dev_addr_len,
+                                 uint8_t *key)
 {
     uct_worker_h worker = &cm->super.iface.worker->super;
     char ifname[UCT_DEVICE_NAME_MAX], path[256], hca[64];
@@ -92,7 +93,7 @@ ucs_status_t uct_crypt_cm_device(uct_crypt_cm_t *cm, int fd,
     ucs_strncpy_zero(dev_name, ifname, UCT_DEVICE_NAME_MAX);
     status = uct_crypt_iface_device_address(worker, dev_name, dev_addr,
                                             UCT_CRYPT_CM_MAX_DEV_ADDR,
-                                            dev_addr_len);
+                                            dev_addr_len, key);
     if (status != UCS_ERR_NO_DEVICE) {
         return status;
     }
@@ -126,7 +127,7 @@ ucs_status_t uct_crypt_cm_device(uct_crypt_cm_t *cm, int fd,
     snprintf(dev_name, UCT_DEVICE_NAME_MAX, "%s:%d", hca, port + 1);
     return uct_crypt_iface_device_address(worker, dev_name, dev_addr,
                                           UCT_CRYPT_CM_MAX_DEV_ADDR,
-                                          dev_addr_len);
+                                          dev_addr_len, key);
 }
 
 /* ---- deadlines ------------------------------------------------------------- */
@@ -144,6 +145,19 @@ static void uct_crypt_cm_timer(int id, ucs_event_set_types_t events, void *arg)
     int waiting        = 0;
 
     ucs_list_for_each_safe(ep, tmp, &cm->eps, list) {
+        if ((ep->state & UCT_CRYPT_CM_EP_HOLDING) &&
+            !(ep->state & UCT_CRYPT_CM_EP_DISCONNECTED)) {
+            /* a disconnect whose data is late (cm_ep.c) */
+            if (now > ep->deadline) {
+                ucs_diag("crypt: connection manager: %s disconnected before "
+                         "all it sent arrived; reported after "
+                         "UCX_CRYPT_CM_HANDSHAKE_TIMEOUT", ep->peer_name);
+                uct_crypt_cm_ep_report_disconnect(ep);
+            } else {
+                waiting = 1;
+            }
+            continue;
+        }
         if ((ep->state & UCT_CRYPT_CM_EP_FAILED) || !uct_crypt_cm_ep_in_handshake(ep)) {
             continue;
         }
@@ -276,10 +290,10 @@ static UCS_CLASS_INIT_FUNC(uct_crypt_cm_t, uct_component_h component,
     }
     if ((cm_config->priv_data_len == 0) ||
         (cm_config->priv_data_len >
-         UCT_CRYPT_CM_MAX_BODY - 1 - UCT_CRYPT_CM_MAX_DEV_ADDR)) {
+         UCT_CRYPT_CM_MAX_BODY - UCT_CRYPT_CM_ADDRESSES_HEAD)) {
         ucs_error("crypt: UCX_CRYPT_CM_PRIV_DATA_LEN=%zu: give 1 to %d bytes",
                   cm_config->priv_data_len,
-                  UCT_CRYPT_CM_MAX_BODY - 1 - UCT_CRYPT_CM_MAX_DEV_ADDR);
+                  UCT_CRYPT_CM_MAX_BODY - UCT_CRYPT_CM_ADDRESSES_HEAD);
         return UCS_ERR_INVALID_PARAM;
     }
     if (cm_config->handshake_timeout <= 0) {
@@ -287,7 +301,10 @@ static UCS_CLASS_INIT_FUNC(uct_crypt_cm_t, uct_component_h component,
         return UCS_ERR_INVALID_PARAM;
     }
     self->priv_data_len     = cm_config->priv_data_len;
-    self->max_body          = 1 + UCT_CRYPT_CM_MAX_DEV_ADDR + self->priv_data_len;
+    self->max_body          = ucs_max(UCT_CRYPT_CM_ADDRESSES_HEAD +
+                                      self->priv_data_len,
+                                      CRYPT_CM_DISCONNECT_MARKS_MAX *
+                                      sizeof(crypt_cm_flow_mark_t));
     self->handshake_timeout = ucs_time_from_sec(cm_config->handshake_timeout);
     self->half_open         = 0;
     self->cookied           = 0;

@@ -41,6 +41,10 @@
 #include <sys/socket.h>
 
 #define UCT_CRYPT_CM_MAX_DEV_ADDR 255   /* one length byte in the body */
+/* a CONNECT's or ACCEPT's body before UCP's private data, at most: the
+ * length byte, the device address, the data iface's key */
+#define UCT_CRYPT_CM_ADDRESSES_HEAD \
+    (1 + UCT_CRYPT_CM_MAX_DEV_ADDR + KEYEX_PUBLIC_KEY_LEN)
 #define UCT_CRYPT_CM_MAX_BODY     (UINT16_MAX - CRYPT_AEAD_TAG_LEN)
 
 
@@ -121,7 +125,10 @@ enum {
     UCT_CRYPT_CM_EP_SHUT          = UCS_BIT(14), /* our FIN is out */
     UCT_CRYPT_CM_EP_LOCAL_FAILURE = UCS_BIT(15), /* ended by one of ours, said */
     UCT_CRYPT_CM_EP_PROVEN        = UCS_BIT(16), /* server: first message passed */
-    UCT_CRYPT_CM_EP_IN_ROOM       = UCS_BIT(17)  /* its fd in the cm's room_fd */
+    UCT_CRYPT_CM_EP_IN_ROOM       = UCS_BIT(17), /* its fd in the cm's room_fd */
+    UCT_CRYPT_CM_EP_HOLDING       = UCS_BIT(18)  /* the peer's DISCONNECT read,
+                                                    reported once the data
+                                                    it names is in */
 };
 
 typedef struct uct_crypt_cm_ep {
@@ -150,6 +157,14 @@ typedef struct uct_crypt_cm_ep {
                                             what to tell the client when it
                                             ends; client: what the server
                                             said (0: nothing) */
+    /* a disconnect after the data (README.md): the key of the peer's data
+     * iface (its CONNECT or ACCEPT said), and while HOLDING, the ends of
+     * its flows that its DISCONNECT named, and the progress callback that
+     * waits for them (until `deadline`) */
+    uint8_t                 peer_data_key[KEYEX_PUBLIC_KEY_LEN];
+    crypt_cm_flow_mark_t    *held;
+    unsigned                held_count;
+    uct_worker_cb_id_t      hold_cb_id;
 } uct_crypt_cm_ep_t;
 
 
@@ -219,7 +234,8 @@ void uct_crypt_cm_ep_set(uct_crypt_cm_ep_t *ep, uint32_t bits);
 void uct_crypt_cm_refused(uct_crypt_cm_ep_t *ep, const char *why);
 ucs_status_t uct_crypt_cm_device(uct_crypt_cm_t *cm, int fd,
                                  char dev_name[UCT_DEVICE_NAME_MAX],
-                                 void *dev_addr, size_t *dev_addr_len);
+                                 void *dev_addr, size_t *dev_addr_len,
+                                 uint8_t *key);
 ucs_status_t uct_crypt_cm_timer_arm(uct_crypt_cm_t *cm);
 
 /* cm_handshake.c */
@@ -260,6 +276,12 @@ ucs_status_t uct_crypt_cm_ep_connect(uct_ep_h tl_ep,
                                      const uct_ep_connect_params_t *params);
 ucs_status_t uct_crypt_cm_ep_conn_notify(uct_ep_h tl_ep);
 ucs_status_t uct_crypt_cm_ep_disconnect(uct_ep_h tl_ep, unsigned flags);
+/* The peer's DISCONNECT named `count` flow ends (`marks`): report it now
+ * or once they are in; and report one held past its deadline */
+void uct_crypt_cm_ep_peer_disconnected(uct_crypt_cm_ep_t *ep,
+                                       const crypt_cm_flow_mark_t *marks,
+                                       unsigned count);
+void uct_crypt_cm_ep_report_disconnect(uct_crypt_cm_ep_t *ep);
 ucs_status_t uct_crypt_cm_ep_query(uct_ep_h tl_ep, uct_ep_attr_t *attr);
 
 /* cm_listener.c */

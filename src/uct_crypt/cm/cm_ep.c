@@ -35,6 +35,7 @@
                                      UCT_CRYPT_CM_EP_PROVEN | \
                                      UCT_CRYPT_CM_EP_CONN_REQ | \
                                      UCT_CRYPT_CM_EP_CONNECTED | \
+                                     UCT_CRYPT_CM_EP_HOLDING | \
                                      UCT_CRYPT_CM_EP_DISCONNECTED)
 
 void uct_crypt_cm_ep_set(uct_crypt_cm_ep_t *ep, uint32_t bits)
@@ -54,7 +55,7 @@ void uct_crypt_cm_ep_set(uct_crypt_cm_ep_t *ep, uint32_t bits)
                (state & UCT_CRYPT_CM_EP_KEYS));
     ucs_assert(!(state & (UCT_CRYPT_CM_EP_CREATED | UCT_CRYPT_CM_EP_REJECTING)) ||
                (state & UCT_CRYPT_CM_EP_CONN_REQ));
-    ucs_assert(!(bits & UCT_CRYPT_CM_EP_DISCONNECTED) ||
+    ucs_assert(!(bits & (UCT_CRYPT_CM_EP_HOLDING | UCT_CRYPT_CM_EP_DISCONNECTED)) ||
                (state & UCT_CRYPT_CM_EP_CONNECTED));
     ucs_trace("crypt cm ep %p %s: state 0x%x + 0x%x", ep, ep->peer_name,
               ep->state, bits);
@@ -168,10 +169,11 @@ void uct_crypt_cm_ep_fail(uct_crypt_cm_ep_t *ep, ucs_status_t status,
                      (ep->state & UCT_CRYPT_CM_EP_SERVER) ? "from" : "to",
                      ep->peer_name, why);
         }
-        if (!(ep->state & UCT_CRYPT_CM_EP_DISCONNECTED)) {
+        if (!(ep->state & (UCT_CRYPT_CM_EP_DISCONNECTED |
+                           UCT_CRYPT_CM_EP_HOLDING))) {
             uct_crypt_cm_ep_set(ep, UCT_CRYPT_CM_EP_DISCONNECTED);
             uct_cm_ep_disconnect_cb(&ep->super);
-        }
+        } /* (one held is reported when its data is in, or late) */
     } else if (ep->state & UCT_CRYPT_CM_EP_CLIENT) {
         if (ep->state & UCT_CRYPT_CM_EP_CONNECTING) {
             /* the network's answer (refused, unreachable): UCX_CRYPT_CM_FAILURE */
@@ -346,6 +348,10 @@ static ucs_status_t uct_crypt_cm_client_init(uct_crypt_cm_ep_t *ep,
  * does not clean up) */
 static void uct_crypt_cm_ep_release(uct_crypt_cm_ep_t *ep, uct_crypt_cm_t *cm)
 {
+    uct_worker_progress_unregister_safe(&cm->super.iface.worker->super,
+                                        &ep->hold_cb_id);
+    ucs_free(ep->held);
+    ep->held = NULL;
     uct_crypt_cm_ep_remove_handler(ep);
     if (ep->fd >= 0) {
         close(ep->fd);
@@ -383,6 +389,10 @@ static UCS_CLASS_INIT_FUNC(uct_crypt_cm_ep_t, const uct_ep_params_t *params)
     self->tx_count = self->rx_count = 0;
     self->cookie_rounds = 0;
     self->refusal       = 0;
+    self->held          = NULL;
+    self->held_count    = 0;
+    self->hold_cb_id    = UCS_CALLBACKQ_ID_NULL;
+    memset(self->peer_data_key, 0, sizeof(self->peer_data_key));
     memset(self->init_tag, 0, sizeof(self->init_tag));
     self->deadline = ucs_get_time() + cm->handshake_timeout;
     memset(&self->tx_key, 0, sizeof(self->tx_key));
@@ -603,15 +613,85 @@ ucs_status_t uct_crypt_cm_ep_conn_notify(uct_ep_h tl_ep)
     return status;
 }
 
+/* ---- a disconnect after the data ----------------------------------------
+ * UCP 1.13 fails a connected ep when its peer disconnects and drops the
+ * stream data it holds for the application
+ * (ucp_ep_cm_remote_disconnect_progress); the peer's last data may still
+ * be on the data connections, which this socket can overtake. So a
+ * DISCONNECT names where the sender's flows to our data iface ended, and
+ * the disconnect callback waits until they have delivered that far (in
+ * the worker's progress, where records are delivered), or until the
+ * handshake's deadline (UCX_CRYPT_CM_HANDSHAKE_TIMEOUT) passes. */
+
+void uct_crypt_cm_ep_report_disconnect(uct_crypt_cm_ep_t *ep)
+{
+    uct_worker_progress_unregister_safe(
+            &uct_crypt_cm_ep_cm(ep)->super.iface.worker->super, &ep->hold_cb_id);
+    ucs_free(ep->held);
+    ep->held       = NULL;
+    ep->held_count = 0;
+    uct_crypt_cm_ep_set(ep, UCT_CRYPT_CM_EP_DISCONNECTED);
+    uct_cm_ep_disconnect_cb(&ep->super);
+}
+
+static unsigned uct_crypt_cm_ep_hold_progress(void *arg)
+{
+    uct_crypt_cm_ep_t *ep      = arg;
+    uct_crypt_cm_t *cm         = uct_crypt_cm_ep_cm(ep);
+    ucs_async_context_t *async = uct_crypt_cm_async(cm);
+    unsigned reported          = 0;
+
+    UCS_ASYNC_BLOCK(async);
+    if ((ep->state & UCT_CRYPT_CM_EP_HOLDING) &&
+        !(ep->state & UCT_CRYPT_CM_EP_DISCONNECTED) &&
+        uct_crypt_flows_delivered(&cm->super.iface.worker->super, ep->dev_name,
+                                  ep->held, ep->held_count)) {
+        uct_crypt_cm_ep_report_disconnect(ep);
+        reported = 1;
+    }
+    UCS_ASYNC_UNBLOCK(async);
+    return reported;
+}
+
+void uct_crypt_cm_ep_peer_disconnected(uct_crypt_cm_ep_t *ep,
+                                       const crypt_cm_flow_mark_t *marks,
+                                       unsigned count)
+{
+    uct_crypt_cm_t *cm = uct_crypt_cm_ep_cm(ep);
+
+    ucs_debug("crypt: connection manager: %s disconnected (%u flows named)",
+              ep->peer_name, count);
+    uct_crypt_cm_ep_set(ep, UCT_CRYPT_CM_EP_HOLDING);
+    if (count > 0) {
+        ep->held = ucs_malloc(count * sizeof(*marks), "crypt cm held");
+    }
+    if ((ep->held == NULL) || (uct_crypt_cm_timer_arm(cm) != UCS_OK)) {
+        /* (nothing named, or no room to wait: as before, at once) */
+        uct_crypt_cm_ep_report_disconnect(ep);
+        return;
+    }
+    memcpy(ep->held, marks, count * sizeof(*marks));
+    ep->held_count = count;
+    ep->deadline   = ucs_get_time() + cm->handshake_timeout;
+    uct_worker_progress_register_safe(&cm->super.iface.worker->super,
+                                      uct_crypt_cm_ep_hold_progress, ep, 0,
+                                      &ep->hold_cb_id);
+}
+
 ucs_status_t uct_crypt_cm_ep_disconnect(uct_ep_h tl_ep, unsigned flags)
 {
     uct_crypt_cm_ep_t *ep      = ucs_derived_of(tl_ep, uct_crypt_cm_ep_t);
-    ucs_async_context_t *async = uct_crypt_cm_async(uct_crypt_cm_ep_cm(ep));
+    uct_crypt_cm_t *cm         = uct_crypt_cm_ep_cm(ep);
+    ucs_async_context_t *async = uct_crypt_cm_async(cm);
+    crypt_cm_flow_mark_t marks[CRYPT_CM_DISCONNECT_MARKS_MAX];
+    unsigned count;
     ucs_status_t status;
 
     UCS_ASYNC_BLOCK(async);
     if ((ep->state & UCT_CRYPT_CM_EP_FAILED) &&
-        !(ep->state & UCT_CRYPT_CM_EP_DISCONNECTED)) {
+        !(ep->state & (UCT_CRYPT_CM_EP_DISCONNECTED | UCT_CRYPT_CM_EP_HOLDING))) {
+        /* (failed, not ended by the peer's DISCONNECT: its FIN after that
+         * fails the socket too, and the peer still waits for ours) */
         status = UCS_ERR_NOT_CONNECTED;
     } else if (ep->state & UCT_CRYPT_CM_EP_DISCONNECTING) {
         status = (ep->state & UCT_CRYPT_CM_EP_DISCONNECTED) ?
@@ -625,8 +705,12 @@ ucs_status_t uct_crypt_cm_ep_disconnect(uct_ep_h tl_ep, unsigned flags)
          * peer's own end was read (DISCONNECTED, handler gone): the peer
          * waits for ours to complete its close, as tcp_sockcm's peer waits
          * for the shutdown that uct_tcp_sockcm_ep_disconnect always makes. */
-        if ((uct_crypt_cm_ep_queue_frame(ep, CRYPT_CM_FRAME_DISCONNECT, NULL,
-                                         0, NULL, 0) != UCS_OK) ||
+        count = uct_crypt_flow_marks(&cm->super.iface.worker->super,
+                                     ep->dev_name, ep->peer_data_key, marks,
+                                     CRYPT_CM_DISCONNECT_MARKS_MAX);
+        if ((uct_crypt_cm_ep_queue_frame(ep, CRYPT_CM_FRAME_DISCONNECT, marks,
+                                         count * sizeof(*marks), NULL,
+                                         0) != UCS_OK) ||
             (uct_crypt_cm_ep_flush_tx(ep) != UCS_OK) ||
             (ep->state & UCT_CRYPT_CM_EP_FAILED)) {
             /* (no handler left to finish a partial frame: the FIN now;

@@ -93,7 +93,7 @@ ucs_status_t uct_crypt_cm_ep_queue_addresses(uct_crypt_cm_ep_t *ep,
                                              size_t priv_len)
 {
     uct_crypt_cm_t *cm = uct_crypt_cm_ep_cm(ep);
-    uint8_t head[1 + UCT_CRYPT_CM_MAX_DEV_ADDR];
+    uint8_t head[UCT_CRYPT_CM_ADDRESSES_HEAD], key[KEYEX_PUBLIC_KEY_LEN];
     char dev_name[UCT_DEVICE_NAME_MAX];
     size_t dev_addr_len;
     ucs_status_t status;
@@ -101,12 +101,15 @@ ucs_status_t uct_crypt_cm_ep_queue_addresses(uct_crypt_cm_ep_t *ep,
     if (priv_len > cm->priv_data_len) {
         return UCS_ERR_EXCEEDS_LIMIT;
     }
-    status = uct_crypt_cm_device(cm, ep->fd, dev_name, head + 1, &dev_addr_len);
+    status = uct_crypt_cm_device(cm, ep->fd, dev_name, head + 1, &dev_addr_len,
+                                 key);
     if (status != UCS_OK) {
         return status;
     }
     head[0] = (uint8_t)dev_addr_len;
-    return uct_crypt_cm_ep_queue_frame(ep, type, head, 1 + dev_addr_len, priv,
+    memcpy(head + 1 + dev_addr_len, key, sizeof(key));
+    return uct_crypt_cm_ep_queue_frame(ep, type, head,
+                                       1 + dev_addr_len + sizeof(key), priv,
                                        priv_len);
 }
 
@@ -166,12 +169,12 @@ static ucs_status_t uct_crypt_cm_ep_take_keys(uct_crypt_cm_ep_t *ep,
 static ucs_status_t uct_crypt_cm_client_resolve(uct_crypt_cm_ep_t *ep)
 {
     uct_crypt_cm_t *cm = uct_crypt_cm_ep_cm(ep);
-    uint8_t dev_addr[UCT_CRYPT_CM_MAX_DEV_ADDR];
+    uint8_t dev_addr[UCT_CRYPT_CM_MAX_DEV_ADDR], key[KEYEX_PUBLIC_KEY_LEN];
     size_t dev_addr_len;
     ucs_status_t status;
 
     status = uct_crypt_cm_device(cm, ep->fd, ep->dev_name, dev_addr,
-                                 &dev_addr_len);
+                                 &dev_addr_len, key);
     if (status != UCS_OK) {
         ucs_error("crypt: connection manager: the connection to %s runs on a "
                   "device where this process has no crypt interface: add it "
@@ -426,7 +429,7 @@ static ucs_status_t uct_crypt_cm_server_connect(uct_crypt_cm_ep_t *ep,
                                                 const uint8_t *body, size_t len)
 {
     uct_crypt_cm_t *cm = uct_crypt_cm_ep_cm(ep);
-    uint8_t local_dev_addr[UCT_CRYPT_CM_MAX_DEV_ADDR];
+    uint8_t local_dev_addr[UCT_CRYPT_CM_MAX_DEV_ADDR], key[KEYEX_PUBLIC_KEY_LEN];
     uct_cm_listener_conn_request_args_t args;
     uct_cm_remote_data_t remote_data;
     struct sockaddr_storage client;
@@ -439,8 +442,9 @@ static ucs_status_t uct_crypt_cm_server_connect(uct_crypt_cm_ep_t *ep,
         uct_crypt_cm_ep_fail(ep, UCS_ERR_INVALID_PARAM, "malformed CONNECT");
         return UCS_ERR_CANCELED;
     }
+    memcpy(ep->peer_data_key, peer.data_key, sizeof(ep->peer_data_key));
     if (uct_crypt_cm_device(cm, ep->fd, ep->dev_name, local_dev_addr,
-                            &local_dev_addr_len) != UCS_OK) {
+                            &local_dev_addr_len, key) != UCS_OK) {
         ucs_error("crypt: connection manager: a connection from %s arrived on "
                   "a device where this process has no crypt interface: add it "
                   "to UCX_NET_DEVICES", ep->peer_name);
@@ -483,6 +487,7 @@ static ucs_status_t uct_crypt_cm_client_accept(uct_crypt_cm_ep_t *ep,
                                   &peer)) {
         return UCS_ERR_INVALID_PARAM;
     }
+    memcpy(ep->peer_data_key, peer.data_key, sizeof(ep->peer_data_key));
     uct_crypt_cm_remote_data(&peer, &remote_data);
     uct_crypt_cm_ep_set(ep, UCT_CRYPT_CM_EP_CONNECTED);
     uct_cm_ep_client_connect_cb(&ep->super, &remote_data, UCS_OK);
@@ -498,7 +503,7 @@ static ucs_status_t uct_crypt_cm_ep_dispatch(uct_crypt_cm_ep_t *ep, uint8_t type
 {
     uint32_t s = ep->state;
 
-    if (s & UCT_CRYPT_CM_EP_DISCONNECTED) {
+    if (s & (UCT_CRYPT_CM_EP_DISCONNECTED | UCT_CRYPT_CM_EP_HOLDING)) {
         return UCS_OK; /* nothing more is taken from a peer that ended */
     }
     if ((type == CRYPT_CM_FRAME_CONNECT) && (s & UCT_CRYPT_CM_EP_SERVER) &&
@@ -520,14 +525,13 @@ static ucs_status_t uct_crypt_cm_ep_dispatch(uct_crypt_cm_ep_t *ep, uint8_t type
             return UCS_ERR_REJECTED;
         }
     }
-    if ((type == CRYPT_CM_FRAME_DISCONNECT) && (len == 0) &&
-        (s & UCT_CRYPT_CM_EP_CONNECTED)) {
-        ucs_debug("crypt: connection manager: %s disconnected", ep->peer_name);
-        uct_crypt_cm_ep_set(ep, UCT_CRYPT_CM_EP_DISCONNECTED);
-        uct_cm_ep_disconnect_cb(&ep->super);
+    if ((type == CRYPT_CM_FRAME_DISCONNECT) &&
+        (crypt_cm_disconnect_marks(len) >= 0) && (s & UCT_CRYPT_CM_EP_CONNECTED)) {
+        uct_crypt_cm_ep_peer_disconnected(ep, (const crypt_cm_flow_mark_t*)body,
+                                          crypt_cm_disconnect_marks(len));
         return UCS_ERR_CANCELED;
     }
-    if ((type == CRYPT_CM_FRAME_DISCONNECT) && (len == 0)) {
+    if ((type == CRYPT_CM_FRAME_DISCONNECT) && (crypt_cm_disconnect_marks(len) >= 0)) {
         /* the peer gave up before the connection was established (its side
          * failed, or was closed at once): a reset, as tcp_sockcm reports a
          * peer that closes then (uct_tcp_sockcm_ep_handle_remote_disconnect) */

@@ -51,6 +51,7 @@ void uct_crypt_rx_flows_init(uct_crypt_iface_t *iface,
     ucs_list_head_init(&iface->asleep);
     iface->rx_flows_max      = limits->flows;
     iface->rx_flows_per_peer = limits->flows_per_peer;
+    iface->wire_ended_next   = 0;
 }
 
 /* The table's key of a peer: the first 8 bytes of its public key (another
@@ -353,6 +354,9 @@ void uct_crypt_rx_flows_conn_ended(uct_crypt_iface_t *iface, uint64_t conn_id)
          ++iter) {
         if (kh_exist(&iface->rx_flows, iter) &&
             (kh_value(&iface->rx_flows, iter)->wire_conn == conn_id)) {
+            iface->wire_ended[iface->wire_ended_next++ %
+                              UCT_CRYPT_WIRE_ENDED_RECENT] =
+                    kh_value(&iface->rx_flows, iter)->flow_id;
             uct_crypt_rx_flow_remove(iface, iter);
         }
     }
@@ -545,4 +549,78 @@ void uct_crypt_ep_close_inner(uct_crypt_iface_t *iface, uct_ep_h inner)
     uct_worker_progress_register_safe(&iface->super.worker->super,
                                       uct_crypt_iface_closing_progress, iface,
                                       0, &iface->closing_cb_id);
+}
+
+/*
+ * A disconnect after the data (cm/README.md): UCP 1.13 fails a connected
+ * ep at its peer's disconnect and drops the stream data it holds for it
+ * (ucp_ep_cm_remote_disconnect_progress), and the connection manager's
+ * socket may overtake the data connections. So the DISCONNECT names where
+ * each of the sender's flows to our iface ended, and the connection
+ * manager reports it only once they have delivered that far.
+ */
+unsigned uct_crypt_flow_marks(uct_worker_h worker, const char *dev_name,
+                              const uint8_t *peer_key,
+                              crypt_cm_flow_mark_t *marks, unsigned max)
+{
+    uct_crypt_iface_t *iface = uct_crypt_iface_find(worker, dev_name);
+    unsigned count           = 0;
+    uct_crypt_ep_t *ep;
+
+    if (iface == NULL) {
+        return 0;
+    }
+    ucs_list_for_each(ep, &iface->eps, list) {
+        if (count == max) {
+            break; /* (the rest are not waited for) */
+        }
+        if (ep->peer_known && ep->tx.hello_done && !ep->failed &&
+            !memcmp(ep->peer_public, peer_key, KEYEX_PUBLIC_KEY_LEN)) {
+            marks[count].flow_id = htole64(ep->tx.flow_id);
+            marks[count].end     = htole64(ep->tx.next_sequence);
+            ++count;
+        }
+    }
+    return count;
+}
+
+static int uct_crypt_flow_wire_ended(const uct_crypt_iface_t *iface,
+                                     uint64_t flow_id)
+{
+    unsigned i;
+
+    for (i = 0; i < UCT_CRYPT_WIRE_ENDED_RECENT; ++i) {
+        if ((i < iface->wire_ended_next) && (iface->wire_ended[i] == flow_id)) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+int uct_crypt_flows_delivered(uct_worker_h worker, const char *dev_name,
+                              const crypt_cm_flow_mark_t *marks,
+                              unsigned count)
+{
+    uct_crypt_iface_t *iface = uct_crypt_iface_find(worker, dev_name);
+    uct_crypt_rx_flow_t *flow;
+    uint64_t flow_id;
+    khiter_t iter;
+    unsigned i;
+
+    for (i = 0; (iface != NULL) && (i < count); ++i) {
+        flow_id = le64toh(marks[i].flow_id);
+        iter    = kh_get(uct_crypt_rx_flows, &iface->rx_flows, flow_id);
+        if (iter == kh_end(&iface->rx_flows)) {
+            if (!uct_crypt_rx_flow_was_ended(iface, flow_id) &&
+                !uct_crypt_flow_wire_ended(iface, flow_id)) {
+                return 0; /* its HELLO is still on its way */
+            }
+            continue;
+        }
+        flow = kh_value(&iface->rx_flows, iter);
+        if (!flow->failed && (flow->next_sequence < le64toh(marks[i].end))) {
+            return 0;
+        }
+    }
+    return 1;
 }

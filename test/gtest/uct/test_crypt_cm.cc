@@ -31,6 +31,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -49,6 +50,7 @@ struct cm_side {
     std::atomic<bool>         connected{false};    /* client: connect_cb OK */
     std::atomic<bool>         notified{false};     /* server: notify_cb OK */
     std::atomic<int>          disconnects{0};
+    std::atomic<int>          am_at_disconnect{-1}; /* am_received then */
     std::atomic<int>          failures{0};
     std::atomic<uct_conn_request_h> conn_request{nullptr};
 };
@@ -84,8 +86,18 @@ void server_notify_cb(uct_ep_h, void *arg, const uct_cm_ep_server_conn_notify_ar
     }
 }
 
+/* active messages a test's data ep delivered (count_am) */
+std::atomic<int> am_received{0};
+
+ucs_status_t count_am(void *, void *, size_t, unsigned)
+{
+    ++am_received;
+    return UCS_OK;
+}
+
 void disconnect_cb(uct_ep_h, void *arg)
 {
+    static_cast<cm_side*>(arg)->am_at_disconnect = am_received.load();
     ++static_cast<cm_side*>(arg)->disconnects;
 }
 
@@ -352,6 +364,58 @@ protected:
         uct_ep_destroy(stray_ep);
     }
 
+    /* The client's data ep (to the server's iface, as UCP's lanes) has sent
+     * `count` AMs after a first one, all out of the client; the server's
+     * worker has delivered only the first. The caller keeps the ep. */
+    void send_unprogressed(int count, std::unique_ptr<uct_ep, void(*)(uct_ep_h)> &data_ep)
+    {
+        am_received = 0;
+        ASSERT_EQ(uct_iface_set_am_handler(server.iface, 5, count_am, nullptr, 0), UCS_OK);
+        for (cm_side *side : {&client, &server}) {
+            uct_iface_progress_enable(side->iface, UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
+        }
+        uct_iface_attr_t attr;
+        ASSERT_EQ(uct_iface_query(server.iface, &attr), UCS_OK);
+        std::vector<uint8_t> dev(attr.device_addr_len), ifa(attr.iface_addr_len);
+        ASSERT_EQ(uct_iface_get_device_address(server.iface, (uct_device_addr_t*)dev.data()),
+                  UCS_OK);
+        ASSERT_EQ(uct_iface_get_address(server.iface, (uct_iface_addr_t*)ifa.data()), UCS_OK);
+        uct_ep_params_t params = {};
+        params.field_mask = UCT_EP_PARAM_FIELD_IFACE | UCT_EP_PARAM_FIELD_DEV_ADDR |
+                            UCT_EP_PARAM_FIELD_IFACE_ADDR;
+        params.iface      = client.iface;
+        params.dev_addr   = (const uct_device_addr_t*)dev.data();
+        params.iface_addr = (const uct_iface_addr_t*)ifa.data();
+        uct_ep_h ep;
+        ASSERT_EQ(uct_ep_create(&params, &ep), UCS_OK);
+        data_ep.reset(ep);
+        /* the first message sets the data connection up (both progressed) */
+        uint64_t first = 0;
+        ASSERT_TRUE(progress_until([&] {
+            return uct_ep_am_short(ep, 5, first, &first, sizeof(first)) == UCS_OK;
+        }));
+        ASSERT_TRUE(progress_until([&] { return am_received.load() == 1; }));
+        /* the rest sent and out of the client; the server's worker not
+         * progressed */
+        int sent = 0;
+        for (int i = 0; (sent < count) && (i < 1000000); ++i) {
+            uint64_t header = sent;
+            ucs_status_t status = uct_ep_am_short(ep, 5, header, &header,
+                                                  sizeof(header));
+            ASSERT_TRUE((status == UCS_OK) || (status == UCS_ERR_NO_RESOURCE));
+            sent += (status == UCS_OK);
+            uct_worker_progress(client.worker);
+        }
+        ASSERT_EQ(sent, count);
+        ucs_status_t flushed = UCS_INPROGRESS;
+        for (int i = 0; (flushed != UCS_OK) && (i < 1000000); ++i) {
+            uct_worker_progress(client.worker);
+            flushed = uct_ep_flush(ep, 0, nullptr);
+        }
+        ASSERT_EQ(flushed, UCS_OK);
+        EXPECT_EQ(am_received.load(), 1);
+    }
+
     uct_component_h component = nullptr;
     uct_listener_h  listener  = nullptr;
     cm_side         client, server;
@@ -419,6 +483,57 @@ TEST_F(uct_crypt_cm_test, a_second_disconnect_is_refused_as_tcp_sockcm_refuses_i
     ASSERT_EQ(uct_ep_disconnect(server.ep, 0), UCS_OK);
     ASSERT_TRUE(progress_until([&] { return client.disconnects.load() == 1; }));
     EXPECT_EQ(uct_ep_disconnect(client.ep, 0), UCS_ERR_NOT_CONNECTED);
+}
+
+/* A disconnect after the data (issue 44 item 1): UCP 1.13 fails a
+ * connected ep when its peer's disconnect is reported and drops the
+ * stream data it holds for the application, and this socket can overtake
+ * the data connection. The client sends on a data ep to the server's
+ * iface, then disconnects; the server's worker is not progressed until
+ * its connection manager had every chance to read the DISCONNECT. The
+ * disconnect callback must come after every message was delivered (on
+ * the old code it came at once, with none). */
+TEST_F(uct_crypt_cm_test, the_peers_disconnect_comes_after_the_data_it_sent_before)
+{
+    const int count = 20;
+    ASSERT_NO_FATAL_FAILURE(connect_pair());
+    std::unique_ptr<uct_ep, void(*)(uct_ep_h)> data_ep(nullptr, uct_ep_destroy);
+    ASSERT_NO_FATAL_FAILURE(send_unprogressed(count, data_ep));
+
+    ASSERT_EQ(uct_ep_disconnect(client.ep, 0), UCS_OK);
+    /* (the server's async thread reads the DISCONNECT in microseconds; on
+     * the old code it reported it then) */
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    ASSERT_TRUE(progress_until([&] { return server.disconnects.load() == 1; }));
+    EXPECT_EQ(am_received.load(), 1 + count);
+    EXPECT_EQ(server.am_at_disconnect.load(), 1 + count)
+            << "the disconnect was reported before the data sent before it";
+}
+
+/* Both close at once (UCX's test_ucp_sockaddr.concurrent_disconnect_c2s):
+ * the client's DISCONNECT is held at the server, its data not yet in, and
+ * its FIN has ended the server's socket when UCP's close reaches the
+ * server's uct_ep_disconnect. That must still send the server's own: the
+ * client's close waits for it. (It said "not connected" and sent nothing:
+ * UCP's close request never completed, ucp_test.cc:898.) */
+TEST_F(uct_crypt_cm_test, a_held_disconnect_still_lets_ours_go_out)
+{
+    const int count = 20;
+    ASSERT_NO_FATAL_FAILURE(connect_pair());
+    std::unique_ptr<uct_ep, void(*)(uct_ep_h)> data_ep(nullptr, uct_ep_destroy);
+    ASSERT_NO_FATAL_FAILURE(send_unprogressed(count, data_ep));
+
+    ASSERT_EQ(uct_ep_disconnect(client.ep, 0), UCS_OK);
+    /* (the server's async thread reads the DISCONNECT and the FIN after
+     * it; its worker is not progressed, so the event is still held) */
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    EXPECT_EQ(server.disconnects.load(), 0);
+    EXPECT_EQ(uct_ep_disconnect(server.ep, 0), UCS_OK);
+    EXPECT_TRUE(progress_until([&] {
+        return (client.disconnects.load() == 1) && (server.disconnects.load() == 1);
+    })) << "client " << client.disconnects.load() << ", server "
+        << server.disconnects.load();
+    EXPECT_EQ(server.am_at_disconnect.load(), 1 + count);
 }
 
 /* Under load, the connection manager answers a first message it has not
