@@ -88,10 +88,15 @@ void uct_crypt_seen_cleanup(uct_crypt_seen_t *seen)
     memset(seen, 0, sizeof(*seen));
 }
 
-/* Same host: the address family and IP, not the port */
+/* Same host: the address family and IP, not the port; for IPv6 the /64,
+ * which one host may hold whole (WireGuard's ratelimiter keys IPv6 by its
+ * /64, ratelimiter.c), but an IPv4-mapped address whole */
 static int uct_crypt_admit_same_source(const struct sockaddr_storage *a,
                                        const struct sockaddr_storage *b)
 {
+    const struct in6_addr *a6 = &((const struct sockaddr_in6*)a)->sin6_addr;
+    const struct in6_addr *b6 = &((const struct sockaddr_in6*)b)->sin6_addr;
+
     if (a->ss_family != b->ss_family) {
         return 0;
     }
@@ -100,9 +105,7 @@ static int uct_crypt_admit_same_source(const struct sockaddr_storage *a,
                ((const struct sockaddr_in*)b)->sin_addr.s_addr;
     }
     if (a->ss_family == AF_INET6) {
-        return !memcmp(&((const struct sockaddr_in6*)a)->sin6_addr,
-                       &((const struct sockaddr_in6*)b)->sin6_addr,
-                       sizeof(struct in6_addr));
+        return !memcmp(a6, b6, IN6_IS_ADDR_V4MAPPED(a6) ? sizeof(*a6) : 8);
     }
     return 1; /* no address to tell them apart: one source */
 }

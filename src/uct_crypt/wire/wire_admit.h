@@ -9,8 +9,8 @@
  * another arrives, one must go; the listener reads what waits on each of
  * them first (an honest initiator sends its first message right behind
  * the TCP handshake), and only then picks one of those still silent, by
- * uct_crypt_admit_victim: one of the source address that holds the most
- * of them, the oldest of those. A stranger who opens many connections
+ * uct_crypt_admit_victim: one of the source address (an IPv6 /64 counts
+ * as one) that holds the most of them, the oldest of those. A stranger who opens many connections
  * from one address loses its own; an honest peer, one connection from
  * another address, never holds the most. A connection whose first message
  * passed the MAC check is out of the half-open set, and never evicted by

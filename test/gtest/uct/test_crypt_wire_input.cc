@@ -397,6 +397,34 @@ TEST(crypt_admit_victim, the_address_that_holds_the_most_loses_its_oldest)
     /* one address (a stranger on the honest peer's own host): the oldest */
     EXPECT_EQ(victim(addresses({"10.0.0.3", "10.0.0.3", "10.0.0.3"})), 0u);
 }
+
+std::vector<sockaddr_storage> addresses6(const std::vector<const char*> &ips)
+{
+    std::vector<sockaddr_storage> out(ips.size());
+
+    for (size_t i = 0; i < ips.size(); ++i) {
+        sockaddr_in6 *in = (sockaddr_in6*)&out[i];
+
+        memset(&out[i], 0, sizeof(out[i]));
+        in->sin6_family = AF_INET6;
+        in->sin6_port   = htons((uint16_t)(40000 + i));
+        EXPECT_EQ(inet_pton(AF_INET6, ips[i], &in->sin6_addr), 1) << ips[i];
+    }
+    return out;
+}
+
+/* One host holds a whole IPv6 /64 (crypto review N1: a flood spread over
+ * a /64 made every address hold one, and the oldest, honest, went). A
+ * /64 is one source, as WireGuard's ratelimiter keys IPv6 by its /64;
+ * IPv4-mapped addresses (a dual-stack listener) stay one source each. */
+TEST(crypt_admit_victim, an_ipv6_64_is_one_source)
+{
+    EXPECT_EQ(victim(addresses6({"2001:db8:1::2", "2001:db8:2::1", "2001:db8:2::2",
+                                 "2001:db8:2::3"})), 1u);
+    EXPECT_EQ(victim(addresses6({"2001:db8:2::1", "2001:db8:1::2", "2001:db8:2::2"})), 0u);
+    EXPECT_EQ(victim(addresses6({"::ffff:10.0.0.2", "::ffff:10.0.0.3", "::ffff:10.0.0.4",
+                                 "::ffff:10.0.0.4"})), 2u);
+}
 }
 
 /* ---- cookies under load (wire/wire_admit.h) ---------------------------------- */
