@@ -182,8 +182,6 @@ do_check() {
     "$top/test/integration/server_memory.sh" "$obj" "$prefix" "$results" "$prefix_test" || true
     log "test: as users run it (stock programs, UCX's defaults, two hosts, the release build, plain tcp beside it)"
     "$top/test/integration/transparency.sh" "$obj" "$prefix" "$results" || true
-    log "test: a client that closes right after its last send, on a busy host (two busy loops), plain tcp beside it"
-    "$top/test/integration/busy_close.sh" "$obj" "$prefix" "$results" || true
     log "test: UCX's own test suite on crypt, tcp beside it (UCT suites, a UCP selection)"
     "$top/test/conformance/conformance.sh" "$ucx_src" "$obj" "$prefix" "$results" ci || true
     log "test: MPICH's own test suite (one-sided) on crypt, tcp beside it"
@@ -211,8 +209,6 @@ do_check_quick() {
     IT_ONLY="$quick_groups" "$top/test/integration/run.sh" "$obj_test" "$prefix_test" "$results" || true
     log "test: as users run it (stock programs, UCX's defaults, two hosts, the release build, plain tcp beside it)"
     "$top/test/integration/transparency.sh" "$obj" "$prefix" "$results" || true
-    log "test: a client that closes right after its last send, on a busy host (two busy loops), plain tcp beside it"
-    "$top/test/integration/busy_close.sh" "$obj" "$prefix" "$results" || true
     summarize
 }
 
