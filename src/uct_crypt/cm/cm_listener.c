@@ -78,51 +78,63 @@ static void uct_crypt_cm_listener_drop_oldest(uct_crypt_cm_t *cm,
     }
 }
 
+/* The oldest of set `wait` of the source address that holds the most of
+ * it (uct_crypt_admit_victim), or NULL when the set is empty */
+static uct_crypt_cm_ep_t *uct_crypt_cm_listener_victim(uct_crypt_cm_t *cm,
+                                                       uct_crypt_cm_wait_t wait)
+{
+    const struct sockaddr_storage **sources = cm->admit_sources;
+    uct_crypt_cm_ep_t **members             = cm->admit_silent;
+    uct_crypt_cm_ep_t *ep;
+    size_t count = 0;
+
+    ucs_list_for_each(ep, &cm->eps, list) { /* oldest first */
+        if (uct_crypt_cm_ep_waiting(ep, wait) &&
+            (count < UCT_CRYPT_CM_MAX_HALF_OPEN)) {
+            members[count] = ep;
+            sources[count] = &ep->peer_addr;
+            ++count;
+        }
+    }
+    return (count > 0) ? members[uct_crypt_admit_victim(sources, count)] : NULL;
+}
+
 /* Room for one more half-open connection. What the half-open ones sent is
  * read first (an honest client's first message follows its TCP handshake
  * at once: reading it takes the connection out of the set); then, while
  * they are still all taken, a silent one goes: the oldest of the source
- * address that holds the most (uct_crypt_admit_victim). Proven and
- * cookied ones, bounded apart, make room only among themselves, the
- * oldest first: an honest client sends its CONNECT (or its answer to the
- * cookie) one round trip later, a replay never does. */
+ * address that holds the most. Proven and cookied ones, bounded apart,
+ * make room only among themselves: an honest client sends its CONNECT (or
+ * its answer to the cookie) one round trip later, a replay never does.
+ * The proven go by the same rule as the half-open: a job-secret holder
+ * that proves connection upon connection and never sends CONNECT took
+ * them oldest first, and every honest client between its DH and its
+ * CONNECT lost its connection (the red team's R3, 2026-12-02). The
+ * cookied (1024: too many to weigh on every accept) go oldest first. */
 static void uct_crypt_cm_listener_make_room(uct_crypt_cm_t *cm)
 {
-    const struct sockaddr_storage **sources = cm->admit_sources;
-    uct_crypt_cm_ep_t **silent              = cm->admit_silent;
     uct_crypt_cm_ep_t *ep;
-    size_t count;
 
     if (cm->half_open >= UCT_CRYPT_CM_MAX_HALF_OPEN) {
         /* what the room's epoll says is readable: a read on each of them
          * was a system call per half-open connection per accept */
         uct_crypt_cm_room_handler(cm->room_fd, UCS_EVENT_SET_EVREAD, cm);
     }
-    if (cm->half_open >= UCT_CRYPT_CM_MAX_HALF_OPEN) {
-        count = 0;
-        ucs_list_for_each(ep, &cm->eps, list) { /* oldest first */
-            if (uct_crypt_cm_ep_waiting(ep, UCT_CRYPT_CM_WAIT_HALF_OPEN) &&
-                (count < UCT_CRYPT_CM_MAX_HALF_OPEN)) {
-                silent[count]  = ep;
-                sources[count] = &ep->peer_addr;
-                ++count;
-            }
-        }
-        if (count > 0) {
-            ep = silent[uct_crypt_admit_victim(sources, count)];
-            uct_crypt_cm_refused(ep, "half-open connections all taken; a silent "
-                                 "one of the address that held the most was "
-                                 "closed (64 at most)");
-            ep->refusal = KEYEX_NOISE_REFUSED_BUSY;
-            uct_crypt_cm_ep_tell_refusal(ep);
-            UCS_CLASS_DELETE_FUNC_NAME(uct_crypt_cm_ep_t)(&ep->super.super.super);
-        }
+    if ((cm->half_open >= UCT_CRYPT_CM_MAX_HALF_OPEN) &&
+        ((ep = uct_crypt_cm_listener_victim(cm, UCT_CRYPT_CM_WAIT_HALF_OPEN)) != NULL)) {
+        uct_crypt_cm_refused(ep, "half-open connections all taken; a silent "
+                             "one of the address that held the most was "
+                             "closed (64 at most)");
+        ep->refusal = KEYEX_NOISE_REFUSED_BUSY;
+        uct_crypt_cm_ep_tell_refusal(ep);
+        UCS_CLASS_DELETE_FUNC_NAME(uct_crypt_cm_ep_t)(&ep->super.super.super);
     }
-    if (cm->proven >= UCT_CRYPT_CM_MAX_HALF_OPEN) {
-        uct_crypt_cm_listener_drop_oldest(cm, UCT_CRYPT_CM_WAIT_PROVEN,
-                                          "connections waiting for their "
-                                          "CONNECT all taken; the oldest was "
-                                          "closed (64 at most)");
+    if ((cm->proven >= UCT_CRYPT_CM_MAX_HALF_OPEN) &&
+        ((ep = uct_crypt_cm_listener_victim(cm, UCT_CRYPT_CM_WAIT_PROVEN)) != NULL)) {
+        uct_crypt_cm_refused(ep, "connections waiting for their CONNECT all "
+                             "taken; the oldest of the address that held "
+                             "the most was closed (64 at most)");
+        UCS_CLASS_DELETE_FUNC_NAME(uct_crypt_cm_ep_t)(&ep->super.super.super);
     }
     if (cm->cookied >= UCT_CRYPT_CM_MAX_COOKIED) {
         uct_crypt_cm_listener_drop_oldest(cm, UCT_CRYPT_CM_WAIT_COOKIED,

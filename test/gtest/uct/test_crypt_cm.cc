@@ -644,6 +644,62 @@ TEST_F(uct_crypt_cm_test, a_connection_the_server_ends_unanswered_hears_why)
     EXPECT_EQ(refused, auth_word);
 }
 
+/* A job-secret holder proves connection upon connection from one address
+ * and never sends CONNECT (the red team's R3, 2026-12-02: honest clients
+ * took 3 to 12 s to connect, not 0.2). An honest client between its DH
+ * and its CONNECT, here a slow one, keeps its place: the proven set makes
+ * room from the address that holds the most (it went oldest first). */
+TEST_F(uct_crypt_cm_test, a_key_holders_proven_connections_cost_only_its_own)
+{
+    if (test_util::listeners_under_load()) {
+        GTEST_SKIP() << "under load a first message gets a cookie reply, not a DH";
+    }
+    ASSERT_NO_FATAL_FAILURE(connect_pair());
+    /* (the server's answer to a first message: its DH is done) */
+    auto proven = [&](int fd) {
+        char buf[256];
+        return progress_until([&] { return recv(fd, buf, sizeof(buf), MSG_DONTWAIT) > 0; });
+    };
+    /* (first messages taken beforehand: the 5 s handshake deadline runs
+     * from each accept) */
+    std::vector<keyex_noise_cm_init_msg_t> first(1 + 64);
+    for (auto &m : first) {
+        ASSERT_NO_FATAL_FAILURE(unseen_first_message(&m));
+    }
+    int honest = connect_listener();
+    ASSERT_EQ(write(honest, &first[0], sizeof(first[0])), (ssize_t)sizeof(first[0]));
+    ASSERT_TRUE(proven(honest));
+
+    std::vector<int> held;
+    /* 64 from 127.0.0.2: the last finds the set full, and one goes (a
+     * proven connection that goes was a DH spent for nothing: the
+     * listener is under load from then on, and more first messages get
+     * cookie replies, not DHs) */
+    for (size_t i = 1; i < first.size(); ++i) {
+        held.push_back(connect_listener(INADDR_LOOPBACK + 1));
+        ASSERT_EQ(write(held.back(), &first[i], sizeof(first[i])), (ssize_t)sizeof(first[i]));
+        ASSERT_TRUE(proven(held.back())) << i;
+    }
+    auto closed = [](int s) {
+        char buf[64];
+        ssize_t n;
+        while ((n = recv(s, buf, sizeof(buf), MSG_DONTWAIT)) > 0) {
+        }
+        return (n == 0) || ((errno != EAGAIN) && (errno != EWOULDBLOCK));
+    };
+    size_t gone = 0;
+    progress_until([&] {
+        gone = std::count_if(held.begin(), held.end(), closed);
+        return (gone >= 1) || closed(honest);
+    });
+    EXPECT_FALSE(closed(honest)) << "the honest client lost its proven connection";
+    EXPECT_EQ(gone, 1u) << "the key holder kept its places";
+    for (int s : held) {
+        close(s);
+    }
+    close(honest);
+}
+
 /* Under load, a connection whose first message passed its tag and got a
  * cookie reply waits for the client's answer out of the half-open set:
  * silent strangers, each from an address of its own and more of them
