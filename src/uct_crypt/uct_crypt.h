@@ -268,10 +268,11 @@ ucs_status_t uct_crypt_ep_fence(uct_ep_h tl_ep, unsigned flags);
 ucs_status_t uct_crypt_ep_check(uct_ep_h tl_ep, unsigned flags,
                                 uct_completion_t *comp);
 
-/* UCP 1.16+'s protocol selection: crypt's bandwidth per operation, the
- * cipher's where the wire is faster (uct_crypt_iface.c) */
 /* Our data iface that `worker` opened on `dev_name`, or NULL */
 uct_crypt_iface_t *uct_crypt_iface_find(uct_worker_h worker, const char *dev_name);
+
+/* UCP 1.16+'s protocol selection: crypt's bandwidth per operation, the
+ * cipher's where the wire is faster (uct_crypt_iface.c) */
 ucs_status_t uct_crypt_iface_estimate_perf(uct_iface_h tl_iface,
                                            uct_perf_attr_t *perf_attr);
 #if UCT_CRYPT_HAVE_EP_IS_CONNECTED

@@ -206,7 +206,9 @@ ucs_status_t uct_crypt_iface_device_address(uct_worker_h worker,
         return UCS_ERR_BUFFER_TOO_SMALL;
     }
     *length = iface->inner_attr.device_addr_len;
-    memcpy(key, iface->keypair.public_key, KEYEX_PUBLIC_KEY_LEN);
+    if (key != NULL) {
+        memcpy(key, iface->keypair.public_key, KEYEX_PUBLIC_KEY_LEN);
+    }
     return uct_iface_get_device_address(iface->inner, addr);
 }
 

@@ -165,6 +165,7 @@ extern uint8_t *uct_crypt_job_secret;  /* NULL: none configured */
 ucs_status_t uct_crypt_data_role_options(uct_crypt_keepalive_t *keepalive,
                                          uct_crypt_rx_limits_t *rx_limits);
 
+/* (`key`, when not NULL: the iface's public key) */
 ucs_status_t uct_crypt_iface_device_address(uct_worker_h worker,
                                             const char *dev_name,
                                             void *addr, size_t max,

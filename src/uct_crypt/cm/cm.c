@@ -145,8 +145,7 @@ static void uct_crypt_cm_timer(int id, ucs_event_set_types_t events, void *arg)
     int waiting        = 0;
 
     ucs_list_for_each_safe(ep, tmp, &cm->eps, list) {
-        if ((ep->state & UCT_CRYPT_CM_EP_HOLDING) &&
-            !(ep->state & UCT_CRYPT_CM_EP_DISCONNECTED)) {
+        if (uct_crypt_cm_ep_held(ep)) {
             /* a disconnect whose data is late (cm_ep.c) */
             if (now > ep->deadline) {
                 ucs_diag("crypt: connection manager: %s disconnected before "

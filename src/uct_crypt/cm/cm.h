@@ -187,6 +187,13 @@ static inline uct_crypt_cm_wait_t uct_crypt_cm_ep_wait(const uct_crypt_cm_ep_t *
                                                  UCT_CRYPT_CM_WAIT_HALF_OPEN;
 }
 
+/* The peer's DISCONNECT read and held, not reported yet (cm_ep.c) */
+static inline int uct_crypt_cm_ep_held(const uct_crypt_cm_ep_t *ep)
+{
+    return (ep->state & (UCT_CRYPT_CM_EP_HOLDING | UCT_CRYPT_CM_EP_DISCONNECTED)) ==
+           UCT_CRYPT_CM_EP_HOLDING;
+}
+
 static inline uct_crypt_cm_t *uct_crypt_cm_ep_cm(uct_crypt_cm_ep_t *ep)
 {
     return ucs_container_of(ep->super.super.super.iface, uct_crypt_cm_t,

@@ -642,8 +642,7 @@ static unsigned uct_crypt_cm_ep_hold_progress(void *arg)
     unsigned reported          = 0;
 
     UCS_ASYNC_BLOCK(async);
-    if ((ep->state & UCT_CRYPT_CM_EP_HOLDING) &&
-        !(ep->state & UCT_CRYPT_CM_EP_DISCONNECTED) &&
+    if (uct_crypt_cm_ep_held(ep) &&
         uct_crypt_flows_delivered(&cm->super.iface.worker->super, ep->dev_name,
                                   ep->held, ep->held_count)) {
         uct_crypt_cm_ep_report_disconnect(ep);

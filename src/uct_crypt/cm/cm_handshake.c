@@ -169,12 +169,12 @@ static ucs_status_t uct_crypt_cm_ep_take_keys(uct_crypt_cm_ep_t *ep,
 static ucs_status_t uct_crypt_cm_client_resolve(uct_crypt_cm_ep_t *ep)
 {
     uct_crypt_cm_t *cm = uct_crypt_cm_ep_cm(ep);
-    uint8_t dev_addr[UCT_CRYPT_CM_MAX_DEV_ADDR], key[KEYEX_PUBLIC_KEY_LEN];
+    uint8_t dev_addr[UCT_CRYPT_CM_MAX_DEV_ADDR];
     size_t dev_addr_len;
     ucs_status_t status;
 
     status = uct_crypt_cm_device(cm, ep->fd, ep->dev_name, dev_addr,
-                                 &dev_addr_len, key);
+                                 &dev_addr_len, NULL);
     if (status != UCS_OK) {
         ucs_error("crypt: connection manager: the connection to %s runs on a "
                   "device where this process has no crypt interface: add it "
@@ -429,7 +429,7 @@ static ucs_status_t uct_crypt_cm_server_connect(uct_crypt_cm_ep_t *ep,
                                                 const uint8_t *body, size_t len)
 {
     uct_crypt_cm_t *cm = uct_crypt_cm_ep_cm(ep);
-    uint8_t local_dev_addr[UCT_CRYPT_CM_MAX_DEV_ADDR], key[KEYEX_PUBLIC_KEY_LEN];
+    uint8_t local_dev_addr[UCT_CRYPT_CM_MAX_DEV_ADDR];
     uct_cm_listener_conn_request_args_t args;
     uct_cm_remote_data_t remote_data;
     struct sockaddr_storage client;
@@ -444,7 +444,7 @@ static ucs_status_t uct_crypt_cm_server_connect(uct_crypt_cm_ep_t *ep,
     }
     memcpy(ep->peer_data_key, peer.data_key, sizeof(ep->peer_data_key));
     if (uct_crypt_cm_device(cm, ep->fd, ep->dev_name, local_dev_addr,
-                            &local_dev_addr_len, key) != UCS_OK) {
+                            &local_dev_addr_len, NULL) != UCS_OK) {
         ucs_error("crypt: connection manager: a connection from %s arrived on "
                   "a device where this process has no crypt interface: add it "
                   "to UCX_NET_DEVICES", ep->peer_name);
@@ -502,6 +502,8 @@ static ucs_status_t uct_crypt_cm_ep_dispatch(uct_crypt_cm_ep_t *ep, uint8_t type
                                              const uint8_t *body, size_t len)
 {
     uint32_t s = ep->state;
+    int marks  = (type == CRYPT_CM_FRAME_DISCONNECT) ?
+                 crypt_cm_disconnect_marks(len) : -1;
 
     if (s & (UCT_CRYPT_CM_EP_DISCONNECTED | UCT_CRYPT_CM_EP_HOLDING)) {
         return UCS_OK; /* nothing more is taken from a peer that ended */
@@ -525,13 +527,12 @@ static ucs_status_t uct_crypt_cm_ep_dispatch(uct_crypt_cm_ep_t *ep, uint8_t type
             return UCS_ERR_REJECTED;
         }
     }
-    if ((type == CRYPT_CM_FRAME_DISCONNECT) &&
-        (crypt_cm_disconnect_marks(len) >= 0) && (s & UCT_CRYPT_CM_EP_CONNECTED)) {
+    if ((marks >= 0) && (s & UCT_CRYPT_CM_EP_CONNECTED)) {
         uct_crypt_cm_ep_peer_disconnected(ep, (const crypt_cm_flow_mark_t*)body,
-                                          crypt_cm_disconnect_marks(len));
+                                          marks);
         return UCS_ERR_CANCELED;
     }
-    if ((type == CRYPT_CM_FRAME_DISCONNECT) && (crypt_cm_disconnect_marks(len) >= 0)) {
+    if (marks >= 0) {
         /* the peer gave up before the connection was established (its side
          * failed, or was closed at once): a reset, as tcp_sockcm reports a
          * peer that closes then (uct_tcp_sockcm_ep_handle_remote_disconnect) */

@@ -9,6 +9,7 @@
 #include "uct_crypt/uct_crypt.h"
 #include "uct_crypt/bulk/bulk.h"
 
+#include <ucs/sys/math.h>
 #include <string.h>
 
 /* ---- receiving flows ---------------------------------------------------- */
@@ -589,8 +590,8 @@ static int uct_crypt_flow_wire_ended(const uct_crypt_iface_t *iface,
 {
     unsigned i;
 
-    for (i = 0; i < UCT_CRYPT_WIRE_ENDED_RECENT; ++i) {
-        if ((i < iface->wire_ended_next) && (iface->wire_ended[i] == flow_id)) {
+    for (i = 0; i < ucs_min(iface->wire_ended_next, UCT_CRYPT_WIRE_ENDED_RECENT); ++i) {
+        if (iface->wire_ended[i] == flow_id) {
             return 1;
         }
     }

@@ -364,6 +364,29 @@ protected:
         uct_ep_destroy(stray_ep);
     }
 
+    /* whether the listener closed our raw connection `s` (what it sent
+     * before is read and dropped) */
+    static bool closed(int s)
+    {
+        char buf[64];
+        ssize_t n;
+        while ((n = recv(s, buf, sizeof(buf), MSG_DONTWAIT)) > 0) {
+        }
+        return (n == 0) || ((errno != EAGAIN) && (errno != EWOULDBLOCK));
+    }
+
+    /* progress until `want` of `crowd` are closed, or `kept` is; how many
+     * of `crowd` are */
+    size_t closed_until(const std::vector<int> &crowd, size_t want, int kept)
+    {
+        size_t gone = 0;
+        progress_until([&] {
+            gone = std::count_if(crowd.begin(), crowd.end(), closed);
+            return (gone >= want) || closed(kept);
+        });
+        return gone;
+    }
+
     /* The client's data ep (to the server's iface, as UCP's lanes) has sent
      * `count` AMs after a first one, all out of the client; the server's
      * worker has delivered only the first. The caller keeps the ep. */
@@ -680,18 +703,7 @@ TEST_F(uct_crypt_cm_test, a_key_holders_proven_connections_cost_only_its_own)
         ASSERT_EQ(write(held.back(), &first[i], sizeof(first[i])), (ssize_t)sizeof(first[i]));
         ASSERT_TRUE(proven(held.back())) << i;
     }
-    auto closed = [](int s) {
-        char buf[64];
-        ssize_t n;
-        while ((n = recv(s, buf, sizeof(buf), MSG_DONTWAIT)) > 0) {
-        }
-        return (n == 0) || ((errno != EAGAIN) && (errno != EWOULDBLOCK));
-    };
-    size_t gone = 0;
-    progress_until([&] {
-        gone = std::count_if(held.begin(), held.end(), closed);
-        return (gone >= 1) || closed(honest);
-    });
+    size_t gone = closed_until(held, 1, honest);
     EXPECT_FALSE(closed(honest)) << "the honest client lost its proven connection";
     EXPECT_EQ(gone, 1u) << "the key holder kept its places";
     for (int s : held) {
@@ -725,18 +737,7 @@ TEST_F(uct_crypt_cm_test, under_load_a_connection_with_a_cookie_outlives_a_sprea
         strangers.push_back(connect_listener(INADDR_LOOPBACK + 1 + i));
         progress();
     }
-    auto closed = [](int s) {
-        char buf[64];
-        ssize_t n;
-        while ((n = recv(s, buf, sizeof(buf), MSG_DONTWAIT)) > 0) {
-        }
-        return (n == 0) || ((errno != EAGAIN) && (errno != EWOULDBLOCK));
-    };
-    size_t gone = 0;
-    progress_until([&] {
-        gone = std::count_if(strangers.begin(), strangers.end(), closed);
-        return (gone >= 8) || closed(fd);
-    });
+    size_t gone = closed_until(strangers, 8, fd);
     EXPECT_FALSE(closed(fd)) << "the connection whose tag passed lost its slot";
     EXPECT_GE(gone, 8u) << "the strangers kept their slots";
     for (int s : strangers) {
