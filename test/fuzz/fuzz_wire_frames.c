@@ -10,7 +10,8 @@
  *   raw (bit 0 clear): the rest is the byte stream;
  *   honest (bit 0 set): a stream the harness writes from the input's
  *     choices (records, some announcing a bulk segment that follows,
- *     heartbeats and a last CLOSE sealed as a sender seals them), with
+ *     heartbeats, TAKENs and a last CLOSE, a TAKEN after it, sealed as
+ *     a sender seals them), with
  *     bit 1: the input's bytes XORed over it at the places it names.
  *     Unchanged, every frame must arrive as written and in order, and the
  *     CLOSE be taken; changed, a control frame is taken only if it is the
@@ -18,7 +19,7 @@
  *     or, records and segments, handed on: their own tags are checked
  *     above this layer).
  * Always: a frame taken lies inside what was read, no longer than the wire
- * allows, never after the CLOSE, and a segment only where and as long as
+ * allows, never after the CLOSE but a TAKEN, and a segment only where and as long as
  * announced, and nothing else there.
  */
 #include "ucx_crypt_config.h"
@@ -49,7 +50,7 @@ typedef struct {
 typedef struct {
     uint8_t      *bytes;
     size_t       len;
-    fuzz_frame_t frames[FUZZ_MAX_FRAMES + 2];
+    fuzz_frame_t frames[FUZZ_MAX_FRAMES + 3]; /* (a last pair, CLOSE, TAKEN) */
     int          nframes;
 } fuzz_stream_t;
 
@@ -73,7 +74,8 @@ static void fuzz_add(fuzz_stream_t *st, uint8_t type, size_t body_len,
     f->type     = type;
     f->offset   = st->len;
     f->announce = announce;
-    if ((type == CRYPT_WIRE_FRAME_CLOSE) || (type == CRYPT_WIRE_FRAME_HEARTBEAT)) {
+    if ((type == CRYPT_WIRE_FRAME_CLOSE) || (type == CRYPT_WIRE_FRAME_HEARTBEAT) ||
+        (type == CRYPT_WIRE_FRAME_TAKEN)) {
         f->len = CRYPT_WIRE_FRAME_HDR_LEN + UCT_CRYPT_WIRE_CTRL_LEN;
         if (uct_crypt_frame_seal_control(&fuzz_key, (*ctrl_seq)++, type, records,
                                          st->bytes + st->len) != 0) {
@@ -92,20 +94,24 @@ static void fuzz_add(fuzz_stream_t *st, uint8_t type, size_t body_len,
 /* frames from the input's choices, each fitting in what is left */
 static void fuzz_honest_stream(fuzz_stream_t *st, fuzz_input_t *in)
 {
-    uint64_t ctrl_seq = 0, records = 0;
+    uint64_t ctrl_seq = 0, records = 0, took = 0;
     size_t body, room;
     uint8_t op;
 
     while ((in->size > 0) && (st->nframes < FUZZ_MAX_FRAMES)) {
         op   = fuzz_u8(in);
         body = (size_t)fuzz_u8(in) * ((op & 4) ? 97 : 1);
-        /* what is left, less the last CLOSE's place */
-        room = FUZZ_MAX_STREAM - st->len - CONTROL_FRAME;
+        /* what is left, less the places of the last CLOSE and TAKEN */
+        room = FUZZ_MAX_STREAM - st->len - 2 * CONTROL_FRAME;
         if ((op & 3) == 0) {
             if (CONTROL_FRAME > room) {
                 break;
             }
-            fuzz_add(st, CRYPT_WIRE_FRAME_HEARTBEAT, 0, 0, &ctrl_seq, records);
+            if (op & 8) {
+                fuzz_add(st, CRYPT_WIRE_FRAME_TAKEN, 0, 0, &ctrl_seq, ++took);
+            } else {
+                fuzz_add(st, CRYPT_WIRE_FRAME_HEARTBEAT, 0, 0, &ctrl_seq, records);
+            }
         } else if (((op & 3) == 1) &&
                    (2 * CRYPT_WIRE_FRAME_HDR_LEN + 64 + body + CRYPT_AEAD_TAG_LEN <= room)) {
             /* a record that announces a segment, then the segment */
@@ -118,6 +124,7 @@ static void fuzz_honest_stream(fuzz_stream_t *st, fuzz_input_t *in)
         }
     }
     fuzz_add(st, CRYPT_WIRE_FRAME_CLOSE, 0, 0, &ctrl_seq, records);
+    fuzz_add(st, CRYPT_WIRE_FRAME_TAKEN, 0, 0, &ctrl_seq, ++took);
 }
 
 /* Read `stream` as a connection does; returns whether the CLOSE was taken.
@@ -182,7 +189,8 @@ static int fuzz_receive(const uint8_t *stream, size_t stream_len,
                 return 0;
             }
             if ((frame_len > len - offset) ||
-                (frame_len > UCT_CRYPT_WIRE_FRAME_MAX) || closed ||
+                (frame_len > UCT_CRYPT_WIRE_FRAME_MAX) ||
+                (closed && (hdr.type != CRYPT_WIRE_FRAME_TAKEN)) ||
                 /* a segment where announced, as long as announced, and
                  * nothing else in its place */
                 ((hdr.type == CRYPT_WIRE_FRAME_SEGMENT) !=
@@ -196,7 +204,8 @@ static int fuzz_receive(const uint8_t *stream, size_t stream_len,
                 control_index = 0;
                 for (k = 0; (k < st->nframes) && changed; ++k) {
                     if ((st->frames[k].type != CRYPT_WIRE_FRAME_CLOSE) &&
-                        (st->frames[k].type != CRYPT_WIRE_FRAME_HEARTBEAT)) {
+                        (st->frames[k].type != CRYPT_WIRE_FRAME_HEARTBEAT) &&
+                        (st->frames[k].type != CRYPT_WIRE_FRAME_TAKEN)) {
                         continue;
                     }
                     if (control_index++ == controls) {

@@ -63,12 +63,13 @@
 #include <string.h>
 
 enum {
-    CRYPT_WIRE_VERSION    = 13, /* 10: a flow ends with FLOW_END; 11: a
+    CRYPT_WIRE_VERSION    = 14, /* 10: a flow ends with FLOW_END; 11: a
                                    refused one is told (FLOW_REFUSED);
                                    12: a get is done when its answer
                                    opened (no GET_DONE); 13: the cm's
                                    CONNECT/ACCEPT carry the data iface's
-                                   key, a DISCONNECT where flows ended */
+                                   key, a DISCONNECT where flows ended;
+                                   14: the own wire's TAKEN */
 
     CRYPT_RECORD_DATA     = 1,
     CRYPT_RECORD_HELLO    = 2,
@@ -324,7 +325,12 @@ typedef struct crypt_lane_chunk_hdr {
  * key (Noise Split()), nonce = 32 zero bits || BE64 counter of control
  * frames, associated data = the frame header, then the tag. A count that
  * differs from the records received fails the connection (SEGMENT frames
- * count with RECORD frames). SEGMENT: a bulk segment's ciphertext then its
+ * count with RECORD frames). TAKEN: the same frame, sent once a
+ * connection's first RECORD from the peer was taken by the layer above
+ * (its flow accepted), counting the records taken so far; it may follow
+ * the sender's CLOSE, and the peer's flush waits for it, so that a flow
+ * refused (its connection closed) fails its sender's flush instead of
+ * being lost behind one that said all was well (red team R1). SEGMENT: a bulk segment's ciphertext then its
  * GCM tag (the bulk engine's STREAM segment under the flow's bulk key; its
  * place and length travel in the SEGMENT control record, a RECORD, right
  * before it, whose tag field is zero here): accepted only directly behind
@@ -340,7 +346,8 @@ enum {
     CRYPT_WIRE_FRAME_RECORD    = 1,
     CRYPT_WIRE_FRAME_CLOSE     = 2,
     CRYPT_WIRE_FRAME_HEARTBEAT = 3,
-    CRYPT_WIRE_FRAME_SEGMENT   = 4
+    CRYPT_WIRE_FRAME_SEGMENT   = 4,
+    CRYPT_WIRE_FRAME_TAKEN     = 5
 };
 
 /* Its addresses. Device: crypt_wire_dev_addr_t, then the IP address (4 or

@@ -281,6 +281,7 @@ void uct_crypt_wire_conn_fail(uct_crypt_wire_conn_t *conn, const char *reason)
     /* the peer's half carried records that may now be lost */
     int peer_lost   = established && !conn->frames.closed && (conn->frames.records > 0);
     uct_crypt_wire_ep_t *ep = conn->ep;
+    char untaken[256];
 
     if (!established && (ep == NULL) && !conn->initiator) {
         /* a stranger's connection: nothing of ours depended on it */
@@ -295,6 +296,16 @@ void uct_crypt_wire_conn_fail(uct_crypt_wire_conn_t *conn, const char *reason)
         return;
     }
 
+    if ((ep != NULL) && established && (conn->tx_records > 0) &&
+        (conn->frames.took == 0)) {
+        /* what our ep sent is lost: the peer refused its flow (R1), or
+         * went first */
+        ucs_snprintf_zero(untaken, sizeof(untaken), "%s, before the peer "
+                          "took this endpoint's first record: a flow it "
+                          "refused (its log says why: UCX_CRYPT_RX_FLOWS?) "
+                          "or a peer that left", reason);
+        reason = untaken;
+    }
     UCT_CRYPT_STAT_ADD(wire_failed, 1);
     memcpy(peer, conn->peer_static, sizeof(peer));
     memcpy(name, conn->peer_name, sizeof(name));
@@ -471,6 +482,18 @@ int uct_crypt_wire_conn_final(const uct_crypt_wire_conn_t *conn)
            (conn->secret != NULL);
 }
 
+/* Final, not only up: one that waits for the peer's (REDIRECT) takes no
+ * send yet, and after a flush UCX's tcp takes one (tcp_ep.c: its flush
+ * answers NO_RESOURCE until the ep is CONNECTED). Taken: a flow the peer
+ * refused closes the connection, and its sender hears it at the flush
+ * (a sender that flushed and closed at once lost its messages unknowing,
+ * red team R1). */
+int uct_crypt_wire_conn_flushed(const uct_crypt_wire_conn_t *conn)
+{
+    return uct_crypt_wire_conn_final(conn) && (conn->tx_len == 0) &&
+           ((conn->tx_records == 0) || (conn->frames.took > 0));
+}
+
 /* ---- frames --------------------------------------------------------------- */
 
 /* A control frame (base/format.h): `count` sealed under the
@@ -529,6 +552,21 @@ void uct_crypt_wire_conn_release(uct_crypt_wire_conn_t *conn)
     }
 }
 
+/* The peer's first record was taken (or, owed, the tick tries again):
+ * TAKEN, once a control frame may go and there is room for it. 0 when
+ * the connection is gone. */
+static int uct_crypt_wire_conn_tell_taken(uct_crypt_wire_conn_t *conn)
+{
+    if (!conn->taken_owed || !uct_crypt_wire_conn_final(conn) ||
+        !uct_crypt_wire_conn_tx_room(conn, UCT_CRYPT_WIRE_CTRL_LEN)) {
+        return 1;
+    }
+    conn->taken_owed = 0;
+    conn->taken_told = 1;
+    return uct_crypt_wire_conn_send_ctrl(conn, CRYPT_WIRE_FRAME_TAKEN,
+                                         conn->frames.records);
+}
+
 /* From the iface's timer: records went out since the last heartbeat. A
  * relay that cuts a record out of the stream cleanly (at frame
  * boundaries) leaves nothing for the record layer to see when no record
@@ -546,6 +584,7 @@ void uct_crypt_wire_conn_heartbeat(uct_crypt_wire_conn_t *conn)
         (void)uct_crypt_wire_conn_send_ctrl(conn, CRYPT_WIRE_FRAME_HEARTBEAT,
                                             conn->tx_records);
     }
+    (void)uct_crypt_wire_conn_tell_taken(conn);
 }
 
 /* A RECORD frame (uct_crypt_frame_next took it) to the record layer, or
@@ -581,6 +620,10 @@ static int uct_crypt_wire_conn_deliver(uct_crypt_wire_conn_t *conn,
                           conn->reject);
         uct_crypt_wire_conn_fail(conn, why);
         return 0;
+    }
+    if ((body != NULL) && !conn->taken_told) {
+        conn->taken_owed = 1;
+        return uct_crypt_wire_conn_tell_taken(conn);
     }
     return 1;
 }
@@ -722,6 +765,12 @@ static int uct_crypt_wire_conn_parse(uct_crypt_wire_conn_t *conn)
         }
         offset += frame_len;
         if ((verdict == UCT_CRYPT_FRAME_CONTROL) &&
+            (hdr.type == CRYPT_WIRE_FRAME_TAKEN) &&
+            (conn->frames.took > conn->tx_records)) {
+            uct_crypt_wire_conn_fail(conn, "the peer took records never sent");
+            return 0;
+        }
+        if ((verdict == UCT_CRYPT_FRAME_CONTROL) &&
             (hdr.type == CRYPT_WIRE_FRAME_CLOSE)) {
             /* the peer's half is done; ours goes on while an ep sends */
             ucs_debug("crypt: the peer at %s closed its half", conn->peer_name);
@@ -816,9 +865,9 @@ static void uct_crypt_wire_conn_read(uct_crypt_wire_conn_t *conn)
                 ((conn->ep == NULL) || conn->tx_closed)) {
                 uct_crypt_wire_conn_close(conn); /* both halves done */
             } else if ((conn->state == UCT_CRYPT_WIRE_ESTABLISHED) &&
-                       conn->frames.closed && (conn->tx_len == 0)) {
+                       conn->frames.closed && uct_crypt_wire_conn_flushed(conn)) {
                 /* The peer ended its half in order and left while our ep
-                 * has nothing unsent: as UCX's tcp fails an ep that sends
+                 * has nothing unsent or untaken: as UCX's tcp fails an ep that sends
                  * when its peer's end closes (tcp_ep.c,
                  * uct_tcp_ep_handle_recv_err -> uct_tcp_ep_set_failed),
                  * ours fails now, not at its next send: UCP's keepalive

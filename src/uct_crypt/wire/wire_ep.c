@@ -467,15 +467,6 @@ void uct_crypt_wire_ep_pending_purge(uct_ep_h tl_ep,
     }
 }
 
-/* A flush is done once the connection is final and the kernel took every
- * byte. Final, not only up: one that waits for the peer's (REDIRECT) takes
- * no send yet, and after a flush UCX's tcp takes one (tcp_ep.c: its flush
- * answers NO_RESOURCE until the ep is CONNECTED). */
-static int uct_crypt_wire_ep_flushed(const uct_crypt_wire_conn_t *conn)
-{
-    return uct_crypt_wire_conn_final(conn) && (conn->tx_len == 0);
-}
-
 /* From the iface's progress: pending requests while there is room, then
  * the flushes that are done. Returns the number of requests dispatched. */
 unsigned uct_crypt_wire_ep_progress_tx(uct_crypt_wire_ep_t *ep)
@@ -509,7 +500,7 @@ unsigned uct_crypt_wire_ep_progress_tx(uct_crypt_wire_ep_t *ep)
     }
 
     if ((ep->status != UCS_OK) ||
-        ((ep->conn != NULL) && uct_crypt_wire_ep_flushed(ep->conn))) {
+        ((ep->conn != NULL) && uct_crypt_wire_conn_flushed(ep->conn))) {
         count += uct_crypt_wire_ep_complete_flushes(ep, ep->status);
     }
     if (ucs_queue_is_empty(&ep->pending) && ucs_queue_is_empty(&ep->flushes)) {
@@ -538,7 +529,7 @@ ucs_status_t uct_crypt_wire_ep_flush(uct_ep_h tl_ep, unsigned flags,
     if (uct_crypt_wire_ep_behind_pending(ep)) {
         return UCS_ERR_NO_RESOURCE;
     }
-    if ((ep->conn == NULL) || uct_crypt_wire_ep_flushed(ep->conn)) {
+    if ((ep->conn == NULL) || uct_crypt_wire_conn_flushed(ep->conn)) {
         return UCS_OK;
     }
     if (comp != NULL) {

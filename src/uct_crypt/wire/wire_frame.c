@@ -18,7 +18,8 @@ static uct_crypt_frame_verdict_t uct_crypt_frame_bad(char *why, size_t why_len,
     return UCT_CRYPT_FRAME_BAD;
 }
 
-/* A HEARTBEAT or CLOSE, whole: authentic, and counting what arrived. The
+/* A HEARTBEAT or CLOSE, whole: authentic, and counting what arrived; a
+ * TAKEN: authentic, its count at least 1 and never below the last. The
  * control nonce is a counter of control frames (Noise's n, noise.h), the
  * associated data the frame header. */
 static uct_crypt_frame_verdict_t
@@ -34,6 +35,13 @@ uct_crypt_frame_control(uct_crypt_frame_rx_t *rx, const crypt_wire_frame_hdr_t *
                          sizeof(count), &count, body + sizeof(count)) !=
          CRYPT_AEAD_OK)) {
         return uct_crypt_frame_bad(why, why_len, "forged control frame");
+    }
+    if (hdr->type == CRYPT_WIRE_FRAME_TAKEN) {
+        if ((le64toh(count) == 0) || (le64toh(count) < rx->took)) {
+            return uct_crypt_frame_bad(why, why_len, "a TAKEN out of order");
+        }
+        rx->took = le64toh(count);
+        return UCT_CRYPT_FRAME_CONTROL;
     }
     if (le64toh(count) != rx->records) {
         snprintf(why, why_len, "records lost on the way (%" PRIu64 " sent, %"
@@ -61,9 +69,11 @@ uct_crypt_frame_header(const uct_crypt_frame_rx_t *rx, const uint8_t *buf,
         ((hdr->type != CRYPT_WIRE_FRAME_RECORD) &&
          (hdr->type != CRYPT_WIRE_FRAME_CLOSE) &&
          (hdr->type != CRYPT_WIRE_FRAME_HEARTBEAT) &&
-         (hdr->type != CRYPT_WIRE_FRAME_SEGMENT)) ||
-        rx->closed) {
-        /* nothing may follow the peer's CLOSE */
+         (hdr->type != CRYPT_WIRE_FRAME_SEGMENT) &&
+         (hdr->type != CRYPT_WIRE_FRAME_TAKEN)) ||
+        (rx->closed && (hdr->type != CRYPT_WIRE_FRAME_TAKEN))) {
+        /* nothing may follow the peer's CLOSE but its answer to our first
+         * record (our half may go on after its half ended) */
         return uct_crypt_frame_bad(why, why_len, "malformed frame header");
     }
     /* a segment comes right behind the record that announced it, of the
@@ -95,7 +105,8 @@ uct_crypt_frame_next(uct_crypt_frame_rx_t *rx, const uint8_t *buf, size_t len,
     }
     *frame_len = CRYPT_WIRE_FRAME_HDR_LEN + length;
     if ((hdr->type == CRYPT_WIRE_FRAME_CLOSE) ||
-        (hdr->type == CRYPT_WIRE_FRAME_HEARTBEAT)) {
+        (hdr->type == CRYPT_WIRE_FRAME_HEARTBEAT) ||
+        (hdr->type == CRYPT_WIRE_FRAME_TAKEN)) {
         return uct_crypt_frame_control(rx, hdr, buf + CRYPT_WIRE_FRAME_HDR_LEN,
                                        length, why, why_len);
     }

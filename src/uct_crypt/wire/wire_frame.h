@@ -35,7 +35,10 @@ typedef struct uct_crypt_frame_rx {
     uint64_t records;        /* RECORD and SEGMENT frames taken */
     size_t   segment_len;    /* the announced SEGMENT's length: it must come
                                 next; 0: none may */
-    int      closed;         /* the peer's CLOSE came: nothing may follow */
+    int      closed;         /* the peer's CLOSE came: nothing may follow
+                                but a TAKEN */
+    uint64_t took;           /* of our records, how many the peer said it
+                                took (its TAKEN); 0: none yet */
 } uct_crypt_frame_rx_t;
 
 typedef enum {
@@ -43,7 +46,9 @@ typedef enum {
     UCT_CRYPT_FRAME_DATA,    /* a RECORD or SEGMENT (counted; a SEGMENT
                                 clears segment_len): the caller hands it on */
     UCT_CRYPT_FRAME_CONTROL, /* a HEARTBEAT or a CLOSE (closed set), authentic
-                                and counting every record */
+                                and counting every record, or a TAKEN (took
+                                set; the caller checks it against what it
+                                sent) */
     UCT_CRYPT_FRAME_BAD      /* the connection must fail, for `why` */
 } uct_crypt_frame_verdict_t;
 

@@ -618,8 +618,7 @@ static ucs_status_t uct_crypt_wire_iface_flush(uct_iface_h tl_iface,
      * connect, flush, then send). Strangers' half-open connections have no
      * ep and do not count. */
     ucs_list_for_each(ep, &iface->eps, list) {
-        if (((ep->conn != NULL) && ((ep->conn->tx_len > 0) ||
-                                    !uct_crypt_wire_conn_final(ep->conn))) ||
+        if (((ep->conn != NULL) && !uct_crypt_wire_conn_flushed(ep->conn)) ||
             !ucs_queue_is_empty(&ep->pending)) {
             /* as tcp: no completion for an iface flush, poll instead */
             return (comp == NULL) ? UCS_INPROGRESS : UCS_ERR_UNSUPPORTED;

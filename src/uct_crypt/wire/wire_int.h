@@ -182,6 +182,9 @@ struct uct_crypt_wire_conn {
     unsigned                 cookie_rounds;/* cookie replies sent (responder)
                                               or taken (initiator) */
     uint64_t                 tx_records, tx_records_told;
+    int                      taken_owed;   /* the peer's first record was
+                                              taken: TAKEN not sent yet */
+    int                      taken_told;
 };
 
 typedef struct uct_crypt_wire_buf_cache {
@@ -254,7 +257,7 @@ struct uct_crypt_wire_ep {
                                               end of the socket) */
     int                   fail_local;      /* the failure is this process's
                                               own (memory, cipher, random) */
-    char                  fail_reason[160];
+    char                  fail_reason[256];
     int                   fail_reported;
     ucs_queue_head_t      pending;         /* uct_pending_req_t */
     int                   dispatching;     /* progress runs a pending
@@ -286,6 +289,9 @@ void uct_crypt_wire_conn_refuse(uct_crypt_wire_conn_t *conn, const char *reason,
                                 ucs_log_level_t level);
 void uct_crypt_wire_conn_handle(uct_crypt_wire_conn_t *conn, unsigned events);
 int uct_crypt_wire_conn_flush(uct_crypt_wire_conn_t *conn);
+/* Everything of ours is in the kernel and the peer took our first record
+ * (its TAKEN): an ep's flush and an iface flush wait for both */
+int uct_crypt_wire_conn_flushed(const uct_crypt_wire_conn_t *conn);
 /* May the records of its ep go out sealed now (handshake answered, no
  * redirect pending)? */
 int uct_crypt_wire_conn_final(const uct_crypt_wire_conn_t *conn);

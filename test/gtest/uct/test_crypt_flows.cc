@@ -393,6 +393,53 @@ TEST_F(uct_crypt_test, on_the_own_wire_a_flow_past_the_bound_ends_its_peers_conn
     close_side(c);
 }
 
+/* A refused flow's sender is told before its flush says all is well (red
+ * team R1: an honest client's 3 messages were lost while its sends, flush
+ * and close all returned OK). On the own wire the receiver answers the
+ * first record of every connection it takes (TAKEN), and an ep's flush
+ * waits for that answer or for the connection's end: the flush of each
+ * refused flow fails, and only theirs. */
+TEST_F(uct_crypt_test, on_the_own_wire_the_flush_of_a_refused_flow_fails)
+{
+    open_side_with(a, {});
+    open_side_with(b, {{"RX_FLOWS_PER_PEER", "4"}});
+    uint64_t refused = wire_stat(&uct_crypt_stats_t::flows_refused);
+
+    std::vector<uct_ep_h> from_a = flows_of_one_message(a, b, 6);
+    std::vector<completion> comps(from_a.size());
+    std::vector<ucs_status_t> flushed(from_a.size(), UCS_INPROGRESS);
+    for (size_t i = 0; i < from_a.size(); ++i) {
+        ucs_status_t status;
+        deadline limit(20);
+        while (((status = uct_ep_flush(from_a[i], 0, &comps[i].super)) ==
+                UCS_ERR_NO_RESOURCE) && !limit.passed()) {
+            uct_worker_progress(worker);
+        }
+        flushed[i] = status;
+    }
+    progress_until([&] {
+        for (size_t i = 0; i < comps.size(); ++i) {
+            if ((flushed[i] == UCS_INPROGRESS) && !comps[i].done) {
+                return false;
+            }
+        }
+        return true;
+    });
+    /* (what the flushes said is kept: the rest comes in its own time) */
+    progress_until([&] { return (b.received.size() == 4u) &&
+                                (wire_stat(&uct_crypt_stats_t::flows_refused) ==
+                                 refused + 2); });
+    ASSERT_EQ(b.received.size(), 4u) << "the four flows within the bound";
+    for (size_t i = 0; i < from_a.size(); ++i) {
+        ucs_status_t status = (flushed[i] == UCS_INPROGRESS) ? comps[i].status :
+                                                               flushed[i];
+        bool delivered = std::any_of(b.received.begin(), b.received.end(),
+                                     [&](const received_message &m) { return m.header == i; });
+        EXPECT_EQ(status == UCS_OK, delivered)
+                << "ep " << i << ": flush " << ucs_status_string(status);
+    }
+}
+
 /* Flows asleep (no ep of ours to their peer is left, and their FLOW_END
  * never came: a server that closed first) would fill the bound over a
  * long-lived server's clients: past it, the oldest asleep is forgotten

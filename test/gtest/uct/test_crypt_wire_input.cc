@@ -151,6 +151,39 @@ TEST_F(crypt_wire_frames, what_fails_the_connection)
     EXPECT_EQ(next(wire, off), UCT_CRYPT_FRAME_BAD) << "a record after the CLOSE";
 }
 
+/* The answer to a connection's first record (TAKEN) counts the records
+ * the peer took, never 0 and never less than before; it is what may
+ * follow the peer's CLOSE (its half ended, ours goes on), and it counts
+ * no record of its own. */
+TEST_F(crypt_wire_frames, a_taken_may_follow_the_close_and_never_goes_back)
+{
+    std::vector<uint8_t> wire;
+    size_t off = 0;
+    append_frame(wire, CRYPT_WIRE_FRAME_RECORD, 10);
+    append_control(wire, CRYPT_WIRE_FRAME_CLOSE, 1);
+    append_control(wire, CRYPT_WIRE_FRAME_TAKEN, 3);
+    append_control(wire, CRYPT_WIRE_FRAME_TAKEN, 2);
+    ASSERT_EQ(next(wire, off), UCT_CRYPT_FRAME_DATA);
+    ASSERT_EQ(next(wire, off), UCT_CRYPT_FRAME_CONTROL) << why;
+    ASSERT_EQ(next(wire, off), UCT_CRYPT_FRAME_CONTROL) << why;
+    EXPECT_EQ(rx.took, 3u);
+    EXPECT_EQ(rx.records, 1u) << "a TAKEN is no record";
+    EXPECT_EQ(next(wire, off), UCT_CRYPT_FRAME_BAD);
+    EXPECT_STREQ(why, "a TAKEN out of order");
+
+    reset();
+    wire.clear(), off = 0;
+    append_control(wire, CRYPT_WIRE_FRAME_TAKEN, 0);
+    EXPECT_EQ(next(wire, off), UCT_CRYPT_FRAME_BAD) << "took none";
+
+    reset();
+    wire.clear(), off = 0;
+    append_control(wire, CRYPT_WIRE_FRAME_TAKEN, 1);
+    wire[CRYPT_WIRE_FRAME_HDR_LEN + 2] ^= 4;
+    EXPECT_EQ(next(wire, off), UCT_CRYPT_FRAME_BAD);
+    EXPECT_STREQ(why, "forged control frame");
+}
+
 TEST_F(crypt_wire_frames, a_large_frame_is_read_to_its_end_and_no_further)
 {
     std::vector<uint8_t> wire;
