@@ -111,6 +111,7 @@ struct uct_crypt_iface {
     uint64_t                  wire_ended[UCT_CRYPT_WIRE_ENDED_RECENT];
     unsigned                  wire_ended_next;
     khash_t(uct_crypt_peers)  peers;
+    khash_t(uct_crypt_sources) sources;
     ucs_list_link_t           asleep;         /* flows asleep, oldest first */
     unsigned                  rx_flows_max;   /* UCX_CRYPT_RX_FLOWS */
     unsigned                  rx_flows_per_peer;

@@ -434,6 +434,7 @@ const uct_crypt_inner_ops_t uct_crypt_ucx_inner_ops = {
     .rx_peer            = uct_crypt_ucx_rx_none,
     .rx_peer_name       = uct_crypt_ucx_rx_peer_name,
     .rx_conn            = uct_crypt_ucx_rx_conn,
+    .rx_source          = uct_crypt_ucx_rx_conn, /* (none: 0) */
     .rx_reject          = uct_crypt_ucx_rx_reject
     /* (no segment ops: without INLINE_SEGMENTS the bulk engine puts) */
 };

@@ -96,6 +96,9 @@ typedef struct uct_crypt_inner_ops {
     const uint8_t *(*rx_peer)(uct_iface_h iface);
     const char   *(*rx_peer_name)(uct_iface_h iface);
     uint64_t     (*rx_conn)(uct_iface_h iface);
+    /* ... and the host it came from: its IP address, an IPv6 /64 as one
+     * (uct_crypt_admit_source); 0 where the inner tells none */
+    uint64_t     (*rx_source)(uct_iface_h iface);
     void         (*rx_reject)(uct_iface_h iface, const char *reason);
     /* The same refusal of a connection by its id, outside its delivery (a
      * bulk segment that failed on the pool): closed from the inner's next

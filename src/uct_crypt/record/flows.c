@@ -10,6 +10,7 @@
 #include "uct_crypt/bulk/bulk.h"
 
 #include <ucs/sys/math.h>
+#include <limits.h>
 #include <string.h>
 
 /* ---- receiving flows ---------------------------------------------------- */
@@ -42,6 +43,12 @@
  * only a holder of the job secret can open flows at all (its HELLO must
  * open). Without forgetting, a long-lived server over rc whose clients'
  * FLOW_ENDs were lost would refuse every client after the bound.
+ *
+ * A holder of the job secret can make any number of keys, so the bound
+ * per key does not stop one from taking the whole table. Where the inner
+ * tells the host a flow came from (the own wire: the connection's
+ * address), no host holds more than half of the table: the flows of
+ * every other host have the rest (red team R1).
  */
 void uct_crypt_rx_flows_init(uct_crypt_iface_t *iface,
                              const uct_crypt_rx_limits_t *limits)
@@ -49,6 +56,7 @@ void uct_crypt_rx_flows_init(uct_crypt_iface_t *iface,
     kh_init_inplace(uct_crypt_rx_flows, &iface->rx_flows);
     kh_init_inplace(uct_crypt_flow_ids, &iface->ended_flows);
     kh_init_inplace(uct_crypt_peers, &iface->peers);
+    kh_init_inplace(uct_crypt_sources, &iface->sources);
     ucs_list_head_init(&iface->asleep);
     iface->rx_flows_max      = limits->flows;
     iface->rx_flows_per_peer = limits->flows_per_peer;
@@ -210,6 +218,32 @@ static void uct_crypt_rx_flow_forget(uct_crypt_iface_t *iface,
     }
 }
 
+/* The flows from `source` now, where `add` is -1, 0 or 1 more (a host's
+ * entry goes with its last flow). UINT_MAX: no memory for the table. */
+static unsigned uct_crypt_rx_source_count(uct_crypt_iface_t *iface,
+                                          uint64_t source, int add)
+{
+    khiter_t iter = kh_get(uct_crypt_sources, &iface->sources, source);
+    int ret;
+
+    if (iter == kh_end(&iface->sources)) {
+        if (add <= 0) {
+            return 0;
+        }
+        iter = kh_put(uct_crypt_sources, &iface->sources, source, &ret);
+        if (ret < 0) {
+            return UINT_MAX;
+        }
+        kh_value(&iface->sources, iter) = 0;
+    }
+    kh_value(&iface->sources, iter) += add;
+    if (kh_value(&iface->sources, iter) == 0) {
+        kh_del(uct_crypt_sources, &iface->sources, iter);
+        return 0;
+    }
+    return kh_value(&iface->sources, iter);
+}
+
 /* Take `flow`, whose HELLO just opened, into the iface's flows; refused
  * (UCS_ERR_EXCEEDS_LIMIT, said and counted) past a bound, or without
  * memory for the tables. The caller frees a refused flow. */
@@ -219,6 +253,7 @@ ucs_status_t uct_crypt_rx_flow_add(uct_crypt_iface_t *iface,
     static uint64_t refused;
     uct_crypt_peer_t *peer = uct_crypt_peer_find(iface, flow->peer_public, 0);
     uct_crypt_rx_flow_t *old;
+    unsigned source_flows;
     khiter_t iter;
     uint64_t n;
     int ret;
@@ -243,17 +278,23 @@ ucs_status_t uct_crypt_rx_flow_add(uct_crypt_iface_t *iface,
     if (peer == NULL) {
         return UCS_ERR_NO_MEMORY;
     }
+    flow->source = iface->inner_ops->rx_source(iface->inner);
+    source_flows = (flow->source != 0) ?
+                   uct_crypt_rx_source_count(iface, flow->source, 0) : 0;
     if ((kh_size(&iface->rx_flows) >= iface->rx_flows_max) ||
-        (peer->num_flows >= iface->rx_flows_per_peer)) {
+        (peer->num_flows >= iface->rx_flows_per_peer) ||
+        (source_flows >= ucs_max(iface->rx_flows_max / 2, 1))) {
         n = __atomic_add_fetch(&refused, 1, __ATOMIC_RELAXED);
         UCT_CRYPT_STAT_ADD(flows_refused, 1);
         if (uct_crypt_outsider_logged(n)) {
             ucs_error("crypt: refused a new flow from " uct_crypt_log_peer_fmt
                       ": this iface receives %u flows, %u of them from that "
-                      "peer (UCX_CRYPT_RX_FLOWS=%u, UCX_CRYPT_RX_FLOWS_PER_PEER"
+                      "peer and %u from its host, which may hold half "
+                      "(UCX_CRYPT_RX_FLOWS=%u, UCX_CRYPT_RX_FLOWS_PER_PEER"
                       "=%u); %s (%" PRIu64 " refused so far)",
                       uct_crypt_log_peer_arg(flow->peer_public, flow->flow_id),
                       (unsigned)kh_size(&iface->rx_flows), peer->num_flows,
+                      source_flows,
                       iface->rx_flows_max, iface->rx_flows_per_peer,
                       (flow->wire_conn != 0) ?
                       "its connection is closed" :
@@ -263,8 +304,16 @@ ucs_status_t uct_crypt_rx_flow_add(uct_crypt_iface_t *iface,
         uct_crypt_peer_release(iface, peer);
         return UCS_ERR_EXCEEDS_LIMIT;
     }
+    if ((flow->source != 0) &&
+        (uct_crypt_rx_source_count(iface, flow->source, 1) == UINT_MAX)) {
+        uct_crypt_peer_release(iface, peer);
+        return UCS_ERR_NO_MEMORY;
+    }
     iter = kh_put(uct_crypt_rx_flows, &iface->rx_flows, flow->flow_id, &ret);
     if (ret < 0) {
+        if (flow->source != 0) {
+            (void)uct_crypt_rx_source_count(iface, flow->source, -1);
+        }
         uct_crypt_peer_release(iface, peer);
         return UCS_ERR_NO_MEMORY;
     }
@@ -285,6 +334,9 @@ static void uct_crypt_rx_flow_remove(uct_crypt_iface_t *iface, khiter_t iter)
     }
     ucs_list_del(&flow->peer_list);
     --flow->peer->num_flows;
+    if (flow->source != 0) {
+        (void)uct_crypt_rx_source_count(iface, flow->source, -1);
+    }
     uct_crypt_peer_release(iface, flow->peer);
     kh_del(uct_crypt_rx_flows, &iface->rx_flows, iter);
     uct_crypt_rx_flow_free(flow);
@@ -373,6 +425,7 @@ void uct_crypt_rx_flows_cleanup(uct_crypt_iface_t *iface)
     kh_destroy_inplace(uct_crypt_rx_flows, &iface->rx_flows);
     kh_destroy_inplace(uct_crypt_flow_ids, &iface->ended_flows);
     kh_destroy_inplace(uct_crypt_peers, &iface->peers);
+    kh_destroy_inplace(uct_crypt_sources, &iface->sources);
     if (iface->trial_keys != NULL) {
         keyex_secure_free(iface->trial_keys, sizeof(*iface->trial_keys));
         iface->trial_keys = NULL;

@@ -71,12 +71,16 @@ typedef struct uct_crypt_rx_flow {
     /* crypt's own wire: the connection its HELLO came on, which carries
      * all its records; the flow ends with it (0: a UCX inner) */
     uint64_t             wire_conn;
+    uint64_t             source;          /* its host (0: none told) */
 } uct_crypt_rx_flow_t;
 
 KHASH_MAP_INIT_INT64(uct_crypt_rx_flows, uct_crypt_rx_flow_t*);
 /* ids of flows their sender ended (FLOW_END): replays of them refused */
 KHASH_SET_INIT_INT64(uct_crypt_flow_ids);
 KHASH_MAP_INIT_INT64(uct_crypt_peers, uct_crypt_peer_t*);
+/* flows received from each host (uct_crypt_admit_source), where the inner
+ * tells it */
+KHASH_MAP_INIT_INT64(uct_crypt_sources, unsigned);
 
 /* The most flow ids an iface remembers as ended: 16 bytes each, 16 MiB in
  * all. Past it a FLOW_END is not taken: the flow stays, and counts

@@ -6,6 +6,7 @@
 
 #include "aead/aead.h"
 
+#include <endian.h>
 #include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
@@ -88,26 +89,29 @@ void uct_crypt_seen_cleanup(uct_crypt_seen_t *seen)
     memset(seen, 0, sizeof(*seen));
 }
 
-/* Same host: the address family and IP, not the port; for IPv6 the /64,
- * which one host may hold whole (WireGuard's ratelimiter keys IPv6 by its
- * /64, ratelimiter.c), but an IPv4-mapped address whole */
+uint64_t uct_crypt_admit_source(const struct sockaddr_storage *addr)
+{
+    const struct in6_addr *a6 = &((const struct sockaddr_in6*)addr)->sin6_addr;
+    uint64_t prefix;
+
+    if (addr->ss_family == AF_INET) {
+        return ntohl(((const struct sockaddr_in*)addr)->sin_addr.s_addr);
+    } else if (addr->ss_family != AF_INET6) {
+        return 0;
+    } else if (IN6_IS_ADDR_V4MAPPED(a6)) {
+        return ntohl(a6->s6_addr32[3]);
+    }
+    memcpy(&prefix, a6, sizeof(prefix));
+    return be64toh(prefix);
+}
+
+/* Same host: the address family and its uct_crypt_admit_source, not the
+ * port (no address to tell them apart: one source) */
 static int uct_crypt_admit_same_source(const struct sockaddr_storage *a,
                                        const struct sockaddr_storage *b)
 {
-    const struct in6_addr *a6 = &((const struct sockaddr_in6*)a)->sin6_addr;
-    const struct in6_addr *b6 = &((const struct sockaddr_in6*)b)->sin6_addr;
-
-    if (a->ss_family != b->ss_family) {
-        return 0;
-    }
-    if (a->ss_family == AF_INET) {
-        return ((const struct sockaddr_in*)a)->sin_addr.s_addr ==
-               ((const struct sockaddr_in*)b)->sin_addr.s_addr;
-    }
-    if (a->ss_family == AF_INET6) {
-        return !memcmp(a6, b6, IN6_IS_ADDR_V4MAPPED(a6) ? sizeof(*a6) : 8);
-    }
-    return 1; /* no address to tell them apart: one source */
+    return (a->ss_family == b->ss_family) &&
+           (uct_crypt_admit_source(a) == uct_crypt_admit_source(b));
 }
 
 size_t uct_crypt_admit_victim(const struct sockaddr_storage *const *sources,

@@ -95,6 +95,14 @@ uct_crypt_seen_verdict_t uct_crypt_seen_check(uct_crypt_seen_t *seen,
 
 void uct_crypt_seen_cleanup(uct_crypt_seen_t *seen);
 
+/* The host an address names, as a number: an IPv4 address (or an
+ * IPv4-mapped IPv6 one) whole, an IPv6 address by its /64, which one host
+ * may hold whole (WireGuard's ratelimiter keys IPv6 by its /64,
+ * ratelimiter.c). The two never meet: a /64 whose first 32 bits are zero
+ * lies in 0000::/8, which IANA's IPv6 address space registry keeps
+ * reserved by the IETF (RFC 4291). 0: no IP address (or ::/64). */
+uint64_t uct_crypt_admit_source(const struct sockaddr_storage *addr);
+
 /* Which of `count` silent half-open connections goes: `sources[i]` is the
  * peer address of the i-th, the oldest first. Returns an index into it:
  * of the source address (IP, without the port) that holds the most, the

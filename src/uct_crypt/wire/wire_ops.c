@@ -29,6 +29,15 @@ static const uint8_t *uct_crypt_wire_hello_key(const keyex_keypair_t *own)
     return NULL;
 }
 
+/* The host of the record being delivered: its connection's address */
+static uint64_t uct_crypt_wire_rx_source(uct_iface_h tl_iface)
+{
+    uct_crypt_wire_iface_t *iface = ucs_derived_of(tl_iface, uct_crypt_wire_iface_t);
+
+    return (iface->rx_conn != NULL) ?
+           uct_crypt_admit_source(&iface->rx_conn->peer_addr) : 0;
+}
+
 static int uct_crypt_wire_ep_ready(uct_ep_h ep, const uint8_t **secret_p)
 {
     *secret_p = uct_crypt_wire_ep_secret(ep);
@@ -53,6 +62,7 @@ const uct_crypt_inner_ops_t uct_crypt_wire_inner_ops = {
     .rx_peer            = uct_crypt_wire_rx_peer,
     .rx_peer_name       = uct_crypt_wire_rx_peer_name,
     .rx_conn            = uct_crypt_wire_rx_conn,
+    .rx_source          = uct_crypt_wire_rx_source,
     .rx_reject          = uct_crypt_wire_rx_reject,
     .rx_reject_conn     = uct_crypt_wire_rx_reject_conn,
     .rx_expect_segment  = uct_crypt_wire_rx_expect_segment

@@ -416,6 +416,9 @@ public:
     std::vector<uint8_t> captured; /* the first connection, client to
                                       server; read after stop() */
     std::atomic<int>     dropped{0};
+    std::atomic<uint32_t> from{INADDR_LOOPBACK}; /* the host (any of 127/8)
+                                                    it passes connections on
+                                                    from, from now on */
     std::vector<uint8_t> dropped_init; /* the first dropped connection's
                                           initiation, which the server never
                                           saw; read after stop() */
@@ -444,6 +447,10 @@ private:
         int server = socket(AF_INET, SOCK_STREAM, 0);
         sockaddr_in sa = {};
         sa.sin_family      = AF_INET;
+        sa.sin_addr.s_addr = htonl(from);
+        if (from != INADDR_LOOPBACK) {
+            (void)bind(server, (sockaddr*)&sa, sizeof(sa));
+        }
         sa.sin_port        = htons(target);
         sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
         if ((client < 0) || (connect(server, (sockaddr*)&sa, sizeof(sa)) != 0)) {
@@ -936,4 +943,58 @@ TEST_F(uct_crypt_wire_test, recorded_wire_stays_closed_to_the_static_keys_and_th
                               payload.begin() + 32), wire.end()) << "message " << i;
     }
     EXPECT_EQ(opened, 0u) << "records opened with the static keys and the job secret";
+}
+
+/* A holder of the job secret makes as many keys as it likes, so the bound
+ * per key does not keep it from taking an iface's whole flow table, and
+ * every honest flow after it refused (red team R1). No host holds more
+ * than half of the table: the flows of every other host have the rest.
+ * The relay passes b's connections on from the holder's host, then from
+ * an honest one. */
+TEST_F(uct_crypt_wire_test, one_host_holds_at_most_half_of_an_ifaces_flows)
+{
+    const uint16_t b_port = free_loopback_port();
+    recording_relay relay(b_port);
+    relay.from = INADDR_LOOPBACK + 1;
+    open_side(a);
+    open_side_with(b, {{"WIRE_PORT", std::to_string(b_port)},
+                       {"WIRE_ADVERTISE_PORT", std::to_string(relay.port)},
+                       {"RX_FLOWS", "8"}});
+    side c, honest;
+    open_side(c); /* the holder's second key */
+    open_side(honest);
+    uint64_t refused = wire_stat(&uct_crypt_stats_t::flows_refused);
+
+    std::vector<uct_ep_h> of_holder = flows_of_one_message(a, b, 4);
+    for (uct_ep_h ep : flows_of_one_message(c, b, 4)) {
+        of_holder.push_back(ep);
+    }
+    progress_until([&] { return (b.received.size() == 4u) &&
+                                (wire_stat(&uct_crypt_stats_t::flows_refused) ==
+                                 refused + 4); });
+    EXPECT_EQ(b.received.size(), 4u) << "half of the table";
+
+    relay.from = INADDR_LOOPBACK + 2;
+    uct_ep_h hb = connect(honest, b);
+    auto payload = make_payload(7, 64);
+    send_retrying([&] { return uct_ep_am_short(hb, kAmId, 100, payload.data(), 64); });
+    progress_until([&] { return (b.received.size() == 5u) ||
+                                !honest.failed_eps.empty(); });
+    ASSERT_EQ(b.received.size(), 5u) << "the honest host's flow was refused";
+    EXPECT_EQ(b.received[4].header, 100u);
+    EXPECT_TRUE(honest.failed_eps.empty());
+
+    std::vector<uct_ep_h> theirs; /* (a's go with the fixture) */
+    for (uct_ep_h ep : eps) {
+        if ((ep->iface == c.iface) || (ep->iface == honest.iface)) {
+            theirs.push_back(ep);
+        }
+    }
+    for (uct_ep_h ep : theirs) {
+        eps.erase(std::find(eps.begin(), eps.end(), ep));
+        uct_ep_destroy(ep);
+    }
+    close_side(c);
+    close_side(honest);
+    relay.stop();
 }
