@@ -175,21 +175,43 @@ static ucs_status_t uct_crypt_iface_get_address(uct_iface_h tl_iface,
 static UCS_LIST_HEAD(uct_crypt_open_ifaces);
 static pthread_mutex_t uct_crypt_open_ifaces_lock = PTHREAD_MUTEX_INITIALIZER;
 
-uct_crypt_iface_t *uct_crypt_iface_find(uct_worker_h worker, const char *dev_name)
+/* (uct_crypt_open_ifaces_lock held) */
+static uct_crypt_iface_t *uct_crypt_iface_lookup(uct_worker_h worker,
+                                                 const char *dev_name)
 {
-    uct_crypt_iface_t *iface, *found = NULL;
+    uct_crypt_iface_t *iface;
 
-    pthread_mutex_lock(&uct_crypt_open_ifaces_lock);
     ucs_list_for_each(iface, &uct_crypt_open_ifaces, open_list) {
         if ((iface->role == UCT_CRYPT_ROLE_DATA) &&
             (&iface->super.worker->super == worker) &&
             !strcmp(iface->dev_name, dev_name)) {
-            found = iface;
-            break;
+            return iface;
         }
     }
+    return NULL;
+}
+
+uct_crypt_iface_t *uct_crypt_iface_find(uct_worker_h worker, const char *dev_name)
+{
+    uct_crypt_iface_t *iface;
+
+    pthread_mutex_lock(&uct_crypt_open_ifaces_lock);
+    iface = uct_crypt_iface_lookup(worker, dev_name);
     pthread_mutex_unlock(&uct_crypt_open_ifaces_lock);
-    return found;
+    return iface;
+}
+
+void uct_crypt_iface_wake(uct_worker_h worker, const char *dev_name)
+{
+    uct_crypt_iface_t *iface;
+
+    /* (under the lock: an iface leaves the list before its fds close) */
+    pthread_mutex_lock(&uct_crypt_open_ifaces_lock);
+    iface = uct_crypt_iface_lookup(worker, dev_name);
+    if (iface != NULL) {
+        uct_crypt_bulk_poke(iface);
+    }
+    pthread_mutex_unlock(&uct_crypt_open_ifaces_lock);
 }
 
 ucs_status_t uct_crypt_iface_device_address(uct_worker_h worker,

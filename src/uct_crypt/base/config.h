@@ -165,6 +165,11 @@ extern uint8_t *uct_crypt_job_secret;  /* NULL: none configured */
 ucs_status_t uct_crypt_data_role_options(uct_crypt_keepalive_t *keepalive,
                                          uct_crypt_rx_limits_t *rx_limits);
 
+/* From any thread: wake `worker` where it sleeps on our data iface on
+ * `dev_name`'s event fd (a progress callback the connection manager
+ * registered from its async thread must run). uct_crypt_iface.c */
+void uct_crypt_iface_wake(uct_worker_h worker, const char *dev_name);
+
 /* (`key`, when not NULL: the iface's public key) */
 ucs_status_t uct_crypt_iface_device_address(uct_worker_h worker,
                                             const char *dev_name,

@@ -321,9 +321,9 @@ ucs_status_t uct_crypt_bulk_event_fd_get(uct_crypt_iface_t *iface, int *fd_p)
     int inner_fd;
 
     status = uct_iface_event_fd_get(iface->inner, &inner_fd);
-    if ((status != UCS_OK) || !uct_crypt_bulk_sleeps(bulk)) {
+    if ((status != UCS_OK) || (bulk == NULL)) {
         *fd_p = inner_fd;
-        return status; /* no pool threads: only the inner can wake us */
+        return status; /* no bulk engine: only the inner can wake us */
     }
     if (bulk->event_fd < 0) {
         bulk->event_fd = epoll_create1(EPOLL_CLOEXEC);
@@ -398,18 +398,32 @@ double uct_crypt_seal_bandwidth(crypt_aead_backend_t backend)
 }
 
 /* BUSY where a segment sealed on a pool thread waits for progress */
+/* From any thread: the iface's event fd wakes a worker asleep in
+ * ucp_worker_wait, and its next arm says BUSY (the connection manager
+ * registered a progress callback from its async thread) */
+void uct_crypt_bulk_poke(uct_crypt_iface_t *iface)
+{
+    uint64_t one = 1;
+
+    if ((iface->bulk != NULL) &&
+        (write(iface->bulk->wake_fd, &one, sizeof(one)) < 0)) {
+        /* the counter is full: the fd is readable anyway */
+    }
+}
+
 ucs_status_t uct_crypt_bulk_event_arm(uct_crypt_iface_t *iface)
 {
     uct_crypt_bulk_t *bulk = iface->bulk;
     uct_crypt_bulk_segment_t *seg;
     uct_crypt_bulk_tx_t *tx;
-    uint64_t drained;
+    uint64_t drained = 0;
 
+    if ((bulk != NULL) && (read(bulk->wake_fd, &drained, sizeof(drained)) > 0) &&
+        (drained > 0)) {
+        return UCS_ERR_BUSY; /* woken: progress first */
+    }
     if (!uct_crypt_bulk_sleeps(bulk)) {
         return UCS_OK;
-    }
-    if (read(bulk->wake_fd, &drained, sizeof(drained)) < 0) {
-        /* EAGAIN: nothing was signalled */
     }
     __atomic_store_n(&bulk->armed, 1, __ATOMIC_SEQ_CST);
     __atomic_thread_fence(__ATOMIC_SEQ_CST);

@@ -178,7 +178,9 @@ struct uct_crypt_bulk {
     ucs_list_link_t       opening;      /* uct_crypt_bulk_rx_seg_t, in order */
     unsigned              opening_count;/* at most `depth` */
     /* waking a progress thread that sleeps in ucp_worker_wait: the pool
-     * writes to wake_fd when `armed`; event_fd = epoll(inner's fd, wake_fd) */
+     * writes to wake_fd when `armed`, the connection manager when it holds
+     * a disconnect (uct_crypt_bulk_poke); event_fd = epoll(inner's fd,
+     * wake_fd) */
     int                   wake_fd;
     int                   event_fd;
     int                   armed;
@@ -284,6 +286,7 @@ ucs_status_t uct_crypt_bulk_ep_flush(uct_crypt_ep_t *ep, unsigned flags,
 void uct_crypt_bulk_ep_fence(uct_crypt_ep_t *ep);
 /* Event fd and arm: pool threads wake a progress thread that sleeps */
 ucs_status_t uct_crypt_bulk_event_fd_get(uct_crypt_iface_t *iface, int *fd_p);
+void uct_crypt_bulk_poke(uct_crypt_iface_t *iface);
 ucs_status_t uct_crypt_bulk_event_arm(uct_crypt_iface_t *iface);
 /* An ep of the iface has bulk work outstanding (a put, a get until its
  * answer landed, a flush, a fence): uct_iface_flush is not done */

@@ -675,6 +675,9 @@ void uct_crypt_cm_ep_peer_disconnected(uct_crypt_cm_ep_t *ep,
     uct_worker_progress_register_safe(&cm->super.iface.worker->super,
                                       uct_crypt_cm_ep_hold_progress, ep, 0,
                                       &ep->hold_cb_id);
+    /* a worker asleep in ucp_worker_wait runs it now, not at its next
+     * event or the deadline (the data may be in already) */
+    uct_crypt_iface_wake(&cm->super.iface.worker->super, ep->dev_name);
 }
 
 ucs_status_t uct_crypt_cm_ep_disconnect(uct_ep_h tl_ep, unsigned flags)

@@ -559,6 +559,35 @@ TEST_F(uct_crypt_cm_test, a_held_disconnect_still_lets_ours_go_out)
     EXPECT_EQ(server.am_at_disconnect.load(), 1 + count);
 }
 
+/* A worker asleep on its ifaces' event fds (ucp_worker_wait: UCX-Py's
+ * blocking mode) hears a peer's disconnect once the data before it is in:
+ * holding it registers a progress callback from the async thread, which
+ * must wake the worker too. (On the old code nothing did: it was heard at
+ * the worker's next event, or at the 5 s deadline.) The data here is in
+ * before the DISCONNECT comes. */
+TEST_F(uct_crypt_cm_test, a_held_disconnect_wakes_a_worker_asleep)
+{
+    ASSERT_NO_FATAL_FAILURE(connect_pair());
+    std::unique_ptr<uct_ep, void(*)(uct_ep_h)> data_ep(nullptr, uct_ep_destroy);
+    ASSERT_NO_FATAL_FAILURE(send_unprogressed(0, data_ep));
+    /* (both progressed past the wire's heartbeat, 250 ms: nothing more
+     * comes on the data connection) */
+    auto quiet = std::chrono::steady_clock::now() + std::chrono::milliseconds(600);
+    progress_until([&] { return std::chrono::steady_clock::now() > quiet; });
+
+    int fd = -1;
+    ASSERT_EQ(uct_iface_event_fd_get(server.iface, &fd), UCS_OK);
+    ASSERT_TRUE(progress_until([&] {
+        return uct_iface_event_arm(server.iface, UCT_EVENT_RECV) == UCS_OK;
+    }));
+    ASSERT_EQ(uct_ep_disconnect(client.ep, 0), UCS_OK);
+    pollfd woken = {fd, POLLIN, 0};
+    EXPECT_EQ(poll(&woken, 1, 4000), 1) << "the worker slept on";
+    EXPECT_EQ(server.disconnects.load(), 0) << "(reported from progress)";
+    ASSERT_TRUE(progress_until([&] { return server.disconnects.load() == 1; }));
+    EXPECT_EQ(server.am_at_disconnect.load(), 1);
+}
+
 /* Under load, the connection manager answers a first message it has not
  * seen with a cookie reply, not a DH (issue 29 item 2). Such a message is
  * what a replay older than the server's last 4096 is to it: a client's
