@@ -458,6 +458,22 @@ TEST(crypt_admit_victim, an_ipv6_64_is_one_source)
     EXPECT_EQ(victim(addresses6({"::ffff:10.0.0.2", "::ffff:10.0.0.3", "::ffff:10.0.0.4",
                                  "::ffff:10.0.0.4"})), 2u);
 }
+
+/* The host a flow table counts (uct_crypt_admit_source): an IPv4
+ * address, as itself or IPv4-mapped; an IPv6 address by its /64 */
+TEST(crypt_admit_victim, a_host_is_its_ipv4_address_or_its_ipv6_64)
+{
+    auto v4 = addresses({"10.0.0.3", "10.0.0.4"});
+    auto v6 = addresses6({"::ffff:10.0.0.3", "2001:db8:2::1", "2001:db8:2:0:ff::9",
+                          "2001:db8:3::1"});
+    EXPECT_EQ(uct_crypt_admit_source(&v4[0]), 0x0a000003u);
+    EXPECT_EQ(uct_crypt_admit_source(&v6[0]), 0x0a000003u) << "IPv4-mapped";
+    EXPECT_NE(uct_crypt_admit_source(&v4[0]), uct_crypt_admit_source(&v4[1]));
+    EXPECT_EQ(uct_crypt_admit_source(&v6[1]), uct_crypt_admit_source(&v6[2]))
+            << "one /64";
+    EXPECT_NE(uct_crypt_admit_source(&v6[1]), uct_crypt_admit_source(&v6[3]));
+    EXPECT_EQ(uct_crypt_admit_source(&v6[1]), 0x20010db800020000ull);
+}
 }
 
 /* ---- cookies under load (wire/wire_admit.h) ---------------------------------- */
