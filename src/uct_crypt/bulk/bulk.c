@@ -77,15 +77,22 @@ static unsigned uct_crypt_bulk_local_ranks(void)
 /* On a pool thread, after a job's done flag: wake the progress thread if
  * it is (about to be) asleep. The fence pairs with the one in event_arm:
  * either arm sees the done flag or this sees `armed`. */
+static void uct_crypt_bulk_signal(uct_crypt_bulk_t *bulk)
+{
+    uint64_t one = 1;
+
+    if (write(bulk->wake_fd, &one, sizeof(one)) < 0) {
+        /* the counter is full: the fd is readable anyway */
+    }
+}
+
 static void uct_crypt_bulk_wake(void *arg)
 {
     uct_crypt_bulk_t *bulk = arg;
-    uint64_t one = 1;
 
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
-    if (__atomic_exchange_n(&bulk->armed, 0, __ATOMIC_SEQ_CST) &&
-        (write(bulk->wake_fd, &one, sizeof(one)) < 0)) {
-        /* the counter is full: the fd is readable anyway */
+    if (__atomic_exchange_n(&bulk->armed, 0, __ATOMIC_SEQ_CST)) {
+        uct_crypt_bulk_signal(bulk);
     }
 }
 
@@ -397,29 +404,28 @@ double uct_crypt_seal_bandwidth(crypt_aead_backend_t backend)
     return best;
 }
 
-/* BUSY where a segment sealed on a pool thread waits for progress */
 /* From any thread: the iface's event fd wakes a worker asleep in
  * ucp_worker_wait, and its next arm says BUSY (the connection manager
  * registered a progress callback from its async thread) */
 void uct_crypt_bulk_poke(uct_crypt_iface_t *iface)
 {
-    uint64_t one = 1;
-
-    if ((iface->bulk != NULL) &&
-        (write(iface->bulk->wake_fd, &one, sizeof(one)) < 0)) {
-        /* the counter is full: the fd is readable anyway */
+    if (iface->bulk != NULL) {
+        uct_crypt_bulk_signal(iface->bulk);
     }
 }
 
+/* BUSY after a wake, or where a segment sealed on a pool thread waits for
+ * progress */
 ucs_status_t uct_crypt_bulk_event_arm(uct_crypt_iface_t *iface)
 {
     uct_crypt_bulk_t *bulk = iface->bulk;
     uct_crypt_bulk_segment_t *seg;
     uct_crypt_bulk_tx_t *tx;
-    uint64_t drained = 0;
+    uint64_t drained;
 
-    if ((bulk != NULL) && (read(bulk->wake_fd, &drained, sizeof(drained)) > 0) &&
-        (drained > 0)) {
+    /* (an eventfd reads whole, its counter never 0; EAGAIN: none came) */
+    if ((bulk != NULL) &&
+        (read(bulk->wake_fd, &drained, sizeof(drained)) == sizeof(drained))) {
         return UCS_ERR_BUSY; /* woken: progress first */
     }
     if (!uct_crypt_bulk_sleeps(bulk)) {

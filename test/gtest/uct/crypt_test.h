@@ -189,8 +189,17 @@ protected:
         eps.clear();
     }
 
+    /* (its eps first: an iface closes with none left) */
     void close_side(side &s)
     {
+        for (auto it = eps.begin(); it != eps.end();) {
+            if ((s.iface != nullptr) && ((*it)->iface == s.iface)) {
+                uct_ep_destroy(*it);
+                it = eps.erase(it);
+            } else {
+                ++it;
+            }
+        }
         if (s.iface) {
             uct_iface_close(s.iface);
         }

@@ -208,10 +208,6 @@ TEST_F(uct_crypt_test, flows_past_the_bounds_are_refused_and_established_ones_go
     EXPECT_TRUE(b.failed_eps.empty());
     EXPECT_TRUE(a.failed_eps.empty());
 
-    for (uct_ep_h ep : from_c) {
-        eps.erase(std::find(eps.begin(), eps.end(), ep));
-        uct_ep_destroy(ep);
-    }
     close_side(c);
 }
 
@@ -388,8 +384,6 @@ TEST_F(uct_crypt_test, on_the_own_wire_a_flow_past_the_bound_ends_its_peers_conn
     send_retrying([&] { return uct_ep_am_short(cb, kAmId, 100, payload.data(), 64); });
     progress_until([&] { return b.received.size() == 5u; });
     EXPECT_EQ(b.received[4].header, 100u);
-    eps.erase(std::find(eps.begin(), eps.end(), cb));
-    uct_ep_destroy(cb);
     close_side(c);
 }
 
@@ -495,9 +489,5 @@ TEST_F(uct_crypt_test, flows_asleep_make_room_for_new_ones_past_the_bound)
     EXPECT_EQ(b.received.size(), 6u);
     EXPECT_TRUE(b.failed_eps.empty());
 
-    for (uct_ep_h ep : {cb, cb2}) {
-        eps.erase(std::find(eps.begin(), eps.end(), ep));
-        uct_ep_destroy(ep);
-    }
     close_side(c);
 }

@@ -984,16 +984,6 @@ TEST_F(uct_crypt_wire_test, one_host_holds_at_most_half_of_an_ifaces_flows)
     EXPECT_EQ(b.received[4].header, 100u);
     EXPECT_TRUE(honest.failed_eps.empty());
 
-    std::vector<uct_ep_h> theirs; /* (a's go with the fixture) */
-    for (uct_ep_h ep : eps) {
-        if ((ep->iface == c.iface) || (ep->iface == honest.iface)) {
-            theirs.push_back(ep);
-        }
-    }
-    for (uct_ep_h ep : theirs) {
-        eps.erase(std::find(eps.begin(), eps.end(), ep));
-        uct_ep_destroy(ep);
-    }
     close_side(c);
     close_side(honest);
     relay.stop();

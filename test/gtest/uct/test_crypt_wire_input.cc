@@ -394,17 +394,25 @@ TEST_F(crypt_admit_seen, the_most_recent_are_remembered_past_any_number)
     }
 }
 
+/* IPv4 or IPv6 addresses by their text, each with a port of its own */
 std::vector<sockaddr_storage> addresses(const std::vector<const char*> &ips)
 {
     std::vector<sockaddr_storage> out(ips.size());
 
     for (size_t i = 0; i < ips.size(); ++i) {
-        sockaddr_in *in = (sockaddr_in*)&out[i];
+        sockaddr_in *in   = (sockaddr_in*)&out[i];
+        sockaddr_in6 *in6 = (sockaddr_in6*)&out[i];
+        uint16_t port     = htons((uint16_t)(40000 + i)); /* ports differ */
 
         memset(&out[i], 0, sizeof(out[i]));
-        in->sin_family = AF_INET;
-        in->sin_port   = htons((uint16_t)(40000 + i)); /* ports differ */
-        inet_pton(AF_INET, ips[i], &in->sin_addr);
+        if (inet_pton(AF_INET, ips[i], &in->sin_addr) == 1) {
+            in->sin_family = AF_INET;
+            in->sin_port   = port;
+        } else {
+            in6->sin6_family = AF_INET6;
+            in6->sin6_port   = port;
+            EXPECT_EQ(inet_pton(AF_INET6, ips[i], &in6->sin6_addr), 1) << ips[i];
+        }
     }
     return out;
 }
@@ -431,31 +439,16 @@ TEST(crypt_admit_victim, the_address_that_holds_the_most_loses_its_oldest)
     EXPECT_EQ(victim(addresses({"10.0.0.3", "10.0.0.3", "10.0.0.3"})), 0u);
 }
 
-std::vector<sockaddr_storage> addresses6(const std::vector<const char*> &ips)
-{
-    std::vector<sockaddr_storage> out(ips.size());
-
-    for (size_t i = 0; i < ips.size(); ++i) {
-        sockaddr_in6 *in = (sockaddr_in6*)&out[i];
-
-        memset(&out[i], 0, sizeof(out[i]));
-        in->sin6_family = AF_INET6;
-        in->sin6_port   = htons((uint16_t)(40000 + i));
-        EXPECT_EQ(inet_pton(AF_INET6, ips[i], &in->sin6_addr), 1) << ips[i];
-    }
-    return out;
-}
-
 /* One host holds a whole IPv6 /64 (crypto review N1: a flood spread over
  * a /64 made every address hold one, and the oldest, honest, went). A
  * /64 is one source, as WireGuard's ratelimiter keys IPv6 by its /64;
  * IPv4-mapped addresses (a dual-stack listener) stay one source each. */
 TEST(crypt_admit_victim, an_ipv6_64_is_one_source)
 {
-    EXPECT_EQ(victim(addresses6({"2001:db8:1::2", "2001:db8:2::1", "2001:db8:2::2",
+    EXPECT_EQ(victim(addresses({"2001:db8:1::2", "2001:db8:2::1", "2001:db8:2::2",
                                  "2001:db8:2::3"})), 1u);
-    EXPECT_EQ(victim(addresses6({"2001:db8:2::1", "2001:db8:1::2", "2001:db8:2::2"})), 0u);
-    EXPECT_EQ(victim(addresses6({"::ffff:10.0.0.2", "::ffff:10.0.0.3", "::ffff:10.0.0.4",
+    EXPECT_EQ(victim(addresses({"2001:db8:2::1", "2001:db8:1::2", "2001:db8:2::2"})), 0u);
+    EXPECT_EQ(victim(addresses({"::ffff:10.0.0.2", "::ffff:10.0.0.3", "::ffff:10.0.0.4",
                                  "::ffff:10.0.0.4"})), 2u);
 }
 
@@ -464,7 +457,7 @@ TEST(crypt_admit_victim, an_ipv6_64_is_one_source)
 TEST(crypt_admit_victim, a_host_is_its_ipv4_address_or_its_ipv6_64)
 {
     auto v4 = addresses({"10.0.0.3", "10.0.0.4"});
-    auto v6 = addresses6({"::ffff:10.0.0.3", "2001:db8:2::1", "2001:db8:2:0:ff::9",
+    auto v6 = addresses({"::ffff:10.0.0.3", "2001:db8:2::1", "2001:db8:2:0:ff::9",
                           "2001:db8:3::1"});
     EXPECT_EQ(uct_crypt_admit_source(&v4[0]), 0x0a000003u);
     EXPECT_EQ(uct_crypt_admit_source(&v6[0]), 0x0a000003u) << "IPv4-mapped";
