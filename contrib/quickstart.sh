@@ -160,6 +160,11 @@ check_start() {
     # (UCX_CRYPT_HANDSHAKE_RATE=0), and a replay gets one instead of a DH
     run_gtest uct_under_load env UCX_CRYPT_HANDSHAKE_RATE=0 \
         "$obj_test/test/gtest/gtest_uct" --gtest_filter="uct_crypt_wire*:uct_crypt_cm*"
+    # both listeners under load give each host half their DHs a second
+    # (UCX_CRYPT_HANDSHAKE_RATE=8: 4 a host): a job-secret holder's
+    # connections past its host's share wait, another host's do not
+    run_gtest uct_host_share env UCX_CRYPT_HANDSHAKE_RATE=8 \
+        "$obj_test/test/gtest/gtest_uct" --gtest_filter="uct_crypt_wire_share_test.*:uct_crypt_cm_share_test.*"
     # flows that sleep and wake, with keys updated before they sleep (a
     # key update every 2 records and bulk segments)
     run_gtest uct_rekeyed_flows env UCX_CRYPT_REKEY_RECORDS=2 \

@@ -118,7 +118,8 @@ ucs_config_field_t uct_crypt_global_config_table[] = {
      "is under load: it answers a first message with a cookie, which only a\n"
      "holder of the job secret can use, and takes the DH when the initiator\n"
      "sends its first message again with it (one more round trip), as WireGuard\n"
-     "does. 0: always ask (load made for the tests); inf: never; auto: 1000.",
+     "does; under load each host gets half the rate. 0: always ask (load made\n"
+     "for the tests, no host's share); inf: never; auto: 1000.",
      ucs_offsetof(uct_crypt_global_config_t, handshake_rate),
      UCS_CONFIG_TYPE_ULUNITS},
 
@@ -245,13 +246,15 @@ void uct_crypt_stats_print(void)
                               PRIu64 ", cookie replies %" PRIu64
                               ", flows ended %" PRIu64 ", refused %" PRIu64
                               ", slept %" PRIu64 ", woken %" PRIu64
-                              ", forgotten %" PRIu64 "\n",
+                              ", forgotten %" PRIu64
+                              ", handshakes deferred %" PRIu64 "\n",
                               s.wire_refused, s.wire_handshakes,
                               s.wire_failed, s.wire_shared,
                               s.wire_redirects_expired, s.cm_refused,
                               s.cm_handshakes, s.replays_refused, s.stranger_dh,
                               s.cookies_sent, s.flows_ended, s.flows_refused,
-                              s.flows_slept, s.flows_woken, s.flows_forgotten);
+                              s.flows_slept, s.flows_woken, s.flows_forgotten,
+                              s.dh_deferred);
     /* one write: ranks of one job share stderr, lines must not interleave */
     if (write(STDERR_FILENO, ucs_string_buffer_cstr(&line),
               ucs_string_buffer_length(&line)) < 0) {

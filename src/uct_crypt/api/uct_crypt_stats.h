@@ -80,6 +80,9 @@ typedef struct uct_crypt_stats {
     uint64_t flows_slept;
     uint64_t flows_woken;
     uint64_t flows_forgotten;
+    /* both listeners, under load: first messages with a valid mac2 whose
+     * host had its share of Diffie-Hellmans, held for their turn */
+    uint64_t dh_deferred;
 } uct_crypt_stats_t;
 
 /* Sum over every crypt iface of the process, open or closed. */

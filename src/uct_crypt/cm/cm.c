@@ -166,6 +166,10 @@ static void uct_crypt_cm_timer(int id, ucs_event_set_types_t events, void *arg)
                                  "UCX_CRYPT_CM_HANDSHAKE_TIMEOUT");
         } else {
             waiting = 1;
+            if (ep->dh_deferred) {
+                /* its host's turn? (uct_crypt_cm_server_handshake) */
+                uct_crypt_cm_ep_handler(ep->fd, UCS_EVENT_SET_EVREAD, ep);
+            }
         }
     }
     if (!waiting && (cm->timer_id == id)) {

@@ -153,6 +153,10 @@ typedef struct uct_crypt_cm_ep {
                                              cookie reply answers */
     unsigned                cookie_rounds; /* cookie replies sent (server)
                                               or taken (client) */
+    int                     dh_deferred; /* server: its host had its share
+                                            of DHs under load; its first
+                                            message waits in rx_buf, and
+                                            nothing more is read */
     uint8_t                 refusal;     /* KEYEX_NOISE_REFUSED_*: server:
                                             what to tell the client when it
                                             ends; client: what the server

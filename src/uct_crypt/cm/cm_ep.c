@@ -66,14 +66,15 @@ void uct_crypt_cm_ep_set(uct_crypt_cm_ep_t *ep, uint32_t bits)
 
 void uct_crypt_cm_ep_events(uct_crypt_cm_ep_t *ep)
 {
-    ucs_event_set_types_t events = UCS_EVENT_SET_EVREAD;
+    ucs_event_set_types_t events = ep->dh_deferred ? 0 : UCS_EVENT_SET_EVREAD;
     struct epoll_event ev;
 
     if ((ep->state & UCT_CRYPT_CM_EP_CONNECTING) || (ep->tx_sent < ep->tx_len)) {
         events |= UCS_EVENT_SET_EVWRITE;
     }
     if (ep->state & UCT_CRYPT_CM_EP_IN_ROOM) {
-        ev.events   = EPOLLIN | ((events & UCS_EVENT_SET_EVWRITE) ? EPOLLOUT : 0);
+        ev.events   = ((events & UCS_EVENT_SET_EVREAD) ? EPOLLIN : 0) |
+                      ((events & UCS_EVENT_SET_EVWRITE) ? EPOLLOUT : 0);
         ev.data.ptr = ep;
         (void)epoll_ctl(uct_crypt_cm_ep_cm(ep)->room_fd, EPOLL_CTL_MOD, ep->fd, &ev);
         return;
@@ -388,6 +389,7 @@ static UCS_CLASS_INIT_FUNC(uct_crypt_cm_ep_t, const uct_ep_params_t *params)
     self->tx_len   = self->tx_sent = 0;
     self->tx_count = self->rx_count = 0;
     self->cookie_rounds = 0;
+    self->dh_deferred   = 0;
     self->refusal       = 0;
     self->held          = NULL;
     self->held_count    = 0;

@@ -316,7 +316,9 @@ ucs_status_t uct_crypt_cm_server_handshake(uct_crypt_cm_ep_t *ep,
         uct_crypt_cm_ep_fail_local(ep, "cannot check the handshake's first message");
         return UCS_ERR_CANCELED;
     }
-    switch (uct_crypt_seen_check(&cm->seen, in->msg.ephemeral)) {
+    /* (one deferred was taken already) */
+    switch (ep->dh_deferred ? UCT_CRYPT_SEEN_NEW :
+            uct_crypt_seen_check(&cm->seen, in->msg.ephemeral)) {
     case UCT_CRYPT_SEEN_NEW:
         break;
     case UCT_CRYPT_SEEN_AGAIN:
@@ -334,6 +336,19 @@ ucs_status_t uct_crypt_cm_server_handshake(uct_crypt_cm_ep_t *ep,
     switch (uct_crypt_cookies_mac2_valid(&cm->cookies, now, &ep->peer_addr,
                                          cm->cookie_key, in, sizeof(*in))) {
     case 1:
+        if (!uct_crypt_cookies_source_allowed(&cm->cookies, &ep->peer_addr, now)) {
+            /* its host had its share (wire/wire_admit.h): the message
+             * waits in rx_buf for the timer to ask again, deferred, not
+             * closed, as the wire does (uct_crypt_wire_conn_defer) */
+            keyex_noise_cleanup(cm->scratch);
+            if (!ep->dh_deferred) {
+                ep->dh_deferred = 1;
+                UCT_CRYPT_STAT_ADD(dh_deferred, 1);
+                uct_crypt_cm_ep_events(ep);
+            }
+            return UCS_OK;
+        }
+        ep->dh_deferred = 0;
         break;
     case 0:
         if (!uct_crypt_cookies_dh_allowed(&cm->cookies, now)) {
@@ -577,6 +592,18 @@ static ucs_status_t uct_crypt_cm_ep_recv(uct_crypt_cm_ep_t *ep, const char **why
     ssize_t n;
 
     for (;;) {
+        if (ep->dh_deferred) {
+            /* its first message's turn? (the cm's timer asks: the ep reads
+             * nothing else meanwhile) */
+            *why   = "its answer was not crypt's handshake under this "
+                     "job's secret";
+            status = uct_crypt_cm_server_handshake(ep,
+                                                   (const keyex_noise_cm_init_msg_t*)
+                                                   ep->rx_buf);
+            if ((status != UCS_OK) || ep->dh_deferred) {
+                return status;
+            }
+        }
         need = uct_crypt_cm_ep_rx_need(ep);
         n    = recv(ep->fd, ep->rx_buf + ep->rx_have, need - ep->rx_have,
                     MSG_DONTWAIT);
@@ -604,6 +631,9 @@ static ucs_status_t uct_crypt_cm_ep_recv(uct_crypt_cm_ep_t *ep, const char **why
             *why        = "its answer was not crypt's handshake under "
                           "this job's secret";
             status      = uct_crypt_cm_ep_handshake(ep);
+            if (ep->dh_deferred) {
+                return status;
+            }
         } else if (need == sizeof(*hdr)) {
             /* the length, against a constant, before anything is read in */
             if (crypt_cm_frame_body_len(hdr, cm->max_body) < 0) {
@@ -645,6 +675,10 @@ void uct_crypt_cm_ep_handler(int fd, ucs_event_set_types_t events,
     socklen_t len         = sizeof(err);
 
     if (ep->state & UCT_CRYPT_CM_EP_FAILED) {
+        return;
+    } else if (ep->dh_deferred && (events & UCS_EVENT_SET_EVERR)) {
+        uct_crypt_cm_ep_fail(ep, UCS_ERR_CONNECTION_RESET,
+                             "the peer closed the connection");
         return;
     }
     if (ep->state & UCT_CRYPT_CM_EP_CONNECTING) {

@@ -61,25 +61,8 @@ static int uct_crypt_cm_ep_waiting(const uct_crypt_cm_ep_t *ep,
            (uct_crypt_cm_ep_wait(ep) == wait);
 }
 
-/* The oldest of set `wait` goes (the proven and cookied sets make room
- * only among themselves) */
-static void uct_crypt_cm_listener_drop_oldest(uct_crypt_cm_t *cm,
-                                              uct_crypt_cm_wait_t wait,
-                                              const char *reason)
-{
-    uct_crypt_cm_ep_t *ep;
-
-    ucs_list_for_each(ep, &cm->eps, list) {
-        if (uct_crypt_cm_ep_waiting(ep, wait)) {
-            uct_crypt_cm_refused(ep, reason);
-            UCS_CLASS_DELETE_FUNC_NAME(uct_crypt_cm_ep_t)(&ep->super.super.super);
-            return;
-        }
-    }
-}
-
 /* The oldest of set `wait` of the source address that holds the most of
- * it (uct_crypt_admit_victim), or NULL when the set is empty */
+ * its oldest 64 (uct_crypt_admit_victim), or NULL when the set is empty */
 static uct_crypt_cm_ep_t *uct_crypt_cm_listener_victim(uct_crypt_cm_t *cm,
                                                        uct_crypt_cm_wait_t wait)
 {
@@ -99,6 +82,25 @@ static uct_crypt_cm_ep_t *uct_crypt_cm_listener_victim(uct_crypt_cm_t *cm,
     return (count > 0) ? members[uct_crypt_admit_victim(sources, count)] : NULL;
 }
 
+/* Set `wait`, holding `held` of `max`, is full: its victim goes; a silent
+ * half-open one hears "busy" first */
+static void uct_crypt_cm_listener_evict(uct_crypt_cm_t *cm, uct_crypt_cm_wait_t wait,
+                                        unsigned held, unsigned max,
+                                        const char *reason)
+{
+    uct_crypt_cm_ep_t *ep;
+
+    if ((held < max) || ((ep = uct_crypt_cm_listener_victim(cm, wait)) == NULL)) {
+        return;
+    }
+    uct_crypt_cm_refused(ep, reason);
+    if (wait == UCT_CRYPT_CM_WAIT_HALF_OPEN) {
+        ep->refusal = KEYEX_NOISE_REFUSED_BUSY;
+        uct_crypt_cm_ep_tell_refusal(ep);
+    }
+    UCS_CLASS_DELETE_FUNC_NAME(uct_crypt_cm_ep_t)(&ep->super.super.super);
+}
+
 /* Room for one more half-open connection. What the half-open ones sent is
  * read first (an honest client's first message follows its TCP handshake
  * at once: reading it takes the connection out of the set); then, while
@@ -110,38 +112,30 @@ static uct_crypt_cm_ep_t *uct_crypt_cm_listener_victim(uct_crypt_cm_t *cm,
  * that proves connection upon connection and never sends CONNECT took
  * them oldest first, and every honest client between its DH and its
  * CONNECT lost its connection (the red team's R3, 2026-12-02). The
- * cookied (1024: too many to weigh on every accept) go oldest first. */
+ * cookied go by it too, among their oldest 64: a job-secret holder's
+ * connections waiting for their host's share of DHs are its own cost. */
 static void uct_crypt_cm_listener_make_room(uct_crypt_cm_t *cm)
 {
-    uct_crypt_cm_ep_t *ep;
-
     if (cm->half_open >= UCT_CRYPT_CM_MAX_HALF_OPEN) {
         /* what the room's epoll says is readable: a read on each of them
          * was a system call per half-open connection per accept */
         uct_crypt_cm_room_handler(cm->room_fd, UCS_EVENT_SET_EVREAD, cm);
     }
-    if ((cm->half_open >= UCT_CRYPT_CM_MAX_HALF_OPEN) &&
-        ((ep = uct_crypt_cm_listener_victim(cm, UCT_CRYPT_CM_WAIT_HALF_OPEN)) != NULL)) {
-        uct_crypt_cm_refused(ep, "half-open connections all taken; a silent "
-                             "one of the address that held the most was "
-                             "closed (64 at most)");
-        ep->refusal = KEYEX_NOISE_REFUSED_BUSY;
-        uct_crypt_cm_ep_tell_refusal(ep);
-        UCS_CLASS_DELETE_FUNC_NAME(uct_crypt_cm_ep_t)(&ep->super.super.super);
-    }
-    if ((cm->proven >= UCT_CRYPT_CM_MAX_HALF_OPEN) &&
-        ((ep = uct_crypt_cm_listener_victim(cm, UCT_CRYPT_CM_WAIT_PROVEN)) != NULL)) {
-        uct_crypt_cm_refused(ep, "connections waiting for their CONNECT all "
-                             "taken; the oldest of the address that held "
-                             "the most was closed (64 at most)");
-        UCS_CLASS_DELETE_FUNC_NAME(uct_crypt_cm_ep_t)(&ep->super.super.super);
-    }
-    if (cm->cookied >= UCT_CRYPT_CM_MAX_COOKIED) {
-        uct_crypt_cm_listener_drop_oldest(cm, UCT_CRYPT_CM_WAIT_COOKIED,
-                                          "connections waiting for the answer "
-                                          "to a cookie all taken; the oldest "
-                                          "was closed (1024 at most)");
-    }
+    uct_crypt_cm_listener_evict(cm, UCT_CRYPT_CM_WAIT_HALF_OPEN, cm->half_open,
+                                UCT_CRYPT_CM_MAX_HALF_OPEN,
+                                "half-open connections all taken; a silent one "
+                                "of the address that held the most was closed "
+                                "(64 at most)");
+    uct_crypt_cm_listener_evict(cm, UCT_CRYPT_CM_WAIT_PROVEN, cm->proven,
+                                UCT_CRYPT_CM_MAX_HALF_OPEN,
+                                "connections waiting for their CONNECT all "
+                                "taken; the oldest of the address that held "
+                                "the most was closed (64 at most)");
+    uct_crypt_cm_listener_evict(cm, UCT_CRYPT_CM_WAIT_COOKIED, cm->cookied,
+                                UCT_CRYPT_CM_MAX_COOKIED,
+                                "connections waiting for the answer to a cookie "
+                                "(or their host's turn) all taken; one of the "
+                                "address that held the most was closed");
 }
 
 static void uct_crypt_cm_listener_accept(int fd, ucs_event_set_types_t events,

@@ -7,6 +7,7 @@
 #include "aead/aead.h"
 
 #include <endian.h>
+#include <math.h>
 #include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
@@ -136,37 +137,79 @@ size_t uct_crypt_admit_victim(const struct sockaddr_storage *const *sources,
 
 /* ---- cookies under load ------------------------------------------------------ */
 
+/* Brings `bucket` up to `now`; 1 and a token spent, or 0 when empty */
+static int uct_crypt_bucket_take(uct_crypt_bucket_t *bucket, double rate,
+                                 double burst, double now)
+{
+    if (now > bucket->at) {
+        bucket->tokens += (now - bucket->at) * rate;
+        bucket->tokens  = (bucket->tokens > burst) ? burst : bucket->tokens;
+        bucket->at     = now;
+    }
+    if (bucket->tokens < 1.0) {
+        return 0;
+    }
+    bucket->tokens -= 1.0;
+    return 1;
+}
+
 void uct_crypt_cookies_init(uct_crypt_cookies_t *cookies, double rate,
                             double now)
 {
+    size_t i;
+
     memset(cookies, 0, sizeof(*cookies));
-    cookies->rate      = rate;
-    cookies->burst     = (rate <= 0) ? 0 :
-                         (rate > UCT_CRYPT_HANDSHAKE_BURST) ? rate :
-                         UCT_CRYPT_HANDSHAKE_BURST;
-    cookies->tokens    = cookies->burst;
-    cookies->tokens_at = now;
+    cookies->rate          = rate;
+    cookies->burst         = (rate <= 0) ? 0 :
+                             (rate > UCT_CRYPT_HANDSHAKE_BURST) ? rate :
+                             UCT_CRYPT_HANDSHAKE_BURST;
+    cookies->bucket.tokens = cookies->burst;
+    cookies->bucket.at     = now;
+    cookies->source_rate   = (rate > 0) ? (rate / 2) : HUGE_VAL;
+    for (i = 0; i < UCT_CRYPT_SOURCE_BUCKETS; ++i) {
+        cookies->sources[i].at = -HUGE_VAL; /* full when first used */
+    }
 }
 
 int uct_crypt_cookies_dh_allowed(uct_crypt_cookies_t *cookies, double now)
 {
-    if (now > cookies->tokens_at) {
-        cookies->tokens += (now - cookies->tokens_at) * cookies->rate;
-        if (cookies->tokens > cookies->burst) {
-            cookies->tokens = cookies->burst;
+    return (now >= cookies->calm_at) &&
+           uct_crypt_bucket_take(&cookies->bucket, cookies->rate,
+                                 cookies->burst, now);
+}
+
+int uct_crypt_cookies_source_allowed(uct_crypt_cookies_t *cookies,
+                                     const struct sockaddr_storage *from,
+                                     double now)
+{
+    uint64_t source                = uct_crypt_admit_source(from);
+    double burst                   = (cookies->source_rate > 1.0) ?
+                                     cookies->source_rate : 1.0;
+    uct_crypt_bucket_t *bucket, *b = cookies->sources;
+    size_t i;
+
+    /* the host's bucket; else the one idle longest (a full bucket forgets
+     * nothing: WireGuard's table drops the entries that refilled) */
+    bucket = b;
+    for (i = 0; i < UCT_CRYPT_SOURCE_BUCKETS; ++i) {
+        if (b[i].source == source) {
+            bucket = &b[i];
+            break;
+        } else if (b[i].at < bucket->at) {
+            bucket = &b[i];
         }
-        cookies->tokens_at = now;
     }
-    if ((now < cookies->calm_at) || (cookies->tokens < 1.0)) {
-        return 0;
+    if (bucket->source != source) {
+        bucket->source = source;
+        bucket->tokens = burst;
+        bucket->at     = now;
     }
-    cookies->tokens -= 1.0;
-    return 1;
+    return uct_crypt_bucket_take(bucket, cookies->source_rate, burst, now);
 }
 
 void uct_crypt_cookies_stranger(uct_crypt_cookies_t *cookies, double now)
 {
-    cookies->tokens  = 0;
+    cookies->bucket.tokens = 0;
     cookies->calm_at = now + UCT_CRYPT_UNDER_LOAD_AFTER;
 }
 

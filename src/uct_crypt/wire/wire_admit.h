@@ -2,58 +2,31 @@
 /*
  * What crypt's two listeners (its own wire, wire/wire_iface.c, and its
  * connection manager, cm/cm_listener.c) grant a connection that has proven
- * nothing yet. No UCX here, so that the gtests drive it alone.
+ * nothing yet; wire/README.md tells the rules. No UCX here, so that the
+ * gtests drive it alone.
  *
- * Half-open slots. A listener holds a bounded number of connections whose
- * first message has not passed its MAC check. When they are all taken and
- * another arrives, one must go; the listener reads what waits on each of
- * them first (an honest initiator sends its first message right behind
- * the TCP handshake), and only then picks one of those still silent, by
- * uct_crypt_admit_victim: one of the source address (an IPv6 /64 counts
- * as one) that holds the most of them, the oldest of those. A stranger who opens many connections
- * from one address loses its own; an honest peer, one connection from
- * another address, never holds the most. A connection whose first message
- * passed the MAC check is out of the half-open set, and never evicted by
- * a stranger: also under load, while it waits for the initiator's answer
- * to a cookie reply (below). Those connections are bounded apart; the
- * oldest goes only to make room for another that passed the MAC check.
+ * Half-open slots: when they are all taken, what waits on each is read
+ * first (an honest initiator sends right behind the TCP handshake), then a
+ * silent one goes (uct_crypt_admit_victim). A connection whose first
+ * message passed its MAC is out of that set, also while it answers a
+ * cookie reply, and is evicted only for another that passed.
  *
- * Replayed first messages. A first message that passes its MAC check came
- * from a job-secret holder once, but maybe not now: anyone on the path can
- * record and send it again. Its ephemeral key is fresh per honest
- * handshake (Noise, revision 34, §7: "e" is generated anew for each
- * handshake), so the listener remembers the ephemerals of the first
- * messages it took and refuses one it saw, before any Diffie-Hellman
- * (WireGuard whitepaper §5.3 makes a replay cost no DH with its cookies
- * under load; this is the cheaper half: a recent replay is known by its
- * key). The set keeps the last UCT_CRYPT_SEEN_KEEP at least: an older one
- * comes back to the DH, where the own wire's timestamp check refuses it
- * and the connection manager's answer is useless without the ephemeral's
- * secret.
+ * Replays: an initiation's ephemeral is fresh per honest handshake (Noise,
+ * revision 34, section 7), so the listener refuses one it saw before any
+ * DH (uct_crypt_seen_*); an older one than the set keeps meets the DH,
+ * where the wire's timestamp refuses it and the cm's answer is useless
+ * without the ephemeral's secret.
  *
- * Cookies under load (WireGuard whitepaper §5.3). A listener spends up to
- * `rate` DHs a second on first messages that passed their MAC, from a
- * bucket that holds UCT_CRYPT_HANDSHAKE_BURST of them (or one second's,
- * if more): a job's wireup opens thousands of connections to one rank at
- * once, and an honest burst is not load (64 workers opening 64 endpoints
- * each to one peer got 3,160 cookie replies from a bucket of one second's
- * 1000). A store of recorded first messages older than the set above
- * spends at most the burst, once: on the own wire the first of them is
- * found out at its DH (its timestamp), at the connection manager when its
- * client never goes on (the handshake deadline); either empties the
- * bucket. Past that, or for a second after a DH
- * went to a stranger (a replay the set above forgot, found out by its
- * timestamp or by a client that never went on), it is under load, as
- * WireGuard's receive path stays under load for a second after its
- * handshake queue was full (the Linux driver's receive.c): a first
- * message then needs a valid mac2 before the DH. Whoever has none gets a
- * cookie reply (src/keyex/noise.h); the cookie is an HMAC of the
- * connection's source address and port under a random secret changed
- * every two minutes (WireGuard's COOKIE_SECRET_MAX_AGE), so the listener
- * keeps nothing per cookie it gives. A replayer gets its cookie too, but
- * cannot make mac2 without the job secret: its replay costs no DH. Over
- * TCP the address is proven by the connection itself; the port binds the
- * cookie to this connection, where the initiator answers it.
+ * Cookies under load (WireGuard whitepaper section 5.3): past a bucket of
+ * DHs (a job's wireup is a burst, not load), or for a second after a DH
+ * went to a stranger (as WireGuard's receive.c stays under load for a
+ * second), a first message needs a valid mac2 before its DH. The cookie is
+ * an HMAC of the source address and port under a secret changed every two
+ * minutes (COOKIE_SECRET_MAX_AGE), so nothing is kept per cookie; only a
+ * job-secret holder can make mac2 from it. Over TCP the connection proves
+ * the address; the port binds the cookie to this connection. A holder can
+ * make mac2 for every connection it opens: under load each host draws its
+ * DHs from a share of its own (uct_crypt_cookies_source_allowed).
  */
 #ifndef UCT_CRYPT_ADMIT_H
 #define UCT_CRYPT_ADMIT_H
@@ -115,15 +88,26 @@ enum {
     UCT_CRYPT_UNDER_LOAD_AFTER  = 1,   /* s: under load after a stranger's DH */
     UCT_CRYPT_COOKIE_ROUNDS     = 2,   /* cookie replies per connection: an
                                           honest initiator needs one */
-    UCT_CRYPT_HANDSHAKE_BURST   = 4096 /* DHs at once before cookies */
+    UCT_CRYPT_HANDSHAKE_BURST   = 4096,/* DHs at once before cookies */
+    UCT_CRYPT_SOURCE_BUCKETS    = 64   /* hosts weighed at once */
 };
+
+/* A token bucket: `rate` a second, up to `burst` */
+typedef struct uct_crypt_bucket {
+    double   tokens;
+    double   at;             /* when `tokens` was last brought up to date */
+    uint64_t source;         /* whose (uct_crypt_admit_source), per host */
+} uct_crypt_bucket_t;
 
 typedef struct uct_crypt_cookies {
     double  rate;            /* DHs a second before cookies (0: always) */
     double  burst;           /* the bucket: DHs at once */
-    double  tokens;          /* DHs that may go now, up to `burst` */
-    double  tokens_at;       /* when `tokens` was last brought up to date */
+    uct_crypt_bucket_t bucket;
     double  calm_at;         /* under load until then */
+    double  source_rate;     /* under load, DHs a second per host: half the
+                                listener's (none with 0, which asks for
+                                cookies always), a second's worth at once */
+    uct_crypt_bucket_t sources[UCT_CRYPT_SOURCE_BUCKETS];
     uint8_t *secrets;        /* current and previous secret (secure memory,
                                 made at the first cookie) */
     double  secret_at;       /* when the current one was made */
@@ -137,6 +121,16 @@ void uct_crypt_cookies_init(uct_crypt_cookies_t *cookies, double rate,
  * now (1, and one DH is spent), or is the listener under load (0: answer
  * with a cookie reply)? */
 int uct_crypt_cookies_dh_allowed(uct_crypt_cookies_t *cookies, double now);
+
+/* Under load, a first message from `from` passed its mac2: may it have a
+ * DH now (1, and one of its host's is spent), or did its host have its
+ * share (0: it waits, its connection kept, and asks again)? As WireGuard's
+ * ratelimiter.c, per IPv4 address or IPv6 /64: a job-secret holder makes
+ * a valid mac2 for every connection it opens, and its host must not take
+ * the DHs every other host's connections wait for. */
+int uct_crypt_cookies_source_allowed(uct_crypt_cookies_t *cookies,
+                                     const struct sockaddr_storage *from,
+                                     double now);
 
 /* A DH went to a stranger: under load for the next second */
 void uct_crypt_cookies_stranger(uct_crypt_cookies_t *cookies, double now);

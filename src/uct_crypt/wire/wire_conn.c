@@ -700,6 +700,8 @@ static int uct_crypt_wire_conn_parse(uct_crypt_wire_conn_t *conn)
             offset = 0;
             if (!uct_crypt_wire_conn_accept_init(conn)) {
                 return 0;
+            } else if (conn->dh_deferred) {
+                return 1; /* its initiation kept for its turn */
             }
             offset = need;
             continue;
@@ -931,6 +933,14 @@ void uct_crypt_wire_conn_handle(uct_crypt_wire_conn_t *conn, unsigned events)
     int err       = 0;
     socklen_t len = sizeof(err);
 
+    if (conn->dh_deferred) {
+        /* its initiation waits for its turn; the initiator left */
+        if (events & (EPOLLERR | EPOLLHUP)) {
+            uct_crypt_wire_conn_fail(conn, "connection closed during the "
+                                           "handshake");
+        }
+        return;
+    }
     if (conn->state == UCT_CRYPT_WIRE_CONNECTING) {
         if (!(events & (EPOLLOUT | EPOLLERR | EPOLLHUP))) {
             return;

@@ -166,8 +166,25 @@ static int uct_crypt_wire_conn_send_cookie(uct_crypt_wire_conn_t *conn,
     return 1;
 }
 
-/* Responder: the first 144 bytes (again after a cookie reply). Returns 0
- * when the connection is gone. */
+/* Responder, under load: the initiator's host had its share of DHs
+ * (uct_crypt_cookies_source_allowed). Its initiation stays in the
+ * connection's 144 bytes, nothing more is read, and the iface's timer asks
+ * again (uct_crypt_wire_conn_accept_init) until the handshake deadline:
+ * deferred, not closed, as an honest host's initiators would spend their
+ * reconnections in one burst. Returns 1: the connection stays. */
+static int uct_crypt_wire_conn_defer(uct_crypt_wire_conn_t *conn)
+{
+    ucs_assert(conn->cookie_rounds > 0); /* mac2: a cookie went on it */
+    if (!conn->dh_deferred) {
+        conn->dh_deferred = 1;
+        UCT_CRYPT_STAT_ADD(dh_deferred, 1);
+        uct_crypt_wire_conn_set_events(conn, 0);
+    }
+    return 1;
+}
+
+/* Responder: the first 144 bytes (again after a cookie reply, or when a
+ * deferred one's turn came). Returns 0 when the connection is gone. */
 int uct_crypt_wire_conn_accept_init(uct_crypt_wire_conn_t *conn)
 {
     uct_crypt_wire_iface_t *iface = conn->iface;
@@ -194,8 +211,10 @@ int uct_crypt_wire_conn_accept_init(uct_crypt_wire_conn_t *conn)
         }
         return 0;
     }
-    /* a replay of one we took: refused by its ephemeral, before any DH */
-    switch (uct_crypt_seen_check(&iface->seen, init.ephemeral)) {
+    /* a replay of one we took: refused by its ephemeral, before any DH
+     * (one deferred was taken already) */
+    switch (conn->dh_deferred ? UCT_CRYPT_SEEN_NEW :
+            uct_crypt_seen_check(&iface->seen, init.ephemeral)) {
     case UCT_CRYPT_SEEN_NEW:
         break;
     case UCT_CRYPT_SEEN_AGAIN:
@@ -210,6 +229,15 @@ int uct_crypt_wire_conn_accept_init(uct_crypt_wire_conn_t *conn)
     switch (uct_crypt_cookies_mac2_valid(&iface->cookies, now, &conn->peer_addr,
                                          iface->cookie_key, &init, sizeof(init))) {
     case 1:
+        if (!uct_crypt_cookies_source_allowed(&iface->cookies, &conn->peer_addr,
+                                              now)) {
+            return uct_crypt_wire_conn_defer(conn);
+        } else if (conn->dh_deferred) {
+            /* its turn: the 144 bytes are taken, reading goes on */
+            conn->dh_deferred = 0;
+            conn->rx_len      = 0;
+            uct_crypt_wire_conn_set_events(conn, EPOLLIN);
+        }
         break;
     case 0:
         if (!uct_crypt_cookies_dh_allowed(&iface->cookies, now)) {

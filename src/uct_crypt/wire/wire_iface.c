@@ -400,6 +400,27 @@ static void uct_crypt_wire_accept(uct_crypt_wire_iface_t *iface)
     }
 }
 
+/* The oldest of the source address that holds the most among the oldest
+ * silent (`cookied` 0) or cookied connections waiting for an initiation */
+static uct_crypt_wire_conn_t *
+uct_crypt_wire_reclaim_victim(uct_crypt_wire_iface_t *iface, int cookied)
+{
+    const struct sockaddr_storage *sources[2 * UCT_CRYPT_WIRE_HALF_OPEN_MAX];
+    uct_crypt_wire_conn_t *members[2 * UCT_CRYPT_WIRE_HALF_OPEN_MAX];
+    uct_crypt_wire_conn_t *conn;
+    size_t count = 0;
+
+    ucs_list_for_each(conn, &iface->conns, list) { /* oldest first */
+        if ((conn->state == UCT_CRYPT_WIRE_WAIT_INIT) &&
+            ((conn->cookie_rounds > 0) == cookied) &&
+            (count < ucs_static_array_size(members))) {
+            members[count]   = conn;
+            sources[count++] = &conn->peer_addr;
+        }
+    }
+    return (count > 0) ? members[uct_crypt_admit_victim(sources, count)] : NULL;
+}
+
 /* Half-open slots over the limit. What the peers already sent is read
  * first: an honest initiator sends its initiation with its first segment,
  * so reading it takes its connection out of the half-open set, and no
@@ -407,16 +428,12 @@ static void uct_crypt_wire_accept(uct_crypt_wire_iface_t *iface)
  * progress call handles 16 events, one accept call takes up to 128
  * connections: many endpoints opened at once to one process, UCX's gtest
  * test_uct_pending and multi_ep_2sided, had theirs closed). Then silent
- * ones go, each the oldest of the source address that holds the most
- * (uct_crypt_admit_victim): a stranger's flood from one host costs its own
- * connections, not an honest peer's. */
+ * ones go (uct_crypt_admit_victim): a stranger's flood from one host costs
+ * its own connections, not an honest peer's. */
 static void uct_crypt_wire_reclaim_half_open(uct_crypt_wire_iface_t *iface)
 {
-    const struct sockaddr_storage *sources[2 * UCT_CRYPT_WIRE_HALF_OPEN_MAX];
-    uct_crypt_wire_conn_t *silent[2 * UCT_CRYPT_WIRE_HALF_OPEN_MAX];
     unsigned round = ++iface->reclaim_round;
-    uct_crypt_wire_conn_t *conn, *tmp;
-    size_t count;
+    uct_crypt_wire_conn_t *conn;
 
 restart:
     ucs_list_for_each(conn, &iface->conns, list) {
@@ -430,40 +447,23 @@ restart:
             goto restart;
         }
     }
-
-    while (iface->half_open > UCT_CRYPT_WIRE_HALF_OPEN_MAX) {
-        count = 0;
-        ucs_list_for_each(conn, &iface->conns, list) { /* oldest first */
-            if ((conn->state == UCT_CRYPT_WIRE_WAIT_INIT) &&
-                (conn->cookie_rounds == 0) &&
-                (count < ucs_static_array_size(silent))) {
-                silent[count]  = conn;
-                sources[count] = &conn->peer_addr;
-                ++count;
-            }
-        }
-        if (count == 0) {
-            break;
-        }
-        /* (an honest initiator whose initiation had not come yet opens
-         * another connection: only a debug line) */
-        uct_crypt_wire_conn_refuse(silent[uct_crypt_admit_victim(sources, count)],
-                                   "half-open slots full, reclaimed from the "
-                                   "address that held the most",
+    /* (an honest initiator whose initiation had not come yet opens
+     * another connection: only a debug line) */
+    while ((iface->half_open > UCT_CRYPT_WIRE_HALF_OPEN_MAX) &&
+           ((conn = uct_crypt_wire_reclaim_victim(iface, 0)) != NULL)) {
+        uct_crypt_wire_conn_refuse(conn, "half-open slots full, reclaimed from "
+                                   "the address that held the most",
                                    UCS_LOG_LEVEL_DEBUG);
     }
-    /* those that passed mac1 and wait for the answer to a cookie reply go
-     * only for one another, the oldest first (an honest initiator answers
-     * one round trip later; a replayer never can) */
-    ucs_list_for_each_safe(conn, tmp, &iface->conns, list) {
-        if (iface->cookied <= UCT_CRYPT_WIRE_COOKIED_MAX) {
-            break;
-        } else if ((conn->state == UCT_CRYPT_WIRE_WAIT_INIT) &&
-                   (conn->cookie_rounds > 0)) {
-            uct_crypt_wire_conn_refuse(conn, "connections waiting for their "
-                                       "cookie's answer all taken; the oldest "
-                                       "was closed", UCS_LOG_LEVEL_DEBUG);
-        }
+    /* those that passed mac1 and wait for the answer to a cookie reply (or
+     * for their host's turn at a DH) go only for one another, by the same
+     * rule among the oldest: a job-secret holder's flood costs its own */
+    while ((iface->cookied > UCT_CRYPT_WIRE_COOKIED_MAX) &&
+           ((conn = uct_crypt_wire_reclaim_victim(iface, 1)) != NULL)) {
+        uct_crypt_wire_conn_refuse(conn, "connections waiting for their "
+                                   "cookie's answer all taken; one of the "
+                                   "address that held the most was closed",
+                                   UCS_LOG_LEVEL_DEBUG);
     }
 }
 
@@ -510,6 +510,8 @@ static void uct_crypt_wire_timers(uct_crypt_wire_iface_t *iface, ucs_time_t now)
             uct_crypt_wire_conn_close(conn);
         } else if (conn->redirect_wait && (now > conn->deadline)) {
             uct_crypt_wire_conn_redirect_expired(conn);
+        } else if (conn->dh_deferred) {
+            (void)uct_crypt_wire_conn_accept_init(conn); /* its turn? */
         } else if (liveness && ((conn->state == UCT_CRYPT_WIRE_ESTABLISHED) ||
                                 (conn->state == UCT_CRYPT_WIRE_INIT_SENT)) &&
                    uct_crypt_wire_unanswered(conn, iface->keepalive_s)) {

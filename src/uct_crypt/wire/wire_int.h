@@ -181,6 +181,9 @@ struct uct_crypt_wire_conn {
                                               reply answers */
     unsigned                 cookie_rounds;/* cookie replies sent (responder)
                                               or taken (initiator) */
+    int                      dh_deferred;  /* its host had its share of DHs
+                                              under load: the initiation
+                                              waits in hs_rx, unread past */
     uint64_t                 tx_records, tx_records_told;
     int                      taken_owed;   /* the peer's first record was
                                               taken: TAKEN not sent yet */

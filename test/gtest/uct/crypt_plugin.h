@@ -23,6 +23,7 @@
 
 #include <set>
 #include <string>
+#include <vector>
 
 namespace crypt_plugin {
 
@@ -40,6 +41,14 @@ inline void *&handle()
     return plugin;
 }
 
+/* The job secret, the same in every suite's key file: the plugin reads
+ * the first one, once (a test that plays a job-secret holder takes it) */
+inline std::vector<uint8_t> &job_secret()
+{
+    static std::vector<uint8_t> secret;
+    return secret;
+}
+
 /* A job secret as a deployment has one (32 random bytes, mode 0600), the
  * inner tcp, and the plugin loaded before UCT is first queried: it
  * registers itself when it is loaded. Call with ASSERT_NO_FATAL_FAILURE
@@ -49,12 +58,15 @@ inline void load()
     char path[] = "/tmp/ucx-crypt-gtest-key.XXXXXX";
     int fd = mkstemp(path);
     ASSERT_GE(fd, 0);
-    uint8_t secret[32];
-    FILE *urandom = fopen("/dev/urandom", "rb");
-    ASSERT_NE(urandom, nullptr);
-    ASSERT_EQ(fread(secret, 1, sizeof(secret), urandom), sizeof(secret));
-    fclose(urandom);
-    ASSERT_EQ(write(fd, secret, sizeof(secret)), (ssize_t)sizeof(secret));
+    std::vector<uint8_t> &secret = job_secret();
+    if (secret.empty()) {
+        secret.resize(32);
+        FILE *urandom = fopen("/dev/urandom", "rb");
+        ASSERT_NE(urandom, nullptr);
+        ASSERT_EQ(fread(secret.data(), 1, secret.size(), urandom), secret.size());
+        fclose(urandom);
+    }
+    ASSERT_EQ(write(fd, secret.data(), secret.size()), (ssize_t)secret.size());
     fchmod(fd, 0600);
     close(fd);
     key_path() = path;

@@ -478,6 +478,39 @@ protected:
     settings_t base_settings;
 };
 
+/* a plain TCP connection to `port` on 127.0.0.1, as a stranger opens one,
+ * from `from` (any of 127/8: a host of its own); -1 if it cannot */
+inline int connect_loopback(uint16_t port, uint32_t from = INADDR_LOOPBACK)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in sa = {}, src = {};
+    sa.sin_family       = AF_INET;
+    sa.sin_port         = htons(port);
+    sa.sin_addr.s_addr  = htonl(INADDR_LOOPBACK);
+    src.sin_family      = AF_INET;
+    src.sin_addr.s_addr = htonl(from);
+    if ((fd >= 0) && (((from != INADDR_LOOPBACK) &&
+                       (bind(fd, (sockaddr*)&src, sizeof(src)) != 0)) ||
+                      (::connect(fd, (sockaddr*)&sa, sizeof(sa)) != 0))) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+inline uint16_t free_loopback_port()
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in sa = {};
+    sa.sin_family      = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len      = sizeof(sa);
+    bind(fd, (sockaddr*)&sa, sizeof(sa));
+    getsockname(fd, (sockaddr*)&sa, &len);
+    close(fd);
+    return ntohs(sa.sin_port);
+}
+
 /* UCX's tcp beneath crypt, standing in for an RDMA inner (rc): the bulk
  * engine needs an inner with puts, and the record layer's rules for a UCX
  * inner are tested there (test builds only: INNER_UCX_TCP) */

@@ -600,3 +600,40 @@ TEST_F(crypt_admit_cookies, mac2_counts_for_its_connection_and_two_minutes)
     EXPECT_EQ(0, valid(from[0], 1000.0 + 2 * UCT_CRYPT_COOKIE_SECRET_AGE + 2))
             << "a cookie of four minutes ago";
 }
+
+/* Under load each host's DHs come from a bucket of its own, half the
+ * listener's rate and a second's worth at once (WireGuard's
+ * ratelimiter.c, by IPv4 address or IPv6 /64): a job-secret holder makes
+ * a valid mac2 for every connection it opens, and another host's DHs must
+ * not wait behind its flood. A rate of 0 (cookies always) bounds none. */
+TEST_F(crypt_admit_cookies, under_load_a_host_gets_half_the_listeners_dhs)
+{
+    auto hosts = addresses({"10.0.0.2", "10.0.0.2", "10.0.0.3", "2001:db8:1::2",
+                            "2001:db8:1::ff:3"});
+    auto allowed = [&](const sockaddr_storage &host, double now) {
+        return uct_crypt_cookies_source_allowed(&cookies, &host, now);
+    };
+
+    uct_crypt_cookies_init(&cookies, 8, 10.0); /* 4 a second a host */
+    for (int i = 0; i < 4; ++i) {
+        EXPECT_EQ(1, allowed(hosts[i % 2], 10.0)) << i; /* one host, two ports */
+    }
+    EXPECT_EQ(0, allowed(hosts[0], 10.0)) << "the host had its share";
+    EXPECT_EQ(1, allowed(hosts[2], 10.0)) << "another host";
+    EXPECT_EQ(0, allowed(hosts[1], 10.1)) << "not a token yet";
+    EXPECT_EQ(1, allowed(hosts[1], 10.3)) << "one a quarter second";
+    EXPECT_EQ(0, allowed(hosts[0], 10.3));
+    for (int i = 0; i < 4; ++i) {
+        EXPECT_EQ(1, allowed(hosts[3], 10.3)) << i;
+    }
+    EXPECT_EQ(0, allowed(hosts[4], 10.3)) << "the same IPv6 /64";
+    for (int i = 0; i < 4; ++i) {
+        EXPECT_EQ(1, allowed(hosts[0], 20.0)) << i;
+    }
+    EXPECT_EQ(0, allowed(hosts[0], 20.0)) << "ten seconds idle: a second's worth";
+
+    uct_crypt_cookies_init(&cookies, 0, 10.0);
+    for (int i = 0; i < 10000; ++i) {
+        ASSERT_EQ(1, allowed(hosts[0], 10.0)) << "rate 0: no share " << i;
+    }
+}
