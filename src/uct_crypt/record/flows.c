@@ -47,8 +47,9 @@
  * A holder of the job secret can make any number of keys, so the bound
  * per key does not stop one from taking the whole table. Where the inner
  * tells the host a flow came from (the own wire: the connection's
- * address), no host holds more than half of the table: the flows of
- * every other host have the rest (red team R1).
+ * address), a host holds at most half of what the other hosts leave: a
+ * holder on k hosts leaves every other host 2^-k of the table (red team
+ * R1).
  */
 void uct_crypt_rx_flows_init(uct_crypt_iface_t *iface,
                              const uct_crypt_rx_limits_t *limits)
@@ -253,7 +254,7 @@ ucs_status_t uct_crypt_rx_flow_add(uct_crypt_iface_t *iface,
     static uint64_t refused;
     uct_crypt_peer_t *peer = uct_crypt_peer_find(iface, flow->peer_public, 0);
     uct_crypt_rx_flow_t *old;
-    unsigned source_flows;
+    unsigned source_flows, others;
     khiter_t iter;
     uint64_t n;
     int ret;
@@ -278,18 +279,23 @@ ucs_status_t uct_crypt_rx_flow_add(uct_crypt_iface_t *iface,
     if (peer == NULL) {
         return UCS_ERR_NO_MEMORY;
     }
+    /* a host holds at most half of what the other hosts leave: a holder
+     * on k hosts leaves every other host 2^-k of the table, not nothing */
     flow->source = iface->inner_ops->rx_source(iface->inner);
     source_flows = (flow->source != 0) ?
                    uct_crypt_rx_source_count(iface, flow->source, 0) : 0;
+    others       = kh_size(&iface->rx_flows) - source_flows;
     if ((kh_size(&iface->rx_flows) >= iface->rx_flows_max) ||
         (peer->num_flows >= iface->rx_flows_per_peer) ||
-        (source_flows >= ucs_max(iface->rx_flows_max / 2, 1))) {
+        ((flow->source != 0) &&
+         (source_flows >= ucs_max((iface->rx_flows_max - others) / 2, 1)))) {
         n = __atomic_add_fetch(&refused, 1, __ATOMIC_RELAXED);
         UCT_CRYPT_STAT_ADD(flows_refused, 1);
         if (uct_crypt_outsider_logged(n)) {
             ucs_error("crypt: refused a new flow from " uct_crypt_log_peer_fmt
                       ": this iface receives %u flows, %u of them from that "
-                      "peer and %u from its host, which may hold half "
+                      "peer and %u from its host, which may hold half of "
+                      "what the other hosts leave "
                       "(UCX_CRYPT_RX_FLOWS=%u, UCX_CRYPT_RX_FLOWS_PER_PEER"
                       "=%u); %s (%" PRIu64 " refused so far)",
                       uct_crypt_log_peer_arg(flow->peer_public, flow->flow_id),

@@ -914,10 +914,11 @@ TEST_F(uct_crypt_wire_test, recorded_wire_stays_closed_to_the_static_keys_and_th
 
 /* A holder of the job secret makes as many keys as it likes, so the bound
  * per key does not keep it from taking an iface's whole flow table, and
- * every honest flow after it refused (red team R1). No host holds more
- * than half of the table: the flows of every other host have the rest.
- * The relay passes b's connections on from the holder's host, then from
- * an honest one. */
+ * every honest flow after it refused (red team R1). A host holds at most
+ * half of what the other hosts leave: a holder on a second host gets a
+ * quarter, not the other half, and a third host still has room. The
+ * relay passes b's connections on from the holder's hosts, then from an
+ * honest one. */
 TEST_F(uct_crypt_wire_test, one_host_holds_at_most_half_of_an_ifaces_flows)
 {
     const uint16_t b_port = free_loopback_port();
@@ -941,17 +942,25 @@ TEST_F(uct_crypt_wire_test, one_host_holds_at_most_half_of_an_ifaces_flows)
                                  refused + 4); });
     EXPECT_EQ(b.received.size(), 4u) << "half of the table";
 
+    relay.from = INADDR_LOOPBACK + 3;
+    side d; /* the holder's third key, on its second host */
+    open_side(d);
+    flows_of_one_message(d, b, 4);
+    progress_until([&] { return (b.received.size() >= 6u) && !d.failed_eps.empty(); });
+    EXPECT_EQ(b.received.size(), 6u) << "half of what the first host left";
+
     relay.from = INADDR_LOOPBACK + 2;
     uct_ep_h hb = connect(honest, b);
     auto payload = make_payload(7, 64);
     send_retrying([&] { return uct_ep_am_short(hb, kAmId, 100, payload.data(), 64); });
-    progress_until([&] { return (b.received.size() == 5u) ||
+    progress_until([&] { return (b.received.size() == 7u) ||
                                 !honest.failed_eps.empty(); });
-    ASSERT_EQ(b.received.size(), 5u) << "the honest host's flow was refused";
-    EXPECT_EQ(b.received[4].header, 100u);
+    ASSERT_EQ(b.received.size(), 7u) << "the honest host's flow was refused";
+    EXPECT_EQ(b.received[6].header, 100u);
     EXPECT_TRUE(honest.failed_eps.empty());
 
     close_side(c);
+    close_side(d);
     close_side(honest);
     relay.stop();
 }
