@@ -351,7 +351,13 @@ ucs_status_t uct_crypt_cm_server_handshake(uct_crypt_cm_ep_t *ep,
         ep->dh_deferred = 0;
         break;
     case 0:
-        if (!uct_crypt_cookies_dh_allowed(&cm->cookies, now)) {
+        if (ep->dh_deferred) {
+            /* (its cookie's secret went while it waited: it opens another) */
+            keyex_noise_cleanup(cm->scratch);
+            uct_crypt_cm_ep_fail(ep, UCS_ERR_REJECTED, "a deferred first "
+                                 "message's cookie expired");
+            return UCS_ERR_CANCELED;
+        } else if (!uct_crypt_cookies_dh_allowed(&cm->cookies, now)) {
             keyex_noise_cleanup(cm->scratch);
             return uct_crypt_cm_server_cookie(ep, in, now);
         }

@@ -232,21 +232,27 @@ int uct_crypt_wire_conn_accept_init(uct_crypt_wire_conn_t *conn)
         if (!uct_crypt_cookies_source_allowed(&iface->cookies, &conn->peer_addr,
                                               now)) {
             return uct_crypt_wire_conn_defer(conn);
-        } else if (conn->dh_deferred) {
-            /* its turn: the 144 bytes are taken, reading goes on */
-            conn->dh_deferred = 0;
-            conn->rx_len      = 0;
-            uct_crypt_wire_conn_set_events(conn, EPOLLIN);
         }
         break;
     case 0:
-        if (!uct_crypt_cookies_dh_allowed(&iface->cookies, now)) {
+        if (conn->dh_deferred) {
+            /* (its cookie's secret went while it waited: it opens another) */
+            uct_crypt_wire_conn_refuse(conn, "a deferred initiation's cookie "
+                                       "expired", UCS_LOG_LEVEL_DEBUG);
+            return 0;
+        } else if (!uct_crypt_cookies_dh_allowed(&iface->cookies, now)) {
             return uct_crypt_wire_conn_send_cookie(conn, &init, now);
         }
         break;
     default:
         uct_crypt_wire_conn_fail_local(conn, "cannot check the initiation's mac2");
         return 0;
+    }
+    if (conn->dh_deferred) {
+        /* its turn: the 144 bytes are taken, reading goes on */
+        conn->dh_deferred = 0;
+        conn->rx_len      = 0;
+        uct_crypt_wire_conn_set_events(conn, EPOLLIN);
     }
     if (uct_crypt_wire_conn_start_hs(conn, iface) != UCS_OK) {
         uct_crypt_wire_conn_fail_local(conn, "cannot start the handshake");
