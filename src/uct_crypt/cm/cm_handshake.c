@@ -637,8 +637,8 @@ static ucs_status_t uct_crypt_cm_ep_recv(uct_crypt_cm_ep_t *ep, const char **why
             *why        = "its answer was not crypt's handshake under "
                           "this job's secret";
             status      = uct_crypt_cm_ep_handshake(ep);
-            if (ep->dh_deferred) {
-                return status;
+            if ((status == UCS_OK) && ep->dh_deferred) {
+                return status; /* (an ep that failed may be gone) */
             }
         } else if (need == sizeof(*hdr)) {
             /* the length, against a constant, before anything is read in */
