@@ -232,6 +232,9 @@ do_check_sanitizers() {
     run_gtest core_sanitizers "$obj_asan/test/gtest/gtest_core" \
         --gtest_filter="-*tasks_of_two_teams_progress_together*"
     run_gtest uct_sanitizers "$obj_asan/test/gtest/gtest_uct"
+    # the listeners' deferred first messages and their evictions
+    run_gtest uct_host_share_sanitizers env UCX_CRYPT_HANDSHAKE_RATE=8 \
+        "$obj_asan/test/gtest/gtest_uct" --gtest_filter="uct_crypt_wire_share_test.*:uct_crypt_cm_share_test.*"
     unset ASAN_OPTIONS UBSAN_OPTIONS
     IT_REPORT=integration_sanitizers REPORT_NAME_PREFIX=sanitizers/ IT_ONLY="$sanitizer_groups" \
         "$top/test/integration/run.sh" "$obj_asan" "$prefix_asan" "$results" || true

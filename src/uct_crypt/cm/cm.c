@@ -166,10 +166,19 @@ static void uct_crypt_cm_timer(int id, ucs_event_set_types_t events, void *arg)
                                  "UCX_CRYPT_CM_HANDSHAKE_TIMEOUT");
         } else {
             waiting = 1;
-            if (ep->dh_deferred) {
-                /* its host's turn? (uct_crypt_cm_server_handshake) */
-                uct_crypt_cm_ep_handler(ep->fd, UCS_EVENT_SET_EVREAD, ep);
-            }
+        }
+    }
+    /* deferred first messages, the oldest first: their host's turn?
+     * (uct_crypt_cm_server_handshake) Handling one may end another ep, so
+     * the walk starts over, each asked once a tick */
+    ++cm->retry_round;
+restart:
+    ucs_list_for_each(ep, &cm->eps, list) {
+        if (ep->dh_deferred && !(ep->state & UCT_CRYPT_CM_EP_FAILED) &&
+            (ep->retry_round != cm->retry_round)) {
+            ep->retry_round = cm->retry_round;
+            uct_crypt_cm_ep_handler(ep->fd, UCS_EVENT_SET_EVREAD, ep);
+            goto restart;
         }
     }
     if (!waiting && (cm->timer_id == id)) {
@@ -312,6 +321,7 @@ static UCS_CLASS_INIT_FUNC(uct_crypt_cm_t, uct_component_h component,
     self->half_open         = 0;
     self->cookied           = 0;
     self->proven            = 0;
+    self->retry_round       = 0;
     memset(&self->seen, 0, sizeof(self->seen));
     ucs_list_head_init(&self->eps);
     /* (what only a server needs comes with its first listener: UCP 1.13

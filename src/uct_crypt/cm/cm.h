@@ -80,6 +80,7 @@ typedef struct uct_crypt_cm {
     unsigned        half_open;        /* server eps: first message not passed */
     unsigned        cookied;          /* ... passed, a cookie reply sent */
     unsigned        proven;           /* ... passed, DH done, CONNECT not yet */
+    unsigned        retry_round;      /* of the timer's deferred walk */
     keyex_noise_t   *scratch;         /* secure: where first messages are
                                          checked before an ep holds state */
     keyex_noise_t   *start;           /* secure: the state every server
@@ -153,6 +154,7 @@ typedef struct uct_crypt_cm_ep {
                                              cookie reply answers */
     unsigned                cookie_rounds; /* cookie replies sent (server)
                                               or taken (client) */
+    unsigned                retry_round; /* asked again in the cm's */
     int                     dh_deferred; /* server: its host had its share
                                             of DHs under load; its first
                                             message waits in rx_buf, and

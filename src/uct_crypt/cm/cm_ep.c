@@ -390,6 +390,7 @@ static UCS_CLASS_INIT_FUNC(uct_crypt_cm_ep_t, const uct_ep_params_t *params)
     self->tx_count = self->rx_count = 0;
     self->cookie_rounds = 0;
     self->dh_deferred   = 0;
+    self->retry_round   = 0;
     self->refusal       = 0;
     self->held          = NULL;
     self->held_count    = 0;

@@ -183,6 +183,24 @@ static int uct_crypt_wire_conn_defer(uct_crypt_wire_conn_t *conn)
     return 1;
 }
 
+/* From the iface's timer: each deferred initiation asks for its DH again,
+ * the oldest first. Taking one may move an ep of ours onto it and free
+ * another connection, so the walk starts over, each asked once a tick. */
+void uct_crypt_wire_conn_retry_deferred(uct_crypt_wire_iface_t *iface)
+{
+    unsigned round = ++iface->reclaim_round;
+    uct_crypt_wire_conn_t *conn;
+
+restart:
+    ucs_list_for_each(conn, &iface->conns, list) {
+        if (conn->dh_deferred && (conn->reclaim_round != round)) {
+            conn->reclaim_round = round;
+            (void)uct_crypt_wire_conn_accept_init(conn);
+            goto restart;
+        }
+    }
+}
+
 /* Responder: the first 144 bytes (again after a cookie reply, or when a
  * deferred one's turn came). Returns 0 when the connection is gone. */
 int uct_crypt_wire_conn_accept_init(uct_crypt_wire_conn_t *conn)

@@ -510,8 +510,6 @@ static void uct_crypt_wire_timers(uct_crypt_wire_iface_t *iface, ucs_time_t now)
             uct_crypt_wire_conn_close(conn);
         } else if (conn->redirect_wait && (now > conn->deadline)) {
             uct_crypt_wire_conn_redirect_expired(conn);
-        } else if (conn->dh_deferred) {
-            (void)uct_crypt_wire_conn_accept_init(conn); /* its turn? */
         } else if (liveness && ((conn->state == UCT_CRYPT_WIRE_ESTABLISHED) ||
                                 (conn->state == UCT_CRYPT_WIRE_INIT_SENT)) &&
                    uct_crypt_wire_unanswered(conn, iface->keepalive_s)) {
@@ -524,6 +522,7 @@ static void uct_crypt_wire_timers(uct_crypt_wire_iface_t *iface, ucs_time_t now)
             uct_crypt_wire_conn_heartbeat(conn);
         }
     }
+    uct_crypt_wire_conn_retry_deferred(iface);
     if ((iface->half_open == 0) && (iface->cookied == 0)) {
         uct_crypt_wire_timer_arm(iface, 0);
     }

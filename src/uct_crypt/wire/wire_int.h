@@ -167,7 +167,8 @@ struct uct_crypt_wire_conn {
     int                      seg_body;
     uint8_t                  seg_tag[CRYPT_AEAD_TAG_LEN];
     int                      initiator;    /* we opened it */
-    unsigned                 reclaim_round;/* read in this reclaim round */
+    unsigned                 reclaim_round;/* read in this reclaim round (or
+                                              asked again, deferred) */
     int                      closing;      /* our half is done: drain, then
                                               close once the peer's is too */
     int                      tx_closed;    /* we sent CLOSE */
@@ -338,6 +339,7 @@ ucs_status_t uct_crypt_wire_conn_start_hs(uct_crypt_wire_conn_t *conn,
 ucs_status_t uct_crypt_wire_conn_make_init(uct_crypt_wire_conn_t *conn,
                                            const uint8_t *cookie);
 int uct_crypt_wire_conn_accept_init(uct_crypt_wire_conn_t *conn);
+void uct_crypt_wire_conn_retry_deferred(uct_crypt_wire_iface_t *iface);
 int uct_crypt_wire_conn_accept_response(uct_crypt_wire_conn_t *conn);
 int uct_crypt_wire_conn_accept_cookie(uct_crypt_wire_conn_t *conn);
 void uct_crypt_wire_conn_redirects(uct_crypt_wire_iface_t *iface);
