@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <functional>
 #include <string>
 #include <vector>
@@ -65,6 +66,7 @@ struct waiting {
     std::vector<int>                  fds;
     std::vector<std::string>          got;
     std::vector<std::vector<uint8_t>> cookies; /* each one's */
+    std::chrono::steady_clock::time_point first_at; /* the first's cookie */
 
     ~waiting()
     {
@@ -145,6 +147,9 @@ void through_cookies(waiting &w, const holder_ops &ops, Progress progress_until,
             if (answer) {
                 ops.answer(fds[i], cookie);
             }
+            if (w.fds.empty()) {
+                w.first_at = std::chrono::steady_clock::now();
+            }
             w.fds.push_back(fds[i]);
             w.cookies.emplace_back(cookie, cookie + sizeof(cookie));
             ++done;
@@ -169,6 +174,12 @@ void expect_the_first_stays(waiting &w, size_t response_len, Progress progress_u
     progress_until([&] { w.answered(1, response_len, &closed); return closed > 0; });
     EXPECT_GT(closed, 0u) << "nothing went past the bound";
     read_some(w.fds[0], &nothing, &first_closed);
+    if (first_closed &&
+        (std::chrono::steady_clock::now() - w.first_at > std::chrono::seconds(4))) {
+        /* (a machine too busy to flood within the first's handshake
+         * deadline, 5 s: its end says nothing of the eviction rule) */
+        GTEST_SKIP() << "the flood outlasted the handshake deadline";
+    }
     ASSERT_FALSE(first_closed) << "the honest host's connection was evicted";
     answer_first();
     progress_until([&] {

@@ -47,16 +47,31 @@ protected:
         return msg;
     }
 
+    /* the cookie of `reply` to the first message of tag `mac`; false if none */
+    bool take_cookie(const std::string &reply, const uint8_t *mac, uint8_t *cookie)
+    {
+        return (reply.size() == sizeof(keyex_noise_cookie_msg_t)) &&
+               (keyex_noise_cookie_reply_consume(cookie_key, mac,
+                                                 (const keyex_noise_cookie_msg_t*)
+                                                 reply.data(), cookie) == KEYEX_OK);
+    }
+
     /* Load: a DH for a client that never goes on (it closes), for a
-     * second */
+     * second; through a cookie where the listener has no DH to spare
+     * without one */
     void make_load()
     {
         const uint64_t before = stranger_dh();
         int fd                = connect_listener(INADDR_LOOPBACK + 9);
         bool closed           = false;
+        uint8_t cookie[KEYEX_NOISE_COOKIE_LEN];
 
-        first(fd, nullptr);
-        read_answer(fd, &closed);
+        keyex_noise_cm_init_msg_t sent = first(fd, nullptr);
+        std::string reply              = read_answer(fd, &closed);
+        if (take_cookie(reply, sent.msg.tag, cookie)) {
+            first(fd, cookie);
+            read_answer(fd, &closed);
+        }
         close(fd);
         progress_until([&] { return stranger_dh() > before; });
     }
@@ -72,11 +87,7 @@ protected:
             return fd;
         };
         ops.take = [&](const std::string &reply, const std::vector<uint8_t> &mac,
-                       uint8_t *cookie) {
-            return keyex_noise_cookie_reply_consume(cookie_key, mac.data(),
-                                                    (const keyex_noise_cookie_msg_t*)
-                                                    reply.data(), cookie) == KEYEX_OK;
-        };
+                       uint8_t *cookie) { return take_cookie(reply, mac.data(), cookie); };
         ops.answer    = [&](int fd, const uint8_t *cookie) { first(fd, cookie); };
         ops.make_load = [&] { make_load(); };
         listener_share::through_cookies(w, ops, [&](std::function<bool()> done) {

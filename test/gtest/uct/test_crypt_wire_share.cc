@@ -45,6 +45,17 @@ struct wire_holder {
         EXPECT_EQ(write(fd, msg, sizeof(*msg)), (ssize_t)sizeof(*msg));
         return fd;
     }
+
+    /* the cookie of `reply` to the initiation of mac1 `mac`; false if none */
+    bool take_cookie(const std::string &reply, const uint8_t *mac, uint8_t *cookie)
+    {
+        uint8_t key[KEYEX_SECRET_LEN];
+
+        return (reply.size() == sizeof(keyex_noise_cookie_msg_t)) &&
+               (keyex_noise_cookie_key(job.data(), responder, key) == KEYEX_OK) &&
+               (keyex_noise_cookie_reply_consume(key, mac, (const keyex_noise_cookie_msg_t*)
+                                                 reply.data(), cookie) == KEYEX_OK);
+    }
 };
 
 const keyex_noise_context_t records = {KEYEX_NOISE_ROLE_RECORDS, 16};
@@ -77,14 +88,27 @@ protected:
 
     /* Load: a DH that came to nothing (an initiation made for the
      * collective lane, from a host of its own: the records' iface refuses
-     * it after the DH), for a second */
+     * it after the DH), for a second; through a cookie where the listener
+     * has no DH to spare without one */
     void make_load()
     {
         const uint64_t before = wire_stat(&uct_crypt_stats_t::stranger_dh);
+        const keyex_noise_context_t lane_context = {KEYEX_NOISE_ROLE_LANE, 16};
         keyex_noise_init_msg_t init;
+        uint8_t cookie[KEYEX_NOISE_COOKIE_LEN];
+        std::string reply;
+        bool end         = false;
         wire_holder lane = h;
         lane.from        = INADDR_LOOPBACK + 9;
-        int fd           = lane.initiate({KEYEX_NOISE_ROLE_LANE, 16}, &init);
+        int fd           = lane.initiate(lane_context, &init);
+        progress_until([&] {
+            return (listener_share::read_some(fd, &reply, &end) >=
+                    sizeof(keyex_noise_cookie_msg_t)) || end ||
+                   (wire_stat(&uct_crypt_stats_t::stranger_dh) > before);
+        });
+        if (lane.take_cookie(reply, init.mac1, cookie)) {
+            lane.initiate(lane_context, &init, cookie, fd);
+        }
         progress_until([&] {
             return wire_stat(&uct_crypt_stats_t::stranger_dh) > before;
         });
@@ -103,13 +127,7 @@ protected:
             return fd;
         };
         ops.take = [&](const std::string &reply, const std::vector<uint8_t> &mac,
-                       uint8_t *cookie) {
-            uint8_t key[KEYEX_SECRET_LEN];
-            return (keyex_noise_cookie_key(who.job.data(), who.responder, key) == KEYEX_OK) &&
-                   (keyex_noise_cookie_reply_consume(key, mac.data(),
-                                                     (const keyex_noise_cookie_msg_t*)
-                                                     reply.data(), cookie) == KEYEX_OK);
-        };
+                       uint8_t *cookie) { return who.take_cookie(reply, mac.data(), cookie); };
         ops.answer = [&](int fd, const uint8_t *cookie) {
             keyex_noise_init_msg_t init;
             who.initiate(records, &init, cookie, fd);
