@@ -603,9 +603,7 @@ static ucs_status_t uct_crypt_cm_ep_recv(uct_crypt_cm_ep_t *ep, const char **why
              * nothing else meanwhile) */
             *why   = "its answer was not crypt's handshake under this "
                      "job's secret";
-            status = uct_crypt_cm_server_handshake(ep,
-                                                   (const keyex_noise_cm_init_msg_t*)
-                                                   ep->rx_buf);
+            status = uct_crypt_cm_ep_handshake(ep);
             if ((status != UCS_OK) || ep->dh_deferred) {
                 return status;
             }

@@ -188,8 +188,10 @@ int uct_crypt_cookies_source_allowed(uct_crypt_cookies_t *cookies,
     uct_crypt_bucket_t *bucket, *b = cookies->sources;
     size_t i;
 
-    /* the host's bucket; else the one idle longest (a full bucket forgets
-     * nothing: WireGuard's table drops the entries that refilled) */
+    /* the host's bucket; else the one idle longest, which starts full
+     * (WireGuard's table drops entries once they refilled; a holder on
+     * more hosts than UCT_CRYPT_SOURCE_BUCKETS has its debt forgotten:
+     * wire/README.md's known limits) */
     bucket = b;
     for (i = 0; i < UCT_CRYPT_SOURCE_BUCKETS; ++i) {
         if (b[i].source == source) {

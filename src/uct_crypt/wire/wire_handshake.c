@@ -169,7 +169,7 @@ static int uct_crypt_wire_conn_send_cookie(uct_crypt_wire_conn_t *conn,
 /* Responder, under load: the initiator's host had its share of DHs
  * (uct_crypt_cookies_source_allowed). Its initiation stays in the
  * connection's 144 bytes, nothing more is read, and the iface's timer asks
- * again (uct_crypt_wire_conn_accept_init) until the handshake deadline:
+ * again (uct_crypt_wire_conn_retry_deferred) until the handshake deadline:
  * deferred, not closed, as an honest host's initiators would spend their
  * reconnections in one burst. Returns 1: the connection stays. */
 static int uct_crypt_wire_conn_defer(uct_crypt_wire_conn_t *conn)
